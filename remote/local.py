@@ -1,0 +1,134 @@
+"""The embedded default executor: jobs are subprocesses on this machine.
+
+Each job runs in its own directory and its own process group (a new session), so a timeout or a cancel
+kills the whole group, grandchildren included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from .gpus import detect_local_gpus
+from .jobs import JobResult, JobSpec, JobStatus, NodeState, tail_text
+from .slots import SlotTable
+
+KILL_GRACE_S = 2.0
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalExecutor:
+    """Runs jobs as local subprocesses with a CPU concurrency limit and GPU slot leases."""
+
+    def __init__(self, work_dir: Path | None = None, cpu_slots: int | None = None,
+                 gpus: list[int] | None = None, keep_job_dirs: bool = False):
+        self._own_dir = work_dir is None
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="cuco-jobs-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.slots = SlotTable(cpu_slots or max(1, os.cpu_count() or 1),
+                               detect_local_gpus() if gpus is None else gpus)
+        self.keep_job_dirs = keep_job_dirs
+        self._running: dict[str, int] = {}   # job_id -> pgid
+        self._finished = 0
+        self._failures = 0
+
+    async def start(self) -> None:
+        return None
+
+    @property
+    def max_gpus_per_job(self) -> int:
+        return len(self.slots.gpu_ids)
+
+    def nodes(self) -> list[NodeState]:
+        return [NodeState(name="local", gpus_total=len(self.slots.gpu_ids), gpus_busy=self.slots.gpus_busy,
+                          cpu_slots=self.slots.cpu_slots, cpu_busy=self.slots.cpu_busy,
+                          running_jobs=len(self._running), failures=self._failures)]
+
+    async def run(self, spec: JobSpec) -> JobResult:
+        async with self.slots.lease(spec.gpus, spec.cpus) as gpus:
+            return await self._run_leased(spec, gpus)
+
+    async def _run_leased(self, spec: JobSpec, gpus: tuple[int, ...]) -> JobResult:
+        job_dir = self.work_dir / f"{spec.job_id}-{os.getpid()}-{time.monotonic_ns()}"
+        job_dir.mkdir(parents=True)
+        started = time.monotonic()
+        try:
+            for rel, data in spec.files.items():
+                dest = job_dir / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
+            for rel in spec.executable:
+                (job_dir / rel).chmod(0o755)
+            env = dict(os.environ)
+            env.update(spec.env)
+            if spec.gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+            log_path = job_dir / ".log"
+            with open(log_path, "wb") as log:
+                try:
+                    proc = await asyncio.create_subprocess_exec(
+                        *spec.argv, cwd=job_dir, env=env, stdin=asyncio.subprocess.DEVNULL,
+                        stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+                except OSError as exc:
+                    return JobResult(spec.job_id, JobStatus.ERROR, error=f"cannot start {spec.argv[0]}: {exc}",
+                                     duration_s=time.monotonic() - started, gpus=gpus)
+                self._running[spec.job_id] = proc.pid
+                status = JobStatus.OK
+                try:
+                    await asyncio.wait_for(proc.wait(), timeout=spec.timeout_s)
+                except asyncio.TimeoutError:
+                    status = JobStatus.TIMEOUT
+                    await self._terminate(proc)
+                except asyncio.CancelledError:
+                    await asyncio.shield(self._terminate(proc))
+                    raise
+                finally:
+                    self._running.pop(spec.job_id, None)
+                    # Stragglers the job left in its group (e.g. a forked helper) die with it.
+                    kill_group(proc.pid)
+            outputs = {}
+            for rel in spec.outputs:
+                p = job_dir / rel
+                if p.is_file():
+                    outputs[rel] = p.read_bytes()
+            log_text = tail_text(log_path.read_bytes())
+            rc = proc.returncode
+            if status is not JobStatus.OK or rc != 0:
+                self._failures += 1
+            self._finished += 1
+            return JobResult(spec.job_id, status, rc=rc, log=log_text, outputs=outputs, gpus=gpus,
+                             duration_s=time.monotonic() - started,
+                             error=f"timed out after {spec.timeout_s:g} s" if status is JobStatus.TIMEOUT else "")
+        finally:
+            if not self.keep_job_dirs:
+                shutil.rmtree(job_dir, ignore_errors=True)
+
+    async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
+        kill_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
+        except asyncio.TimeoutError:
+            pass
+        kill_group(proc.pid, signal.SIGKILL)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
+        except asyncio.TimeoutError:
+            pass
+
+    async def close(self) -> None:
+        for pgid in list(self._running.values()):
+            kill_group(pgid)
+        self._running.clear()
+        if self._own_dir and not self.keep_job_dirs:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
