@@ -1,0 +1,156 @@
+"""The SQLite schema of a project home (`.cuco/cuco.db`) and its migrations.
+
+The engine is the only writer. Every state change also appends to `events` (a monotonic `seq`), which
+is what attached TUIs replay with `hello{since}`.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# Candidate statuses. `pending` rows exist before evaluation so a crash never loses a proposal.
+PENDING, RUNNING, DONE, INCORRECT, FAILED = "pending", "running", "done", "incorrect", "failed"
+FINAL_STATUSES = (DONE, INCORRECT, FAILED)
+
+# Run states (the `cuco report --json` contract).
+RUN_STATES = ("running", "paused", "stopped", "finished", "failed")
+
+SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    workload TEXT NOT NULL,
+    workload_path TEXT NOT NULL,
+    state TEXT NOT NULL,
+    parent_run TEXT REFERENCES runs(id),
+    fork_candidate INTEGER,
+    config_json TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    finished_at REAL,
+    stop_reason TEXT,
+    baseline_time_ms REAL,
+    elapsed_s REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS candidates (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    number INTEGER NOT NULL,              -- proposal order within the run (0 = seed)
+    island INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
+    parent_id INTEGER,
+    inspiration_ids TEXT NOT NULL DEFAULT '[]',
+    operator TEXT NOT NULL,               -- seed | variant | knob | cross | llm-diff | llm-full | llm-cross | fork
+    mutator TEXT NOT NULL,                -- design-space | llm:<model> | fast-path | fork
+    source_hash TEXT NOT NULL,
+    descriptor_json TEXT NOT NULL,
+    cell TEXT NOT NULL,
+    status TEXT NOT NULL,
+    correct INTEGER,
+    speedup REAL,
+    time_ms REAL,
+    baseline_ms REAL,
+    fitness REAL,
+    reason TEXT,
+    metrics_json TEXT,
+    origin_id INTEGER,                    -- a fork's copy points at the original
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    UNIQUE (run_id, source_hash),
+    UNIQUE (run_id, number)
+);
+CREATE INDEX IF NOT EXISTS candidates_run_status ON candidates(run_id, status);
+CREATE INDEX IF NOT EXISTS candidates_run_fitness ON candidates(run_id, fitness);
+CREATE TABLE IF NOT EXISTS evaluations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+    run_id TEXT NOT NULL,
+    stage TEXT NOT NULL,                  -- build | verify | benchmark
+    status TEXT NOT NULL,                 -- ok | failed | timeout | incorrect | cancelled | lost
+    rc INTEGER,
+    duration_s REAL,
+    node TEXT,
+    attempt INTEGER NOT NULL DEFAULT 1,
+    log_hash TEXT,
+    result_json TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS evaluations_candidate ON evaluations(candidate_id);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,                  -- stable across restarts: run-candidate-stage
+    run_id TEXT NOT NULL,
+    candidate_id INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    state TEXT NOT NULL,                  -- running | done | cancelled
+    node TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_run ON events(run_id, seq);
+CREATE TABLE IF NOT EXISTS marks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    candidate_id INTEGER NOT NULL,
+    verdict TEXT NOT NULL,                -- accept | reject | clear
+    text TEXT NOT NULL DEFAULT '',
+    at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS marks_candidate ON marks(candidate_id);
+CREATE TABLE IF NOT EXISTS archive (
+    run_id TEXT NOT NULL,
+    cell TEXT NOT NULL,
+    candidate_id INTEGER NOT NULL,
+    fitness REAL NOT NULL,
+    PRIMARY KEY (run_id, cell)
+);
+CREATE TABLE IF NOT EXISTS migrations_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    src_island INTEGER NOT NULL,
+    dst_island INTEGER NOT NULL,
+    candidate_id INTEGER NOT NULL,
+    at_evaluation INTEGER NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS llm_calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT,
+    candidate_id INTEGER,
+    model TEXT NOT NULL,
+    purpose TEXT NOT NULL,                -- mutate | meta | judge | transform | embed
+    status TEXT NOT NULL,                 -- ok | error | timeout | in_flight
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL DEFAULT 0,
+    latency_s REAL,
+    prompt_hash TEXT,                     -- blob: the prompt as sent (never a key)
+    response_hash TEXT,                   -- blob: the raw answer
+    error TEXT,
+    at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS llm_calls_run ON llm_calls(run_id);
+CREATE TABLE IF NOT EXISTS run_state (
+    run_id TEXT NOT NULL,
+    key TEXT NOT NULL,                    -- e.g. bandit, recommendations
+    value_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    name TEXT PRIMARY KEY,
+    state_json TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+"""
+
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1}

@@ -1,0 +1,192 @@
+"""The project store: one SQLite database (WAL) per project home, blobs beside it.
+
+`Store` is the engine's writer (aiosqlite; the engine is the only writer). `ReadStore` is the
+read-only view used by the TUI and `cuco report` (plain sqlite3 with mode=ro). Every change that a
+viewer should see is written together with its event, in one transaction: a crash leaves either both
+or neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable
+
+import aiosqlite
+
+from .blobs import BlobStore
+from .schema import MIGRATIONS, SCHEMA_VERSION
+
+DB_NAME = "cuco.db"
+DB_TIMEOUT_S = 30.0
+
+
+def _pragmas() -> list[str]:
+    return ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON",
+            "PRAGMA busy_timeout=10000"]
+
+
+def _row_dict(cursor: sqlite3.Cursor | aiosqlite.Cursor, row: tuple) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cursor.description, row)}
+
+
+class Store:
+    """The single writer."""
+
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        self.db_path = self.home / DB_NAME
+        self.blobs = BlobStore(self.home / "blobs")
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self.on_event = None   # callable(event dict) set by the engine / daemon
+
+    async def open(self) -> "Store":
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._db = await asyncio.wait_for(aiosqlite.connect(self.db_path, isolation_level=None),
+                                          DB_TIMEOUT_S)
+        for pragma in _pragmas():
+            await self._db.execute(pragma)
+        await self._migrate()
+        return self
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await asyncio.wait_for(self._db.close(), DB_TIMEOUT_S)
+            self._db = None
+
+    async def _migrate(self) -> None:
+        assert self._db is not None
+        await self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        cur = await self._db.execute("SELECT value FROM meta WHERE key='schema_version'")
+        row = await cur.fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"{self.db_path}: schema version {version} is newer than this cuco "
+                               f"({SCHEMA_VERSION}); upgrade cuco")
+        for v in range(version + 1, SCHEMA_VERSION + 1):
+            await self._db.executescript("BEGIN;" + MIGRATIONS[v] +
+                                         f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{v}');COMMIT;")
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator["Tx"]:
+        assert self._db is not None, "store not open"
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            tx = Tx(self._db)
+            try:
+                yield tx
+            except BaseException:
+                await asyncio.shield(self._db.execute("ROLLBACK"))
+                raise
+            await asyncio.shield(self._db.execute("COMMIT"))
+        if self.on_event is not None:
+            for event in tx.events:
+                self.on_event(event)
+
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        assert self._db is not None
+        async with self._lock:
+            cur = await self._db.execute(sql, tuple(params))
+            rows = await cur.fetchall()
+            return [_row_dict(cur, r) for r in rows]
+
+    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> dict[str, Any] | None:
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    # Convenience writes, each its own transaction with its event.
+
+    async def event(self, run_id: str | None, kind: str, **data: Any) -> int:
+        async with self.transaction() as tx:
+            return await tx.event(run_id, kind, **data)
+
+
+class Tx:
+    """Statements inside one transaction; events are delivered to live viewers after the commit."""
+
+    def __init__(self, db: aiosqlite.Connection):
+        self.db = db
+        self.events: list[dict[str, Any]] = []
+
+    async def execute(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Cursor:
+        return await self.db.execute(sql, tuple(params))
+
+    async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
+        cur = await self.db.execute(sql, tuple(params))
+        return int(cur.lastrowid)
+
+    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> dict[str, Any] | None:
+        cur = await self.db.execute(sql, tuple(params))
+        row = await cur.fetchone()
+        return _row_dict(cur, row) if row else None
+
+    async def event(self, run_id: str | None, kind: str, **data: Any) -> int:
+        ts = time.time()
+        payload = json.dumps(data, default=str, sort_keys=True)
+        seq = await self.insert("INSERT INTO events (run_id, ts, kind, data_json) VALUES (?,?,?,?)",
+                                (run_id, ts, kind, payload))
+        self.events.append({"seq": seq, "run": run_id, "ts": ts, "kind": kind, "data": data})
+        return seq
+
+
+class ReadStore:
+    """Read-only view (TUI, report, CLI). Never writes; safe beside a live engine (WAL)."""
+
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        self.db_path = self.home / DB_NAME
+        if not self.db_path.exists():
+            raise FileNotFoundError(f"{self.db_path}: no cuco store here (run `cuco run` first, or pass --home)")
+        self.blobs = BlobStore(self.home / "blobs")
+        self._conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=DB_TIMEOUT_S,
+                                     check_same_thread=False)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        cur = self._conn.execute(sql, tuple(params))
+        return [_row_dict(cur, r) for r in cur.fetchall()]
+
+    def fetchone(self, sql: str, params: Iterable[Any] = ()) -> dict[str, Any] | None:
+        rows = self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    def runs(self) -> list[dict[str, Any]]:
+        return self.fetchall("SELECT * FROM runs ORDER BY created_at")
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        return self.fetchone("SELECT * FROM runs WHERE id=?", (run_id,))
+
+    def candidate(self, candidate_id: int) -> dict[str, Any] | None:
+        return self.fetchone("SELECT * FROM candidates WHERE id=?", (candidate_id,))
+
+    def candidates(self, run_id: str, limit: int = 5000, offset: int = 0,
+                   order: str = "id DESC") -> list[dict[str, Any]]:
+        if order not in ("id DESC", "id", "fitness DESC", "speedup DESC"):
+            raise ValueError(f"unsupported order {order!r}")
+        return self.fetchall(f"SELECT * FROM candidates WHERE run_id=? ORDER BY {order} LIMIT ? OFFSET ?",
+                             (run_id, limit, offset))
+
+    def events_since(self, since: int, run_id: str | None = None, limit: int = 10000) -> list[dict[str, Any]]:
+        if run_id is None:
+            rows = self.fetchall("SELECT * FROM events WHERE seq>? ORDER BY seq LIMIT ?", (since, limit))
+        else:
+            rows = self.fetchall("SELECT * FROM events WHERE seq>? AND run_id=? ORDER BY seq LIMIT ?",
+                                 (since, run_id, limit))
+        return [{"seq": r["seq"], "run": r["run_id"], "ts": r["ts"], "kind": r["kind"],
+                 "data": json.loads(r["data_json"])} for r in rows]
+
+    def source(self, candidate_id: int) -> str:
+        row = self.candidate(candidate_id)
+        if row is None:
+            raise KeyError(candidate_id)
+        return self.blobs.get_text(row["source_hash"])
+
+    def latest_mark(self, candidate_id: int) -> dict[str, Any] | None:
+        return self.fetchone("SELECT * FROM marks WHERE candidate_id=? ORDER BY id DESC LIMIT 1", (candidate_id,))

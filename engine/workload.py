@@ -1,0 +1,310 @@
+"""Load and validate a workload folder (`workload.yaml`, the candidate, variants, harness files).
+
+Every problem is an `InputError` naming the file and the field. The format: docs/workload-format.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from remote.errors import InputError
+
+from . import blocks
+from .design_space import DesignSpace, Dimension, Variant
+
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "workloads"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+STAGES = ("build", "verify", "benchmark")
+
+
+@dataclass(frozen=True)
+class ProblemConfig:
+    name: str
+    public: bool
+    bench: bool
+    params: dict[str, Any]
+
+
+@dataclass
+class Workload:
+    name: str
+    description: str
+    language: str
+    ranks: int
+    root: Path
+    candidate_file: str
+    seed_source: str
+    harness_files: dict[str, bytes]          # flat name -> content (sources and headers)
+    harness_sources: list[str]               # flat names compiled as translation units
+    build_command: str
+    build_nccl: bool
+    launch_command: list[str]
+    launch_gpus: int
+    launch_env: dict[str, str]
+    timeouts: dict[str, float]
+    warmup: int
+    iters: int
+    configs: list[ProblemConfig]
+    tolerances: dict[str, float]
+    design_space: DesignSpace
+    task: str = ""
+    api_notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def candidate_name(self) -> str:
+        return Path(self.candidate_file).name
+
+    @property
+    def public_configs(self) -> list[ProblemConfig]:
+        return [c for c in self.configs if c.public]
+
+    @property
+    def bench_configs(self) -> list[ProblemConfig]:
+        return [c for c in self.configs if c.bench]
+
+
+def resolve_workload_path(spec: str, cwd: Path | None = None) -> Path:
+    """A path, or the name of a shipped workload, or one under ./workloads/."""
+    cwd = cwd or Path.cwd()
+    p = Path(spec)
+    candidates = [p if p.is_absolute() else cwd / p, cwd / "workloads" / spec, SHIPPED_DIR / spec]
+    for c in candidates:
+        if (c / "workload.yaml").is_file():
+            return c.resolve()
+    if p.name == "workload.yaml" and p.is_file():
+        return p.parent.resolve()
+    shipped = sorted(d.name for d in SHIPPED_DIR.iterdir() if (d / "workload.yaml").is_file()) \
+        if SHIPPED_DIR.is_dir() else []
+    raise InputError(spec, "WORKLOAD", f"no workload.yaml there, under ./workloads/ or shipped with cuco "
+                                       f"(shipped: {', '.join(shipped) or 'none'})")
+
+
+class _Fields:
+    """Typed access to a YAML mapping with errors that name the file and the dotted field."""
+
+    def __init__(self, file: Path, data: Any, prefix: str = ""):
+        self.file, self.prefix = str(file), prefix
+        if not isinstance(data, dict):
+            raise InputError(self.file, prefix or "(top level)", "must be a mapping of fields")
+        self.data = data
+
+    def path(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def error(self, key: str, message: str) -> InputError:
+        return InputError(self.file, self.path(key), message)
+
+    def get(self, key: str, kind: type | tuple, default: Any = ..., what: str = "") -> Any:
+        if key not in self.data or self.data[key] is None:
+            if default is ...:
+                raise self.error(key, f"is required{': ' + what if what else ''}")
+            return default
+        value = self.data[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) and kind in (int, float):
+            raise self.error(key, f"must be a number, got {value!r}")
+        if not isinstance(value, kind):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.error(key, f"must be {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def sub(self, key: str, required: bool = True) -> "_Fields":
+        if key not in self.data or self.data[key] is None:
+            if required:
+                raise self.error(key, "is required")
+            return _Fields(self.file, {}, self.path(key))
+        return _Fields(self.file, self.data[key], self.path(key))
+
+
+def _read_text(file: Path, yaml_file: Path, field_name: str) -> str:
+    if not file.is_file():
+        raise InputError(str(yaml_file), field_name, f"file {file} does not exist")
+    return file.read_text()
+
+
+def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
+    root = resolve_workload_path(str(spec), cwd)
+    yaml_file = root / "workload.yaml"
+    try:
+        data = yaml.safe_load(yaml_file.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(str(yaml_file), "(syntax)", f"not valid YAML: {exc}") from None
+    f = _Fields(yaml_file, data)
+
+    name = f.get("name", str)
+    if not NAME_RE.match(name):
+        raise f.error("name", f"must match {NAME_RE.pattern} (got {name!r})")
+    language = f.get("language", str)
+    if language not in ("cpp", "cuda"):
+        raise f.error("language", f"must be cpp or cuda (got {language!r})")
+    ranks = f.get("ranks", int)
+    if ranks < 1:
+        raise f.error("ranks", f"must be >= 1 (got {ranks})")
+
+    candidate_file = f.get("candidate", str)
+    seed_source = _read_text(root / candidate_file, yaml_file, "candidate")
+    try:
+        seed_blocks = blocks.parse_blocks(seed_source)
+        blocks.check_block_bodies(seed_source)
+    except blocks.BlockError as exc:
+        raise InputError(str(root / candidate_file), "EVOLVE-BLOCK", str(exc)) from None
+    if not seed_blocks:
+        raise InputError(str(root / candidate_file), "EVOLVE-BLOCK",
+                         "the candidate has no EVOLVE-BLOCK-START/EVOLVE-BLOCK-END region to evolve")
+
+    h = f.sub("harness")
+    harness_files: dict[str, bytes] = {}
+    harness_sources: list[str] = []
+    for key in ("sources", "headers"):
+        entries = h.get(key, list, default=[] if key == "headers" else ...)
+        for i, rel in enumerate(entries):
+            field_name = h.path(f"{key}[{i}]")
+            if not isinstance(rel, str):
+                raise InputError(str(yaml_file), field_name, "must be a file path")
+            file = (root / rel).resolve()
+            if not file.is_file():
+                raise InputError(str(yaml_file), field_name, f"file {file} does not exist")
+            flat = file.name
+            if flat in harness_files or flat == Path(candidate_file).name:
+                raise InputError(str(yaml_file), field_name, f"two files named {flat}: basenames must be unique")
+            harness_files[flat] = file.read_bytes()
+            if key == "sources":
+                harness_sources.append(flat)
+
+    b = f.sub("build")
+    build_command = b.get("command", str, what="a shell command using {sources} and {binary}")
+    for token in ("{sources}", "{binary}"):
+        if token not in build_command:
+            raise b.error("command", f"must contain {token}")
+    build_nccl = b.get("nccl", bool, default=False)
+
+    la = f.sub("launch")
+    launch_command = la.get("command", list)
+    if not launch_command or not all(isinstance(x, str) for x in launch_command):
+        raise la.error("command", "must be a non-empty list of strings (argv)")
+    joined = " ".join(launch_command)
+    for token in ("{spec}", "{result}"):
+        if token not in joined:
+            raise la.error("command", f"must pass {token} to the harness")
+    launch_gpus = la.get("gpus", int, default=ranks if language == "cuda" else 0)
+    if launch_gpus < 0:
+        raise la.error("gpus", "must be >= 0")
+    launch_env = la.get("env", dict, default={})
+    if not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in launch_env.items()):
+        raise la.error("env", "must map names to strings")
+    launch_env = {k: str(v) for k, v in launch_env.items()}
+
+    t = f.sub("timeouts")
+    timeouts = {}
+    for stage in STAGES:
+        value = t.get(stage, float)
+        if value <= 0:
+            raise t.error(stage, f"must be a positive number of seconds (got {value:g})")
+        timeouts[stage] = value
+
+    bench = f.sub("benchmark", required=False)
+    warmup = bench.get("warmup", int, default=2)
+    iters = bench.get("iters", int, default=9)
+    if warmup < 0:
+        raise bench.error("warmup", "must be >= 0")
+    if iters < 1:
+        raise bench.error("iters", "must be >= 1")
+
+    configs = _load_configs(f, yaml_file)
+    tolerances_raw = f.get("tolerances", dict, default={})
+    tolerances = {}
+    for k, v in tolerances_raw.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise InputError(str(yaml_file), f"tolerances.{k}", f"must be a non-negative number (got {v!r})")
+        tolerances[str(k)] = float(v)
+
+    space = _load_design_space(f, yaml_file, root, seed_source)
+    llm = f.sub("llm", required=False)
+    return Workload(
+        name=name, description=f.get("description", str, default=""), language=language, ranks=ranks,
+        root=root, candidate_file=candidate_file, seed_source=seed_source, harness_files=harness_files,
+        harness_sources=harness_sources, build_command=build_command, build_nccl=build_nccl,
+        launch_command=launch_command, launch_gpus=launch_gpus, launch_env=launch_env, timeouts=timeouts,
+        warmup=warmup, iters=iters, configs=configs, tolerances=tolerances, design_space=space,
+        task=llm.get("task", str, default=""), api_notes=llm.get("api_notes", str, default=""),
+        extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS})
+
+
+_KNOWN_KEYS = {"name", "description", "language", "ranks", "candidate", "harness", "build", "launch",
+               "timeouts", "benchmark", "configs", "tolerances", "design_space", "variants", "llm"}
+
+
+def _load_configs(f: _Fields, yaml_file: Path) -> list[ProblemConfig]:
+    raw = f.get("configs", list)
+    if not raw:
+        raise f.error("configs", "needs at least one problem config")
+    configs, names = [], set()
+    for i, item in enumerate(raw):
+        c = _Fields(yaml_file, item, f"configs[{i}]")
+        name = c.get("name", str)
+        if name in names:
+            raise c.error("name", f"repeats config name {name!r}")
+        names.add(name)
+        public = c.get("public", bool, default=True)
+        configs.append(ProblemConfig(name, public, c.get("bench", bool, default=public), c.get("params", dict, default={})))
+    if not any(c.bench for c in configs):
+        raise f.error("configs", "at least one config must have bench: true (or be public)")
+    return configs
+
+
+def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str) -> DesignSpace:
+    ds = f.sub("design_space")
+    dims_raw = ds.get("dimensions", dict)
+    dims: dict[str, Dimension] = {}
+    for name, spec in dims_raw.items():
+        d = _Fields(yaml_file, spec, f"design_space.dimensions.{name}")
+        values = d.get("values", list)
+        if not values:
+            raise d.error("values", "needs at least one value")
+        values_t = tuple(str(v) for v in values)
+        default = str(d.get("default", (str, int, float), default=values_t[0]))
+        if default not in values_t:
+            raise d.error("default", f"{default!r} is not one of {list(values_t)}")
+        dims[name] = Dimension(name, values_t, default, d.get("knob", bool, default=False))
+    knob_lines = blocks.knob_values(seed_source)
+    for d in dims.values():
+        if d.knob and d.name not in knob_lines:
+            raise InputError(str(yaml_file), f"design_space.dimensions.{d.name}",
+                             f"is a knob but the candidate has no `// cuco:knob {d.name}` line in a block")
+    archive = ds.get("archive", list, default=[d.name for d in dims.values() if not d.knob])
+    for i, a in enumerate(archive):
+        if a not in dims:
+            raise InputError(str(yaml_file), f"design_space.archive[{i}]", f"{a!r} is not a dimension")
+
+    seed_names = {b.name for b in blocks.parse_blocks(seed_source)}
+    variants: list[Variant] = []
+    for i, item in enumerate(f.get("variants", list, default=[])):
+        v = _Fields(yaml_file, item, f"variants[{i}]")
+        vname, vfile = v.get("name", str), v.get("file", str)
+        text = _read_text(root / vfile, yaml_file, v.path("file"))
+        try:
+            bodies = blocks.block_bodies(text)
+            blocks.check_block_bodies(text)
+        except blocks.BlockError as exc:
+            raise InputError(str(root / vfile), "EVOLVE-BLOCK", str(exc)) from None
+        if not bodies:
+            raise InputError(str(root / vfile), "EVOLVE-BLOCK", "the variant has no EVOLVE-BLOCK to swap in")
+        unknown = set(bodies) - seed_names
+        if unknown:
+            raise InputError(str(root / vfile), "EVOLVE-BLOCK",
+                             f"blocks {sorted(unknown)} do not exist in the candidate (it has {sorted(seed_names)})")
+        point = {str(k): str(val) for k, val in v.get("point", dict).items()}
+        for k, val in point.items():
+            if k not in dims:
+                raise InputError(str(yaml_file), v.path(f"point.{k}"), "is not a design-space dimension")
+            if val not in dims[k].values:
+                raise InputError(str(yaml_file), v.path(f"point.{k}"), f"{val!r} is not one of {list(dims[k].values)}")
+        variants.append(Variant(vname, vfile, point, bodies))
+    return DesignSpace(dims, tuple(archive), variants)
