@@ -1,0 +1,194 @@
+"""The shell side of a remote job (POSIX sh, GNU coreutils, util-linux `setsid`).
+
+Layout on the node, for job `ID` under work dir `W`:
+
+    W/blobs/<sha256>      uploaded files, content-addressed, read-only
+    W/jobs/ID/work/       the job's working directory (its files are hard links to blobs, or copies)
+    W/jobs/ID/job.sh      the wrapper: records its process group, runs setup lines and the command
+    W/jobs/ID/pgid        the job's process group id (it is a session leader: `setsid`)
+    W/jobs/ID/log         stdout + stderr
+    W/jobs/ID/rc          the exit code, written when the command ended (absent while running)
+    W/jobs/ID/timedout    present when the remote `timeout` killed it
+    W/jobs/ID/cancel      present when the engine cancelled it
+
+The command runs under `timeout --foreground -k GRACE -s TERM T` (KILL as the backstop); when it ends,
+the wrapper writes `rc`, and the script that started it kills what is left of the job's process group,
+so grandchildren never outlive the job. `run_script` is idempotent by job id: a finished job is collected, a running one is
+adopted (waited for), anything else is started fresh. Its stdout is a tar stream of the results.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Iterable, Mapping, Sequence
+
+JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+EXIT_MISSING_BLOBS = 97
+MISSING_MARK = "CUCO-MISSING-BLOBS:"
+LOG_TAIL_BYTES = 64 * 1024
+
+
+def q(s: str) -> str:
+    return shlex.quote(s)
+
+
+def workdir_expr(work_dir: str) -> str:
+    """A shell word for the configured work dir (`~/x` is the remote user's home)."""
+    if work_dir == "~":
+        return '"$HOME"'
+    if work_dir.startswith("~/"):
+        return '"$HOME"/' + q(work_dir[2:])
+    return q(work_dir)
+
+
+def init_script(work_dir: str, probe_gpus: bool, probe_cpus: bool) -> str:
+    """Create the work dir; print its absolute path, the CPU count, the GPUs, the blobs and jobs present."""
+    lines = [
+        f"W={workdir_expr(work_dir)}",
+        'mkdir -p "$W/blobs" "$W/jobs" || exit 3',
+        'cd "$W" || exit 3',
+        'echo "WORKDIR $(pwd -P)"',
+    ]
+    if probe_cpus:
+        lines.append('echo "CPUS $(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"')
+    if probe_gpus:
+        lines.append("command -v nvidia-smi >/dev/null 2>&1 && "
+                     "nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | sed 's/^/GPU /'")
+    lines += [
+        "for f in blobs/*; do [ -f \"$f\" ] && echo \"BLOB ${f#blobs/}\"; done",
+        "for d in jobs/*; do [ -d \"$d\" ] && echo \"JOB ${d#jobs/}\"; done",
+        "exit 0",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def upload_script(work_dir: str, sha: str) -> str:
+    """Write stdin to W/blobs/<sha> atomically (read-only), unless it is already there."""
+    return (f"W={q(work_dir)}; B=\"$W/blobs/{sha}\"; [ -f \"$B\" ] && {{ cat >/dev/null; exit 0; }}; "
+            f"T=\"$B.tmp.$$\"; cat > \"$T\" && chmod 444 \"$T\" && mv -f \"$T\" \"$B\" || {{ rm -f \"$T\"; exit 1; }}")
+
+
+def _wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str], timeout_s: float,
+             kill_grace_s: float) -> str:
+    exports = "".join(f"export {k}={q(v)}\n" for k, v in env.items())
+    t = f"{timeout_s:.3f}"
+    grace = f"{max(kill_grace_s, 0.1):.3f}"
+    floor = max(int(timeout_s) - 1, 0)
+    cmd = " ".join(q(a) for a in argv)
+    setup_lines = "".join(
+        f"if [ $ok = 1 ]; then {line}\n"
+        f"[ $? = 0 ] || {{ echo {q('cuco: setup line failed on this node: ' + line)}; ok=0; }}; fi\n"
+        for line in setup)
+    return f"""echo $$ > ../pgid.tmp && mv -f ../pgid.tmp ../pgid
+[ -f ../cancel ] && exit 0
+s=$(date +%s); ok=1; rc=125
+{setup_lines}if [ $ok = 1 ]; then
+{exports}timeout --foreground -k {grace} -s TERM {t} {cmd}
+rc=$?
+fi
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then [ $(( $(date +%s) - s )) -ge {floor} ] && : > ../timedout; fi
+echo "$rc" > ../rc.tmp && mv -f ../rc.tmp ../rc
+"""
+
+
+def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]], argv: Sequence[str],
+               env: Mapping[str, str], setup: Iterable[str], timeout_s: float, kill_grace_s: float,
+               outputs: Sequence[str]) -> str:
+    """Start (or adopt, or collect) job `job_id`; print a tar of rc, timedout, log tail and outputs.
+
+    `links` is (sha256, relative path, executable) for each input file: executables are copied and
+    made executable; the rest are hard-linked to the read-only blob (copied across file systems).
+    Exits EXIT_MISSING_BLOBS and prints MISSING_MARK + the hashes on stderr when blobs are missing.
+    """
+    setup = list(setup)
+    out: list[str] = [
+        f"W={q(work_dir)}; J=\"$W/jobs/{job_id}\"",
+        'alive() { [ -f "$J/pgid" ] && kill -0 -- "-$(cat "$J/pgid")" 2>/dev/null; }',
+        'if [ -f "$J/rc" ]; then :',
+        'elif alive; then',
+        '  while [ ! -f "$J/rc" ] && alive; do sleep 0.2; done',
+        'else',
+        '  rm -rf "$J"',
+    ]
+    if links:
+        shas = " ".join(sorted({sha for sha, _, _ in links}))
+        out += [
+            "  m=",
+            f"  for h in {shas}; do [ -f \"$W/blobs/$h\" ] || m=\"$m $h\"; done",
+            f"  if [ -n \"$m\" ]; then echo \"{MISSING_MARK}$m\" >&2; exit {EXIT_MISSING_BLOBS}; fi",
+        ]
+    out.append('  mkdir -p "$J/work" || exit 96')
+    dirs = sorted({rel.rsplit("/", 1)[0] for _, rel, _ in links if "/" in rel})
+    if dirs:
+        out.append("  (cd \"$J/work\" && mkdir -p " + " ".join(q(d) for d in dirs) + ") || exit 96")
+    for sha, rel, executable in links:
+        dest = f"\"$J/work/\"{q(rel)}"
+        src = f"\"$W/blobs/{sha}\""
+        if executable:
+            out.append(f"  cp {src} {dest} && chmod 755 {dest} || exit 96")
+        else:
+            out.append(f"  ln -f {src} {dest} 2>/dev/null || cp {src} {dest} || exit 96")
+    wrapper = _wrapper(argv, env, setup, timeout_s, kill_grace_s)
+    out += [
+        "  cat > \"$J/job.sh\" <<'CUCO_JOB_EOF'",
+        wrapper.rstrip("\n"),
+        "CUCO_JOB_EOF",
+        '  cd "$J/work" || exit 96',
+        '  setsid -w sh "$J/job.sh" </dev/null >"$J/log" 2>&1',
+        '  kill -s KILL -- "-$(cat "$J/pgid")" 2>/dev/null  # stragglers die with the job',
+        'fi',
+        f'tail -c {LOG_TAIL_BYTES} "$J/log" > "$J/logtail" 2>/dev/null',
+        'cd "$J" || exit 96',
+        'set -- logtail; [ -f rc ] && set -- "$@" rc; [ -f timedout ] && set -- "$@" timedout',
+    ] + [f'[ -e work/{q(o)} ] && set -- "$@" work/{q(o)}' for o in outputs] + [
+        'tar -cf - "$@" 2>/dev/null',
+        "exit 0",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def kill_script(work_dir: str, job_id: str, kill_grace_s: float, remove: bool = True) -> str:
+    """Cancel job `job_id`: mark it, TERM its process group, then KILL; print KILLED if it was running."""
+    n = max(int(kill_grace_s * 10), 1)
+    lines = [
+        f"W={q(work_dir)}; J=\"$W/jobs/{job_id}\"",
+        '[ -d "$J" ] || exit 0',
+        ': > "$J/cancel" 2>/dev/null',
+        'i=0; while [ ! -f "$J/pgid" ] && [ ! -f "$J/rc" ] && [ $i -lt 10 ]; do sleep 0.05; i=$((i+1)); done',
+        'if [ -f "$J/pgid" ]; then P=$(cat "$J/pgid")',
+        '  if kill -0 -- "-$P" 2>/dev/null; then echo KILLED; kill -s TERM -- "-$P" 2>/dev/null',
+        f'    i=0; while kill -0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
+        '    kill -s KILL -- "-$P" 2>/dev/null; fi',
+        'fi',
+    ]
+    if remove:
+        lines.append('rm -rf "$J"')
+    return "\n".join(lines) + "\n"
+
+
+def reconcile_script(work_dir: str, kill_grace_s: float) -> str:
+    """Kill and remove every job whose id is not on stdin (one per line); print `KILLED <id>` for each
+    that was still running and `REMOVED <id>` for each finished one removed."""
+    n = max(int(kill_grace_s * 10), 1)
+    return "\n".join([
+        f"W={q(work_dir)}",
+        'K=$(mktemp) || exit 3; cat > "$K"',
+        'cd "$W/jobs" 2>/dev/null || { rm -f "$K"; exit 0; }',
+        'for d in *; do',
+        '  [ -d "$d" ] || continue',
+        '  grep -qxF -- "$d" "$K" && continue',
+        '  if [ -f "$d/pgid" ] && P=$(cat "$d/pgid") && kill -0 -- "-$P" 2>/dev/null; then',
+        '    : > "$d/cancel"; kill -s TERM -- "-$P" 2>/dev/null',
+        f'    i=0; while kill -0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
+        '    kill -s KILL -- "-$P" 2>/dev/null; echo "KILLED $d"',
+        '  else echo "REMOVED $d"; fi',
+        '  rm -rf "$d"',
+        'done',
+        'rm -f "$K"',
+    ]) + "\n"
+
+
+def remove_script(work_dir: str, job_ids: Iterable[str]) -> str:
+    ids = " ".join(q(j) for j in job_ids)
+    return f"W={q(work_dir)}; cd \"$W/jobs\" && rm -rf -- {ids}\n"
