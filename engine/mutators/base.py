@@ -59,6 +59,10 @@ class Proposal:
     llm_call_ids: list[int] = field(default_factory=list)
 
 
+class BudgetExhausted(Exception):
+    """Raised by `propose` when the run's LLM budget (spent + in flight) is committed: stop with reason "budget"."""
+
+
 class Mutator(Protocol):
     name: str
 

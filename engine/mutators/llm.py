@@ -1,0 +1,201 @@
+"""The LLM mutator: a model (picked by a UCB bandit) proposes a child as SEARCH/REPLACE diffs, a full
+rewrite of the EVOLVE-BLOCKs, or a crossover of two parents. Answers that are malformed, edit outside
+the blocks, carry preprocessor lines, or repeat what the island has are rejected and the reason is fed
+back to the model, a bounded number of times.
+
+The engine builds it with `build_llm_mutator(models, budget_usd, workload, home=...)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..llm.bandit import Bandit
+from ..llm.budget import Budget
+from ..llm.clients import ChatRequest
+from ..llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
+from ..llm.errors import LLMError
+from ..llm.meta import MetaSummarizer, load_recommendations
+from ..llm.models import ModelSpec, parse_model, parse_models
+from ..llm.novelty import EmbeddingNovelty, NoveltyCheck, ShingleNovelty
+from ..llm.pricing import Pricing
+from ..llm.prompts import mutate_prompt, novelty_message, rejection_message, system_prompt
+from ..llm.retry import RetryPolicy
+from ..llm.service import LLMService
+from .base import BudgetExhausted, Proposal, ProposalContext
+
+if TYPE_CHECKING:
+    from ..workload import Workload
+
+log = logging.getLogger("cuco.llm.mutator")
+
+OPERATORS = {"diff": "llm-diff", "full": "llm-full", "cross": "llm-cross"}
+# The explore-then-exploit schedule: kind weights and temperature per phase.
+SCHEDULE = {
+    "explore": ({"diff": 0.4, "full": 0.4, "cross": 0.2}, 1.0),
+    "exploit": ({"diff": 0.75, "full": 0.1, "cross": 0.15}, 0.6),
+}
+
+
+@dataclass
+class LLMSettings:
+    max_tokens_diff: int = 4096
+    max_tokens_full: int = 8192
+    novelty_threshold: float = 0.99         # token-shingle Jaccard; 0.995 cosine with embeddings
+    embedding_threshold: float = 0.995
+    meta_every: int = 10                    # finished evaluations between recommendations (0: off)
+    timeout_s: float = 180.0                # one LLM request
+    max_attempts: int = 4                   # per request, with backoff (429 / 5xx / timeouts)
+
+
+def choose_kind(ctx: ProposalContext) -> tuple[str, float]:
+    weights, temperature = SCHEDULE.get(ctx.phase, SCHEDULE["exploit"])
+    kinds = [k for k in weights if k != "cross" or ctx.second_parent is not None]
+    kind = ctx.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
+    return kind, temperature
+
+
+def _note(answer: str) -> str:
+    """The model's own one-line explanation (text before its first edit), for the candidate's note."""
+    head = answer.split("<<<<<<<", 1)[0].split("```", 1)[0].strip()
+    return " ".join(head.split())[:300]
+
+
+class LLMMutator:
+    name = "llm"
+
+    def __init__(self, service: LLMService, workload: "Workload", models: list[str], *,
+                 settings: LLMSettings | None = None, novelty: NoveltyCheck | None = None,
+                 embedding_model: str | None = None, node_facts: str | None = None):
+        self.service = service
+        self.workload = workload
+        self.models = list(models)
+        self.settings = settings or LLMSettings()
+        self.novelty = novelty or ShingleNovelty(self.settings.novelty_threshold)
+        self.embedding_model = embedding_model
+        self.node_facts = node_facts            # facts about the GPU node, when the engine knows them
+        self.meta = MetaSummarizer(self.settings.meta_every)
+        self._bandit: Bandit | None = None
+        self._run_id: str | None = None
+        self._meta_lock = asyncio.Lock()
+        self._recommendations: list[str] | None = None
+
+    @property
+    def budget(self) -> Budget:
+        return self.service.budget
+
+    async def _prepare(self, ctx: ProposalContext) -> Bandit:
+        if self._bandit is None or self._run_id != ctx.run_id:
+            self._run_id = ctx.run_id
+            self._bandit = await Bandit.load(ctx.store, ctx.run_id, self.models)
+            self._recommendations = None
+            if isinstance(self.novelty, EmbeddingNovelty) and self.embedding_model:
+                model, store, run_id = self.embedding_model, ctx.store, ctx.run_id
+                self.novelty.embed = lambda texts: self.service.embed(model, texts, store=store, run_id=run_id)
+        await self.budget.load(ctx.store, ctx.run_id)
+        await self._bandit.sync(ctx.store, ctx.run_id)
+        return self._bandit
+
+    async def _recommend(self, ctx: ProposalContext, bandit: Bandit) -> list[str]:
+        async with self._meta_lock:
+            at = await self.meta.due(ctx.store, ctx.run_id)
+            if at is not None:
+                model = bandit.select(ctx.rng)
+                try:
+                    self._recommendations = await self.meta.summarize(self.service, model, ctx.store, ctx.run_id,
+                                                                      self.workload, at)
+                except LLMError as err:
+                    log.warning("meta-summarizer: %s", err)
+            if self._recommendations is None:
+                self._recommendations = await load_recommendations(ctx.store, ctx.run_id)
+        return self._recommendations or list(ctx.recommendations)
+
+    async def propose(self, ctx: ProposalContext) -> Proposal | None:
+        bandit = await self._prepare(ctx)
+        if self.budget.exhausted():
+            raise BudgetExhausted(f"LLM budget of {self.budget.limit_usd:.4f} USD is committed "
+                                  f"({self.budget.committed_usd:.4f} spent or in flight)")
+        try:
+            return await self._propose(ctx, bandit)
+        finally:
+            await bandit.save(ctx.store, ctx.run_id)
+
+    async def _propose(self, ctx: ProposalContext, bandit: Bandit) -> Proposal | None:
+        recommendations = await self._recommend(ctx, bandit)
+        kind, temperature = choose_kind(ctx)
+        model = bandit.select(ctx.rng)
+        bandit.pulled(model)
+        parent = ctx.parent
+        max_tokens = self.settings.max_tokens_diff if kind == "diff" else self.settings.max_tokens_full
+        system = system_prompt(self.workload, self.node_facts)
+        messages = [{"role": "user", "content": mutate_prompt(
+            kind, parent, self.workload, second=ctx.second_parent if kind == "cross" else None,
+            inspirations=ctx.inspirations, rejected=ctx.rejected, recommendations=recommendations)}]
+        call_ids: list[int] = []
+        for attempt in range(1 + max(0, ctx.feedback_attempts)):
+            try:
+                out = await self.service.chat(model, ChatRequest(system, list(messages), temperature, max_tokens),
+                                              store=ctx.store, run_id=ctx.run_id, purpose="mutate")
+            except LLMError as err:
+                log.warning("%s: no proposal: %s", model, err)
+                return None
+            bandit.paid(model, out.cost_usd)
+            if out.call_id is not None:
+                call_ids.append(out.call_id)
+            messages.append({"role": "assistant", "content": out.text or "(empty answer)"})
+            try:
+                if kind == "diff":
+                    child = apply_diff(parent.source, parse_diff(out.text))
+                else:
+                    child = apply_blocks_answer(parent.source, out.text)
+                check_child(parent.source, child)
+            except EditError as err:
+                log.info("%s: answer %d rejected: %s", model, attempt + 1, err)
+                messages.append({"role": "user", "content": rejection_message(str(err), kind)})
+                continue
+            others = [s for s in ctx.island_sources if s != parent.source] + [parent.source]
+            try:
+                similarity = await self.novelty.max_similarity(child, others)
+            except LLMError as err:   # an embedding failure falls back to the local measure
+                log.warning("novelty embeddings failed (%s); using token shingles", err)
+                similarity = await ShingleNovelty(self.settings.novelty_threshold).max_similarity(child, others)
+            if similarity >= self.novelty.threshold:
+                log.info("%s: answer %d too similar (%.3f)", model, attempt + 1, similarity)
+                messages.append({"role": "user", "content": novelty_message(similarity)})
+                continue
+            return Proposal(source=child, operator=OPERATORS[kind], mutator=f"llm:{model}",
+                            note=_note(out.text), llm_call_ids=call_ids)
+        log.info("%s: no valid, novel answer after %d attempts", model, 1 + max(0, ctx.feedback_attempts))
+        return None
+
+    async def close(self) -> None:
+        await self.service.close()
+
+
+def build_llm_mutator(models: list[str], budget_usd: float | None, workload: "Workload", *, home: Path,
+                      embedding: str | None = None, settings: LLMSettings | None = None,
+                      node_facts: str | None = None, require_keys: bool = True) -> LLMMutator:
+    """The LLM mutator for a run. Raises `InputError` (field `--llm`) for a bad model string or a
+    missing key variable, and for a bad `<home>/pricing.yaml`."""
+    settings = settings or LLMSettings()
+    specs = parse_models(models, require_keys=require_keys)
+    all_specs: list[ModelSpec] = list(specs)
+    novelty: NoveltyCheck | None = None
+    embed_name = None
+    if embedding:
+        espec = parse_model(embedding)
+        if espec.provider == "anthropic":
+            from remote.errors import InputError
+            raise InputError("--llm", "--llm", f"{embedding!r}: embeddings need openai: or openai-compat:")
+        if espec not in all_specs:
+            all_specs.append(espec)
+        embed_name = espec.name
+        novelty = EmbeddingNovelty(embed=None, threshold=settings.embedding_threshold)   # type: ignore[arg-type]
+    service = LLMService(all_specs, Pricing.load(home), Budget(budget_usd),
+                         RetryPolicy(timeout_s=settings.timeout_s, max_attempts=settings.max_attempts))
+    return LLMMutator(service, workload, [s.name for s in specs], settings=settings, novelty=novelty,
+                      embedding_model=embed_name, node_facts=node_facts)
