@@ -1,0 +1,158 @@
+// cuco_gemm.cuh -- a bf16 tensor-core GEMM (mma.sync m16n8k16, fp32 accumulate, cp.async 4-stage
+// pipeline, ldmatrix with an XOR swizzle), shared by CUDA workloads. Frozen harness file; baseline and
+// candidates include it outside their EVOLVE-BLOCKs (each translation unit gets its own copy: everything
+// here has internal linkage). A candidate may also write its own GEMM inside its blocks.
+//
+//   C[m][n] = sum_k A[m][k] * B[n][k]      A: M x K row-major, B: N x K row-major ("TN"), C: bf16
+//   M % 128 == 0, N % 128 == 0, K % 32 == 0, 16-byte aligned rows.
+//
+// The epilogue is a template parameter: a struct with
+//   __device__ void begin_epilogue(int tile_m, int tile_n); // every thread, before the tile's stores
+//   __device__ void store(int row, int col, int4 v);   // 8 bf16 values C[row][col .. col+7]
+//   __device__ void tile_done(int tile_m, int tile_n); // called by every thread after its stores
+// so a candidate can write a finished tile anywhere (local memory, peers' windows through LSA pointers)
+// and raise flags. Tiles are scheduled with blockIdx.x over N tiles and blockIdx.y over M tiles, so row
+// blocks finish roughly in order of m.
+#ifndef CUCO_GEMM_CUH
+#define CUCO_GEMM_CUH
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cstdint>
+
+namespace {
+namespace cuco_gemm {
+
+constexpr int BM = 128, BN = 128, BK = 32, STAGES = 4, THREADS = 256;
+constexpr int SMEM_BYTES = STAGES * (BM + BN) * BK * 2;  // 64 KiB
+constexpr int EPI_LD = BN + 8;                            // padded epilogue row (bf16 elements)
+static_assert(BM * EPI_LD * 2 <= SMEM_BYTES, "epilogue tile must fit the pipeline smem");
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// smem offset (elements) of 16-byte chunk `ch` (0..3) of row `r` in a [rows][BK] tile, swizzled
+__device__ __forceinline__ int swz(int r, int ch) { return r * BK + ((ch ^ ((r >> 1) & 3)) << 3); }
+
+// Plain epilogue: C row-major with leading dimension ldc.
+struct StoreEpi {
+  __nv_bfloat16* C; long long ldc;
+  __device__ __forceinline__ void store(int row, int col, int4 v) const {
+    *reinterpret_cast<int4*>(C + (long long)row * ldc + col) = v;
+  }
+  __device__ __forceinline__ void begin_epilogue(int, int) const {}
+  __device__ __forceinline__ void tile_done(int, int) const {}
+};
+
+template <class Epi>
+__global__ void __launch_bounds__(THREADS, 2)
+gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
+            int K, long long lda, long long ldb, int m_tile0, Epi epi) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* sA = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* sB = sA + STAGES * BM * BK;
+  const int tn = blockIdx.x, tm = m_tile0 + blockIdx.y;
+  const __nv_bfloat16* gA = A + (long long)tm * BM * lda;
+  const __nv_bfloat16* gB = B + (long long)tn * BN * ldb;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps, each 64 x 32
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
+  const int KT = K / BK;
+  auto load_stage = [&](int stage, int kt) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      int c = tid + i * THREADS, r = c >> 2, ch = c & 3;
+      cp_async16(sA + stage * BM * BK + swz(r, ch), gA + (long long)r * lda + kt * BK + ch * 8);
+      cp_async16(sB + stage * BN * BK + swz(r, ch), gB + (long long)r * ldb + kt * BK + ch * 8);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) { if (s < KT) load_stage(s, s); cp_async_commit(); }
+  for (int kt = 0; kt < KT; kt++) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    int nk = kt + STAGES - 1;
+    if (nk < KT) load_stage(nk % STAGES, nk);
+    cp_async_commit();
+    const __nv_bfloat16* a = sA + (kt % STAGES) * BM * BK;
+    const __nv_bfloat16* b = sB + (kt % STAGES) * BN * BK;
+#pragma unroll
+    for (int ks = 0; ks < 2; ks++) {
+      uint32_t af[4][4], bfr[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 4; mi++) {
+        int row = wm * 64 + mi * 16 + (lane & 15);
+        ldmatrix_x4(af[mi], a + swz(row, ks * 2 + (lane >> 4)));
+      }
+#pragma unroll
+      for (int nj = 0; nj < 2; nj++) {
+        int n = wn * 32 + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
+        uint32_t r[4];
+        ldmatrix_x4(r, b + swz(n, ks * 2 + ((lane >> 3) & 1)));
+        bfr[nj * 2][0] = r[0]; bfr[nj * 2][1] = r[1]; bfr[nj * 2 + 1][0] = r[2]; bfr[nj * 2 + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++) mma_bf16(acc[mi][ni], af[mi], bfr[ni]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  __nv_bfloat16* sC = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+#pragma unroll
+  for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+    for (int ni = 0; ni < 4; ni++) {
+      int row = wm * 64 + mi * 16 + (lane >> 2), col = wn * 32 + ni * 8 + (lane & 3) * 2;
+      *reinterpret_cast<__nv_bfloat162*>(sC + row * EPI_LD + col) = __floats2bfloat162_rn(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<__nv_bfloat162*>(sC + (row + 8) * EPI_LD + col) = __floats2bfloat162_rn(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  __syncthreads();
+  epi.begin_epilogue(tm, tn);
+#pragma unroll
+  for (int i = 0; i < (BM * BN / 8) / THREADS; i++) {
+    int c = tid + i * THREADS, r = c >> 4, ch = c & 15;
+    int4 v = *reinterpret_cast<const int4*>(sC + r * EPI_LD + ch * 8);
+    epi.store(tm * BM + r, tn * BN + ch * 8, v);
+  }
+  epi.tile_done(tm, tn);
+}
+
+inline bool shape_ok(long long M, long long N, long long K) {
+  return M > 0 && N > 0 && K > 0 && M % BM == 0 && N % BN == 0 && K % BK == 0;
+}
+
+// Launches the GEMM over M tiles [m_tile0, m_tile0 + m_tiles) and all N tiles (N / BN).
+template <class Epi>
+inline cudaError_t launch(const __nv_bfloat16* A, const __nv_bfloat16* B, int N, int K, long long lda,
+                          long long ldb, int m_tile0, int m_tiles, Epi epi, cudaStream_t s) {
+  cudaError_t e = cudaFuncSetAttribute(gemm_kernel<Epi>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  dim3 grid(N / BN, m_tiles);
+  gemm_kernel<Epi><<<grid, THREADS, SMEM_BYTES, s>>>(A, B, K, lda, ldb, m_tile0, epi);
+  return cudaGetLastError();
+}
+
+}  // namespace cuco_gemm
+}  // namespace
+#endif  // CUCO_GEMM_CUH

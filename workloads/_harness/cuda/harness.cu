@@ -1,0 +1,860 @@
+// harness.cu -- the frozen multi-GPU harness shared by every CUDA workload ("cuco-cuda/1").
+//
+//   ./bench --spec spec.json --result result.json      (launch.command; no mpirun needed)
+//   ./bench --self-test-json result.json               (host only: writes a synthetic result.json)
+//
+// The parent process (the one the engine starts) never touches CUDA. It forks and execs one child per
+// rank (`--child-rank R`), gives them a private directory through which rank 0 passes the NCCL unique
+// id (a file, renamed into place atomically), waits for all of them under one deadline (spec
+// `timeout_s`, default 240 s), kills every rank with SIGKILL when one fails or the deadline passes,
+// reads the per-rank result files and writes result.json. Children die with the parent
+// (PR_SET_PDEATHSIG). Works as root and as an ordinary user.
+//
+// Each child: cudaSetDevice(R); ncclCommInitRank; ncclGetVersion() == NCCL_VERSION_CODE or it stops;
+// a second communicator (split) for the harness's own collectives. Per config (the spec's configs whose
+// `ranks` param, if any, equals the job's rank count):
+//   1. the workload's problem.cu describes the buffers; the harness allocates them with ncclMemAlloc and
+//      registers NCCL symmetric windows; inputs are made from the spec's seed into harness-private
+//      pristine copies and copied into the windows;
+//   2. candidate setup, baseline setup (collective, same order on every rank);
+//   3. verification: candidate, baseline, candidate -- outputs poisoned (0xFF) before every call, every
+//      rank's outputs checked by problem.cu (bit-exact for moved data, dtype tolerance vs an fp32
+//      reference for computed data, NaN/Inf fail), inputs checked unchanged after every call;
+//   4. benchmark mode: fresh inputs from a new seed; warm-ups; then per iteration, in this order,
+//      baseline compute-only, baseline comm-only, baseline, candidate (A B A B), each call preceded by
+//      poisoning the outputs, an L2 flush (a 256 MiB write), resetting persisting L2 lines, and a rank
+//      alignment (an all-reduce on the timed stream), timed with CUDA events on ctx->stream, followed by
+//      a device-wide synchronize; the host wall time of each call is kept too, and a candidate whose
+//      wall time exceeds its event time by far more than the baseline's does is failed ("work escaped
+//      the timed stream"); after the loop the candidate's last outputs are verified again;
+//   5. the per-call spin-wait flag (ctx->timeout_flag) is read after every call.
+// The parent takes, per iteration, the max over ranks and reports medians and interquartile ranges.
+#include "cuco_abi.h"
+#include "cuco_problem.h"
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <nccl.h>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CUCO_HARNESS_NAME "cuco-cuda/1"
+
+// ------------------------------------------------------------------------------------------------
+// A small JSON value and parser (spec.json) and writer (result.json).
+// ------------------------------------------------------------------------------------------------
+struct JVal {
+  enum T { NUL, BOOL, NUM, STR, ARR, OBJ } t = NUL;
+  bool b = false; double n = 0; std::string s;
+  std::vector<JVal> a; std::vector<std::pair<std::string, JVal>> o;
+  const JVal* get(const char* k) const {
+    if (t != OBJ) return nullptr;
+    for (auto& kv : o) if (kv.first == k) return &kv.second;
+    return nullptr;
+  }
+};
+
+struct JParser {
+  const char* p; const char* end; std::string err;
+  void ws() { while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++; }
+  bool fail(const char* m) { if (err.empty()) err = m; return false; }
+  bool str(std::string& out) {
+    if (p >= end || *p != '"') return fail("expected string");
+    p++;
+    while (p < end && *p != '"') {
+      if (*p == '\\') {
+        p++; if (p >= end) return fail("bad escape");
+        char c = *p++;
+        switch (c) {
+          case 'n': out += '\n'; break; case 't': out += '\t'; break; case 'r': out += '\r'; break;
+          case 'b': out += '\b'; break; case 'f': out += '\f'; break;
+          case 'u': { if (end - p < 4) return fail("bad \\u"); unsigned v = strtoul(std::string(p, 4).c_str(), nullptr, 16); p += 4;
+                      if (v < 0x80) out += (char)v; else if (v < 0x800) { out += (char)(0xC0 | (v >> 6)); out += (char)(0x80 | (v & 63)); }
+                      else { out += (char)(0xE0 | (v >> 12)); out += (char)(0x80 | ((v >> 6) & 63)); out += (char)(0x80 | (v & 63)); } break; }
+          default: out += c;
+        }
+      } else out += *p++;
+    }
+    if (p >= end) return fail("unterminated string");
+    p++; return true;
+  }
+  bool val(JVal& v, int depth = 0) {
+    if (depth > 64) return fail("too deep");
+    ws(); if (p >= end) return fail("unexpected end");
+    if (*p == '{') {
+      v.t = JVal::OBJ; p++; ws();
+      if (p < end && *p == '}') { p++; return true; }
+      while (true) {
+        ws(); std::string k; if (!str(k)) return false; ws();
+        if (p >= end || *p != ':') return fail("expected ':'"); p++;
+        JVal x; if (!val(x, depth + 1)) return false; v.o.emplace_back(k, std::move(x)); ws();
+        if (p < end && *p == ',') { p++; continue; }
+        if (p < end && *p == '}') { p++; return true; }
+        return fail("expected ',' or '}'");
+      }
+    }
+    if (*p == '[') {
+      v.t = JVal::ARR; p++; ws();
+      if (p < end && *p == ']') { p++; return true; }
+      while (true) {
+        JVal x; if (!val(x, depth + 1)) return false; v.a.push_back(std::move(x)); ws();
+        if (p < end && *p == ',') { p++; continue; }
+        if (p < end && *p == ']') { p++; return true; }
+        return fail("expected ',' or ']'");
+      }
+    }
+    if (*p == '"') { v.t = JVal::STR; return str(v.s); }
+    if (!strncmp(p, "true", 4)) { v.t = JVal::BOOL; v.b = true; p += 4; return true; }
+    if (!strncmp(p, "false", 5)) { v.t = JVal::BOOL; v.b = false; p += 5; return true; }
+    if (!strncmp(p, "null", 4)) { v.t = JVal::NUL; p += 4; return true; }
+    char* e = nullptr; v.n = strtod(p, &e);
+    if (e == p) return fail("bad value");
+    v.t = JVal::NUM; p = e; return true;
+  }
+};
+
+static bool read_file(const std::string& path, std::string& out) {
+  FILE* f = fopen(path.c_str(), "rb"); if (!f) return false;
+  char buf[65536]; size_t k;
+  while ((k = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, k);
+  fclose(f); return true;
+}
+
+static std::string jstr(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"') o += "\\\""; else if (c == '\\') o += "\\\\"; else if (c == '\n') o += "\\n";
+    else if (c == '\t') o += "\\t"; else if (c == '\r') o += "\\r";
+    else if (c < 0x20) { char b[8]; snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+    else o += (char)c;
+  }
+  return o + "\"";
+}
+static std::string jnum(double x) {
+  if (!std::isfinite(x)) return "null";
+  char b[64]; snprintf(b, sizeof b, "%.6g", x); return b;
+}
+static std::string jnum_or_null(bool have, double x) { return have ? jnum(x) : std::string("null"); }
+
+// ------------------------------------------------------------------------------------------------
+// Aggregated results (parent side) and their JSON.
+// ------------------------------------------------------------------------------------------------
+struct Mismatch { bool found = false; int rank = -1; long long index = -1; double expected = 0, got = 0; std::string what, buffer; };
+struct ConfigResult {
+  std::string name; bool ran = false, correct = false; std::string error;
+  Mismatch mm;
+  bool timed = false;
+  double baseline_ms = NAN, candidate_ms = NAN, baseline_spread = NAN, candidate_spread = NAN;
+  double comp_ms = NAN, comm_ms = NAN;
+};
+struct JobResult {
+  std::string mode = "verify"; bool correct = false; std::string error; int ranks = 0;
+  std::vector<ConfigResult> configs;
+  std::map<std::string, std::string> env;
+};
+
+static std::string result_json(const JobResult& r) {
+  std::string o = "{";
+  o += "\"harness\": " + jstr(CUCO_HARNESS_NAME) + ", \"mode\": " + jstr(r.mode);
+  o += ", \"correct\": " + std::string(r.correct ? "true" : "false");
+  o += ", \"error\": " + (r.error.empty() ? std::string("null") : jstr(r.error));
+  o += ", \"ranks\": " + std::to_string(r.ranks);
+  o += ", \"configs\": [";
+  for (size_t i = 0; i < r.configs.size(); i++) {
+    const ConfigResult& c = r.configs[i];
+    if (i) o += ", ";
+    o += "{\"name\": " + jstr(c.name) + ", \"correct\": " + (c.correct ? "true" : "false");
+    o += ", \"error\": " + (c.error.empty() ? std::string("null") : jstr(c.error));
+    if (c.mm.found) {
+      o += ", \"mismatch\": {\"rank\": " + std::to_string(c.mm.rank) + ", \"config\": " + jstr(c.name) +
+           ", \"index\": " + std::to_string(c.mm.index) + ", \"expected\": " + jnum(c.mm.expected) +
+           ", \"got\": " + (std::isfinite(c.mm.got) ? jnum(c.mm.got) : jstr(std::isnan(c.mm.got) ? "nan" : (c.mm.got > 0 ? "inf" : "-inf"))) +
+           ", \"what\": " + jstr(c.mm.what) + ", \"buffer\": " + jstr(c.mm.buffer) + "}";
+    } else o += ", \"mismatch\": null";
+    bool t = c.timed;
+    double speedup = t ? c.baseline_ms / c.candidate_ms : NAN;
+    double mx = std::max(c.comp_ms, c.comm_ms);
+    double bound = t ? (c.comp_ms + c.comm_ms) / mx : NAN;
+    o += ", \"baseline_ms\": " + jnum_or_null(t, c.baseline_ms) + ", \"candidate_ms\": " + jnum_or_null(t, c.candidate_ms);
+    o += ", \"speedup\": " + jnum_or_null(t, speedup);
+    o += ", \"baseline_spread\": " + jnum_or_null(t, c.baseline_spread) + ", \"candidate_spread\": " + jnum_or_null(t, c.candidate_spread);
+    o += ", \"comp_ms\": " + jnum_or_null(t, c.comp_ms) + ", \"comm_ms\": " + jnum_or_null(t, c.comm_ms);
+    o += ", \"bound\": " + jnum_or_null(t, bound);
+    o += ", \"bound_ms\": " + jnum_or_null(t, mx);
+    o += "}";
+  }
+  o += "], \"env\": {";
+  bool first = true;
+  for (auto& kv : r.env) { if (!first) o += ", "; first = false; o += jstr(kv.first) + ": " + jstr(kv.second); }
+  o += "}}\n";
+  return o;
+}
+
+static bool write_atomic(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  FILE* f = fopen(tmp.c_str(), "wb"); if (!f) return false;
+  bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) { unlink(tmp.c_str()); return false; }
+  return rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Spec
+// ------------------------------------------------------------------------------------------------
+struct SpecConfig { std::string name; std::vector<std::pair<std::string, long long>> params; };
+struct Spec {
+  std::string mode = "verify"; unsigned long long seed = 1; int ranks = 0; int warmup = 2, iters = 9;
+  double timeout_s = 240; double spin_timeout_ms = 2000;
+  std::map<std::string, double> tol;
+  std::vector<SpecConfig> configs;
+};
+
+static bool parse_spec(const std::string& path, Spec& sp, std::string& err) {
+  std::string text;
+  if (!read_file(path, text)) { err = "cannot read spec " + path; return false; }
+  JParser jp{text.data(), text.data() + text.size(), ""}; JVal v;
+  if (!jp.val(v) || v.t != JVal::OBJ) { err = "spec " + path + ": invalid JSON (" + jp.err + ")"; return false; }
+  if (auto x = v.get("mode")) { if (x->t != JVal::STR || (x->s != "verify" && x->s != "benchmark")) { err = "spec: mode must be verify|benchmark"; return false; } sp.mode = x->s; }
+  if (auto x = v.get("seed")) { if (x->t != JVal::NUM) { err = "spec: seed must be a number"; return false; } sp.seed = (unsigned long long)x->n; }
+  if (auto x = v.get("ranks")) { if (x->t != JVal::NUM || x->n < 1 || x->n > 64) { err = "spec: ranks must be 1..64"; return false; } sp.ranks = (int)x->n; }
+  if (auto x = v.get("warmup")) if (x->t == JVal::NUM) sp.warmup = std::max(0, (int)x->n);
+  if (auto x = v.get("iters")) if (x->t == JVal::NUM) sp.iters = std::max(1, (int)x->n);
+  if (auto x = v.get("timeout_s")) if (x->t == JVal::NUM && x->n > 0) sp.timeout_s = x->n;
+  if (auto x = v.get("spin_timeout_ms")) if (x->t == JVal::NUM && x->n > 0) sp.spin_timeout_ms = x->n;
+  if (auto x = v.get("tolerances")) if (x->t == JVal::OBJ) for (auto& kv : x->o) if (kv.second.t == JVal::NUM) sp.tol[kv.first] = kv.second.n;
+  auto cs = v.get("configs");
+  if (!cs || cs->t != JVal::ARR || cs->a.empty()) { err = "spec: configs must be a non-empty list"; return false; }
+  for (auto& c : cs->a) {
+    SpecConfig sc;
+    auto n = c.get("name"); if (!n || n->t != JVal::STR) { err = "spec: every config needs a name"; return false; }
+    sc.name = n->s;
+    if (auto ps = c.get("params")) {
+      if (ps->t != JVal::OBJ) { err = "spec: config " + sc.name + ": params must be an object"; return false; }
+      for (auto& kv : ps->o) {
+        if (kv.second.t != JVal::NUM) { err = "spec: config " + sc.name + ": param " + kv.first + " must be an integer"; return false; }
+        sc.params.emplace_back(kv.first, (long long)kv.second.n);
+      }
+    }
+    if (sc.params.size() > CUCO_MAX_PARAMS) { err = "spec: config " + sc.name + ": too many params"; return false; }
+    sp.configs.push_back(sc);
+  }
+  if (sp.ranks == 0) { err = "spec: ranks missing"; return false; }
+  return true;
+}
+
+static long long cfg_param(const SpecConfig& c, const char* k, long long d) {
+  for (auto& kv : c.params) if (kv.first == k) return kv.second;
+  return d;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Helpers for problem.cu (device kernels)
+// ------------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33; return x;
+}
+__global__ void k_fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, unsigned sid, float scale) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t h = mix64(seed * 0x9E3779B97F4A7C15ULL + ((uint64_t)sid << 40) + i);
+    float u = (float)(h >> 40) * (1.0f / 16777216.0f);  // [0,1)
+    p[i] = __float2bfloat16((2.f * u - 1.f) * scale);
+  }
+}
+extern "C" int cuco_h_fill_bf16(void* p, size_t n, unsigned long long seed, unsigned sid, float scale, cudaStream_t s) {
+  k_fill_bf16<<<1024, 256, 0, s>>>((__nv_bfloat16*)p, n, seed, sid, scale);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+
+__global__ void k_first_diff_u16(const uint16_t* a, const uint16_t* b, size_t n, unsigned long long* first) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    if (a[i] != b[i]) { atomicMin(first, (unsigned long long)i); return; }
+}
+static unsigned long long* g_scratch64 = nullptr;  // device word for first-index reductions
+extern "C" long long cuco_h_first_diff_u16(const void* a, const void* b, size_t n, cudaStream_t s,
+                                           unsigned short* va, unsigned short* vb) {
+  unsigned long long init = ~0ULL, got = 0;
+  cudaMemcpyAsync(g_scratch64, &init, 8, cudaMemcpyHostToDevice, s);
+  k_first_diff_u16<<<1024, 256, 0, s>>>((const uint16_t*)a, (const uint16_t*)b, n, g_scratch64);
+  cudaMemcpyAsync(&got, g_scratch64, 8, cudaMemcpyDeviceToHost, s);
+  if (cudaStreamSynchronize(s) != cudaSuccess) return -2;
+  if (got == ~0ULL) return -1;
+  if (va) cudaMemcpy(va, (const uint16_t*)a + got, 2, cudaMemcpyDeviceToHost);
+  if (vb) cudaMemcpy(vb, (const uint16_t*)b + got, 2, cudaMemcpyDeviceToHost);
+  return (long long)got;
+}
+
+// fp32 reference GEMM fused with the comparison: 64 x 64 tile per block, 4 x 4 per thread.
+__global__ void __launch_bounds__(256) k_check_gemm(const __nv_bfloat16* A, const __nv_bfloat16* B,
+                                                    const __nv_bfloat16* C, int M, int N, int K, long long ldc,
+                                                    float tol, float scale, unsigned long long* first) {
+  __shared__ float As[16][65], Bs[16][65];
+  int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    for (int i = threadIdx.x; i < 64 * 16; i += 256) {
+      int r = i >> 4, kk = i & 15;
+      As[kk][r] = (m0 + r < M && k0 + kk < K) ? __bfloat162float(A[(long long)(m0 + r) * K + k0 + kk]) : 0.f;
+      Bs[kk][r] = (n0 + r < N && k0 + kk < K) ? __bfloat162float(B[(long long)(n0 + r) * K + k0 + kk]) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < 16; kk++) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) { a[i] = As[kk][ty + 16 * i]; b[i] = Bs[kk][tx + 16 * i]; }
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m < M && n < N) {
+        float g = __bfloat162float(C[(long long)m * ldc + n]);
+        float d = fabsf(g - acc[i][j]);
+        if (!(d <= tol * (fabsf(acc[i][j]) + scale))) atomicMin(first, (unsigned long long)m * N + n);
+      }
+    }
+}
+__global__ void k_ref_one(const __nv_bfloat16* A, const __nv_bfloat16* B, int K, int m, int n, float* out) {
+  float s = 0.f;
+  for (int k = 0; k < K; k++) s = fmaf(__bfloat162float(A[(long long)m * K + k]), __bfloat162float(B[(long long)n * K + k]), s);
+  *out = s;
+}
+extern "C" long long cuco_h_check_gemm_bf16(const void* A, const void* B, const void* C, int M, int N, int K,
+                                            long long ldc, double tol, double scale, cudaStream_t s,
+                                            double* expected, double* got) {
+  unsigned long long init = ~0ULL, bad = 0;
+  cudaMemcpyAsync(g_scratch64, &init, 8, cudaMemcpyHostToDevice, s);
+  dim3 grid((N + 63) / 64, (M + 63) / 64);
+  k_check_gemm<<<grid, 256, 0, s>>>((const __nv_bfloat16*)A, (const __nv_bfloat16*)B, (const __nv_bfloat16*)C,
+                                    M, N, K, ldc, (float)tol, (float)scale, g_scratch64);
+  cudaMemcpyAsync(&bad, g_scratch64, 8, cudaMemcpyDeviceToHost, s);
+  if (cudaStreamSynchronize(s) != cudaSuccess) return -2;
+  if (bad == ~0ULL) return -1;
+  int m = (int)(bad / N), n = (int)(bad % N);
+  float* d; float e = 0; __nv_bfloat16 g;
+  cudaMalloc(&d, 4);
+  k_ref_one<<<1, 1, 0, s>>>((const __nv_bfloat16*)A, (const __nv_bfloat16*)B, K, m, n, d);
+  cudaMemcpyAsync(&e, d, 4, cudaMemcpyDeviceToHost, s);
+  cudaMemcpyAsync(&g, (const __nv_bfloat16*)C + (long long)m * ldc + n, 2, cudaMemcpyDeviceToHost, s);
+  cudaStreamSynchronize(s); cudaFree(d);
+  if (expected) *expected = e;
+  if (got) *got = __bfloat162float(g);
+  return (long long)bad;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Child (one rank)
+// ------------------------------------------------------------------------------------------------
+static int g_rank = -1;
+static FILE* g_out = nullptr;  // the rank's result file (line records, flushed as they are written)
+
+static void rec(const char* fmt, ...) {
+  va_list ap; va_start(ap, fmt);
+  vfprintf(g_out, fmt, ap); va_end(ap);
+  fputc('\n', g_out); fflush(g_out);
+}
+static std::string clean(const std::string& s) {  // one line, no tabs
+  std::string o = s; for (char& c : o) if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+  return o;
+}
+[[noreturn]] static void child_fatal(const std::string& msg) {
+  fprintf(stderr, "[rank %d] fatal: %s\n", g_rank, msg.c_str());
+  if (g_out) rec("fatal\t%s", clean(msg).c_str());
+  _exit(3);
+}
+#define CKC(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) child_fatal(std::string("CUDA ") + #x + ": " + cudaGetErrorString(e_)); } while (0)
+#define CKN(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) child_fatal(std::string("NCCL ") + #x + ": " + ncclGetErrorString(r_)); } while (0)
+
+struct Impl {
+  const char* name;
+  int (*setup)(cuco_ctx*); int (*run)(cuco_ctx*); int (*teardown)(cuco_ctx*);
+};
+
+static double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct ChildState {
+  Spec spec; int rank = 0, nranks = 0;
+  ncclComm_t comm = nullptr, hcomm = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  void* flush = nullptr; size_t flush_bytes = 256ull << 20;
+  int* align_buf = nullptr;
+  unsigned* timeout_flag = nullptr;
+};
+
+static void align_ranks(ChildState& st) {
+  CKN(ncclAllReduce(st.align_buf, st.align_buf + 1, 1, ncclInt32, ncclSum, st.hcomm, st.stream));
+}
+
+static void poison_outputs(ChildState& st, cuco_ctx& ctx) {
+  for (int i = 0; i < ctx.noutputs; i++) CKC(cudaMemsetAsync(ctx.outputs[i].ptr, 0xFF, ctx.outputs[i].bytes, st.stream));
+}
+
+// One call of impl.run with poisoning, L2 flush, alignment, timing. Returns false on a call failure.
+static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), bool flush,
+                       float* ev_ms, double* host_ms, std::string& err) {
+  poison_outputs(st, ctx);
+  if (flush) { CKC(cudaMemsetAsync(st.flush, 0, st.flush_bytes, st.stream)); cudaCtxResetPersistingL2Cache(); }
+  CKC(cudaMemsetAsync(st.timeout_flag, 0, 4, st.stream));
+  align_ranks(st);
+  CKC(cudaStreamSynchronize(st.stream));
+  align_ranks(st);  // all ranks now arrive within host skew; this one aligns them on the GPU
+  double h0 = now_ms();
+  CKC(cudaEventRecord(st.e0, st.stream));
+  ctx.error[0] = 0;
+  int rc = run(&ctx);
+  CKC(cudaEventRecord(st.e1, st.stream));
+  cudaError_t se = cudaDeviceSynchronize();
+  double h1 = now_ms();
+  if (rc != 0) { err = std::string("run returned ") + std::to_string(rc) + (ctx.error[0] ? std::string(": ") + ctx.error : ""); return false; }
+  if (se != cudaSuccess) { err = std::string("CUDA error after run: ") + cudaGetErrorString(se); return false; }
+  cudaError_t le = cudaGetLastError();
+  if (le != cudaSuccess) { err = std::string("CUDA error after run: ") + cudaGetErrorString(le); return false; }
+  unsigned tf = 0; CKC(cudaMemcpy(&tf, st.timeout_flag, 4, cudaMemcpyDeviceToHost));
+  if (tf) { err = "spin-wait timeout: a bounded device wait expired (ctx->timeout_flag raised)"; return false; }
+  float ms = 0; CKC(cudaEventElapsedTime(&ms, st.e0, st.e1));
+  if (ev_ms) *ev_ms = ms;
+  if (host_ms) *host_ms = h1 - h0;
+  return true;
+}
+
+static void run_child(int rank, const std::string& spec_path, const std::string& iddir, const std::string& outpath) {
+  g_rank = rank;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  g_out = fopen(outpath.c_str(), "w");
+  if (!g_out) { fprintf(stderr, "[rank %d] cannot write %s\n", rank, outpath.c_str()); _exit(3); }
+  ChildState st; std::string err;
+  if (!parse_spec(spec_path, st.spec, err)) child_fatal(err);
+  st.rank = rank; st.nranks = st.spec.ranks;
+  int ndev = 0; CKC(cudaGetDeviceCount(&ndev));
+  if (ndev < st.nranks) child_fatal("job needs " + std::to_string(st.nranks) + " GPUs, " + std::to_string(ndev) + " visible");
+  CKC(cudaSetDevice(rank));
+  cudaDeviceProp prop; CKC(cudaGetDeviceProperties(&prop, rank));
+
+  // NCCL unique id through a file (rank 0 writes it, atomically renamed; the others poll, bounded).
+  ncclUniqueId id;
+  std::string idfile = iddir + "/ncclid";
+  if (rank == 0) {
+    CKN(ncclGetUniqueId(&id));
+    std::string tmp = idfile + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "wb"); if (!f) child_fatal("cannot write " + tmp);
+    fwrite(&id, sizeof id, 1, f); fclose(f);
+    if (rename(tmp.c_str(), idfile.c_str()) != 0) child_fatal("cannot rename id file");
+  } else {
+    FILE* f = nullptr;
+    for (int t = 0; t < 1200 && !(f = fopen(idfile.c_str(), "rb")); t++) usleep(50000);
+    if (!f) child_fatal("no NCCL id from rank 0 within 60 s");
+    if (fread(&id, sizeof id, 1, f) != 1) child_fatal("short NCCL id file");
+    fclose(f);
+  }
+  CKN(ncclCommInitRank(&st.comm, st.nranks, id, rank));
+  int ver = 0; CKN(ncclGetVersion(&ver));
+  if (ver != NCCL_VERSION_CODE)
+    child_fatal("NCCL library " + std::to_string(ver) + " != headers " + std::to_string(NCCL_VERSION_CODE) + ": build and run against the same nvidia-nccl-cu13 wheel");
+  CKN(ncclCommSplit(st.comm, 0, rank, &st.hcomm, nullptr));
+  int drv = 0, rt = 0; cudaDriverGetVersion(&drv); cudaRuntimeGetVersion(&rt);
+  rec("env\tgpu\t%s", prop.name);
+  rec("env\tdriver\t%d", drv);
+  rec("env\tcuda_runtime\t%d", rt);
+  rec("env\tnccl\t%d", ver);
+  rec("env\tsm_count\t%d", prop.multiProcessorCount);
+  { char h[256] = {0}; gethostname(h, sizeof h - 1); rec("env\thost\t%s", h); }
+
+  CKC(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+  CKC(cudaEventCreate(&st.e0)); CKC(cudaEventCreate(&st.e1));
+  CKC(cudaMalloc(&st.flush, st.flush_bytes));
+  CKC(cudaMalloc(&st.align_buf, 2 * sizeof(int))); CKC(cudaMemset(st.align_buf, 0, 2 * sizeof(int)));
+  CKC(cudaMalloc(&st.timeout_flag, 4)); CKC(cudaMemset(st.timeout_flag, 0, 4));
+  CKC(cudaMalloc(&g_scratch64, 8));
+  // warm up the harness communicator (lazy connection) before anything is timed
+  align_ranks(st); CKC(cudaStreamSynchronize(st.stream));
+
+  Impl cand{"candidate", cuco_candidate_setup, cuco_candidate_run, cuco_candidate_teardown};
+  Impl base{"baseline", cuco_baseline_setup, cuco_baseline_run, cuco_baseline_teardown};
+  const bool bench = st.spec.mode == "benchmark";
+
+  for (size_t ci = 0; ci < st.spec.configs.size(); ci++) {
+    const SpecConfig& sc = st.spec.configs[ci];
+    long long want = cfg_param(sc, "ranks", 0);
+    if (want != 0 && want != st.nranks) { rec("skip\t%s\tconfig is for %lld ranks", sc.name.c_str(), want); continue; }
+    rec("begin\t%s", sc.name.c_str());
+    cuco_ctx ctx; memset(&ctx, 0, sizeof ctx);
+    ctx.abi_version = CUCO_ABI_VERSION; ctx.rank = rank; ctx.nranks = st.nranks; ctx.device = rank;
+    ctx.comm = st.comm; ctx.stream = st.stream; ctx.sm_count = prop.multiProcessorCount;
+    ctx.nparams = (int)sc.params.size();
+    for (int i = 0; i < ctx.nparams; i++) { ctx.params[i].name = sc.params[i].first.c_str(); ctx.params[i].value = sc.params[i].second; }
+    ctx.spin_timeout_ns = (unsigned long long)(st.spec.spin_timeout_ms * 1e6);
+    ctx.timeout_flag = st.timeout_flag;
+
+    cuco_problem pb; memset(&pb, 0, sizeof pb);
+    if (cuco_problem_describe(&ctx, &pb) != 0) {
+      rec("cfgerror\t%s\tunsupported config: %s", sc.name.c_str(), clean(pb.error).c_str()); continue;
+    }
+    double tol = 1.6e-2;
+    if (pb.dtype && st.spec.tol.count(pb.dtype)) tol = st.spec.tol[pb.dtype];
+    std::vector<void*> pristine(pb.ninputs, nullptr);
+    ctx.ninputs = pb.ninputs; ctx.noutputs = pb.noutputs;
+    for (int i = 0; i < pb.ninputs; i++) {
+      cuco_buffer& b = ctx.inputs[i]; b.name = pb.input_names[i]; b.bytes = pb.input_bytes[i];
+      CKN(ncclMemAlloc(&b.ptr, b.bytes));
+      CKN(ncclCommWindowRegister(st.comm, b.ptr, b.bytes, &b.win, NCCL_WIN_COLL_SYMMETRIC));
+      CKC(cudaMalloc(&pristine[i], b.bytes));
+    }
+    for (int i = 0; i < pb.noutputs; i++) {
+      cuco_buffer& b = ctx.outputs[i]; b.name = pb.output_names[i]; b.bytes = pb.output_bytes[i];
+      CKN(ncclMemAlloc(&b.ptr, b.bytes));
+      CKN(ncclCommWindowRegister(st.comm, b.ptr, b.bytes, &b.win, NCCL_WIN_COLL_SYMMETRIC));
+    }
+    (void)cudaGetLastError();
+    auto load_inputs = [&](unsigned long long seed) {
+      if (cuco_problem_make_inputs(&ctx, pristine.data(), seed, st.stream) != 0) child_fatal("make_inputs failed");
+      for (int i = 0; i < pb.ninputs; i++) CKC(cudaMemcpyAsync(ctx.inputs[i].ptr, pristine[i], ctx.inputs[i].bytes, cudaMemcpyDeviceToDevice, st.stream));
+      CKC(cudaStreamSynchronize(st.stream));
+    };
+    unsigned long long seed = st.spec.seed * 1000003ULL + ci * 7919ULL;
+    load_inputs(seed);
+
+    // setup: candidate then baseline, each with its own state
+    cuco_ctx cctx = ctx, bctx = ctx;
+    std::string cfg_err; bool ok = true;
+    if (cand.setup(&cctx) != 0) {  // its peers may be blocked in a collective setup call: end this rank now
+      rec("fail\t%s\t%s", sc.name.c_str(), clean(std::string("candidate setup failed: ") + cctx.error).c_str());
+      _exit(4);
+    }
+    (void)cudaGetLastError();
+    if (base.setup(&bctx) != 0) child_fatal(std::string("baseline setup failed: ") + bctx.error);
+    (void)cudaGetLastError();
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+
+    cuco_mismatch mm; memset(&mm, 0, sizeof mm);
+    auto check_inputs = [&](const char* who) -> bool {
+      for (int i = 0; i < pb.ninputs; i++) {
+        long long d = cuco_h_first_diff_u16(ctx.inputs[i].ptr, pristine[i], ctx.inputs[i].bytes / 2, st.stream, nullptr, nullptr);
+        if (d >= 0) { cfg_err = std::string(who) + " modified input " + ctx.inputs[i].name + " at element " + std::to_string(d); return false; }
+      }
+      return true;
+    };
+    auto verify = [&](cuco_ctx& c, const char* who) -> bool {
+      memset(&mm, 0, sizeof mm);
+      // every rank must reach the collective verify, so failures are combined after it
+      if (cuco_problem_verify(&c, pristine.data(), st.hcomm, st.stream, tol, &mm) != 0) child_fatal("verify failed internally");
+      if (mm.found) {
+        rec("mismatch\t%s\t%s\t%lld\t%.9g\t%.9g\t%s\t%s", sc.name.c_str(), who, mm.index, mm.expected, mm.got, mm.what, mm.buffer);
+        return false;
+      }
+      return check_inputs(who);
+    };
+    // Every rank runs every step (collectives inside); a failure on one rank is recorded and the rank
+    // keeps stepping with the others, and the parent combines. A rank that cannot go on exits; the
+    // parent then kills the others.
+    // A failing call (error return, CUDA error, expired spin-wait) ends this rank at once: its peers may
+    // be blocked inside the candidate's own collectives, and the parent kills them when a rank exits.
+    auto call = [&](cuco_ctx& c, int (*run)(cuco_ctx*), const char* who, bool flush, float* ev, double* host) {
+      std::string e;
+      if (!timed_call(st, c, run, flush, ev, host, e)) {
+        rec("fail\t%s\t%s", sc.name.c_str(), clean(std::string(who) + ": " + e).c_str());
+        fprintf(stderr, "[rank %d] %s: %s\n", rank, who, e.c_str());
+        _exit(4);
+      }
+    };
+    // did any rank fail so far? (an all-reduce on the harness communicator; every rank calls it)
+    auto any_rank_failed = [&](bool mine) -> bool {
+      int* f = st.align_buf;
+      int v = mine ? 1 : 0, r = 0;
+      CKC(cudaMemcpy(f, &v, 4, cudaMemcpyHostToDevice));
+      CKN(ncclAllReduce(f, f + 1, 1, ncclInt32, ncclMax, st.hcomm, st.stream));
+      CKC(cudaStreamSynchronize(st.stream));
+      CKC(cudaMemcpy(&r, f + 1, 4, cudaMemcpyDeviceToHost));
+      CKC(cudaMemset(st.align_buf, 0, 2 * sizeof(int)));
+      return r != 0;
+    };
+
+    // verification: candidate, baseline (the reference implementation), candidate -- every rank verifies
+    call(cctx, cand.run, "candidate", false, nullptr, nullptr);
+    bool v1 = verify(cctx, "candidate");
+    call(bctx, base.run, "baseline", false, nullptr, nullptr);
+    if (!verify(bctx, "baseline")) child_fatal("the frozen baseline failed verification on config " + sc.name + ": " + cfg_err);
+    call(cctx, cand.run, "candidate", false, nullptr, nullptr);
+    bool v2 = verify(cctx, "candidate");
+    bool cand_ok = v1 && v2;
+    bool all_ok = !any_rank_failed(!cand_ok);
+    if (all_ok && bench) {
+      load_inputs(seed ^ 0x5DEECE66DULL);  // fresh inputs between verification and timing
+      std::vector<float> tb, tc, tcomp, tcomm; std::vector<double> hb, hc;
+      for (int it = 0; it < st.spec.warmup + st.spec.iters; it++) {
+        float a = 0, b = 0, c = 0, d = 0; double ha = 0, hcd = 0, dummy = 0;
+        call(bctx, cuco_baseline_run_compute, "baseline compute", true, &c, &dummy);
+        call(bctx, cuco_baseline_run_comm, "baseline comm", true, &d, &dummy);
+        call(bctx, base.run, "baseline", true, &a, &ha);
+        call(cctx, cand.run, "candidate", true, &b, &hcd);
+        if (it >= st.spec.warmup) { tb.push_back(a); tc.push_back(b); tcomp.push_back(c); tcomm.push_back(d); hb.push_back(ha); hc.push_back(hcd); }
+      }
+      // the outputs of the last timed candidate call, and the inputs, are verified again
+      bool v3 = verify(cctx, "candidate after timing");
+      cand_ok = cand_ok && v3;
+      if (!any_rank_failed(!v3)) {
+        auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+        std::vector<double> gb, gc;
+        for (size_t i = 0; i < hb.size(); i++) { gb.push_back(hb[i] - tb[i]); gc.push_back(hc[i] - tc[i]); }
+        double escaped = med(gc) - med(gb);
+        double cm = med(std::vector<double>(tc.begin(), tc.end()));
+        std::string line = "times\t" + sc.name;
+        auto add = [&](const char* k, const std::vector<float>& v) { line += std::string("\t") + k; for (float x : v) { char b[32]; snprintf(b, sizeof b, " %.6f", x); line += b; } };
+        add("baseline", tb); add("candidate", tc); add("comp", tcomp); add("comm", tcomm);
+        rec("%s", line.c_str());
+        rec("escape\t%s\t%.6f\t%.6f", sc.name.c_str(), escaped, cm);
+      } else {
+        all_ok = false;
+      }
+    }
+    if (cand_ok && all_ok) rec("ok\t%s", sc.name.c_str());
+    else rec("fail\t%s\t%s", sc.name.c_str(), clean(cfg_err.empty() ? "another rank failed" : cfg_err).c_str());
+
+    if (ok) cand.teardown(&cctx);
+    base.teardown(&bctx);
+    CKC(cudaDeviceSynchronize());
+    for (int i = 0; i < pb.ninputs; i++) { ncclCommWindowDeregister(st.comm, ctx.inputs[i].win); ncclMemFree(ctx.inputs[i].ptr); cudaFree(pristine[i]); }
+    for (int i = 0; i < pb.noutputs; i++) { ncclCommWindowDeregister(st.comm, ctx.outputs[i].win); ncclMemFree(ctx.outputs[i].ptr); }
+    (void)cudaGetLastError();
+  }
+  rec("done");
+  ncclCommDestroy(st.hcomm);
+  ncclCommFinalize(st.comm); ncclCommDestroy(st.comm);
+  fclose(g_out);
+  _exit(0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Parent: launcher and aggregation
+// ------------------------------------------------------------------------------------------------
+static std::vector<std::string> split_tab(const std::string& s) {
+  std::vector<std::string> v; size_t a = 0;
+  while (true) { size_t b = s.find('\t', a); v.push_back(s.substr(a, b == std::string::npos ? std::string::npos : b - a)); if (b == std::string::npos) break; a = b + 1; }
+  return v;
+}
+
+struct RankFile {
+  std::vector<std::vector<std::string>> lines;
+};
+
+static double median_of(std::vector<double> v) { std::sort(v.begin(), v.end()); return v.empty() ? NAN : v[v.size() / 2]; }
+static double iqr_of(std::vector<double> v) {
+  if (v.size() < 2) return 0; std::sort(v.begin(), v.end());
+  return v[(3 * v.size()) / 4 < v.size() ? (3 * v.size()) / 4 : v.size() - 1] - v[v.size() / 4];
+}
+
+static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, const std::string& launch_error) {
+  JobResult jr; jr.mode = sp.mode; jr.ranks = sp.ranks; jr.error = launch_error;
+  for (auto& sc : sp.configs) {
+    ConfigResult c; c.name = sc.name;
+    long long want = cfg_param(sc, "ranks", 0);
+    if (want != 0 && want != sp.ranks) continue;  // not for this job's rank count
+    std::vector<std::vector<double>> per_rank[4];  // baseline, candidate, comp, comm
+    bool all_ok = true, any_seen = false;
+    for (size_t r = 0; r < rf.size(); r++) {
+      bool ok_seen = false, begun = false;
+      for (auto& l : rf[r].lines) {
+        if (l.size() < 2 || l[1] != sc.name) continue;
+        if (l[0] == "begin") begun = true;
+        else if (l[0] == "ok") ok_seen = true;
+        else if (l[0] == "cfgerror") { if (c.error.empty()) c.error = "rank " + std::to_string(r) + ": " + (l.size() > 2 ? l[2] : ""); }
+        else if (l[0] == "fail") {
+          std::string e = l.size() > 2 ? l[2] : "failed";
+          if (e != "another rank failed" && (c.error.empty() || c.error.find("another rank") != std::string::npos)) c.error = "rank " + std::to_string(r) + ": " + e;
+          else if (c.error.empty()) c.error = "rank " + std::to_string(r) + ": " + e;
+        } else if (l[0] == "mismatch" && l.size() >= 9 && !c.mm.found) {
+          c.mm.found = true; c.mm.rank = (int)r; c.mm.index = atoll(l[3].c_str());
+          c.mm.expected = strtod(l[4].c_str(), nullptr); c.mm.got = strtod(l[5].c_str(), nullptr);
+          c.mm.what = l[7]; c.mm.buffer = l[8];
+          if (c.error.empty()) c.error = "rank " + std::to_string(r) + ": " + l[2] + " output wrong (" + l[7] + ") in " + l[8] + " at index " + l[3];
+        } else if (l[0] == "times") {
+          for (size_t k = 2; k < l.size(); k++) {
+            std::string f = l[k]; size_t sp_ = f.find(' ');
+            std::string key = f.substr(0, sp_);
+            int slot = key == "baseline" ? 0 : key == "candidate" ? 1 : key == "comp" ? 2 : key == "comm" ? 3 : -1;
+            if (slot < 0) continue;
+            std::vector<double> v; const char* p = f.c_str() + (sp_ == std::string::npos ? f.size() : sp_);
+            char* e; while (true) { double x = strtod(p, &e); if (e == p) break; v.push_back(x); p = e; }
+            per_rank[slot].push_back(v);
+          }
+        } else if (l[0] == "escape" && l.size() >= 4) {
+          double esc = strtod(l[2].c_str(), nullptr), cm = strtod(l[3].c_str(), nullptr);
+          if (esc > std::max(0.05, 0.5 * cm)) {
+            all_ok = false;
+            if (c.error.empty()) { char b[200]; snprintf(b, sizeof b, "rank %zu: work escaped the timed stream (host wall time exceeds event time by %.3f ms more than the baseline's)", r, esc); c.error = b; }
+          }
+        }
+      }
+      if (begun) any_seen = true;
+      if (!ok_seen) all_ok = false;
+    }
+    c.ran = any_seen;
+    if (!any_seen && c.error.empty()) c.error = launch_error.empty() ? "config did not run" : "config did not run: " + launch_error;
+    if (all_ok && c.error.empty() && !c.mm.found) c.correct = true;
+    else if (c.error.empty()) c.error = "incorrect on some rank";
+    if (c.correct && sp.mode == "benchmark") {
+      double med[4], spr[4]; bool have = true;
+      for (int s = 0; s < 4; s++) {
+        if (per_rank[s].size() != rf.size()) { have = false; break; }
+        size_t n = per_rank[s][0].size(); std::vector<double> mx(n, 0.0);
+        for (auto& v : per_rank[s]) { if (v.size() != n) { have = false; break; } for (size_t i = 0; i < n; i++) mx[i] = std::max(mx[i], v[i]); }
+        if (!have || n == 0) { have = false; break; }
+        med[s] = median_of(mx); spr[s] = iqr_of(mx);
+      }
+      if (have) {
+        c.timed = true; c.baseline_ms = med[0]; c.candidate_ms = med[1]; c.comp_ms = med[2]; c.comm_ms = med[3];
+        c.baseline_spread = spr[0]; c.candidate_spread = spr[1];
+      } else { c.correct = false; c.error = "timings missing from some rank"; }
+    }
+    jr.configs.push_back(c);
+  }
+  if (!rf.empty()) {
+    for (auto& l : rf[0].lines) if (l.size() >= 3 && l[0] == "env") jr.env[l[1]] = l[2];
+  }
+  for (size_t r = 0; r < rf.size(); r++)
+    for (auto& l : rf[r].lines) if (l.size() >= 2 && l[0] == "fatal" && jr.error.empty()) jr.error = "rank " + std::to_string(r) + ": " + l[1];
+  jr.env["nccl_headers"] = std::to_string(NCCL_VERSION_CODE);
+  jr.env["cuda_compiled"] = std::to_string(CUDART_VERSION);
+  jr.correct = jr.error.empty() && !jr.configs.empty();
+  for (auto& c : jr.configs) if (!c.correct) jr.correct = false;
+  if (jr.configs.empty() && jr.error.empty()) jr.error = "no config applies to " + std::to_string(sp.ranks) + " ranks";
+  return jr;
+}
+
+static int run_parent(const std::string& self, const std::string& spec_path, const std::string& result_path) {
+  Spec sp; std::string err;
+  if (!parse_spec(spec_path, sp, err)) {
+    JobResult jr; jr.error = err; write_atomic(result_path, result_json(jr));
+    fprintf(stderr, "harness: %s\n", err.c_str()); return 2;
+  }
+  char tmpl[] = "/tmp/cuco-harness-XXXXXX";
+  const char* tmpdir_env = getenv("TMPDIR");
+  std::string base = std::string(tmpdir_env && *tmpdir_env ? tmpdir_env : "/tmp") + "/cuco-harness-XXXXXX";
+  std::vector<char> tb(base.begin(), base.end()); tb.push_back(0);
+  char* dir = mkdtemp(tb.data());
+  if (!dir) dir = mkdtemp(tmpl);
+  if (!dir) { JobResult jr; jr.mode = sp.mode; jr.error = std::string("mkdtemp: ") + strerror(errno); write_atomic(result_path, result_json(jr)); return 2; }
+  std::string d = dir;
+  std::vector<pid_t> pids(sp.ranks, -1);
+  std::vector<std::string> outs(sp.ranks);
+  fflush(stdout); fflush(stderr);
+  for (int r = 0; r < sp.ranks; r++) {
+    outs[r] = d + "/rank" + std::to_string(r) + ".txt";
+    pid_t p = fork();
+    if (p == 0) {
+      std::string rs = std::to_string(r);
+      const char* argv[] = {self.c_str(), "--child-rank", rs.c_str(), "--spec", spec_path.c_str(), "--iddir", d.c_str(), "--rankout", outs[r].c_str(), nullptr};
+      execv("/proc/self/exe", (char* const*)argv);
+      execv(self.c_str(), (char* const*)argv);
+      _exit(127);
+    }
+    pids[r] = p;
+  }
+  double t0 = now_ms(), deadline = t0 + sp.timeout_s * 1000.0;
+  std::string launch_error;
+  int alive = sp.ranks;
+  std::vector<bool> done(sp.ranks, false);
+  auto kill_all = [&]() { for (int r = 0; r < sp.ranks; r++) if (!done[r] && pids[r] > 0) kill(pids[r], SIGKILL); };
+  while (alive > 0) {
+    int status = 0; pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p > 0) {
+      for (int r = 0; r < sp.ranks; r++) if (pids[r] == p) {
+        done[r] = true; alive--;
+        bool bad = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (bad && launch_error.empty()) {
+          char b[160];
+          if (WIFSIGNALED(status)) snprintf(b, sizeof b, "rank %d killed by signal %d", r, WTERMSIG(status));
+          else snprintf(b, sizeof b, "rank %d exited with status %d", r, WEXITSTATUS(status));
+          launch_error = b;
+          kill_all();  // the others would block in collectives
+        }
+      }
+      continue;
+    }
+    if (now_ms() > deadline) {
+      char b[200]; snprintf(b, sizeof b, "timeout: ranks still running after %.0f s (a hang, e.g. a flag never raised); all ranks killed", sp.timeout_s);
+      launch_error = b;
+      kill_all();
+      for (int r = 0; r < sp.ranks; r++) if (!done[r]) { waitpid(pids[r], nullptr, 0); done[r] = true; }
+      break;
+    }
+    usleep(20000);
+  }
+  std::vector<RankFile> rf(sp.ranks);
+  for (int r = 0; r < sp.ranks; r++) {
+    std::string text; read_file(outs[r], text);
+    size_t a = 0;
+    while (a < text.size()) { size_t b = text.find('\n', a); if (b == std::string::npos) b = text.size(); if (b > a) rf[r].lines.push_back(split_tab(text.substr(a, b - a))); a = b + 1; }
+    unlink(outs[r].c_str());
+  }
+  unlink((d + "/ncclid").c_str()); unlink((d + "/ncclid.tmp").c_str()); rmdir(d.c_str());
+  JobResult jr = aggregate(sp, rf, launch_error);
+  char wall[32]; snprintf(wall, sizeof wall, "%.1f", (now_ms() - t0) / 1000.0); jr.env["wall_s"] = wall;
+  std::string text = result_json(jr);
+  if (!write_atomic(result_path, text)) { fprintf(stderr, "harness: cannot write %s\n", result_path.c_str()); return 2; }
+  printf("harness: wrote %s (correct=%s)\n", result_path.c_str(), jr.correct ? "true" : "false");
+  return 0;
+}
+
+static int self_test_json(const std::string& path) {
+  JobResult jr; jr.mode = "benchmark"; jr.correct = false; jr.ranks = 2;
+  ConfigResult a; a.name = "m8k"; a.ran = a.correct = true; a.timed = true;
+  a.baseline_ms = 1.2; a.candidate_ms = 0.85; a.baseline_spread = 0.02; a.candidate_spread = 0.01; a.comp_ms = 0.7; a.comm_ms = 0.45;
+  ConfigResult b; b.name = "odd \"quoted\"\tname"; b.ran = true; b.correct = false; b.error = "rank 1: candidate output wrong (gather) in C at index 4711";
+  b.mm.found = true; b.mm.rank = 1; b.mm.index = 4711; b.mm.expected = 1.5; b.mm.got = NAN; b.mm.what = "gather"; b.mm.buffer = "C";
+  jr.configs = {a, b}; jr.error = "";
+  jr.env["host"] = "self-test"; jr.env["nccl_headers"] = std::to_string(NCCL_VERSION_CODE);
+  if (!write_atomic(path, result_json(jr))) return 2;
+  // the writer's output must parse with the harness's own parser too
+  std::string text; read_file(path, text);
+  JParser jp{text.data(), text.data() + text.size(), ""}; JVal v;
+  if (!jp.val(v)) { fprintf(stderr, "self-test: invalid JSON: %s\n", jp.err.c_str()); return 1; }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::string spec, result, iddir, rankout, self_json; int child = -1;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { if (i + 1 >= argc) { fprintf(stderr, "harness: %s needs a value\n", a.c_str()); exit(2); } return argv[++i]; };
+    if (a == "--spec") spec = next();
+    else if (a == "--result") result = next();
+    else if (a == "--child-rank") child = atoi(next().c_str());
+    else if (a == "--iddir") iddir = next();
+    else if (a == "--rankout") rankout = next();
+    else if (a == "--self-test-json") self_json = next();
+    else { fprintf(stderr, "harness: unknown argument %s\nusage: %s --spec spec.json --result result.json\n", a.c_str(), argv[0]); return 2; }
+  }
+  if (!self_json.empty()) return self_test_json(self_json);
+  if (child >= 0) { run_child(child, spec, iddir, rankout); return 0; }
+  if (spec.empty() || result.empty()) { fprintf(stderr, "usage: %s --spec spec.json --result result.json\n", argv[0]); return 2; }
+  return run_parent(argv[0], spec, result);
+}
