@@ -104,7 +104,7 @@ def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]
     setup = list(setup)
     out: list[str] = [
         f"W={q(work_dir)}; J=\"$W/jobs/{job_id}\"",
-        'alive() { [ -f "$J/pgid" ] && kill -0 -- "-$(cat "$J/pgid")" 2>/dev/null; }',
+        'alive() { [ -f "$J/pgid" ] && kill -s 0 -- "-$(cat "$J/pgid")" 2>/dev/null; }',
         'if [ -f "$J/rc" ]; then :',
         'elif alive; then',
         '  while [ ! -f "$J/rc" ] && alive; do sleep 0.2; done',
@@ -157,8 +157,8 @@ def kill_script(work_dir: str, job_id: str, kill_grace_s: float, remove: bool = 
         ': > "$J/cancel" 2>/dev/null',
         'i=0; while [ ! -f "$J/pgid" ] && [ ! -f "$J/rc" ] && [ $i -lt 10 ]; do sleep 0.05; i=$((i+1)); done',
         'if [ -f "$J/pgid" ]; then P=$(cat "$J/pgid")',
-        '  if kill -0 -- "-$P" 2>/dev/null; then echo KILLED; kill -s TERM -- "-$P" 2>/dev/null',
-        f'    i=0; while kill -0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
+        '  if kill -s 0 -- "-$P" 2>/dev/null; then echo KILLED; kill -s TERM -- "-$P" 2>/dev/null',
+        f'    i=0; while kill -s 0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
         '    kill -s KILL -- "-$P" 2>/dev/null; fi',
         'fi',
     ]
@@ -178,9 +178,9 @@ def reconcile_script(work_dir: str, kill_grace_s: float) -> str:
         'for d in *; do',
         '  [ -d "$d" ] || continue',
         '  grep -qxF -- "$d" "$K" && continue',
-        '  if [ -f "$d/pgid" ] && P=$(cat "$d/pgid") && kill -0 -- "-$P" 2>/dev/null; then',
+        '  if [ -f "$d/pgid" ] && P=$(cat "$d/pgid") && kill -s 0 -- "-$P" 2>/dev/null; then',
         '    : > "$d/cancel"; kill -s TERM -- "-$P" 2>/dev/null',
-        f'    i=0; while kill -0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
+        f'    i=0; while kill -s 0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
         '    kill -s KILL -- "-$P" 2>/dev/null; echo "KILLED $d"',
         '  else echo "REMOVED $d"; fi',
         '  rm -rf "$d"',

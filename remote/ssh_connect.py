@@ -119,7 +119,20 @@ async def connect_node(node: NodeConfig, ctx: SSHContext) -> asyncssh.SSHClientC
     return conn
 
 
-async def fetch_host_key(node: NodeConfig, ctx: SSHContext) -> tuple[asyncssh.SSHKey, str]:
+@dataclass
+class PresentedKey:
+    key: asyncssh.SSHKey
+    name: str            # the known_hosts name to record it under: host or [host]:port
+    host: str            # after ~/.ssh/config (HostName, HostKeyAlias)
+    port: int
+
+    def trusted_keys(self, ctx: SSHContext) -> list[asyncssh.SSHKey]:
+        """The keys trusted now for this host (empty: unknown host)."""
+        port = None if self.port == 22 else self.port
+        return list(ctx.known_hosts.load().match(self.host, "", port)[0])
+
+
+async def fetch_host_key(node: NodeConfig, ctx: SSHContext) -> PresentedKey:
     """The key the node presents now, and the known_hosts name to record it under (for `trust`).
 
     The jump host (if any) must already be trusted: it is connected to strictly.
@@ -143,4 +156,4 @@ async def fetch_host_key(node: NodeConfig, ctx: SSHContext) -> tuple[asyncssh.SS
             jump.close()
     if key is None:
         raise NodeUnreachable(f"{node.name}: the server presented no host key")
-    return key, name
+    return PresentedKey(key, name, opts.host_key_alias or opts.host, opts.port)

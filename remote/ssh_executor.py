@@ -54,11 +54,17 @@ class SSHExecutor:
             reasons = "; ".join(f"{n.name}: {n.state().detail}" for n in self._nodes)
             raise NoUsableNode(f"no node of {self.cluster.path} can be used: {reasons}")
 
-    async def _ready_all(self) -> None:
+    async def _ready_all(self, only_pending: bool = False) -> None:
+        """Connect to (and prepare) each usable node that is not ready yet; a failure counts towards
+        the node's quarantine."""
         async def one(n: RemoteNode) -> None:
-            with contextlib.suppress(NodeDown, HostKeyRefused, asyncio.TimeoutError):
+            try:
                 await asyncio.wait_for(n.ensure_ready(), START_TIMEOUT_S)
-        await asyncio.gather(*(one(n) for n in self._nodes if n.usable()))
+            except (NodeDown, HostKeyRefused, asyncio.TimeoutError) as exc:
+                n.record_failure(str(exc) or "timed out connecting")
+        todo = [n for n in self._nodes if n.usable() and (not only_pending or not n.ready or n.orphans)]
+        if todo:
+            await asyncio.gather(*(one(n) for n in todo))
 
     @property
     def max_gpus_per_job(self) -> int:
@@ -168,7 +174,7 @@ class SSHExecutor:
         """The node for this attempt: where the job was left by a previous engine, else the least
         loaded usable node that can ever fit it (preferring nodes not tried yet)."""
         while True:
-            await self._ready_all_needed()
+            await self._ready_all(only_pending=True)
             for n in self._nodes:
                 if spec.job_id in n.existing_jobs and n.ready and n.usable() and n.name not in tried:
                     return n
@@ -188,14 +194,6 @@ class SSHExecutor:
                 raise NoUsableNode(f"no usable node ({reasons})")
             wake = min(n.pool.down_until for n in waiting)
             await asyncio.sleep(min(max(wake - time.monotonic(), 0.05), 5.0))
-
-    async def _ready_all_needed(self) -> None:
-        pending = [n for n in self._nodes if (not n.ready or n.orphans) and n.usable()]
-        if pending:
-            async def one(n: RemoteNode) -> None:
-                with contextlib.suppress(NodeDown, HostKeyRefused, asyncio.TimeoutError):
-                    await asyncio.wait_for(n.ensure_ready(), START_TIMEOUT_S)
-            await asyncio.gather(*(one(n) for n in pending))
 
     async def _run_on(self, node: RemoteNode, spec: JobSpec) -> JobResult:
         assert node.slots is not None

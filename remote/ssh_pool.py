@@ -135,13 +135,20 @@ class SSHPool:
         """Run one command on a pooled channel, with a timeout (raises NodeDown if the link fails)."""
         try:
             async with self.channel() as conn:
-                return await asyncio.wait_for(
+                res = await asyncio.wait_for(
                     conn.run(command, input=input, check=False, encoding=None if binary else "utf-8",
                              errors="replace" if not binary else "strict"), timeout)
         except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError,
                 BrokenPipeError) as exc:
             self.mark_down(f"connection lost: {getattr(exc, 'reason', '') or exc}")
             raise NodeDown(f"{self.name}: connection lost ({getattr(exc, 'reason', '') or exc})") from None
+        if res.exit_status in (None, -1):
+            # No exit status: the channel closed under the command (connection lost, or killed by a signal).
+            why = f"signal {res.exit_signal[0]}" if res.exit_signal else "channel closed"
+            if conn.is_closed():
+                self.mark_down(f"connection lost ({why})")
+            raise NodeDown(f"{self.name}: command ended without an exit status ({why})")
+        return res
 
     async def close(self) -> None:
         async with self._cond:

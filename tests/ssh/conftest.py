@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
     reason = _skip_reason()
     here = Path(__file__).parent
     for item in items:
-        if Path(str(item.fspath)).parent == here:
+        if Path(str(item.fspath)).parent == here and "nodes" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sshd)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"SSH tests skipped: {reason}"))
