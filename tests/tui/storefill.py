@@ -60,7 +60,7 @@ def fill_store(home: Path, run_id: str = "demo-20261122-1", n: int = 40, islands
         parent = None if number < islands else max(1, cid - islands)
         gen = 0 if parent is None else number // islands
         op = "seed" if parent is None else OPERATORS[number % len(OPERATORS)]
-        text = SEED_SOURCE if parent is None else child_source(number)
+        text = (SEED_SOURCE + ("" if number == 0 else f"// island {island}\n")) if parent is None else child_source(number)
         if number < blobs_for:
             h = store_blobs.put_text(text)
         else:

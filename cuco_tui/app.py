@@ -1,0 +1,581 @@
+"""The cuco TUI: a client of one run's engine (live over its socket, or the store read-only).
+
+Data flow: thread workers query the store (`StoreView`) and post typed messages; one async worker reads
+the engine socket and posts `EngineEvents` batches (~50 ms, flushed on a lull); the app applies each
+batch inside `batch_update()`, updating table cells by key. Commands go back over the socket from
+workers that report with `CommandDone`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Input, Log, Static, TabbedContent
+from textual.worker import Worker, WorkerState
+
+from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
+
+from .client import EngineClient, EngineError, EngineGone, one_request
+from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
+from .data import FilterError, StoreView, parse_filter
+from .messages import (CandidateSelected, CandidatesLoaded, CommandDone, DetailLoaded, EngineConnected,
+                       EngineEvents, EngineLost, ScoresLoaded, SummaryLoaded)
+from .screens import (ConfirmModal, ForkModal, ForkRequest, HelpScreen, NodesScreen, NoteModal, ReasonModal,
+                      RunsScreen)
+from .screens.help import describe_bindings
+from .settings import TuiSettings
+from .widgets import CandidatesTable, DetailTabs, IslandsTable, RunHeader, ScorePlot
+
+LOG_LINES = 2000
+REFRESH_S = 1.0          # header/islands/plot recomputed from the store at most this often
+DETAIL_DEBOUNCE_S = 0.12
+TERMINAL_STATES = ("stopped", "finished", "failed")
+
+
+def _hms(ts: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(ts or 0))
+
+
+def event_line(event: dict[str, Any]) -> str | None:
+    """One log line for an event (None: not worth a line)."""
+    d = event.get("data") or {}
+    kind = event.get("kind")
+    if kind == "log":
+        text = f"{d.get('level', 'info')}: {d.get('message', '')}"
+    elif kind == "run":
+        text = f"run {d.get('state')}" + (f" ({d['reason']})" if d.get("reason") else "")
+    elif kind == "result":
+        sp = f" {d['speedup']:.3f}x" if d.get("speedup") is not None else ""
+        why = f" {d['reason']}" if d.get("reason") else ""
+        text = f"#{d.get('id')} {d.get('status')}{sp}{why}"
+    elif kind == "best":
+        text = f"new best #{d.get('id')} {d.get('speedup', 0):.3f}x"
+    elif kind == "mark":
+        text = f"#{d.get('id')} {d.get('verdict')}" + (f": {d['text']}" if d.get("text") else "")
+    elif kind == "fork":
+        text = f"forked {d.get('new_run')}" + (f" from #{d['from_candidate']}" if d.get("from_candidate") else "")
+    elif kind == "migration":
+        text = f"migration #{d.get('id')} island {d.get('src')} -> {d.get('dst')}"
+    elif kind == "llm_call":
+        text = f"llm {d.get('model')} ${float(d.get('cost_usd') or 0):.4f}"
+    else:
+        return None
+    return f"{_hms(event.get('ts'))} {text}"
+
+
+class CucoApp(App):
+    """Watch and steer one run."""
+
+    TITLE = "cuco"
+    CSS_PATH = str(APP_CSS)
+    COMMANDS = App.COMMANDS | {CandidatesProvider, RunsProvider, NodesProvider, ThemesProvider}
+    BINDINGS = [
+        Binding("space", "toggle_pause", "Pause", id="pause"),
+        Binding("P", "hard_pause", "Hard pause", id="pause_hard", show=False),
+        Binding("a", "accept", "Accept", id="accept"),
+        Binding("x", "reject", "Reject", id="reject"),
+        Binding("f", "fork", "Fork", id="fork"),
+        Binding("e", "edit", "Edit", id="edit", show=False),
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("n", "show_nodes", "Nodes", id="nodes", show=False),
+        Binding("r", "show_runs", "Runs", id="runs", show=False),
+        Binding("t", "toggle_theme", "Theme", id="theme", show=False),
+        Binding("1", "focus_pane('islands')", "Islands", id="pane.islands", show=False),
+        Binding("2", "focus_pane('candidates')", "Candidates", id="pane.candidates", show=False),
+        Binding("3", "focus_pane('detail')", "Detail", id="pane.detail", show=False),
+        Binding("4", "focus_pane('log')", "Log", id="pane.log", show=False),
+        Binding("5", "show_plot", "Plot", id="pane.plot", show=False),
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("q", "detach", "Detach", id="detach"),
+        Binding("ctrl+q", "stop_run", "Stop run", id="stop", priority=True),
+    ]
+
+    def __init__(self, home: Path, run_id: str, socket_path: str | None = None,
+                 settings: TuiSettings | None = None, since: int | None = None):
+        super().__init__()
+        self.home = Path(home)
+        self.run_id = run_id
+        self.socket_path = socket_path
+        self.settings = settings or TuiSettings()
+        self.view = StoreView(self.home)
+        self.live = False
+        self.client: EngineClient | None = None
+        self.summary: dict[str, Any] = {"run": run_id}
+        self.filter_text = ""
+        self.selected_id: int | None = None
+        self.detail: Any = None
+        self._since = since
+        self._dirty = False
+        self._filter_dirty = False
+        self._detail_timer = None
+        self._pending_detail: int | None = None
+        self.events_applied = 0
+        self.detached = False
+        for theme in THEMES:
+            self.register_theme(theme)
+
+    # ---- layout
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="banner")
+        yield RunHeader(id="header")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield IslandsTable(id="islands")
+                yield Input(placeholder="filter: status=done island=1 speedup>1.2 op~llm mark=accept  "
+                                        "(Enter applies, empty clears)", id="filter")
+                yield CandidatesTable(id="candidates")
+            with Vertical(id="right"):
+                yield DetailTabs(id="detail")
+        log = Log(max_lines=LOG_LINES, id="engine-log", auto_scroll=True)
+        log.border_title = "engine log"
+        yield log
+        yield Footer()
+
+    def on_mount(self) -> None:
+        theme = self.settings.theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_DARK
+        if theme not in self.available_themes:
+            self.notify(f"theme {theme!r} is unknown; using {DEFAULT_DARK}", severity="warning")
+            theme = DEFAULT_DARK
+        self.theme = theme
+        if self.settings.keymap:
+            self.set_keymap(self.settings.keymap)
+        for problem in self.settings.problems:
+            self.notify(problem, severity="warning")
+        self.query_one(CandidatesTable).focus()
+        self._set_banner(None if self.socket_path else
+                         f"read-only: no live engine (restart: cuco resume {self.run_id})")
+        self._initial_load()
+        self.set_interval(REFRESH_S, self._tick)
+
+    def _set_banner(self, text: str | None) -> None:
+        banner = self.query_one("#banner", Static)
+        banner.update(text or "")
+        banner.set_class(bool(text), "shown")
+
+    # ---- loading from the store (thread workers -> messages)
+
+    @work(thread=True, exclusive=True, group="initial", exit_on_error=False)
+    def _initial_load(self) -> None:
+        since = self._since if self._since is not None else self.view.last_seq(self.run_id)
+        recent = self.view._store.events_since(max(0, since - 200), self.run_id, limit=200) if since else []
+        t0 = time.perf_counter()
+        rows = self.view.candidates(self.run_id, self.filter_text)
+        self.post_message(CandidatesLoaded(rows, self.filter_text, time.perf_counter() - t0))
+        self.post_message(SummaryLoaded(self.view.summary(self.run_id), self.view.islands(self.run_id)))
+        lines = [line for line in map(event_line, recent) if line]
+        if lines:
+            self.call_from_thread(self.query_one("#engine-log", Log).write_lines, lines)
+        if self.socket_path:
+            self.call_from_thread(self._link, since)
+
+    @work(thread=True, exclusive=True, group="summary", exit_on_error=False)
+    def _load_summary(self) -> None:
+        self.post_message(SummaryLoaded(self.view.summary(self.run_id), self.view.islands(self.run_id)))
+
+    @work(thread=True, exclusive=True, group="candidates", exit_on_error=False)
+    def _load_candidates(self, filter_text: str) -> None:
+        t0 = time.perf_counter()
+        rows = self.view.candidates(self.run_id, filter_text)
+        self.post_message(CandidatesLoaded(rows, filter_text, time.perf_counter() - t0))
+
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    def _load_detail(self, candidate_id: int) -> None:
+        self.post_message(DetailLoaded(self.view.detail(candidate_id, dark=self.current_theme.dark)))
+
+    @work(thread=True, exclusive=True, group="scores", exit_on_error=False)
+    def _load_scores(self) -> None:
+        self.post_message(ScoresLoaded(self.view.scores(self.run_id)))
+
+    def _tick(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            self._load_summary()
+            if self._plot_visible():
+                self._load_scores()
+        if self._filter_dirty:
+            self._filter_dirty = False
+            self._load_candidates(self.filter_text)
+
+    def _plot_visible(self) -> bool:
+        return self.query_one(DetailTabs).active == "tab-plot"
+
+    @on(SummaryLoaded)
+    def _summary_loaded(self, message: SummaryLoaded) -> None:
+        if self.live and self.summary.get("state"):
+            message.summary["state"] = self.summary["state"]   # the engine's word is newer than the row
+        self.summary = message.summary
+        header = self.query_one(RunHeader)
+        header.live = self.live
+        header.summary = self.summary
+        self.query_one(IslandsTable).show(message.islands)
+
+    @on(CandidatesLoaded)
+    def _candidates_loaded(self, message: CandidatesLoaded) -> None:
+        self.query_one(CandidatesTable).load(message.rows, message.filter_text)
+
+    @on(CandidateSelected)
+    def _candidate_selected(self, message: CandidateSelected) -> None:
+        self.selected_id = message.candidate_id
+        self._schedule_detail(message.candidate_id)
+
+    def _schedule_detail(self, candidate_id: int) -> None:
+        self._pending_detail = candidate_id
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+        self._detail_timer = self.set_timer(DETAIL_DEBOUNCE_S, self._fire_detail)
+
+    def _fire_detail(self) -> None:
+        if self._pending_detail is not None:
+            self._load_detail(self._pending_detail)
+
+    @on(DetailLoaded)
+    def _detail_loaded(self, message: DetailLoaded) -> None:
+        self.detail = message.detail
+        self.query_one(DetailTabs).show(message.detail)
+
+    @on(ScoresLoaded)
+    def _scores_loaded(self, message: ScoresLoaded) -> None:
+        self.query_one(ScorePlot).show(message.points)
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "tab-plot":
+            self._load_scores()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            self.notify(f"{event.worker.name}: {event.worker.error}", severity="error", timeout=8)
+
+    # ---- the engine link
+
+    @work(exclusive=True, group="link", exit_on_error=False)
+    async def _link(self, since: int) -> None:
+        assert self.socket_path is not None
+        client = EngineClient(self.socket_path)
+        try:
+            hello = await client.connect(since=since)
+        except (OSError, EngineError, EngineGone, TimeoutError) as exc:
+            await client.close()
+            self.post_message(EngineLost(f"cannot reach the engine: {exc}"))
+            return
+        self.client = client
+        self.post_message(EngineConnected(hello))
+        try:
+            async for batch in client.batches(interval=0.05):
+                self.post_message(EngineEvents(batch))
+        except (EngineGone, EngineError) as exc:
+            self.post_message(EngineLost(str(exc)))
+        finally:
+            self.client = None
+            await client.close()
+
+    @on(EngineConnected)
+    def _connected(self, message: EngineConnected) -> None:
+        self.live = True
+        status = message.hello.get("status") or {}
+        if status.get("state"):
+            self.summary["state"] = status["state"]
+        self.summary["nodes"] = status.get("nodes") or self.summary.get("nodes") or []
+        header = self.query_one(RunHeader)
+        header.live = True
+        header.summary = self.summary
+        self._set_banner(None)
+        self._dirty = True
+
+    @on(EngineLost)
+    def _lost(self, message: EngineLost) -> None:
+        self.live = False
+        self.query_one(RunHeader).live = False
+        state = self.summary.get("state")
+        if state in TERMINAL_STATES:
+            self._set_banner(f"the run is {state}; the store is open read-only")
+        else:
+            self._set_banner(f"read-only: the engine went away ({message.reason}); "
+                             f"restart it with: cuco resume {self.run_id}")
+        self._dirty = True
+
+    @on(EngineEvents)
+    def _events(self, message: EngineEvents) -> None:
+        table = self.query_one(CandidatesTable)
+        lines: list[str] = []
+        selected_touched = False
+        with self.batch_update():
+            for event in message.events:
+                kind = event.get("kind")
+                d = event.get("data") or {}
+                if kind == "candidate":
+                    if self.filter_text:
+                        self._filter_dirty = True
+                        table.upsert(d, add=False)
+                    else:
+                        table.upsert(d, add=True)
+                    self._dirty = True
+                elif kind in ("candidate_status", "result"):
+                    table.upsert(d, add=False)
+                    self._dirty = True
+                    selected_touched |= d.get("id") == self.selected_id
+                elif kind == "mark":
+                    table.upsert({"id": d.get("id"), "mark": d.get("verdict"), "mark_text": d.get("text")},
+                                 add=False)
+                    selected_touched |= d.get("id") == self.selected_id
+                elif kind == "run":
+                    self.summary["state"] = d.get("state", self.summary.get("state"))
+                    self._dirty = True
+                elif kind == "nodes":
+                    self.summary["nodes"] = d.get("nodes") or []
+                    for screen in self.screen_stack:
+                        if isinstance(screen, NodesScreen):
+                            screen.update_nodes(self.summary["nodes"])
+                elif kind in ("best", "llm_call", "migration", "archive"):
+                    self._dirty = True
+                elif kind == "fork":
+                    self.notify(f"fork {d.get('new_run')} created (start it: cuco resume {d.get('new_run')})")
+                line = event_line(event)
+                if line:
+                    lines.append(line)
+            if lines:
+                self.query_one("#engine-log", Log).write_lines(lines)
+            header = self.query_one(RunHeader)
+            header.summary = self.summary
+        self.events_applied += len(message.events)
+        if selected_touched and self.selected_id is not None:
+            self._schedule_detail(self.selected_id)
+
+    # ---- commands
+
+    def _need_live(self, what: str) -> bool:
+        if self.live and self.client is not None:
+            return True
+        self.notify(f"{what}: no live engine (read-only). From a shell: cuco resume {self.run_id}",
+                    severity="warning")
+        return False
+
+    @work(group="command", exit_on_error=False)
+    async def send_command(self, op: str, **args: Any) -> None:
+        client = self.client
+        if client is None:
+            self.post_message(CommandDone(op, False, "no live engine"))
+            return
+        try:
+            reply = await client.request(op, **args)
+        except (EngineError, EngineGone) as exc:
+            self.post_message(CommandDone(op, False, str(exc)))
+            return
+        self.post_message(CommandDone(op, True, "", reply))
+
+    @on(CommandDone)
+    def _command_done(self, message: CommandDone) -> None:
+        if not message.ok:
+            self.notify(f"{message.op} failed: {message.text}", severity="error", timeout=8)
+            return
+        status = message.reply.get("status") or {}
+        if status.get("state"):
+            self.summary["state"] = status["state"]
+            self.query_one(RunHeader).summary = self.summary
+        if message.op == "fork":
+            new_run = message.reply.get("new_run")
+            self.notify(f"forked {new_run} (paused)")
+            if message.reply.get("_start"):
+                self._start_fork(new_run)
+        elif message.op != "status":
+            self.notify(f"{message.op}: done", timeout=3)
+        self._dirty = True
+
+    def action_toggle_pause(self) -> None:
+        if not self._need_live("pause"):
+            return
+        if self.summary.get("state") == "paused":
+            self.send_command("resume")
+        else:
+            self.send_command("pause", hard=False)
+
+    def action_hard_pause(self) -> None:
+        if self._need_live("hard pause"):
+            self.send_command("pause", hard=True)
+
+    def _selected(self, what: str) -> int | None:
+        cid = self.query_one(CandidatesTable).selected_id()
+        if cid is None:
+            self.notify(f"{what}: select a candidate first", severity="warning")
+        return cid
+
+    def action_accept(self) -> None:
+        cid = self._selected("accept")
+        if cid is None or not self._need_live("accept"):
+            return
+
+        def done(note: str | None) -> None:
+            if note is not None:
+                self.send_command("accept", candidate=cid, note=note)
+        self.push_screen(NoteModal(cid), done)
+
+    def action_reject(self) -> None:
+        cid = self._selected("reject")
+        if cid is None or not self._need_live("reject"):
+            return
+
+        def done(reason: str | None) -> None:
+            if reason:
+                self.send_command("reject", candidate=cid, reason=reason)
+        self.push_screen(ReasonModal(cid), done)
+
+    def action_fork(self) -> None:
+        if not self._need_live("fork"):
+            return
+        cid = self.query_one(CandidatesTable).selected_id()
+
+        def done(request: ForkRequest | None) -> None:
+            if request is not None:
+                self._fork(request)
+        self.push_screen(ForkModal(cid, self.live), done)
+
+    @work(group="command", exit_on_error=False)
+    async def _fork(self, request: ForkRequest) -> None:
+        client = self.client
+        if client is None:
+            self.post_message(CommandDone("fork", False, "no live engine"))
+            return
+        try:
+            reply = await client.request("fork", from_candidate=request.from_candidate, name=request.name,
+                                         overrides=request.overrides)
+        except (EngineError, EngineGone) as exc:
+            self.post_message(CommandDone("fork", False, str(exc)))
+            return
+        reply["_start"] = request.start
+        self.post_message(CommandDone("fork", True, "", reply))
+
+    @work(thread=True, group="spawn", exit_on_error=False)
+    def _start_fork(self, new_run: str) -> None:
+        from .launch import spawn_daemon, wait_for_daemon
+        import asyncio
+        proc = spawn_daemon(self.home, new_run)
+        info = wait_for_daemon(self.home, new_run, proc)
+        asyncio.run(one_request(info.socket, "resume"))
+        self.call_from_thread(self.notify, f"{new_run} is running (watch it: cuco attach {new_run})")
+
+    def action_edit(self) -> None:
+        detail = self.detail
+        if detail is None or not detail.source_text:
+            self.notify("edit: select a candidate with a source first", severity="warning")
+            return
+        path = Path(tempfile.gettempdir()) / f"cuco-{self.run_id}-{detail.id}.cu"
+        path.write_text(detail.source_text)
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        try:
+            with self.suspend():
+                subprocess.run([*shlex.split(editor), str(path)], check=False)
+        except SuspendNotSupported:
+            self.notify(f"cannot open an editor here; the source is in {path}", severity="warning")
+        except OSError as exc:
+            self.notify(f"{editor}: {exc}", severity="error")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.value = self.filter_text
+        box.focus()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        try:
+            parse_filter(text)
+        except FilterError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.filter_text = text
+        event.input.remove_class("shown")
+        self.query_one(CandidatesTable).focus()
+        self._load_candidates(text)
+
+    def on_key(self, event: Any) -> None:
+        if event.key == "escape":
+            box = self.query_one("#filter", Input)
+            if box.has_class("shown") and self.screen is self.screen_stack[0]:
+                box.remove_class("shown")
+                self.query_one(CandidatesTable).focus()
+                event.stop()
+
+    def action_show_nodes(self) -> None:
+        self.push_screen(NodesScreen(self.view, self.run_id))
+
+    def action_show_runs(self) -> None:
+        self.push_screen(RunsScreen(self.view, self.run_id))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = DEFAULT_LIGHT if self.current_theme.dark else DEFAULT_DARK
+        if self.selected_id is not None:
+            self._schedule_detail(self.selected_id)   # re-highlight for the new background
+
+    def action_focus_pane(self, pane: str) -> None:
+        target = {"islands": "#islands", "candidates": "#candidates", "detail": "#detail",
+                  "log": "#engine-log"}[pane]
+        self.query_one(target).focus()
+
+    def action_show_plot(self) -> None:
+        self.query_one(DetailTabs).active = "tab-plot"
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(describe_bindings(self), self.settings.source))
+
+    def action_detach(self) -> None:
+        self.detached = True
+        self.exit(0)
+
+    def action_stop_run(self) -> None:
+        if not self.live:
+            self.exit(0)
+            return
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self._stop_and_exit()
+        self.push_screen(ConfirmModal(f"Stop run {self.run_id}? Jobs in flight are cancelled.", yes="Stop run"),
+                         done)
+
+    @work(group="command", exit_on_error=False)
+    async def _stop_and_exit(self) -> None:
+        client = self.client
+        try:
+            if client is not None:
+                await client.request("stop", timeout=30)
+        except (EngineError, EngineGone) as exc:
+            self.notify(f"stop failed: {exc}", severity="error")
+            return
+        self.exit(0)
+
+    # ---- for the command palette
+
+    def palette_candidates(self) -> list[tuple[int, str]]:
+        table = self.query_one(CandidatesTable)
+        out = []
+        for row_key in list(table.rows)[-2000:]:
+            row = table.get_row(row_key)
+            out.append((int(row_key.value), f"#{row[0]} isl {row[1]} {row[3]} {row[4]} {row[5]}"))
+        return out
+
+    def palette_runs(self) -> list[str]:
+        return [r["id"] for r in self.view.runs()]
+
+    def palette_nodes(self) -> list[str]:
+        return [n.get("name", "?") for n in self.summary.get("nodes") or []]
+
+    def select_candidate(self, candidate_id: int) -> None:
+        if not self.query_one(CandidatesTable).select(candidate_id):
+            self.notify(f"#{candidate_id} is not in the visible window; filter with id={candidate_id}")
+
+    async def on_unmount(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+        self.view.close()

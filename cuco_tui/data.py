@@ -1,0 +1,303 @@
+"""Read-only queries the TUI runs off the UI loop (in thread workers): a thin layer over `ReadStore`.
+
+Everything here returns plain data (dicts, lists, Rich `Text`), computed in the calling thread, so the
+UI only has to place it. Filtering, sorting and paging happen in SQL.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.syntax import Syntax
+from rich.text import Text
+
+from engine.store import ReadStore
+
+CANDIDATE_WINDOW = 1000          # rows kept in the candidates table (newest); SQL pages the rest
+SPARK = "▁▂▃▄▅▆▇█"
+MAX_SOURCE_CHARS = 400_000
+
+
+class FilterError(ValueError):
+    pass
+
+
+_FIELDS = {
+    "id": "c.id", "island": "c.island", "isl": "c.island", "gen": "c.generation", "generation": "c.generation",
+    "op": "c.operator", "operator": "c.operator", "status": "c.status", "speedup": "c.speedup",
+    "mutator": "c.mutator", "cell": "c.cell", "parent": "c.parent_id", "time": "c.time_ms",
+    "mark": "m.verdict", "verdict": "m.verdict",
+}
+_TERM = re.compile(r"^(?P<field>[a-z]+)(?P<op>>=|<=|!=|=|>|<|~)(?P<value>.+)$")
+
+
+def parse_filter(text: str) -> tuple[str, list[Any]]:
+    """`status=done island=1 speedup>1.2 op~llm mark=accept` (terms ANDed) -> SQL and parameters.
+
+    A bare word matches operator, mutator, status or reason. Values are always bound parameters.
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+    for term in text.split():
+        match = _TERM.match(term)
+        if match is None:
+            clauses.append("(c.operator LIKE ? OR c.mutator LIKE ? OR c.status LIKE ? OR c.reason LIKE ?)")
+            params += [f"%{term}%"] * 4
+            continue
+        name, op, value = match["field"], match["op"], match["value"]
+        column = _FIELDS.get(name)
+        if column is None:
+            raise FilterError(f"unknown field {name!r} (known: {', '.join(sorted(_FIELDS))})")
+        if op == "~":
+            clauses.append(f"{column} LIKE ?")
+            params.append(f"%{value}%")
+            continue
+        if value.lower() in ("none", "null"):
+            clauses.append(f"{column} IS {'NOT ' if op == '!=' else ''}NULL")
+            continue
+        try:
+            bound: Any = float(value) if column in ("c.speedup", "c.time_ms") else (
+                int(value) if column in ("c.id", "c.island", "c.generation", "c.parent_id") else value)
+        except ValueError:
+            raise FilterError(f"{name}: {value!r} is not a number") from None
+        clauses.append(f"{column} {op} ?")
+        params.append(bound)
+    return (" AND ".join(clauses) or "1=1"), params
+
+
+@dataclass
+class CandidateDetail:
+    id: int
+    title: str
+    diff: Text
+    source: Text
+    source_text: str
+    metrics: Text
+    logs: Text
+    llm: Text
+    row: dict[str, Any] = field(default_factory=dict)
+
+
+class StoreView:
+    """A read-only store shared by thread workers (one connection, one lock)."""
+
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        self._store = ReadStore(self.home)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._store.close()
+
+    def _all(self, sql: str, params: tuple | list = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            return self._store.fetchall(sql, params)
+
+    def _one(self, sql: str, params: tuple | list = ()) -> dict[str, Any] | None:
+        rows = self._all(sql, params)
+        return rows[0] if rows else None
+
+    # ---- runs
+
+    def runs(self) -> list[dict[str, Any]]:
+        return self._all("SELECT r.*, (SELECT MAX(speedup) FROM candidates c WHERE c.run_id=r.id AND c.status='done')"
+                         " AS best, (SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
+                         "FROM runs r ORDER BY created_at")
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        return self._one("SELECT * FROM runs WHERE id=?", (run_id,))
+
+    def newest_run(self) -> str | None:
+        row = self._one("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1")
+        return row["id"] if row else None
+
+    def last_seq(self, run_id: str) -> int:
+        row = self._one("SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (run_id,))
+        return int(row["s"]) if row else 0
+
+    # ---- header
+
+    def summary(self, run_id: str) -> dict[str, Any]:
+        run = self.run(run_id) or {}
+        counts = self._one(
+            "SELECT COUNT(*) AS total, "
+            "SUM(status IN ('done','incorrect','failed')) AS evaluated, SUM(status='done') AS correct, "
+            "SUM(status IN ('incorrect','failed')) AS failed, SUM(status IN ('pending','running')) AS in_flight "
+            "FROM candidates WHERE run_id=?", (run_id,)) or {}
+        best = self._one("SELECT id, speedup, time_ms FROM candidates WHERE run_id=? AND status='done' "
+                         "AND speedup IS NOT NULL ORDER BY speedup DESC LIMIT 1", (run_id,))
+        cost = self._one("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (run_id,)) or {}
+        return {"run": run_id, "workload": run.get("workload", "?"), "state": run.get("state", "?"),
+                "parent_run": run.get("parent_run"), "evaluated": counts.get("evaluated") or 0,
+                "correct": counts.get("correct") or 0, "failed": counts.get("failed") or 0,
+                "in_flight": counts.get("in_flight") or 0,
+                "best": best, "llm_cost_usd": float(cost.get("c") or 0.0), "nodes": self.nodes()}
+
+    def nodes(self) -> list[dict[str, Any]]:
+        out = []
+        for row in self._all("SELECT name, state_json, updated_at FROM nodes ORDER BY name"):
+            try:
+                state = json.loads(row["state_json"])
+            except ValueError:
+                state = {}
+            state.setdefault("name", row["name"])
+            state["updated_at"] = row["updated_at"]
+            out.append(state)
+        return out
+
+    def jobs(self, run_id: str) -> list[dict[str, Any]]:
+        return self._all("SELECT * FROM jobs WHERE run_id=? AND state='running' ORDER BY created_at", (run_id,))
+
+    # ---- islands
+
+    def islands(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._all("SELECT island, COUNT(*) AS size, MAX(CASE WHEN status='done' THEN speedup END) AS best "
+                         "FROM candidates WHERE run_id=? GROUP BY island ORDER BY island", (run_id,))
+        migrations = {r["dst_island"]: r for r in self._all(
+            "SELECT dst_island, src_island, candidate_id, MAX(at_evaluation) AS at_evaluation "
+            "FROM migrations_log WHERE run_id=? GROUP BY dst_island", (run_id,))}
+        for row in rows:
+            recent = self._all("SELECT speedup FROM candidates WHERE run_id=? AND island=? AND status='done' "
+                               "AND speedup IS NOT NULL ORDER BY id DESC LIMIT 16", (run_id, row["island"]))
+            row["trend"] = [r["speedup"] for r in reversed(recent)]
+            mig = migrations.get(row["island"])
+            row["migration"] = (f"#{mig['candidate_id']} from {mig['src_island']} @{mig['at_evaluation']}"
+                                if mig else "")
+        return rows
+
+    # ---- candidates
+
+    def candidates(self, run_id: str, filter_text: str = "", limit: int = CANDIDATE_WINDOW) -> list[dict[str, Any]]:
+        where, params = parse_filter(filter_text)
+        rows = self._all(
+            "SELECT c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, "
+            "m.verdict AS mark, m.text AS mark_text FROM candidates c "
+            "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id) "
+            f"WHERE c.run_id=? AND {where} ORDER BY c.id DESC LIMIT ?", [run_id, *params, limit])
+        rows.reverse()
+        return rows
+
+    def scores(self, run_id: str, limit: int = 5000) -> list[tuple[int, float]]:
+        rows = self._all("SELECT number, speedup FROM candidates WHERE run_id=? AND status='done' AND speedup IS NOT "
+                         "NULL ORDER BY number DESC LIMIT ?", (run_id, limit))
+        return [(r["number"], r["speedup"]) for r in reversed(rows)]
+
+    # ---- one candidate (diff, source, metrics, logs, prompts)
+
+    def _blob(self, digest: str | None) -> str | None:
+        if not digest:
+            return None
+        try:
+            return self._store.blobs.get_text(digest)
+        except OSError:
+            return None
+
+    def detail(self, candidate_id: int, dark: bool = True) -> CandidateDetail | None:
+        row = self._one("SELECT * FROM candidates WHERE id=?", (candidate_id,))
+        if row is None:
+            return None
+        theme = "monokai" if dark else "default"
+        source = self._blob(row["source_hash"])
+        source_text = source if source is not None else ""
+        if source is None:
+            source_view = Text("(source blob missing from the store)", style="italic")
+        else:
+            source_view = Syntax(source[:MAX_SOURCE_CHARS], "cuda", theme=theme,
+                                 line_numbers=False).highlight(source[:MAX_SOURCE_CHARS])
+        parent = self._one("SELECT id, source_hash FROM candidates WHERE id=?", (row["parent_id"],)) \
+            if row["parent_id"] is not None else None
+        if parent is None:
+            diff_view = Text("(no parent: this is a seed)", style="italic")
+        else:
+            parent_src = self._blob(parent["source_hash"]) or ""
+            lines = list(difflib.unified_diff(parent_src.splitlines(), source_text.splitlines(),
+                                              f"#{parent['id']}", f"#{row['id']}", lineterm="", n=3))
+            diff_text = "\n".join(lines) or "(identical to its parent)"
+            diff_view = Syntax(diff_text, "diff", theme=theme).highlight(diff_text)
+        title = (f"#{row['id']} island {row['island']} gen {row['generation']} {row['operator']} "
+                 f"({row['mutator']}) {row['status']}")
+        return CandidateDetail(id=row["id"], title=title, diff=diff_view, source=source_view,
+                               source_text=source_text, metrics=self._metrics(row),
+                               logs=self._logs(candidate_id), llm=self._llm(candidate_id), row=row)
+
+    def _metrics(self, row: dict[str, Any]) -> Text:
+        out = Text()
+        for key in ("status", "correct", "speedup", "time_ms", "baseline_ms", "fitness", "cell", "reason"):
+            if row.get(key) is not None:
+                out.append(f"{key:>12}: ", style="bold")
+                out.append(f"{row[key]}\n")
+        try:
+            desc = json.loads(row.get("descriptor_json") or "{}")
+        except ValueError:
+            desc = {}
+        if desc:
+            out.append("\ndescriptor\n", style="bold underline")
+            for k, v in desc.items():
+                out.append(f"  {k}: {v}\n")
+        metrics = None
+        try:
+            metrics = json.loads(row["metrics_json"]) if row.get("metrics_json") else None
+        except ValueError:
+            out.append("\n(metrics are not valid JSON)\n")
+        configs = metrics.get("configs") if isinstance(metrics, dict) else None
+        if configs:
+            out.append("\nper config\n", style="bold underline")
+            keys = [k for k in configs[0] if k != "name"][:5]
+            out.append("  " + f"{'config':<14}" + "".join(f"{k:>13}" for k in keys) + "\n", style="bold")
+            for cfg in configs:
+                out.append(f"  {str(cfg.get('name', '?')):<14}")
+                for k in keys:
+                    v = cfg.get(k)
+                    out.append(f"{v:>13.4g}" if isinstance(v, (int, float)) else f"{str(v):>13}")
+                out.append("\n")
+        if isinstance(metrics, dict):
+            rest = {k: v for k, v in metrics.items() if k != "configs"}
+            if rest:
+                out.append("\nharness\n", style="bold underline")
+                out.append(json.dumps(rest, indent=1, default=str)[:20000] + "\n")
+        return out
+
+    def _logs(self, candidate_id: int) -> Text:
+        out = Text()
+        rows = self._all("SELECT * FROM evaluations WHERE candidate_id=? ORDER BY id", (candidate_id,))
+        if not rows:
+            return Text("(no build or run logs yet)", style="italic")
+        for ev in rows:
+            out.append(f"── {ev['stage']} [{ev['status']}] rc={ev['rc']} node={ev['node']} "
+                       f"{(ev['duration_s'] or 0):.1f}s attempt {ev['attempt']}\n", style="bold")
+            text = self._blob(ev["log_hash"])
+            out.append((text[-20000:] if text else "(no log)") + "\n")
+        return out
+
+    def _llm(self, candidate_id: int) -> Text:
+        rows = self._all("SELECT * FROM llm_calls WHERE candidate_id=? ORDER BY id", (candidate_id,))
+        if not rows:
+            return Text("(no LLM calls for this candidate)", style="italic")
+        out = Text()
+        for call in rows:
+            out.append(f"── {call['model']} {call['purpose']} [{call['status']}] in {call['input_tokens']} "
+                       f"out {call['output_tokens']} ${call['cost_usd']:.4f}\n", style="bold")
+            for label, digest in (("prompt", call["prompt_hash"]), ("response", call["response_hash"])):
+                text = self._blob(digest)
+                if text:
+                    out.append(f"{label}:\n", style="underline")
+                    out.append(text[-20000:] + "\n")
+            if call.get("error"):
+                out.append(f"error: {call['error']}\n")
+        return out
+
+
+def sparkline(values: list[float], width: int = 12) -> str:
+    values = values[-width:]
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    return "".join(SPARK[min(len(SPARK) - 1, int((v - lo) / span * (len(SPARK) - 1)))] for v in values)
