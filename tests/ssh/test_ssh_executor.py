@@ -370,3 +370,23 @@ async def test_ssh_config_alias_and_many_concurrent_jobs(nodes):
         assert all(ex.node(n).pool.connects <= 2 for n in ("a", "b"))   # 8 channels per connection
     finally:
         await ex.close()
+
+
+async def test_nodes_check_table_and_exit_codes(nodes, capsys):
+    import argparse
+
+    from cuco_tui import cli_nodes
+
+    parser = argparse.ArgumentParser(prog="cuco")
+    cli_nodes.register(parser.add_subparsers(dest="command"))
+    path = nodes.cluster_yaml()
+    args = parser.parse_args(["nodes", "check", str(path), "--home", str(nodes.home), "--no-user-known-hosts"])
+    assert await asyncio.to_thread(args.func, args) == 0
+    out = capsys.readouterr().out
+    assert "cuco nodes" in out and out.count("yes") >= 4 and str(os.cpu_count()) in out
+    assert "nvidia-smi not found" in out or "GPU" in out
+    nodes.sshds["b"].kill()
+    assert await asyncio.to_thread(args.func, args) == 1
+    out = capsys.readouterr().out
+    assert "b: unusable: b (127.0.0.1): [Errno 111] Connect call failed" in out
+    assert "a: unusable" not in out
