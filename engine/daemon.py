@@ -360,7 +360,12 @@ async def _main_async(args: argparse.Namespace) -> int:
         engine = await Engine.create(home, workload, config, run_id=args.run)
     else:
         engine = await Engine.load(home, args.run)
-    state = await serve(engine, home, args.run)
+    try:
+        state = await serve(engine, home, args.run)
+    finally:
+        close = getattr(engine, "close", None)
+        if close is not None:
+            await asyncio.wait_for(close(), 120)
     print(f"run {args.run}: {state}", flush=True)
     return 1 if state == "failed" else 0
 

@@ -91,7 +91,7 @@ class CandidatesTable(DataTable):
         if key in self.rows:
             for col, value in cells.items():
                 if col != "id":
-                    self.update_cell(key, col, value)
+                    self.update_cell(key, col, value, update_width=col in ("speedup", "verdict", "mark", "status"))
             return True
         if not add:
             return False

@@ -31,6 +31,6 @@ class IslandsTable(DataTable):
             if key in self.rows:
                 for col, value in cells.items():
                     if self.get_cell(key, col) != value:
-                        self.update_cell(key, col, value)
+                        self.update_cell(key, col, value, update_width=True)
             else:
                 self.add_row(*(cells[c] for c, _ in COLUMNS), key=key)
