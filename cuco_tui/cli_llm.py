@@ -1,0 +1,109 @@
+"""`cuco transform WORKLOAD --llm MODEL [-o FILE]`: the fast path (host-driven -> device-initiated).
+
+Exit codes: 0 a verified, EVOLVE-BLOCK-marked program was written; 1 the rewrite failed; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+from remote.errors import InputError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "transform", help="rewrite a host-driven workload into a device-initiated one with an LLM (fast path)",
+        description="Stage A adds device-side setup, stage B replaces host collectives with device-initiated "
+                    "communication; every answer is built and verified; the result has EVOLVE-BLOCKs marked.")
+    p.add_argument("workload", metavar="WORKLOAD", help="a workload folder or the name of a shipped one")
+    p.add_argument("--llm", action="append", default=[], metavar="MODEL", required=True,
+                   help="the model, e.g. anthropic:claude-sonnet-4-5 (the first one given is used)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="where to write the result (default: ./<workload>-fast<ext of the candidate>)")
+    p.add_argument("--budget-usd", type=float, help="stop once this much LLM cost is committed")
+    p.add_argument("--max-a", type=int, default=5, help="iterations of stage A (default 5)")
+    p.add_argument("--max-b", type=int, default=10, help="iterations of stage B (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the evaluation inputs")
+    p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+    p.set_defaults(func=handler)
+
+
+def _home(args: argparse.Namespace) -> Path:
+    if getattr(args, "home", None):
+        return Path(args.home).expanduser().resolve()
+    if os.environ.get("CUCO_HOME"):
+        return Path(os.environ["CUCO_HOME"]).expanduser().resolve()
+    return (Path.cwd() / ".cuco").resolve()
+
+
+def handler(args: argparse.Namespace) -> int:
+    from engine.llm.models import parse_models
+    from engine.workload import load_workload
+    try:
+        workload = load_workload(args.workload)
+        specs = parse_models(list(args.llm))
+        if args.budget_usd is not None and args.budget_usd < 0:
+            raise InputError("--budget-usd", "--budget-usd", "must be >= 0")
+        for name in ("max_a", "max_b"):
+            if getattr(args, name) < 1:
+                raise InputError(f"--{name.replace('_', '-')}", f"--{name.replace('_', '-')}", "must be >= 1")
+        output = Path(args.output) if args.output else \
+            Path.cwd() / f"{workload.name}-fast{Path(workload.candidate_file).suffix}"
+        home = _home(args)
+        from engine.llm.pricing import Pricing
+        pricing = Pricing.load(home)
+    except InputError as exc:
+        print(f"cuco: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return asyncio.run(_transform(workload, specs[0], pricing, home, output, args))
+
+
+async def _transform(workload, spec, pricing, home: Path, output: Path, args: argparse.Namespace) -> int:
+    from engine.evaluation import evaluate_source
+    from engine.fast_path import FastPath
+    from engine.llm.budget import Budget
+    from engine.llm.service import LLMService
+    from engine.store import Store
+    from remote.local import LocalExecutor
+
+    run_id = f"transform-{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    store = await Store(home).open()
+    executor = LocalExecutor()
+    await executor.start()
+    service = LLMService([spec], pricing, Budget(args.budget_usd))
+    counter = {"n": 0}
+
+    async def evaluate(source: str):
+        counter["n"] += 1
+        return await evaluate_source(workload, source, executor, job_prefix=f"{run_id}-{counter['n']}",
+                                     seed=args.seed + counter["n"])
+
+    def log(text: str) -> None:
+        print(f"cuco transform: {text}", file=sys.stderr)
+
+    try:
+        fast = FastPath(service, spec.name, workload, evaluate, store=store, run_id=run_id,
+                        budget_a=args.max_a, budget_b=args.max_b, log=log)
+        result = await fast.run()
+        cost = service.budget.spent_usd
+    finally:
+        await service.close()
+        await executor.close()
+        await store.close()
+    iterations = ", ".join(f"{k}: {v}" for k, v in result.iterations.items())
+    if not result.ok:
+        print(f"cuco transform: failed at stage {result.stage} ({iterations}): {result.reason} "
+              f"[LLM cost {cost:.4f} USD; calls recorded under {run_id} in {home}]", file=sys.stderr)
+        return EXIT_FAILED
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(result.source)
+    speed = f", speedup {result.speedup:.3f}x" if result.speedup else ""
+    print(f"wrote {output} (verified{speed}; iterations {iterations}; LLM cost {cost:.4f} USD)")
+    return EXIT_OK
