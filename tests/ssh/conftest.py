@@ -9,6 +9,7 @@ trusts both. Daemons (and everything they started) are killed on teardown.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -19,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import asyncssh
 import pytest
@@ -28,7 +30,7 @@ SSHD = "/usr/sbin/sshd"
 USER = "cucotest"
 
 
-def _skip_reason() -> str | None:
+def skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root (creates the login user cucotest and runs sshd)"
     if not Path(SSHD).exists():
@@ -37,7 +39,7 @@ def _skip_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
-    reason = _skip_reason()
+    reason = skip_reason()
     here = Path(__file__).parent
     for item in items:
         if Path(str(item.fspath)).parent == here and "nodes" in getattr(item, "fixturenames", ()):
@@ -46,7 +48,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=f"SSH tests skipped: {reason}"))
 
 
-def _ensure_user() -> pwd.struct_passwd:
+def ensure_user() -> pwd.struct_passwd:
     try:
         pw = pwd.getpwnam(USER)
     except KeyError:
@@ -183,12 +185,12 @@ LogLevel ERROR
 
 @pytest.fixture(scope="session")
 def ssh_user() -> pwd.struct_passwd:
-    return _ensure_user()
+    return ensure_user()
 
 
-@pytest.fixture
-def nodes(ssh_user):
-    """Two live sshd nodes, `a` and `b`, trusted in `nodes.home / 'known_hosts'`."""
+@contextlib.contextmanager
+def make_nodes(ssh_user: pwd.struct_passwd, names: tuple[str, ...] = ("a", "b")) -> Iterator[Nodes]:
+    """Start one sshd per name (also used by tests/bench/bench_ssh_dispatch.py)."""
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="cuco-ssh-"))
     os.chmod(base, 0o755)
@@ -204,7 +206,7 @@ def nodes(ssh_user):
     marks = base / "marks"
     marks.mkdir()
     os.chown(marks, ssh_user.pw_uid, ssh_user.pw_gid)
-    for name in ("a", "b"):
+    for name in names:
         w = base / f"work-{name}"
         w.mkdir()
         os.chown(w, ssh_user.pw_uid, ssh_user.pw_gid)
@@ -212,7 +214,7 @@ def nodes(ssh_user):
     ssh_config.write_text("")
     n = Nodes(base=base, home=home, client_key=base / "client_key", ssh_config=ssh_config, marks=marks)
     try:
-        for name in ("a", "b"):
+        for name in names:
             n.sshds[name] = _make_sshd(base, name, auth / "authorized_keys")
             n.sshds[name].start()
         n.trust_all()
@@ -220,5 +222,12 @@ def nodes(ssh_user):
     finally:
         for d in n.sshds.values():
             d.kill()
-        # Jobs run as cucotest under these sshds are dead with them; remove the files.
+        # Jobs run as cucotest under these sshds died with them; remove the files.
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def nodes(ssh_user):
+    """Two live sshd nodes, `a` and `b`, trusted in `nodes.home / 'known_hosts'`."""
+    with make_nodes(ssh_user) as n:
+        yield n
