@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Build and run a CUDA workload's harness exactly as the engine does, on this machine.
+
+    python3 workloads/_harness/cuda/run_local.py WORKLOAD_DIR [--source FILE] [--mode verify|benchmark]
+            [--ranks N] [--configs a,b] [--seed S] [--warmup W] [--iters I] [--timeout S]
+            [--build-dir DIR] [--build-only] [--result FILE]
+
+It copies the candidate (FILE, default the workload's candidate; it is installed under the candidate's
+name), the harness sources and headers flat into a job directory, runs build.command there with
+{sources} / {binary} filled in and NCCL_HOME set to the nvidia-nccl-cu13 wheel, writes spec.json from
+workload.yaml (verify: every config; benchmark: the bench configs; only configs whose `ranks` param is
+absent or equal to --ranks), runs launch.command with launch.env plus the NVLink-multicast-off variables,
+under the stage timeout, and prints result.json. Builds are cached per (workload, sources) hash.
+Exit status: 0 when result.json says correct, 1 when it does not, 2 on a build or launch problem.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def nccl_home() -> str:
+    if os.environ.get("NCCL_HOME"):
+        return os.environ["NCCL_HOME"]
+    import nvidia.nccl as m  # the nvidia-nccl-cu13 wheel
+
+    return list(m.__path__)[0]
+
+
+def job_files(wdir: Path, spec: dict, source: Path) -> tuple[list[Path], list[Path], str]:
+    cand_name = Path(spec["candidate"]).name
+    sources = [p for p in (wdir / s for s in spec["harness"]["sources"])]
+    headers = [wdir / h for h in spec["harness"].get("headers", [])]
+    return sources, headers, cand_name
+
+
+def build(wdir: Path, spec: dict, source: Path, build_root: Path, timeout: float) -> Path:
+    sources, headers, cand_name = job_files(wdir, spec, source)
+    h = hashlib.sha256()
+    h.update(spec["build"]["command"].encode())
+    for p in [source, *sources, *headers]:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    job = build_root / f"{spec['name']}-{h.hexdigest()[:16]}"
+    binary = job / "bench"
+    if binary.exists():
+        return job
+    job.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, job / cand_name)
+    for p in [*sources, *headers]:
+        shutil.copy(p, job / p.name)
+    names = [cand_name] + [p.name for p in sources]
+    cmd = spec["build"]["command"].replace("{sources}", " ".join(names)).replace("{binary}", "bench.tmp")
+    env = dict(os.environ)
+    if spec["build"].get("nccl"):
+        env["NCCL_HOME"] = nccl_home()
+    t0 = time.time()
+    r = subprocess.run(cmd, shell=True, cwd=job, env=env, capture_output=True, text=True, timeout=timeout)
+    (job / "build.log").write_text(r.stdout + r.stderr)
+    if r.returncode != 0:
+        sys.stderr.write(f"build failed ({r.returncode}) in {job}:\n{r.stdout}{r.stderr}\n")
+        raise SystemExit(2)
+    os.replace(job / "bench.tmp", binary)
+    print(f"built {source} -> {binary} in {time.time() - t0:.0f} s", file=sys.stderr)
+    return job
+
+
+def make_spec(spec: dict, mode: str, ranks: int, names: list[str] | None, seed: int, warmup: int | None,
+              iters: int | None, timeout_s: float) -> dict:
+    configs = []
+    for c in spec["configs"]:
+        if names and c["name"] not in names:
+            continue
+        if mode == "benchmark" and not names and not c.get("bench", False):
+            continue
+        want = c.get("params", {}).get("ranks")
+        if want is not None and int(want) != ranks:
+            continue
+        configs.append({"name": c["name"], "params": c.get("params", {})})
+    b = spec.get("benchmark", {})
+    return {"mode": mode, "seed": seed, "ranks": ranks, "configs": configs,
+            "tolerances": spec.get("tolerances", {}),
+            "warmup": warmup if warmup is not None else b.get("warmup", 2),
+            "iters": iters if iters is not None else b.get("iters", 9),
+            "timeout_s": timeout_s}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workload", type=Path)
+    ap.add_argument("--source", type=Path, help="candidate source (default: the workload's candidate)")
+    ap.add_argument("--mode", choices=["verify", "benchmark"], default="verify")
+    ap.add_argument("--ranks", type=int, help="ranks (GPUs) of the job (default: workload.yaml ranks)")
+    ap.add_argument("--configs", help="comma-separated config names (default: all / the bench configs)")
+    ap.add_argument("--seed", type=int, default=12345)
+    ap.add_argument("--warmup", type=int)
+    ap.add_argument("--iters", type=int)
+    ap.add_argument("--timeout", type=float, help="stage timeout in seconds (default: workload.yaml)")
+    ap.add_argument("--build-dir", type=Path, default=Path(os.environ.get("CUCO_BUILD_DIR", "/tmp/cuco-cuda-build")))
+    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--result", type=Path, help="copy result.json here")
+    a = ap.parse_args()
+
+    wdir = a.workload.resolve()
+    spec = yaml.safe_load((wdir / "workload.yaml").read_text())
+    source = (a.source or (wdir / spec["candidate"])).resolve()
+    job = build(wdir, spec, source, a.build_dir.resolve(), float(spec["timeouts"]["build"]))
+    if a.build_only:
+        print(job)
+        return 0
+    ranks = a.ranks or int(spec["ranks"])
+    stage_timeout = a.timeout or float(spec["timeouts"][a.mode])
+    names = a.configs.split(",") if a.configs else None
+    # the harness kills its ranks a little before the stage timeout, so that it can still write its verdict
+    sj = make_spec(spec, a.mode, ranks, names, a.seed, a.warmup, a.iters, max(5.0, stage_timeout - 10))
+    run_dir = job / f"run-{os.getpid()}"
+    run_dir.mkdir()
+    (run_dir / "spec.json").write_text(json.dumps(sj, indent=1))
+    argv = [x.replace("{binary}", "../bench").replace("{spec}", "spec.json").replace("{result}", "result.json")
+            .replace("{ranks}", str(ranks)) for x in spec["launch"]["command"]]
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in (spec["launch"].get("env") or {}).items()})
+    env.update(SAFE_ENV)
+    t0 = time.time()
+    p = subprocess.Popen(argv, cwd=run_dir, env=env, start_new_session=True)
+    try:
+        rc = p.wait(timeout=stage_timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        print(f"stage timeout after {stage_timeout:.0f} s: process group killed", file=sys.stderr)
+        rc = -9
+    wall = time.time() - t0
+    res_path = run_dir / "result.json"
+    if not res_path.exists():
+        print(json.dumps({"error": f"no result.json (exit {rc}, {wall:.1f} s)"}))
+        return 2
+    text = res_path.read_text()
+    if a.result:
+        a.result.write_text(text)
+    res = json.loads(text)
+    print(json.dumps(res, indent=1))
+    print(f"# {spec['name']} {source.name} mode={a.mode} ranks={ranks} exit={rc} wall={wall:.1f}s correct={res['correct']}",
+          file=sys.stderr)
+    return 0 if res.get("correct") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
