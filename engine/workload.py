@@ -43,6 +43,7 @@ class Workload:
     harness_sources: list[str]               # flat names compiled as translation units
     build_command: str
     build_nccl: bool
+    cache_frozen: bool
     launch_command: list[str]
     launch_gpus: int
     launch_env: dict[str, str]
@@ -184,6 +185,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
         if token not in build_command:
             raise b.error("command", f"must contain {token}")
     build_nccl = b.get("nccl", bool, default=False)
+    cache_frozen = b.get("cache_frozen", bool, default=False)
 
     la = f.sub("launch")
     launch_command = la.get("command", list)
@@ -231,6 +233,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
         name=name, description=f.get("description", str, default=""), language=language, ranks=ranks,
         root=root, candidate_file=candidate_file, seed_source=seed_source, harness_files=harness_files,
         harness_sources=harness_sources, build_command=build_command, build_nccl=build_nccl,
+        cache_frozen=cache_frozen,
         launch_command=launch_command, launch_gpus=launch_gpus, launch_env=launch_env, timeouts=timeouts,
         warmup=warmup, iters=iters, configs=configs, tolerances=tolerances, design_space=space,
         task=llm.get("task", str, default=""), api_notes=llm.get("api_notes", str, default=""),

@@ -32,13 +32,15 @@ class LocalExecutor:
     """Runs jobs as local subprocesses with a CPU concurrency limit and GPU slot leases."""
 
     def __init__(self, work_dir: Path | None = None, cpu_slots: int | None = None,
-                 gpus: list[int] | None = None, keep_job_dirs: bool = False):
+                 gpus: list[int] | None = None, keep_job_dirs: bool = False,
+                 extra_env: dict[str, str] | None = None):
         self._own_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="cuco-jobs-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.slots = SlotTable(cpu_slots or max(1, os.cpu_count() or 1),
                                detect_local_gpus() if gpus is None else gpus)
         self.keep_job_dirs = keep_job_dirs
+        self.extra_env = dict(extra_env or {})   # e.g. CUCO_PYTHON: which interpreter has the NCCL wheel
         self._running: dict[str, int] = {}   # job_id -> pgid
         self._finished = 0
         self._failures = 0
@@ -71,6 +73,7 @@ class LocalExecutor:
             for rel in spec.executable:
                 (job_dir / rel).chmod(0o755)
             env = dict(os.environ)
+            env.update(self.extra_env)
             env.update(spec.env)
             if spec.gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)

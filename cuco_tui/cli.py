@@ -1,0 +1,322 @@
+"""The `cuco` command line (the contract in DESIGN.md). Exit codes: 0 done, 1 the run failed, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from remote.errors import InputError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def home_from(args: argparse.Namespace) -> Path:
+    if getattr(args, "home", None):
+        return Path(args.home).expanduser().resolve()
+    if os.environ.get("CUCO_HOME"):
+        return Path(os.environ["CUCO_HOME"]).expanduser().resolve()
+    return (Path.cwd() / ".cuco").resolve()
+
+
+def _add_run_settings(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", metavar="FILE", help="cluster.yaml: run jobs on GPU nodes over SSH")
+    p.add_argument("--llm", action="append", default=[], metavar="MODEL",
+                   help="an LLM mutator, e.g. anthropic:claude-sonnet-4-5 (repeatable)")
+    p.add_argument("--budget-usd", type=float, help="stop proposing once this much LLM cost is committed")
+    p.add_argument("--max-evals", type=int, help="stop after N evaluated candidates (default 40)")
+    p.add_argument("--max-minutes", type=float, help="stop after M minutes")
+    p.add_argument("--target-speedup", type=float, help="stop once a candidate reaches this speedup")
+    p.add_argument("--patience", type=int, help="stop after N evaluations without a new best")
+    p.add_argument("--islands", type=int, help="number of islands (default 2)")
+    p.add_argument("--concurrency", type=int, help="evaluations in flight at once (default 2)")
+    p.add_argument("--seed", type=int, help="random seed of the search (default 0)")
+
+
+def config_from_args(args: argparse.Namespace):
+    from engine.config import RunConfig
+    config = RunConfig()
+    for attr, field in (("max_evals", "max_evals"), ("max_minutes", "max_minutes"),
+                        ("target_speedup", "target_speedup"), ("patience", "patience"), ("islands", "islands"),
+                        ("concurrency", "concurrency"), ("seed", "seed"), ("budget_usd", "budget_usd")):
+        value = getattr(args, attr, None)
+        if value is not None:
+            setattr(config, field, value)
+    if getattr(args, "llm", None):
+        config.llm = list(args.llm)
+        config.mutator = "llm"
+    if getattr(args, "cluster", None):
+        cluster = Path(args.cluster).expanduser()
+        if not cluster.is_file():
+            raise InputError(str(args.cluster), "--cluster", "no such file")
+        config.cluster = str(cluster.resolve())
+    return config.validate("command line")
+
+
+# ----- run --------------------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from engine.runids import new_run_id
+    from engine.workload import load_workload
+    workload = load_workload(args.workload)
+    config = config_from_args(args)
+    home = home_from(args)
+    run_id = new_run_id(home, workload.name, args.name)
+    if args.headless:
+        return asyncio.run(_run_headless(home, run_id, workload=workload, config=config))
+    from cuco_tui import cli_control
+    return cli_control.run_detached(home, run_id, workload.root, config, config.cluster, attach=True)
+
+
+async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, resume: bool = False) -> int:
+    from engine.engine import Engine
+    from .headless import HeadlessDisplay
+    if resume:
+        engine = await Engine.load(home, run_id)
+    else:
+        engine = await Engine.create(home, workload, config, run_id=run_id)
+    display = HeadlessDisplay(engine)
+    engine.store.on_event = display.on_event
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(engine.stop()))
+    try:
+        with display:
+            state = await engine.run()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        summary = engine.status()
+        await engine.close()
+    display.print_summary(home, run_id)
+    return EXIT_FAILED if state == "failed" else EXIT_OK
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Un-pause a live run, or restart a run whose engine died (in the foreground with --headless)."""
+    home = home_from(args)
+    run_id = _resolve_run(home, args.run)
+    if args.headless:
+        if _engine_alive(home, run_id):
+            raise InputError("RUN", run_id, "its engine is alive; `cuco resume` without --headless un-pauses it")
+        return asyncio.run(_run_headless(home, run_id, resume=True))
+    from cuco_tui import cli_control
+    return cli_control.cmd_resume(args)
+
+
+def _engine_alive(home: Path, run_id: str) -> bool:
+    try:
+        from cuco_tui.launch import live_engine
+    except ImportError:
+        return False
+    return asyncio.run(live_engine(home, run_id)) is not None
+
+
+def _resolve_run(home: Path, run: str | None) -> str:
+    from engine.store import DB_NAME, ReadStore
+    if not (home / DB_NAME).exists():
+        raise InputError(str(home), "--home", "no cuco store here: start one with `cuco run WORKLOAD` or pass --home")
+    store = ReadStore(home)
+    try:
+        runs = store.runs()
+    finally:
+        store.close()
+    ids = [r["id"] for r in runs]
+    if run:
+        if run not in ids:
+            raise InputError("RUN", run, f"no such run (runs: {', '.join(ids) or 'none'})")
+        return run
+    if not ids:
+        raise InputError("RUN", "(omitted)", "the store has no runs yet")
+    live = [r["id"] for r in runs if r["state"] in ("running", "paused")]
+    return live[-1] if len(live) == 1 else ids[-1]
+
+
+# ----- ls / report / export / validate -------------------------------------------------------------
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from engine.report import build_report
+    from engine.store import DB_NAME, ReadStore
+    home = home_from(args)
+    if not (home / DB_NAME).exists():
+        print(f"no runs in {home}")
+        return EXIT_OK
+    store = ReadStore(home)
+    try:
+        reports = [build_report(store, r["id"]) for r in store.runs()]
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(reports, indent=2, default=str))
+        return EXIT_OK
+    table = Table(title=f"runs in {home}")
+    for col in ("run", "workload", "state", "parent", "evaluated", "correct", "best", "speedup", "LLM $"):
+        table.add_column(col)
+    for r in reports:
+        best = r["best"] or {}
+        table.add_row(r["run"], r["workload"], r["state"], r["parent_run"] or "", str(r["evaluated"]),
+                      str(r["correct"]), str(best.get("candidate", "")),
+                      f"{best['speedup']:.3f}x" if best.get("speedup") else "", f"{r['llm_cost_usd']:.2f}")
+    Console().print(table)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from engine.report import build_report
+    from engine.store import ReadStore
+    home = home_from(args)
+    run_id = _resolve_run(home, args.run)
+    store = ReadStore(home)
+    try:
+        report = build_report(store, run_id)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        from .headless import print_report
+        print_report(report, home)
+    return EXIT_FAILED if report["state"] == "failed" else EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from engine.report import build_report
+    from engine.store import ReadStore
+    home = home_from(args)
+    run_id = _resolve_run(home, args.run)
+    store = ReadStore(home)
+    try:
+        if args.candidate is not None:
+            ids = [args.candidate]
+        else:
+            report = build_report(store, run_id)
+            ids = report["accepted"] or ([report["best"]["candidate"]] if report["best"] else [])
+            if not ids:
+                raise InputError("RUN", run_id, "has no accepted or correct candidate to export; pass --candidate")
+        workload = store.run(run_id)["workload"]
+        for cid in ids:
+            row = store.candidate(cid)
+            if row is None or row["run_id"] != run_id:
+                raise InputError("--candidate", str(cid), f"no candidate {cid} in run {run_id}")
+            source = store.source(cid)
+            if args.output and len(ids) == 1:
+                out = Path(args.output)
+            else:
+                suffix = Path(_candidate_name(store.run(run_id)["workload_path"])).suffix or ".cpp"
+                out = Path(args.output or ".") / f"{workload}-{run_id}-c{cid}{suffix}"
+            if str(out) == "-":
+                sys.stdout.write(source)
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(source)
+            print(f"candidate {cid} (speedup {row['speedup'] or 0:.3f}x, {row['status']}) -> {out}")
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def _candidate_name(workload_path: str) -> str:
+    try:
+        import yaml
+        return str(yaml.safe_load((Path(workload_path) / "workload.yaml").read_text())["candidate"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return "candidate.cpp"
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import validate_workload
+    return validate_workload(args.workload, compile_=not args.no_compile)
+
+
+# ----- parser ---------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cuco", description="co-design computation and communication of "
+                                     "multi-GPU CUDA programs by evolutionary search")
+    parser.add_argument("--home", help="project home (default: $CUCO_HOME or ./.cuco)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def add(name: str, func, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("run", cmd_run, "start a run (detached engine + TUI, or --headless in the foreground)")
+    p.add_argument("workload", metavar="WORKLOAD", help="a workload folder or the name of a shipped one")
+    p.add_argument("--headless", action="store_true", help="run in the foreground with a progress display")
+    p.add_argument("--name", help="the run's id (default WORKLOAD-N)")
+    _add_run_settings(p)
+
+    p = add("resume", cmd_resume, "un-pause a live run, or restart a run whose engine died")
+    p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--headless", action="store_true", help="restart in the foreground")
+
+    p = add("ls", cmd_ls, "list the runs of this project home")
+    p.add_argument("--json", action="store_true")
+
+    p = add("report", cmd_report, "a run's summary")
+    p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="one JSON object (the contract in DESIGN.md)")
+
+    p = add("export", cmd_export, "write accepted (or the best, or one) candidate's source")
+    p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--candidate", type=int)
+    p.add_argument("-o", "--output", help="a file (one candidate), a folder, or - for stdout")
+
+    p = add("validate", cmd_validate, "check a workload and compile it where the toolchain is present")
+    p.add_argument("workload", metavar="WORKLOAD")
+    p.add_argument("--no-compile", action="store_true", help="check the spec and blocks only")
+
+    for module in ("cuco_tui.cli_control", "cuco_tui.cli_nodes", "cuco_tui.cli_llm"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue   # a partial install: the verbs of that module are absent
+        mod.register(_KeepFirst(sub))
+    for name, action in sub.choices.items():   # the global --home also works after the verb
+        if not any("--home" in a.option_strings for a in action._actions):
+            action.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+    return parser
+
+
+class _KeepFirst:
+    """Lets a command module register its verbs; a verb defined here already keeps this definition
+    (`resume --headless` lives here and delegates the live case to cli_control)."""
+
+    def __init__(self, sub):
+        self._sub = sub
+
+    def add_parser(self, name: str, **kwargs):
+        if name in self._sub.choices:
+            return argparse.ArgumentParser(prog=f"cuco {name}", add_help=False)
+        return self._sub.add_parser(name, **kwargs)
+
+    def __getattr__(self, attr):
+        return getattr(self._sub, attr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"cuco: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

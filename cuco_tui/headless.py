@@ -1,0 +1,113 @@
+"""`cuco run --headless`: a rich progress display while the engine runs, and a summary at the end."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+RECENT = 6
+
+
+class HeadlessDisplay:
+    def __init__(self, engine):
+        self.engine = engine
+        self.console = Console(stderr=True)
+        total = engine.config.max_evals
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console)
+        self.task = self.progress.add_task(engine.run_id, total=total, completed=engine.evaluated, info="")
+        self.recent: list[str] = []
+        self.live = Live(self._render(), console=self.console, refresh_per_second=4,
+                         transient=False, redirect_stdout=False, redirect_stderr=False)
+        self._last = 0.0
+
+    def __enter__(self):
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.live.update(self._render())
+        return self.live.__exit__(*exc)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind, data = event["kind"], event["data"]
+        if kind == "result":
+            sp = f"{data['speedup']:.3f}x" if data.get("speedup") else ""
+            self.recent.append(f"#{data['id']:<5} {data['status']:<9} {sp:>8}  {str(data.get('reason') or '')[:70]}")
+            self.recent = self.recent[-RECENT:]
+        elif kind == "log" and data.get("level") in ("warning", "error"):
+            self.recent.append(f"[{data['level']}] {data['message'][:90]}")
+            self.recent = self.recent[-RECENT:]
+        now = time.monotonic()
+        if kind in ("result", "run", "best") or now - self._last > 0.25:
+            self._last = now
+            self.live.update(self._render())
+
+    def _render(self):
+        e = self.engine
+        st = e.status()
+        best = st["best"]
+        left = ""
+        if e.config.max_minutes:
+            left = f"  time left {max(0.0, e.config.max_minutes * 60 - e.elapsed_s()) / 60:.1f} min"
+        info = (f"best {best['speedup']:.3f}x (#{best['candidate']})" if best and best["speedup"] else "best -") + \
+               f"  correct {st['correct']}  failed {st['failed']}  in flight {st['in_flight']}" + \
+               (f"  LLM ${st['llm_cost_usd']:.4f}" if st["llm_cost_usd"] else "") + left
+        self.progress.update(self.task, completed=st["evaluated"], info=info)
+        return Group(self.progress, Text("\n".join(self.recent), style="dim"))
+
+    def print_summary(self, home: Path, run_id: str) -> None:
+        from engine.report import build_report
+        from engine.store import ReadStore
+        store = ReadStore(home)
+        try:
+            print_report(build_report(store, run_id), home, store, console=self.console)
+        finally:
+            store.close()
+
+
+def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
+    from engine.store import ReadStore
+    console = console or Console()
+    own = store is None
+    store = store or ReadStore(home)
+    try:
+        best = report["best"] or {}
+        head = Table.grid(padding=(0, 2))
+        head.add_row("run", report["run"], "workload", report["workload"])
+        head.add_row("state", f"{report['state']} ({report['stop_reason'] or ''})", "parent", report["parent_run"] or "-")
+        head.add_row("evaluated", str(report["evaluated"]), "correct / failed", f"{report['correct']} / {report['failed']}")
+        head.add_row("baseline", f"{report['baseline_time_ms'] or 0:.3f} ms", "best",
+                     f"#{best.get('candidate')} {best.get('speedup') or 0:.3f}x ({best.get('time_ms') or 0:.3f} ms)"
+                     if best else "-")
+        head.add_row("accepted", ", ".join(map(str, report["accepted"])) or "-", "LLM cost", f"${report['llm_cost_usd']:.4f}")
+        console.print(head)
+        table = Table(title="top candidates (speedup = harness A B A B ratio)")
+        for col in ("id", "island", "gen", "operator", "design point", "speedup", "time ms"):
+            table.add_column(col)
+        rows = store.fetchall("SELECT * FROM candidates WHERE run_id=? AND status='done' ORDER BY fitness DESC LIMIT 8",
+                              (report["run"],))
+        import json
+        for r in rows:
+            d = json.loads(r["descriptor_json"])
+            table.add_row(str(r["id"]), str(r["island"]), str(r["generation"]), r["operator"],
+                          " ".join(f"{k}={v}" for k, v in d.items()), f"{r['speedup'] or 0:.3f}x", f"{r['time_ms'] or 0:.3f}")
+        console.print(table)
+        if best.get("configs"):
+            t = Table(title=f"best candidate #{best['candidate']} per config")
+            for col in ("config", "baseline ms", "best ms", "speedup", "comp ms", "comm ms", "bound"):
+                t.add_column(col)
+            for c in best["configs"]:
+                t.add_row(str(c["name"]), *(f"{c[k]:.3f}" if isinstance(c.get(k), (int, float)) else "-"
+                                            for k in ("baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")))
+            console.print(t)
+    finally:
+        if own:
+            store.close()

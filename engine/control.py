@@ -1,0 +1,151 @@
+"""Control operations on the store: accept, reject, fork, run state.
+
+The live engine calls these (then updates its in-memory view); with no live engine the CLI calls them
+directly, briefly becoming the store's writer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from remote.errors import InputError
+
+from .config import RunConfig
+from .runids import new_run_id
+from .schema import DONE, RUN_STATES
+from .store import Store, Tx
+
+
+async def _candidate_in_run(tx: Tx, run_id: str, candidate_id: int) -> dict:
+    row = await tx.fetchone("SELECT * FROM candidates WHERE id=? AND run_id=?", (candidate_id, run_id))
+    if row is None:
+        raise InputError("CANDIDATE", str(candidate_id), f"no candidate {candidate_id} in run {run_id}")
+    return row
+
+
+async def latest_verdict(tx: Tx, candidate_id: int) -> str | None:
+    row = await tx.fetchone("SELECT verdict FROM marks WHERE candidate_id=? ORDER BY id DESC LIMIT 1",
+                            (candidate_id,))
+    return row["verdict"] if row and row["verdict"] != "clear" else None
+
+
+async def recompute_cell(tx: Tx, run_id: str, cell: str) -> None:
+    """The cell's elite is its best correct candidate that no one rejected."""
+    best = await tx.fetchone(
+        "SELECT c.id, c.fitness FROM candidates c WHERE c.run_id=? AND c.cell=? AND c.status=? "
+        "AND c.fitness IS NOT NULL AND COALESCE((SELECT verdict FROM marks m WHERE m.candidate_id=c.id "
+        "ORDER BY m.id DESC LIMIT 1), '') != 'reject' ORDER BY c.fitness DESC, c.id LIMIT 1",
+        (run_id, cell, DONE))
+    if best is None:
+        await tx.execute("DELETE FROM archive WHERE run_id=? AND cell=?", (run_id, cell))
+    else:
+        await tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
+                         (run_id, cell, best["id"], best["fitness"]))
+    await tx.event(run_id, "archive", cell=cell, id=best["id"] if best else None,
+                   fitness=best["fitness"] if best else None)
+
+
+async def accept(store: Store, run_id: str, candidate_id: int, note: str = "") -> None:
+    async with store.transaction() as tx:
+        await _candidate_in_run(tx, run_id, candidate_id)
+        await tx.insert("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
+                        (run_id, candidate_id, "accept", note, time.time()))
+        await tx.event(run_id, "mark", id=candidate_id, verdict="accept", text=note)
+
+
+async def reject(store: Store, run_id: str, candidate_id: int, reason: str) -> None:
+    if not reason or not reason.strip():
+        raise InputError("--reason", "reason", "a rejection needs a reason (it is shown to people and to the LLM)")
+    async with store.transaction() as tx:
+        row = await _candidate_in_run(tx, run_id, candidate_id)
+        await tx.insert("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
+                        (run_id, candidate_id, "reject", reason.strip(), time.time()))
+        await tx.event(run_id, "mark", id=candidate_id, verdict="reject", text=reason.strip())
+        await recompute_cell(tx, run_id, row["cell"])
+
+
+async def set_state(store: Store, run_id: str, state: str, reason: str = "") -> None:
+    if state not in RUN_STATES:
+        raise ValueError(f"unknown run state {state!r}")
+    now = time.time()
+    async with store.transaction() as tx:
+        finished = now if state in ("finished", "failed", "stopped") else None
+        await tx.execute("UPDATE runs SET state=?, stop_reason=?, updated_at=?, finished_at=? WHERE id=?",
+                         (state, reason or None, now, finished, run_id))
+        await tx.event(run_id, "run", state=state, reason=reason)
+
+
+async def fork(store: Store, run_id: str, from_candidate: int | None = None, name: str | None = None,
+               overrides: dict | None = None) -> str:
+    """A new run whose generation 0 is the chosen candidate (default: the parent's best) plus the parent
+    run's archive. It is created paused; starting it is the caller's choice."""
+    parent = await store.fetchone("SELECT * FROM runs WHERE id=?", (run_id,))
+    if parent is None:
+        raise InputError("RUN", run_id, "no such run (see `cuco ls`)")
+    config = RunConfig.from_json(parent["config_json"]).with_overrides(overrides or {})
+    new_id = new_run_id(store.home, parent["workload"], name)
+    now = time.time()
+    async with store.transaction() as tx:
+        if from_candidate is None:
+            best = await tx.fetchone(
+                "SELECT id FROM candidates WHERE run_id=? AND status=? AND fitness IS NOT NULL "
+                "ORDER BY fitness DESC, id LIMIT 1", (run_id, DONE))
+            if best is None:
+                raise InputError("RUN", run_id, "has no correct candidate to fork from yet; pass --from CANDIDATE")
+            from_candidate = best["id"]
+        chosen = await _candidate_in_run(tx, run_id, from_candidate)
+        await tx.execute(
+            "INSERT INTO runs (id, workload, workload_path, state, parent_run, fork_candidate, config_json, "
+            "created_at, updated_at, baseline_time_ms) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (new_id, parent["workload"], parent["workload_path"], "paused", run_id, from_candidate,
+             config.to_json(), now, now, parent["baseline_time_ms"]))
+        elites = await tx.db.execute_fetchall(
+            "SELECT candidate_id FROM archive WHERE run_id=? ORDER BY fitness DESC", (run_id,))
+        members = [from_candidate] + [e[0] for e in elites if e[0] != from_candidate]
+        for number, cid in enumerate(members):
+            src = chosen if cid == from_candidate else await tx.fetchone("SELECT * FROM candidates WHERE id=?", (cid,))
+            if await latest_verdict(tx, cid) == "reject":
+                continue
+            new_cid = await tx.insert(
+                "INSERT INTO candidates (run_id, number, island, generation, parent_id, operator, mutator, "
+                "source_hash, descriptor_json, cell, status, correct, speedup, time_ms, baseline_ms, fitness, "
+                "reason, metrics_json, origin_id, created_at, finished_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (new_id, number, number % max(1, config.islands), 0, None, "fork", "fork", src["source_hash"],
+                 src["descriptor_json"], src["cell"], src["status"], src["correct"], src["speedup"],
+                 src["time_ms"], src["baseline_ms"], src["fitness"], src["reason"], src["metrics_json"],
+                 cid, now, now))
+            if src["status"] == DONE and src["fitness"] is not None:
+                await tx.execute(
+                    "INSERT INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?) "
+                    "ON CONFLICT(run_id, cell) DO UPDATE SET candidate_id=excluded.candidate_id, "
+                    "fitness=excluded.fitness WHERE excluded.fitness > archive.fitness",
+                    (new_id, src["cell"], new_cid, src["fitness"]))
+        await tx.event(run_id, "fork", new_run=new_id, from_candidate=from_candidate)
+        await tx.event(new_id, "run", state="paused", reason=f"forked from {run_id} at candidate {from_candidate}")
+    return new_id
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError("--set", item, "must look like KEY=VALUE (e.g. islands=4)")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def candidate_metrics(row: dict) -> dict:
+    return json.loads(row["metrics_json"]) if row.get("metrics_json") else {}
+
+
+def home_path(home: str | Path | None) -> Path:
+    import os
+    if home:
+        return Path(home)
+    if os.environ.get("CUCO_HOME"):
+        return Path(os.environ["CUCO_HOME"])
+    return Path.cwd() / ".cuco"

@@ -1,0 +1,599 @@
+"""The engine: one run's evolutionary loop, its control operations and its events.
+
+Everything it knows is persisted before it acts on it: a proposal is a `pending` candidate row before
+its first job starts, a result is written with its evaluation rows in one transaction. After a crash,
+`Engine.load` rebuilds islands, archive and counters from the store and evaluates what was pending:
+nothing is lost and nothing finished is evaluated again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from remote.errors import InputError
+from remote.jobs import Executor
+from remote.local import LocalExecutor
+
+from . import blocks, control
+from .archive import Archive
+from .config import RunConfig
+from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, trim
+from .islands import IslandModel
+from .mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
+from .mutators.design_space import DesignSpaceMutator
+from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, PENDING, RUNNING
+from .selection import power_law, weighted
+from .store import Store
+from .workload import Workload, load_workload
+
+TICK_S = 0.5
+MAX_EMPTY_PROPOSALS = 40       # consecutive proposals that were duplicates or invalid before giving up
+REJECTED_IN_PROMPT = 5
+
+
+class _NotReady(Exception):
+    """No parent can be chosen yet (the seed, or a fork's generation 0, is still being evaluated)."""
+
+
+@dataclass
+class Cand:
+    """The engine's in-memory view of a candidate (rebuilt from the store)."""
+
+    id: int
+    number: int
+    island: int
+    generation: int
+    status: str
+    source_hash: str
+    descriptor: dict[str, str]
+    cell: str
+    operator: str
+    fitness: float | None = None
+    speedup: float | None = None
+    time_ms: float | None = None
+    reason: str = ""
+    verdict: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    children: int = 0
+    forked: bool = False
+
+    @property
+    def eligible(self) -> bool:
+        """May be a parent or an inspiration: correct and not rejected (accepted ones always are)."""
+        if self.verdict == "reject":
+            return False
+        return self.status == DONE and self.fitness is not None
+
+
+class Engine:
+    def __init__(self, store: Store, run_id: str, workload: Workload, config: RunConfig, executor: Executor):
+        self.store = store
+        self.run_id = run_id
+        self.workload = workload
+        self.config = config
+        self.executor = executor
+        self.state = "running"
+        self.stop_reason = ""
+        self.cands: dict[int, Cand] = {}
+        self.by_hash: set[str] = set()
+        self.islands = IslandModel(config.islands)
+        self.archive = Archive()
+        self.best: Cand | None = None
+        self.baseline_ms: float | None = None
+        self.elapsed_before = 0.0
+        self.started = time.monotonic()
+        self.since_best = 0
+        self.last_migration_at = 0
+        self.llm_cost = 0.0
+        self.mutator: Mutator = DesignSpaceMutator(workload.design_space, workload.seed_source)
+        self._inflight: dict[int, asyncio.Task] = {}
+        self._wake = asyncio.Event()
+        self._resume = asyncio.Event()
+        self._resume.set()
+        self._stop = False
+        self._owns_executor = False
+        self._frozen = FrozenObjectCache()
+
+    # ----- construction -------------------------------------------------------------------------
+
+    @classmethod
+    async def create(cls, home: Path, workload: Workload, config: RunConfig, *, run_id: str,
+                     executor: Executor | None = None) -> "Engine":
+        config.validate()
+        store = await Store(home).open()
+        now = time.time()
+        async with store.transaction() as tx:
+            if await tx.fetchone("SELECT id FROM runs WHERE id=?", (run_id,)):
+                raise InputError("--name", "name", f"a run named {run_id!r} already exists (see `cuco ls`)")
+            await tx.execute(
+                "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (run_id, workload.name, str(workload.root), "running", config.to_json(), now, now))
+            await tx.event(run_id, "run", state="running", reason="created")
+        engine = cls(store, run_id, workload, config, executor or await cls._default_executor(home, config))
+        engine._owns_executor = executor is None
+        await engine._setup_mutator(home)
+        await engine._insert_candidate(Proposal(workload.seed_source, "seed", "seed"), parent=None, island=0)
+        return engine
+
+    @classmethod
+    async def load(cls, home: Path, run_id: str, executor: Executor | None = None) -> "Engine":
+        store = await Store(home).open()
+        row = await store.fetchone("SELECT * FROM runs WHERE id=?", (run_id,))
+        if row is None:
+            await store.close()
+            raise InputError("RUN", run_id, "no such run (see `cuco ls`)")
+        config = RunConfig.from_json(row["config_json"])
+        workload = load_workload(row["workload_path"])
+        engine = cls(store, run_id, workload, config, executor or await cls._default_executor(home, config))
+        engine._owns_executor = executor is None
+        engine.elapsed_before = row["elapsed_s"] or 0.0
+        engine.baseline_ms = row["baseline_time_ms"]
+        await engine._setup_mutator(home)
+        await engine._rebuild()
+        reconcile = getattr(engine.executor, "reconcile", None)
+        if reconcile is not None:
+            keep = {f"{run_id}-c{c.id}-{stage}" for c in engine.cands.values() if c.status in (PENDING, RUNNING)
+                    for stage in ("build", "verify", "benchmark", "benchmark2")}
+            await asyncio.wait_for(reconcile(keep), 120)
+        return engine
+
+    @staticmethod
+    async def _default_executor(home: Path, config: RunConfig) -> Executor:
+        if config.cluster:
+            from remote.cluster import executor_from_file   # the SSH executor
+            executor = executor_from_file(Path(config.cluster), Path(home))
+        else:
+            executor = LocalExecutor(work_dir=Path(home) / "jobs", extra_env={"CUCO_PYTHON": sys.executable})
+        await asyncio.wait_for(executor.start(), 120)
+        return executor
+
+    async def _setup_mutator(self, home: Path) -> None:
+        if self.config.mutator == "llm" or self.config.llm:
+            from .mutators.llm import build_llm_mutator
+            self.mutator = build_llm_mutator(self.config.llm, self.config.budget_usd, self.workload, home=Path(home))
+
+    async def _rebuild(self) -> None:
+        rows = await self.store.fetchall("SELECT * FROM candidates WHERE run_id=? ORDER BY id", (self.run_id,))
+        marks = await self.store.fetchall(
+            "SELECT candidate_id, verdict FROM marks WHERE run_id=? ORDER BY id", (self.run_id,))
+        verdicts = {m["candidate_id"]: (None if m["verdict"] == "clear" else m["verdict"]) for m in marks}
+        for r in rows:
+            c = self._cand_from_row(r)
+            c.verdict = verdicts.get(c.id)
+            self.cands[c.id] = c
+            self.by_hash.add(c.source_hash)
+            if r["parent_id"] in self.cands:
+                self.cands[r["parent_id"]].children += 1
+            self.islands.add(c.island, c.id)
+            if c.status in (RUNNING,):
+                c.status = PENDING
+            self._account(c)
+        for m in await self.store.fetchall("SELECT * FROM migrations_log WHERE run_id=? ORDER BY id", (self.run_id,)):
+            self.islands.add(m["dst_island"], m["candidate_id"])
+            self.islands.islands[m["dst_island"]].last_migration = m["at_evaluation"]
+            self.last_migration_at = max(self.last_migration_at, m["at_evaluation"])
+        cost = await self.store.fetchone("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?",
+                                         (self.run_id,))
+        self.llm_cost = float(cost["c"]) if cost else 0.0
+        # patience counts evaluations since the best, in the order they finished
+        done = sorted((c for c in self.cands.values() if c.status in FINAL_STATUSES and not c.forked),
+                      key=lambda c: c.id)
+        if self.best is not None:
+            self.since_best = sum(1 for c in done if c.id > self.best.id)
+
+    @staticmethod
+    def _cand_from_row(r: dict) -> Cand:
+        return Cand(id=r["id"], number=r["number"], island=r["island"], generation=r["generation"],
+                    status=r["status"], source_hash=r["source_hash"], descriptor=json.loads(r["descriptor_json"]),
+                    cell=r["cell"], operator=r["operator"], fitness=r["fitness"], speedup=r["speedup"],
+                    time_ms=r["time_ms"], reason=r["reason"] or "",
+                    metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else {},
+                    forked=r["origin_id"] is not None)
+
+    def _account(self, c: Cand) -> None:
+        """Fold a finished candidate into archive and best."""
+        if c.eligible:
+            self.archive.offer(c.cell, c.id, c.fitness or 0.0)
+            if self.best is None or (c.fitness or 0) > (self.best.fitness or 0):
+                self.best = c
+
+    # ----- counters -----------------------------------------------------------------------------
+
+    @property
+    def evaluated(self) -> int:
+        return sum(1 for c in self.cands.values() if c.status in FINAL_STATUSES and not c.forked)
+
+    def elapsed_s(self) -> float:
+        return self.elapsed_before + (time.monotonic() - self.started)
+
+    def status(self) -> dict[str, Any]:
+        finals = [c for c in self.cands.values() if c.status in FINAL_STATUSES and not c.forked]
+        return {
+            "run": self.run_id, "workload": self.workload.name, "state": self.state,
+            "evaluated": len(finals), "correct": sum(c.status == DONE for c in finals),
+            "failed": sum(c.status in (FAILED, INCORRECT) for c in finals),
+            "in_flight": len(self._inflight),
+            "best": None if self.best is None else
+            {"candidate": self.best.id, "speedup": self.best.speedup, "time_ms": self.best.time_ms},
+            "llm_cost_usd": self.llm_cost, "elapsed_s": self.elapsed_s(),
+            "nodes": [vars(n) for n in self.executor.nodes()],
+            "islands": [{"index": i.index, "size": len(i.members), "last_migration": i.last_migration,
+                         "best": max((self.cands[m].fitness or 0 for m in i.members if m in self.cands
+                                      and self.cands[m].eligible), default=None)}
+                        for i in self.islands.islands],
+        }
+
+    # ----- control --------------------------------------------------------------------------------
+
+    async def pause(self, hard: bool = False) -> None:
+        if self.state in ("finished", "failed", "stopped"):
+            return
+        self._resume.clear()
+        self.state = "paused"
+        await control.set_state(self.store, self.run_id, "paused", "hard pause" if hard else "paused by the user")
+        if hard:
+            await self._cancel_inflight()
+        self._wake.set()
+
+    async def resume(self) -> None:
+        if self.state != "paused":
+            return
+        self.state = "running"
+        await control.set_state(self.store, self.run_id, "running", "resumed by the user")
+        self._resume.set()
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self._stop = True
+        self.stop_reason = self.stop_reason or "stopped by the user"
+        self._resume.set()
+        self._wake.set()
+
+    async def accept(self, candidate_id: int, note: str = "") -> None:
+        await control.accept(self.store, self.run_id, candidate_id, note)
+        if candidate_id in self.cands:
+            self.cands[candidate_id].verdict = "accept"
+
+    async def reject(self, candidate_id: int, reason: str) -> None:
+        await control.reject(self.store, self.run_id, candidate_id, reason)
+        c = self.cands.get(candidate_id)
+        if c is not None:
+            c.verdict = "reject"
+            self.archive.remove(c.id)
+            for other in self.cands.values():   # the cell's next-best takes its place
+                if other.cell == c.cell:
+                    if other.eligible:
+                        self.archive.offer(other.cell, other.id, other.fitness or 0.0)
+            if self.best is c:
+                eligible = [x for x in self.cands.values() if x.eligible]
+                self.best = max(eligible, key=lambda x: x.fitness or 0, default=None)
+
+    async def fork(self, from_candidate: int | None = None, name: str | None = None,
+                   overrides: dict | None = None) -> str:
+        return await control.fork(self.store, self.run_id, from_candidate, name, overrides)
+
+    async def close(self) -> None:
+        await self._cancel_inflight()
+        if self._owns_executor:
+            await asyncio.wait_for(self.executor.close(), 60)
+        await self.store.close()
+
+    async def _cancel_inflight(self) -> None:
+        tasks = list(self._inflight.values())
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=30)
+
+    # ----- the loop -----------------------------------------------------------------------------
+
+    def _stop_condition(self) -> str | None:
+        c = self.config
+        if c.max_evals is not None and self.evaluated >= c.max_evals:
+            return f"reached {c.max_evals} evaluations"
+        if c.max_minutes is not None and self.elapsed_s() >= c.max_minutes * 60:
+            return f"reached {c.max_minutes:g} minutes"
+        if c.target_speedup is not None and self.best is not None and (self.best.speedup or 0) >= c.target_speedup:
+            return f"reached the target speedup {c.target_speedup:g}x"
+        if c.patience is not None and self.since_best >= c.patience:
+            return f"no new best in {c.patience} evaluations"
+        return None
+
+    def _may_propose(self) -> bool:
+        if self._stop or not self._resume.is_set():
+            return False
+        if len(self._inflight) >= self.config.concurrency:
+            return False
+        if self.config.max_evals is not None and self.evaluated + len(self._inflight) >= self.config.max_evals:
+            return False
+        return True
+
+    async def run(self) -> str:
+        """Run until a stop condition or stop(); returns the final state."""
+        if self.state != "paused":
+            self.state = "running"
+            await control.set_state(self.store, self.run_id, "running", "started")
+        empty = 0
+        try:
+            for c in sorted(self.cands.values(), key=lambda c: c.id):
+                if c.status in (PENDING, RUNNING):
+                    self._start_evaluation(c)
+            while not self._stop:
+                reason = self._stop_condition()
+                if reason and not self._inflight:
+                    self.stop_reason = reason
+                    break
+                while reason is None and self._may_propose():
+                    try:
+                        cand = await self._propose()
+                    except BudgetExhausted as exc:
+                        reason = self.stop_reason = f"LLM budget spent ({exc})" if str(exc) else "LLM budget spent"
+                        break
+                    except _NotReady:
+                        if not self._inflight:
+                            reason = self.stop_reason = "no correct candidate to evolve from (the seed failed)"
+                        break
+                    if cand is None:
+                        empty += 1
+                        if empty >= MAX_EMPTY_PROPOSALS:
+                            reason = self.stop_reason = "no new candidate could be proposed (design space exhausted)"
+                            break
+                        continue
+                    empty = 0
+                    self._start_evaluation(cand)
+                if reason and not self._inflight:
+                    self.stop_reason = reason
+                    break
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), TICK_S)
+                except asyncio.TimeoutError:
+                    pass
+                await self._maybe_migrate()
+            final = "stopped" if self._stop else "finished"
+        except Exception as exc:   # the run fails; the store keeps everything it had
+            final, self.stop_reason = "failed", f"engine error: {type(exc).__name__}: {exc}"
+            await self._log("error", self.stop_reason)
+        await self._cancel_inflight()
+        await self._persist_elapsed()
+        self.state = final
+        await control.set_state(self.store, self.run_id, final, self.stop_reason)
+        return final
+
+    async def _persist_elapsed(self) -> None:
+        async with self.store.transaction() as tx:
+            await tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?",
+                             (self.elapsed_s(), time.time(), self.run_id))
+
+    async def _log(self, level: str, message: str) -> None:
+        await self.store.event(self.run_id, "log", level=level, message=message)
+
+    # ----- proposals --------------------------------------------------------------------------
+
+    def _view(self, c: Cand) -> CandidateView:
+        public = {cfg.name for cfg in self.workload.public_configs}
+        bench = (c.metrics.get("benchmark") or {}).get("configs") or []
+        return CandidateView(
+            id=c.id, source=self.store.blobs.get_text(c.source_hash), descriptor=c.descriptor, status=c.status,
+            island=c.island, generation=c.generation, operator=c.operator, speedup=c.speedup, time_ms=c.time_ms,
+            public_metrics={x["name"]: {k: x.get(k) for k in ("baseline_ms", "candidate_ms", "speedup")}
+                            for x in bench if x.get("name") in public},
+            feedback=c.reason if c.status != DONE else "")
+
+    def _phase(self) -> str:
+        if self.config.max_evals:
+            return "explore" if self.evaluated < self.config.explore_fraction * self.config.max_evals else "exploit"
+        if self.config.max_minutes:
+            return "explore" if self.elapsed_s() < self.config.explore_fraction * self.config.max_minutes * 60 else "exploit"
+        return "explore" if self.evaluated < 16 else "exploit"
+
+    def _pick_parent(self, island: int, rng: random.Random) -> Cand | None:
+        members = [self.cands[m] for m in self.islands.islands[island].members if m in self.cands]
+        pool = [c for c in members if c.eligible]
+        if not pool:
+            pool = [c for c in self.cands.values() if c.eligible]
+        if not pool:
+            return None
+        fit = [c.fitness or 0.0 for c in pool]
+        if self.config.parent_selection == "weighted":
+            return weighted(pool, fit, rng, [c.children for c in pool])
+        return power_law(pool, fit, rng, self.config.power_law_alpha)
+
+    async def _propose(self) -> Cand | None:
+        number = 1 + max((c.number for c in self.cands.values()), default=-1)
+        rng = random.Random(f"{self.config.seed}:{self.run_id}:{number}")
+        island = self.islands.pick_island(number)
+        parent = self._pick_parent(island, rng)
+        if parent is None:
+            raise _NotReady()
+        eligible = [c for c in self.cands.values() if c.eligible and c.id != parent.id]
+        top = sorted((c for c in eligible if c.island == island), key=lambda c: -(c.fitness or 0))
+        inspirations = top[:self.config.top_inspirations]
+        archive_ids = [e.candidate_id for e in self.archive.elites() if e.candidate_id != parent.id]
+        rng.shuffle(archive_ids)
+        inspirations += [self.cands[i] for i in archive_ids[:self.config.archive_inspirations]
+                         if self.cands[i] not in inspirations]
+        second = rng.choice(eligible) if eligible else None
+        rejected = [c for c in self.cands.values() if c.verdict == "reject"][-REJECTED_IN_PROMPT:]
+        rejected_views = []
+        for c in rejected:
+            v = self._view(c)
+            mark = await self.store.fetchone(
+                "SELECT text FROM marks WHERE candidate_id=? ORDER BY id DESC LIMIT 1", (c.id,))
+            v.reject_reason = mark["text"] if mark else ""
+            rejected_views.append(v)
+        recs = await self.store.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key='recommendations'",
+                                         (self.run_id,))
+        ctx = ProposalContext(
+            run_id=self.run_id, workload=self.workload, parent=self._view(parent),
+            inspirations=[self._view(c) for c in inspirations], second_parent=self._view(second) if second else None,
+            rejected=rejected_views,
+            island_sources=[self.store.blobs.get_text(self.cands[m].source_hash)
+                            for m in self.islands.islands[island].members[-20:] if m in self.cands],
+            phase=self._phase(), rng=rng, evaluation_number=self.evaluated, store=self.store,
+            recommendations=json.loads(recs["value_json"]) if recs else [])
+        proposal = await self.mutator.propose(ctx)
+        if proposal is None:
+            return None
+        try:
+            blocks.validate_child(self.workload.seed_source, proposal.source)
+        except blocks.BlockError as exc:
+            await self._log("warning", f"proposal from {proposal.mutator} rejected: {exc}")
+            return None
+        digest = self.store.blobs.put_text(proposal.source)
+        if digest in self.by_hash:
+            return None   # a duplicate: never evaluated twice
+        parent.children += 1
+        return await self._insert_candidate(proposal, parent=parent, island=island, number=number)
+
+    async def _insert_candidate(self, proposal: Proposal, parent: Cand | None, island: int,
+                                number: int = 0) -> Cand:
+        space = self.workload.design_space
+        descriptor = space.descriptor(proposal.source)
+        digest = self.store.blobs.put_text(proposal.source)
+        cell = space.cell(descriptor)
+        now = time.time()
+        async with self.store.transaction() as tx:
+            cid = await tx.insert(
+                "INSERT INTO candidates (run_id, number, island, generation, parent_id, operator, mutator, "
+                "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (self.run_id, number, island, (parent.generation + 1) if parent else 0,
+                 parent.id if parent else None, proposal.operator, proposal.mutator, digest,
+                 json.dumps(descriptor, sort_keys=True), cell, PENDING, now))
+            for call_id in proposal.llm_call_ids:
+                await tx.execute("UPDATE llm_calls SET candidate_id=? WHERE id=?", (cid, call_id))
+            await tx.event(self.run_id, "candidate", id=cid, number=number, island=island,
+                           generation=(parent.generation + 1) if parent else 0,
+                           parent=parent.id if parent else None, operator=proposal.operator,
+                           mutator=proposal.mutator, status=PENDING, cell=cell)
+        c = Cand(cid, number, island, (parent.generation + 1) if parent else 0, PENDING, digest, descriptor, cell,
+                 proposal.operator)
+        self.cands[cid] = c
+        self.by_hash.add(digest)
+        if parent is None:   # the seed starts every island
+            for i in range(len(self.islands)):
+                self.islands.add(i, cid)
+        else:
+            self.islands.add(island, cid)
+        return c
+
+    # ----- evaluation -------------------------------------------------------------------------
+
+    def _start_evaluation(self, c: Cand) -> None:
+        task = asyncio.create_task(self._evaluate(c), name=f"eval-{c.id}")
+        self._inflight[c.id] = task
+        task.add_done_callback(lambda _t, cid=c.id: (self._inflight.pop(cid, None), self._wake.set()))
+
+    async def _evaluate(self, c: Cand) -> None:
+        source = self.store.blobs.get_text(c.source_hash)
+        job_prefix = f"{self.run_id}-c{c.id}"
+
+        async def on_stage(stage: str, rec: StageRecord | None) -> None:
+            async with self.store.transaction() as tx:
+                now = time.time()
+                if rec is None:
+                    await tx.execute("UPDATE candidates SET status=? WHERE id=?", (RUNNING, c.id))
+                    await tx.execute(
+                        "INSERT INTO jobs (id, run_id, candidate_id, stage, state, created_at, updated_at) "
+                        "VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET state='running', "
+                        "attempts=attempts+1, updated_at=excluded.updated_at",
+                        (f"{job_prefix}-{stage}", self.run_id, c.id, stage, "running", now, now))
+                    await tx.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
+                else:
+                    await tx.execute("UPDATE jobs SET state='done', node=?, updated_at=? WHERE id=?",
+                                     (rec.node, now, f"{job_prefix}-{stage}"))
+            c.status = RUNNING
+
+        seed_base = random.Random(f"{self.config.seed}:{self.run_id}:eval:{c.number}").randrange(1, 2**31)
+        try:
+            outcome = await evaluate_source(self.workload, source, self.executor, job_prefix=job_prefix,
+                                            seed=seed_base, on_stage=on_stage, confirm_if=self._would_be_best,
+                                            frozen=self._frozen)
+        except asyncio.CancelledError:
+            # Cancelled (pause --hard, stop): the candidate stays pending and is evaluated on resume.
+            await asyncio.shield(self._back_to_pending(c))
+            raise
+        except Exception as exc:   # an executor bug must not take the run down
+            outcome = EvalOutcome("failed", reason=f"evaluation error: {type(exc).__name__}: {exc}")
+        await self._record(c, outcome)
+
+    def _would_be_best(self, speedup: float) -> bool:
+        return self.config.reverify_best and (self.best is None or speedup > (self.best.speedup or 0))
+
+    async def _back_to_pending(self, c: Cand) -> None:
+        c.status = PENDING
+        async with self.store.transaction() as tx:
+            await tx.execute("UPDATE candidates SET status=? WHERE id=?", (PENDING, c.id))
+            await tx.execute("UPDATE jobs SET state='cancelled' WHERE candidate_id=? AND state='running'", (c.id,))
+            await tx.event(self.run_id, "candidate_status", id=c.id, status=PENDING, stage="cancelled")
+
+    async def _record(self, c: Cand, outcome: EvalOutcome) -> None:
+        fitness = outcome.speedup if outcome.status == DONE else None
+        now = time.time()
+        is_seed = c.number == 0 and c.operator == "seed"
+        async with self.store.transaction() as tx:
+            for rec in outcome.stages:
+                log_hash = self.store.blobs.put_text(rec.log) if rec.log else None
+                await tx.insert(
+                    "INSERT INTO evaluations (candidate_id, run_id, stage, status, rc, duration_s, node, attempt, "
+                    "log_hash, result_json, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (c.id, self.run_id, rec.stage, rec.status, rec.rc, rec.duration_s, rec.node, rec.attempt,
+                     log_hash, json.dumps(rec.result) if rec.result else None, now))
+            reason = outcome.reason or ""
+            await tx.execute(
+                "UPDATE candidates SET status=?, correct=?, speedup=?, time_ms=?, baseline_ms=?, fitness=?, "
+                "reason=?, metrics_json=?, finished_at=? WHERE id=?",
+                (outcome.status, outcome.correct, outcome.speedup, outcome.time_ms, outcome.baseline_ms, fitness,
+                 reason, json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}), now, c.id))
+            await tx.event(self.run_id, "result", id=c.id, status=outcome.status, correct=outcome.correct,
+                           speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness)
+            if is_seed and outcome.baseline_ms is not None:
+                self.baseline_ms = outcome.baseline_ms
+                await tx.execute("UPDATE runs SET baseline_time_ms=? WHERE id=?", (outcome.baseline_ms, self.run_id))
+            c.status, c.fitness, c.speedup, c.time_ms, c.reason = (outcome.status, fitness, outcome.speedup,
+                                                                  outcome.time_ms, reason)
+            c.metrics = outcome.metrics or {}
+            if c.eligible and self.archive.offer(c.cell, c.id, fitness or 0.0):
+                await tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
+                                 (self.run_id, c.cell, c.id, fitness))
+                await tx.event(self.run_id, "archive", cell=c.cell, id=c.id, fitness=fitness)
+            if c.eligible and (self.best is None or (fitness or 0) > (self.best.fitness or 0)):
+                self.best = c
+                self.since_best = 0
+                await tx.event(self.run_id, "best", id=c.id, speedup=c.speedup, time_ms=c.time_ms)
+            else:
+                self.since_best += 1
+            await tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?",
+                             (self.elapsed_s(), now, self.run_id))
+        if outcome.status != DONE:
+            await self._log("info", f"candidate {c.id} {outcome.status}: {outcome.reason[:200]}")
+
+    # ----- migration ----------------------------------------------------------------------------
+
+    async def _maybe_migrate(self) -> None:
+        n = self.evaluated
+        if len(self.islands) < 2 or n - self.last_migration_at < self.config.migration_interval:
+            return
+        self.last_migration_at = n
+        now = time.time()
+        async with self.store.transaction() as tx:
+            for src, dst in self.islands.edges():
+                members = [self.cands[m] for m in self.islands.islands[src].members if m in self.cands]
+                elites = sorted((c for c in members if c.eligible), key=lambda c: -(c.fitness or 0))
+                dst_members = set(self.islands.islands[dst].members)
+                moved = [c for c in elites if c.id not in dst_members][:self.config.migration_size]
+                for c in moved:
+                    self.islands.add(dst, c.id)
+                    self.islands.islands[dst].last_migration = n
+                    await tx.insert(
+                        "INSERT INTO migrations_log (run_id, src_island, dst_island, candidate_id, at_evaluation, at) "
+                        "VALUES (?,?,?,?,?,?)", (self.run_id, src, dst, c.id, n, now))
+                    await tx.event(self.run_id, "migration", src=src, dst=dst, id=c.id)

@@ -1,0 +1,242 @@
+"""The evaluation cascade: build -> verify (every config, hidden ones too) -> benchmark (A B A B).
+
+Each stage is one job on an executor (local or SSH) with its own timeout. The verdict comes only from
+the harness's result.json; a stage that fails stops the cascade with a reason the LLM and the user see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from remote.jobs import Executor, JobResult, JobSpec, JobStatus
+
+from .harness_result import HarnessResult, ResultError, parse_result
+from .workload import Workload
+
+BINARY = "cuco_candidate"
+SPEC = "spec.json"
+RESULT = "result.json"
+FEEDBACK_CHARS = 2000
+
+# Resolve the NCCL wheel on the node itself: its path differs from the engine's machine.
+NCCL_PRELUDE = (
+    'if [ -z "${NCCL_HOME:-}" ]; then '
+    'NCCL_HOME=$(${CUCO_PYTHON:-python3} -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null) '
+    '|| { echo "cuco: NCCL not found on this node: pip install nvidia-nccl-cu13==2.28.9 or set NCCL_HOME" >&2; exit 97; }; '
+    'fi; export NCCL_HOME; '
+)
+
+
+@dataclass
+class StageRecord:
+    stage: str
+    status: str            # ok | failed | timeout | incorrect | cancelled | lost | error
+    rc: int | None = None
+    duration_s: float = 0.0
+    node: str = ""
+    attempt: int = 1
+    log: str = ""
+    result: dict[str, Any] | None = None
+
+
+@dataclass
+class EvalOutcome:
+    status: str            # done | incorrect | failed
+    reason: str = ""
+    feedback: str = ""     # what an LLM (and the user) is told about a failure
+    speedup: float | None = None
+    time_ms: float | None = None
+    baseline_ms: float | None = None
+    metrics: dict[str, Any] | None = None
+    stages: list[StageRecord] = field(default_factory=list)
+
+    @property
+    def correct(self) -> bool | None:
+        if self.status == "done":
+            return True
+        if self.status == "incorrect":
+            return False
+        return None
+
+
+def trim(text: str, limit: int = FEEDBACK_CHARS) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return text[:half] + "\n...[trimmed]...\n" + text[-half:]
+
+
+def source_files(workload: Workload, source: str) -> dict[str, bytes]:
+    files = dict(workload.harness_files)
+    files[workload.candidate_name] = source.encode("utf-8")
+    return files
+
+
+def _object_name(source_name: str) -> str:
+    return source_name.rsplit(".", 1)[0] + ".frozen.o"
+
+
+def build_job(workload: Workload, source: str, job_id: str,
+              frozen_objects: dict[str, bytes] | None = None) -> JobSpec:
+    """Compile the candidate with the frozen sources, or link it against their cached objects."""
+    files = source_files(workload, source)
+    frozen = list(workload.harness_sources)
+    if frozen_objects:
+        for name in frozen:
+            files.pop(name, None)
+        files.update(frozen_objects)
+        frozen = [_object_name(n) for n in frozen]
+    sources = " ".join(shlex.quote(s) for s in [workload.candidate_name, *frozen])
+    command = workload.build_command.replace("{sources}", sources).replace("{binary}", BINARY)
+    script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + command
+    return JobSpec(job_id=job_id, argv=["sh", "-c", script], files=files,
+                   outputs=[BINARY], timeout_s=workload.timeouts["build"], kind="build", cpus=1)
+
+
+def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
+    """Compile each frozen source once (`-c`), with the workload's own compiler and flags."""
+    lines = []
+    for name in workload.harness_sources:
+        cmd = workload.build_command.replace("{sources}", "-c " + shlex.quote(name)) \
+            .replace("{binary}", shlex.quote(_object_name(name)))
+        lines.append(cmd)
+    script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + "; ".join(lines)
+    return JobSpec(job_id=job_id, argv=["sh", "-c", script], files=dict(workload.harness_files),
+                   outputs=[_object_name(n) for n in workload.harness_sources],
+                   timeout_s=workload.timeouts["build"], kind="build", cpus=1)
+
+
+class FrozenObjectCache:
+    """The frozen harness compiled once per engine (per content), shared by every candidate's build.
+    If it cannot be built, builds fall back to compiling everything."""
+
+    def __init__(self) -> None:
+        self._objects: dict[str, dict[str, bytes] | None] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, workload: Workload, executor: Executor, job_id: str) -> dict[str, bytes] | None:
+        if not workload.cache_frozen:
+            return None
+        key = hashlib.sha256(json.dumps([workload.build_command, sorted(
+            (n, hashlib.sha256(d).hexdigest()) for n, d in workload.harness_files.items())]).encode()).hexdigest()
+        async with self._lock:
+            if key not in self._objects:
+                res = await executor.run(frozen_objects_job(workload, job_id))
+                wanted = [_object_name(n) for n in workload.harness_sources]
+                ok = res.ok and all(n in res.outputs for n in wanted)
+                self._objects[key] = {n: res.outputs[n] for n in wanted} if ok else None
+            return self._objects[key]
+
+
+def spec_json(workload: Workload, mode: str, seed: int) -> bytes:
+    configs = workload.configs if mode == "verify" else workload.bench_configs
+    spec = {"mode": mode, "seed": seed, "ranks": workload.ranks,
+            "configs": [{"name": c.name, "params": c.params} for c in configs],
+            "tolerances": workload.tolerances, "warmup": workload.warmup, "iters": workload.iters}
+    return json.dumps(spec, sort_keys=True).encode()
+
+
+def run_job(workload: Workload, binary: bytes, mode: str, seed: int, job_id: str) -> JobSpec:
+    argv = [a.replace("{binary}", BINARY).replace("{ranks}", str(workload.ranks))
+            .replace("{spec}", SPEC).replace("{result}", RESULT) for a in workload.launch_command]
+    stage = "verify" if mode == "verify" else "benchmark"
+    return JobSpec(job_id=job_id, argv=argv, files={BINARY: binary, SPEC: spec_json(workload, mode, seed)},
+                   executable=[BINARY], outputs=[RESULT], timeout_s=workload.timeouts[stage],
+                   gpus=workload.launch_gpus, cpus=max(1, workload.ranks) if mode == "benchmark" else 1,
+                   env=dict(workload.launch_env), kind="run")
+
+
+StageHook = Callable[[str, StageRecord | None], Awaitable[None]]
+
+
+def _record(stage: str, job: JobResult) -> StageRecord:
+    status = {JobStatus.OK: "ok" if job.rc == 0 else "failed", JobStatus.TIMEOUT: "timeout",
+              JobStatus.CANCELLED: "cancelled", JobStatus.LOST: "lost", JobStatus.ERROR: "error"}[job.status]
+    return StageRecord(stage, status, job.rc, job.duration_s, job.node, job.attempts, job.log)
+
+
+def _failure(stage: str, rec: StageRecord, job: JobResult) -> EvalOutcome:
+    if rec.status == "timeout":
+        reason = f"{stage} timed out ({job.error or 'killed at its timeout'})"
+    elif rec.status == "failed":
+        reason = f"{stage} failed with exit code {job.rc}"
+    else:
+        reason = f"{stage}: {rec.status}: {job.error}".rstrip(": ")
+    return EvalOutcome("failed", reason=reason, feedback=f"{reason}\n{trim(job.log)}", stages=[])
+
+
+async def evaluate_source(workload: Workload, source: str, executor: Executor, *, job_prefix: str,
+                          seed: int, on_stage: StageHook | None = None,
+                          confirm_if: Callable[[float], bool] | None = None,
+                          frozen: FrozenObjectCache | None = None) -> EvalOutcome:
+    """Run the cascade. `job_prefix` makes job ids stable across engine restarts (an executor may
+    re-adopt a job it already ran). When `confirm_if(speedup)` says so (a would-be new best), the
+    benchmark is repeated on fresh inputs and the lower speedup is kept."""
+    stages: list[StageRecord] = []
+
+    async def hook(stage: str, rec: StageRecord | None) -> None:
+        if on_stage is not None:
+            await on_stage(stage, rec)
+
+    await hook("build", None)
+    objects = await frozen.get(workload, executor, f"{job_prefix}-frozen") if frozen else None
+    job = await executor.run(build_job(workload, source, f"{job_prefix}-build", objects))
+    rec = _record("build", job)
+    stages.append(rec)
+    await hook("build", rec)
+    if rec.status != "ok" or "cuco_candidate" not in job.outputs:
+        out = _failure("build", rec, job)
+        if rec.status == "ok":
+            out.reason = "build produced no binary"
+        out.stages = stages
+        return out
+    binary = job.outputs[BINARY]
+
+    results: list[HarnessResult] = []
+    plan = [("verify", seed, "verify"), ("benchmark", seed + 1, "benchmark")]
+    n = 0
+    while n < len(plan):
+        mode, stage_seed, suffix = plan[n]
+        n += 1
+        await hook(mode, None)
+        job = await executor.run(run_job(workload, binary, mode, stage_seed, f"{job_prefix}-{suffix}"))
+        rec = _record(mode, job)
+        stages.append(rec)
+        if rec.status != "ok" and not (rec.status == "failed" and RESULT in job.outputs):
+            await hook(mode, rec)
+            out = _failure(mode, rec, job)
+            out.stages = stages
+            return out
+        expected = [c.name for c in (workload.configs if mode == "verify" else workload.bench_configs)]
+        try:
+            result = parse_result(job.outputs.get(RESULT), mode, expected)
+        except ResultError as exc:
+            rec.status = "failed"
+            await hook(mode, rec)
+            reason = f"{mode}: {exc}"
+            return EvalOutcome("failed", reason=reason, feedback=f"{reason}\n{trim(job.log)}", stages=stages)
+        rec.result = result.raw
+        if not result.correct:
+            rec.status = "incorrect"
+            await hook(mode, rec)
+            summary = result.mismatch_summary()
+            return EvalOutcome("incorrect", reason=summary, feedback=f"{mode}: {summary}", stages=stages,
+                               metrics={"verify" if mode == "verify" else "benchmark": result.raw})
+        await hook(mode, rec)
+        results.append(result)
+        if (mode == "benchmark" and len(plan) == 2 and confirm_if is not None and result.speedup
+                and confirm_if(result.speedup)):
+            plan.append(("benchmark", seed + 2, "benchmark2"))
+
+    benches = results[1:]
+    best = min(benches, key=lambda r: r.speedup or 0.0)   # conservative when re-measured
+    metrics = {"verify": results[0].raw, "benchmark": best.raw,
+               "measurements": [r.speedup for r in benches]}
+    return EvalOutcome("done", speedup=best.speedup, time_ms=best.time_ms, baseline_ms=best.baseline_ms,
+                       metrics=metrics, stages=stages)

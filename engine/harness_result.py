@@ -1,0 +1,93 @@
+"""Read the harness's result.json. Only this file is believed: never the candidate's stdout.
+
+A result that is missing, not JSON, or lacks a field is a failure with a reason, not a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ResultError(ValueError):
+    pass
+
+
+@dataclass
+class HarnessResult:
+    mode: str
+    correct: bool
+    error: str | None
+    configs: list[dict[str, Any]]
+    env: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        """The geometric mean of the per-config A B A B ratios."""
+        ratios = [c["speedup"] for c in self.configs if c.get("speedup")]
+        if not ratios:
+            return None
+        return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+    @property
+    def time_ms(self) -> float | None:
+        times = [c["candidate_ms"] for c in self.configs if c.get("candidate_ms") is not None]
+        return sum(times) if times else None
+
+    @property
+    def baseline_ms(self) -> float | None:
+        times = [c["baseline_ms"] for c in self.configs if c.get("baseline_ms") is not None]
+        return sum(times) if times else None
+
+    def mismatch_summary(self) -> str:
+        for c in self.configs:
+            if not c.get("correct"):
+                m = c.get("mismatch")
+                if m:
+                    return (f"config {c.get('name')}: wrong {m.get('what', 'output')} on rank {m.get('rank')} "
+                            f"at index {m.get('index')} (expected {m.get('expected')}, got {m.get('got')})")
+                if c.get("error"):
+                    return f"config {c.get('name')}: {c['error']}"
+        return self.error or "incorrect output"
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ResultError(f"{where} must be a positive number (got {value!r})")
+    return float(value)
+
+
+def parse_result(data: bytes | None, mode: str, expected_configs: list[str]) -> HarnessResult:
+    if data is None:
+        raise ResultError("the harness wrote no result.json (it crashed, was killed, or exited early)")
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultError(f"result.json is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ResultError("result.json must hold an object")
+    if raw.get("mode") != mode:
+        raise ResultError(f"result.json is for mode {raw.get('mode')!r}, expected {mode!r}")
+    correct = raw.get("correct")
+    if not isinstance(correct, bool):
+        raise ResultError("result.json: 'correct' must be true or false")
+    configs = raw.get("configs")
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        raise ResultError("result.json: 'configs' must be a list of objects")
+    error = raw.get("error")
+    result = HarnessResult(mode, correct, str(error) if error else None, configs, raw.get("env") or {}, raw)
+    if not correct:
+        return result
+    names = [c.get("name") for c in configs]
+    if names != expected_configs:
+        raise ResultError(f"result.json covers configs {names}, expected {expected_configs}")
+    if any(c.get("correct") is not True for c in configs):
+        raise ResultError("result.json says correct but a config is not")
+    if mode == "benchmark":
+        for c in configs:
+            for key in ("baseline_ms", "candidate_ms", "speedup"):
+                c[key] = _number(c.get(key), f"config {c.get('name')}: {key}")
+    return result

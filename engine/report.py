@@ -1,0 +1,61 @@
+"""`cuco report`: a run's summary, computed from the store only (never from memory)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT
+from .store import ReadStore
+
+
+def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
+    run = store.run(run_id)
+    if run is None:
+        raise KeyError(run_id)
+    counts = {r["status"]: r["n"] for r in store.fetchall(
+        "SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? AND origin_id IS NULL GROUP BY status",
+        (run_id,))}
+    best = store.fetchone(
+        "SELECT c.* FROM candidates c WHERE c.run_id=? AND c.status=? AND c.fitness IS NOT NULL AND "
+        "COALESCE((SELECT verdict FROM marks m WHERE m.candidate_id=c.id ORDER BY m.id DESC LIMIT 1), '') "
+        "!= 'reject' ORDER BY c.fitness DESC, c.id LIMIT 1", (run_id, DONE))
+    marks = store.fetchall(
+        "SELECT m.candidate_id, m.verdict, m.text FROM marks m WHERE m.run_id=? AND m.id = "
+        "(SELECT MAX(id) FROM marks m2 WHERE m2.candidate_id=m.candidate_id)", (run_id,))
+    cost = store.fetchone("SELECT COALESCE(SUM(cost_usd), 0) AS usd, COUNT(*) AS calls, "
+                          "COALESCE(SUM(input_tokens), 0) AS tin, COALESCE(SUM(output_tokens), 0) AS tout "
+                          "FROM llm_calls WHERE run_id=?", (run_id,))
+    best_obj = None
+    if best is not None:
+        metrics = json.loads(best["metrics_json"]) if best["metrics_json"] else {}
+        configs = (metrics.get("benchmark") or {}).get("configs") or []
+        best_obj = {"candidate": best["id"], "speedup": best["speedup"], "time_ms": best["time_ms"],
+                    "baseline_ms": best["baseline_ms"], "operator": best["operator"],
+                    "descriptor": json.loads(best["descriptor_json"]),
+                    "measurements": metrics.get("measurements"),
+                    "configs": [{k: c.get(k) for k in ("name", "baseline_ms", "candidate_ms", "speedup",
+                                                       "comp_ms", "comm_ms", "bound")} for c in configs]}
+    evaluated = sum(n for s, n in counts.items() if s in FINAL_STATUSES)
+    return {
+        "run": run_id,
+        "workload": run["workload"],
+        "state": run["state"],
+        "stop_reason": run["stop_reason"],
+        "parent_run": run["parent_run"],
+        "fork_candidate": run["fork_candidate"],
+        "evaluated": evaluated,
+        "correct": counts.get(DONE, 0),
+        "incorrect": counts.get(INCORRECT, 0),
+        "failed": counts.get(FAILED, 0) + counts.get(INCORRECT, 0),
+        "pending": sum(n for s, n in counts.items() if s not in FINAL_STATUSES),
+        "baseline_time_ms": run["baseline_time_ms"],
+        "best": best_obj,
+        "accepted": [m["candidate_id"] for m in marks if m["verdict"] == "accept"],
+        "rejected": [{"candidate": m["candidate_id"], "reason": m["text"]} for m in marks if m["verdict"] == "reject"],
+        "llm_cost_usd": round(float(cost["usd"]), 6) if cost else 0.0,
+        "llm_calls": cost["calls"] if cost else 0,
+        "llm_tokens": {"input": cost["tin"], "output": cost["tout"]} if cost else {"input": 0, "output": 0},
+        "elapsed_s": run["elapsed_s"],
+        "config": json.loads(run["config_json"]),
+    }

@@ -1,0 +1,475 @@
+// cuco's frozen CPU harness for the GEMM + all-gather analog (ranks are threads of one process).
+//
+// It owns everything a number depends on: the inputs (from the seed it is given), the reference
+// (fp64), verification of every rank's output (the compute against a tolerance, the gather bit-exact
+// against the tile its owner computed), the timing (ranks aligned, caches flushed, warm-ups, the
+// median of the max over ranks, baseline and candidate interleaved A B A B) and the verdict, written
+// as JSON to --result. Nothing the candidate prints is read by anyone.
+//
+//   harness --spec spec.json --result result.json
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "cuco_abi.h"
+#include "json_min.h"
+
+using Clock = std::chrono::steady_clock;
+using jsonmin::num;
+using jsonmin::quote;
+
+namespace {
+
+const double kBarrierLimitS = 20.0;  // a rank that never arrives is a bug, not a slow program
+std::string g_result_path;
+
+void write_text(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  std::ofstream f(tmp);
+  f << text;
+  f.close();
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+[[noreturn]] void die_with_result(const std::string& mode, const std::string& error) {
+  write_text(g_result_path, "{\"harness\": \"cuco-cpu/1\", \"mode\": " + quote(mode) +
+                                ", \"correct\": false, \"error\": " + quote(error) + ", \"configs\": []}\n");
+  fflush(stdout);
+  _exit(3);
+}
+
+std::string g_mode = "verify";
+bool g_finished = false;
+
+// A candidate that calls exit() from inside a call must not leave a result behind that looks like ours.
+void guard_early_exit() {
+  if (!g_finished && !g_result_path.empty())
+    write_text(g_result_path, "{\"harness\": \"cuco-cpu/1\", \"mode\": " + quote(g_mode) +
+                                  ", \"correct\": false, \"error\": \"the process exited before the harness finished "
+                                  "(exit() called by the candidate?)\", \"configs\": []}\n");
+}
+
+// A sense-reversing spin barrier that yields, with a time limit.
+struct SpinBarrier {
+  int n;
+  std::atomic<int> count{0};
+  std::atomic<int> sense{0};
+  explicit SpinBarrier(int n_) : n(n_) {}
+  void wait() {
+    int my = sense.load(std::memory_order_relaxed);
+    if (count.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
+      count.store(0, std::memory_order_relaxed);
+      sense.store(my ^ 1, std::memory_order_release);
+      return;
+    }
+    auto start = Clock::now();
+    unsigned spins = 0;
+    while (sense.load(std::memory_order_acquire) == my) {
+      if (++spins > 64) {
+        std::this_thread::yield();
+        if ((spins & 1023) == 0 &&
+            std::chrono::duration<double>(Clock::now() - start).count() > kBarrierLimitS)
+          die_with_result(g_mode, "barrier wait exceeded 20 s: a rank never arrived (deadlock in the candidate)");
+      }
+    }
+  }
+};
+
+void barrier_trampoline(void* ctx) { static_cast<SpinBarrier*>(ctx)->wait(); }
+
+int count_threads() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// Rank threads live for the whole process; each call is dispatched to all of them at once and
+// started together after an alignment barrier.
+class RankPool {
+ public:
+  explicit RankPool(int ranks) : ranks_(ranks), align_(ranks), dur_(ranks), rc_(ranks) {
+    for (int r = 0; r < ranks; ++r) threads_.emplace_back([this, r] { loop(r); });
+  }
+  ~RankPool() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      quit_ = true;
+      ++gen_;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // Runs fn on every rank; returns the max over ranks of the rank's time in ms; rc != 0 if any failed.
+  double run(const std::function<int(int)>& fn, int* rc) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      fn_ = fn;
+      remaining_ = ranks_;
+      ++gen_;
+    }
+    cv_.notify_all();
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [this] { return remaining_ == 0; });
+    double worst = 0;
+    *rc = 0;
+    for (int r = 0; r < ranks_; ++r) {
+      worst = std::max(worst, dur_[r]);
+      if (rc_[r] != 0) *rc = rc_[r];
+    }
+    return worst;
+  }
+
+ private:
+  void loop(int r) {
+    long seen = 0;
+    for (;;) {
+      std::function<int(int)> fn;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return gen_ != seen; });
+        seen = gen_;
+        if (quit_) return;
+        fn = fn_;
+      }
+      align_.wait();
+      auto t0 = Clock::now();
+      rc_[r] = fn(r);
+      dur_[r] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (--remaining_ == 0) done_cv_.notify_one();
+      }
+    }
+  }
+  int ranks_;
+  SpinBarrier align_;
+  std::vector<double> dur_;
+  std::vector<int> rc_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::function<int(int)> fn_;
+  long gen_ = 0;
+  int remaining_ = 0;
+  bool quit_ = false;
+};
+
+struct Mismatch {
+  int rank = -1;
+  long index = -1;
+  double expected = 0, got = 0;
+  std::string what;
+};
+
+struct Buffers {
+  int R, M, N, K;
+  std::vector<float> A, A_copy;
+  std::vector<std::vector<float>> B, B_copy, out, scratch;
+  std::vector<std::vector<int>> flags;
+  std::vector<const float*> Bp;
+  std::vector<float*> outp, scratchp;
+  std::vector<int*> flagp;
+  std::vector<double> ref;       // fp64 reference, rank-major: ref[r][i*N+j]
+  std::vector<double> refscale;  // sum |a||b| per element, for the relative tolerance
+  SpinBarrier barrier;
+  cuco_problem p{};
+
+  Buffers(int R_, int M_, int N_, int K_) : R(R_), M(M_), N(N_), K(K_), barrier(R_) {
+    A.resize((size_t)M * K);
+    B.assign(R, std::vector<float>((size_t)K * N));
+    out.assign(R, std::vector<float>((size_t)M * R * N));
+    scratch.assign(R, std::vector<float>((size_t)M * N));
+    flags.assign(R, std::vector<int>(CUCO_FLAGS));
+    for (int r = 0; r < R; ++r) {
+      Bp.push_back(B[r].data());
+      outp.push_back(out[r].data());
+      scratchp.push_back(scratch[r].data());
+      flagp.push_back(flags[r].data());
+    }
+    p.ranks = R; p.M = M; p.N = N; p.K = K;
+    p.A = A.data(); p.B = Bp.data(); p.out = outp.data(); p.scratch = scratchp.data(); p.flags = flagp.data();
+    p.barrier = barrier_trampoline; p.barrier_ctx = &barrier;
+  }
+
+  void fill(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (auto& x : A) x = u(rng);
+    for (auto& b : B) for (auto& x : b) x = u(rng);
+    A_copy = A;
+    B_copy = B;
+    ref.assign((size_t)R * M * N, 0.0);
+    refscale.assign((size_t)R * M * N, 0.0);
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < M; ++i)
+        for (int k = 0; k < K; ++k) {
+          double a = A[(size_t)i * K + k];
+          const float* brow = &B[r][(size_t)k * N];
+          double* dst = &ref[((size_t)r * M + i) * N];
+          double* sc = &refscale[((size_t)r * M + i) * N];
+          for (int j = 0; j < N; ++j) { dst[j] += a * brow[j]; sc[j] += std::fabs(a * brow[j]); }
+        }
+  }
+
+  // Poison every output with a NaN pattern and clear scratch and flags: nothing from an earlier call
+  // (the reference's answer included) is left where the candidate could read it.
+  void poison() {
+    for (auto& o : out) std::fill(o.begin(), o.end(), std::numeric_limits<float>::quiet_NaN());
+    for (auto& s : scratch) std::fill(s.begin(), s.end(), std::numeric_limits<float>::quiet_NaN());
+    for (auto& f : flags) std::fill(f.begin(), f.end(), 0);
+  }
+
+  bool inputs_unchanged() const {
+    if (memcmp(A.data(), A_copy.data(), A.size() * sizeof(float))) return false;
+    for (int r = 0; r < R; ++r)
+      if (memcmp(B[r].data(), B_copy[r].data(), B[r].size() * sizeof(float))) return false;
+    return true;
+  }
+
+  // Every rank's output: tile p of rank q must equal, bit for bit, tile p of rank p (the owner's
+  // copy), and the owner's tile must match the fp64 reference within the tolerance.
+  bool verify(double tol, Mismatch* m) const {
+    for (int p = 0; p < R; ++p)
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          size_t at = (size_t)i * R * N + (size_t)p * N + j;
+          float own = out[p][at];
+          double want = ref[((size_t)p * M + i) * N + j];
+          double scale = refscale[((size_t)p * M + i) * N + j];
+          if (!std::isfinite(own) || std::fabs(own - want) > tol * scale + 1e-30) {
+            *m = {p, (long)at, want, own, "compute"};
+            return false;
+          }
+        }
+    for (int q = 0; q < R; ++q)
+      for (int p = 0; p < R; ++p)
+        if (p != q)
+          for (int i = 0; i < M; ++i) {
+            size_t at = (size_t)i * R * N + (size_t)p * N;
+            if (memcmp(&out[q][at], &out[p][at], sizeof(float) * N)) {
+              for (int j = 0; j < N; ++j)
+                if (memcmp(&out[q][at + j], &out[p][at + j], sizeof(float))) {
+                  *m = {q, (long)(at + j), out[p][at + j], out[q][at + j], "gather"};
+                  return false;
+                }
+            }
+          }
+    return true;
+  }
+};
+
+std::vector<char> g_flush(72u << 20);  // twice a 36 MiB last-level cache
+void flush_caches() {
+  // Write a buffer larger than the last-level cache so no call starts with a warm cache.
+  static unsigned char v = 0;
+  memset(g_flush.data(), ++v, g_flush.size());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double spread(std::vector<double> v) {  // interquartile range relative to the median
+  std::sort(v.begin(), v.end());
+  double med = median(v);
+  if (v.size() < 4 || med <= 0) return 0;
+  return (v[(3 * v.size()) / 4] - v[v.size() / 4]) / med;
+}
+
+struct ConfigResult {
+  std::string name, error;
+  bool correct = false;
+  Mismatch mismatch;
+  bool timed = false;
+  double base_ms = 0, cand_ms = 0, base_spread = 0, cand_spread = 0, comp_ms = 0, comm_ms = 0;
+  double speedup = 0;  // the median of per-pair ratios (A B taken back to back): robust to load drift
+};
+
+struct Runner {
+  RankPool& pool;
+  int base_threads;
+
+  // One candidate call with every check around it. Returns false (with res->error) on any failure.
+  bool candidate_call(Buffers& b, ConfigResult* res, double* ms, bool poison = true) {
+    if (poison) b.poison();
+    int rc = 0;
+    double t = pool.run([&](int r) { return cuco_run(&b.p, r); }, &rc);
+    if (ms) *ms = t;
+    if (rc != 0) { res->error = "cuco_run returned " + std::to_string(rc); return false; }
+    int extra = 0;
+    for (int tries = 0; tries < 50; ++tries) {
+      extra = count_threads() - base_threads;
+      if (extra <= 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (extra > 0) {
+      res->error = "cuco_run returned while " + std::to_string(extra) + " thread(s) it started were still running";
+      return false;
+    }
+    if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
+    return true;
+  }
+  double baseline_call(Buffers& b, int (*fn)(const cuco_problem*, int)) {
+    b.poison();
+    int rc = 0;
+    double t = pool.run([&](int r) { return fn(&b.p, r); }, &rc);
+    if (rc != 0) die_with_result(g_mode, "the frozen baseline failed (rc " + std::to_string(rc) + "): harness bug");
+    return t;
+  }
+};
+
+std::string mismatch_json(const Mismatch& m, const std::string& config) {
+  if (m.rank < 0) return "null";
+  return "{\"rank\": " + std::to_string(m.rank) + ", \"config\": " + quote(config) + ", \"index\": " +
+         std::to_string(m.index) + ", \"expected\": " + num(m.expected) + ", \"got\": " +
+         (std::isnan(m.got) ? std::string("\"NaN\"") : num(m.got)) + ", \"what\": " + quote(m.what) + "}";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string spec_path;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (!strcmp(argv[i], "--spec")) spec_path = argv[i + 1];
+    if (!strcmp(argv[i], "--result")) g_result_path = argv[i + 1];
+  }
+  if (spec_path.empty() || g_result_path.empty()) {
+    fprintf(stderr, "usage: %s --spec spec.json --result result.json\n", argv[0]);
+    return 2;
+  }
+  jsonmin::Value spec;
+  try {
+    std::ifstream f(spec_path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    spec = jsonmin::Parser(ss.str()).parse();
+  } catch (const std::exception& e) {
+    die_with_result("unknown", e.what());
+  }
+  g_mode = spec.at("mode").str;
+  std::atexit(guard_early_exit);
+  const bool bench = g_mode == "benchmark";
+  const uint64_t seed = (uint64_t)spec.number("seed", 1);
+  const int R = (int)spec.number("ranks", 2);
+  const int warmup = (int)spec.number("warmup", 2);
+  const int iters = std::max(1, (int)spec.number("iters", 9));
+  double tol = 1e-4;
+  if (spec.has("tolerances")) tol = spec.at("tolerances").number("fp32", tol);
+
+  int base_threads = count_threads();
+  RankPool pool(R);
+  base_threads = count_threads();
+  Runner run{pool, base_threads};
+  std::vector<ConfigResult> results;
+  bool all_ok = true;
+
+  for (const auto& cfg : spec.at("configs").arr) {
+    ConfigResult res;
+    res.name = cfg.at("name").str;
+    const auto& prm = cfg.at("params");
+    int M = (int)prm.number("M", 64), N = (int)prm.number("N", 64), K = (int)prm.number("K", 16);
+    Buffers b(R, M, N, K);
+    // Verification and timing use different inputs: a candidate cannot replay a cached answer.
+    b.fill(seed * 1000003ULL + std::hash<std::string>{}(res.name) % 1000 + (bench ? 17 : 0));
+    if (cuco_setup(&b.p) != 0) {
+      res.error = "cuco_setup failed";
+    } else if (!bench) {
+      // Candidate, then the reference, then the candidate again: no stale answer to find.
+      res.correct = run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
+      if (res.correct) {
+        run.baseline_call(b, baseline_run);
+        res.correct = run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
+      }
+    } else {
+      bool ok = true;
+      for (int w = 0; w < warmup && ok; ++w) {
+        run.baseline_call(b, baseline_run);
+        ok = run.candidate_call(b, &res, nullptr);
+      }
+      std::vector<double> tb, tc, tcomp, tcomm;
+      for (int it = 0; it < iters && ok; ++it) {
+        // A B on even iterations, B A on odd ones: whatever favours a position cancels out.
+        double ms = 0;
+        for (int side = 0; side < 2 && ok; ++side) {
+          flush_caches();
+          if ((side == 0) == (it % 2 == 0)) {
+            tb.push_back(run.baseline_call(b, baseline_run));
+          } else {
+            ok = run.candidate_call(b, &res, &ms);
+            tc.push_back(ms);
+          }
+        }
+      }
+      // Outputs are verified after the timed loop, from one more candidate call on the same inputs.
+      ok = ok && run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
+      for (int it = 0; it < iters && ok; ++it) {
+        flush_caches();
+        tcomp.push_back(run.baseline_call(b, baseline_compute_only));
+        flush_caches();
+        tcomm.push_back(run.baseline_call(b, baseline_comm_only));
+      }
+      res.correct = ok;
+      if (ok) {
+        res.timed = true;
+        res.base_ms = median(tb); res.cand_ms = median(tc);
+        res.base_spread = spread(tb); res.cand_spread = spread(tc);
+        res.comp_ms = median(tcomp); res.comm_ms = median(tcomm);
+        std::vector<double> ratios;
+        for (size_t i = 0; i < tb.size(); ++i) ratios.push_back(tb[i] / std::max(1e-9, tc[i]));
+        res.speedup = median(ratios);
+      }
+    }
+    if (!res.correct && res.error.empty() && res.mismatch.rank >= 0)
+      res.error = "wrong " + res.mismatch.what + " result on rank " + std::to_string(res.mismatch.rank) +
+                  " at index " + std::to_string(res.mismatch.index);
+    cuco_teardown();
+    all_ok = all_ok && res.correct;
+    results.push_back(res);
+    if (!res.correct) break;  // the verdict is in; spare the remaining configs
+  }
+
+  std::string o = "{\"harness\": \"cuco-cpu/1\", \"mode\": " + quote(g_mode) + ", \"correct\": " +
+                  (all_ok ? "true" : "false") + ", \"error\": null, \"configs\": [";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    o += std::string(i ? ", " : "") + "{\"name\": " + quote(r.name) + ", \"correct\": " +
+         (r.correct ? "true" : "false") + ", \"error\": " + (r.error.empty() ? "null" : quote(r.error)) +
+         ", \"mismatch\": " + mismatch_json(r.mismatch, r.name);
+    if (r.timed) {
+      double bound = (r.comp_ms + r.comm_ms) / std::max(1e-9, std::max(r.comp_ms, r.comm_ms));
+      o += ", \"baseline_ms\": " + num(r.base_ms) + ", \"candidate_ms\": " + num(r.cand_ms) +
+           ", \"speedup\": " + num(r.speedup) + ", \"baseline_spread\": " +
+           num(r.base_spread) + ", \"candidate_spread\": " + num(r.cand_spread) + ", \"comp_ms\": " +
+           num(r.comp_ms) + ", \"comm_ms\": " + num(r.comm_ms) + ", \"bound\": " + num(bound);
+    }
+    o += "}";
+  }
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  o += "], \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
+       ", \"ranks\": " + std::to_string(R) + ", \"hw_threads\": " +
+       std::to_string(std::thread::hardware_concurrency()) + "}}\n";
+  g_finished = true;
+  write_text(g_result_path, o);
+  return 0;
+}
