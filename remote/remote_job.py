@@ -25,6 +25,7 @@ from typing import Iterable, Mapping, Sequence
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 EXIT_MISSING_BLOBS = 97
 MISSING_MARK = "CUCO-MISSING-BLOBS:"
+PLAIN_MARK = "CUCO-RESULT"   # first line of the result when the job has no outputs (no tar)
 LOG_TAIL_BYTES = 64 * 1024
 
 
@@ -97,7 +98,8 @@ echo "$rc" > ../rc
 def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]], argv: Sequence[str],
                env: Mapping[str, str], setup: Iterable[str], timeout_s: float, kill_grace_s: float,
                outputs: Sequence[str]) -> str:
-    """Start (or adopt, or collect) job `job_id`; print a tar of rc, timedout, log tail and outputs.
+    """Start (or adopt, or collect) job `job_id`; print a tar of rc, timedout, log tail and outputs
+    (or, with no outputs, a `CUCO-RESULT rc=N timedout=0|1` line and the log tail).
 
     `links` is (sha256, relative path, executable) for each input file: executables are copied and
     made executable; the rest are hard-linked to the read-only blob (copied across file systems).
@@ -136,6 +138,17 @@ def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]
         f'  setsid -w sh -c {q(wrapper)} </dev/null >"$J/log" 2>&1',
         '  read P < "$J/pgid" && kill -s KILL -- "-$P" 2>/dev/null  # stragglers die with the job',
         'fi',
+    ]
+    if not outputs:
+        # No outputs: a header line from builtins, then the log tail (one fork instead of tail + tar).
+        out += [
+            'rc=; [ -f "$J/rc" ] && read rc < "$J/rc"; t=0; [ -f "$J/timedout" ] && t=1',
+            f'echo "{PLAIN_MARK} rc=$rc timedout=$t"',
+            f'tail -c {LOG_TAIL_BYTES} "$J/log" 2>/dev/null',
+            "exit 0",
+        ]
+        return "\n".join(out) + "\n"
+    out += [
         f'tail -c {LOG_TAIL_BYTES} "$J/log" > "$J/logtail" 2>/dev/null',
         'cd "$J" || exit 96',
         'set -- logtail; [ -f rc ] && set -- "$@" rc; [ -f timedout ] && set -- "$@" timedout',

@@ -21,7 +21,7 @@ from .blobs import BlobUploadError
 from .cluster import ClusterConfig
 from .hostkeys import HostKeyRefused
 from .jobs import JobResult, JobSpec, JobStatus, NodeState, tail_text
-from .remote_job import EXIT_MISSING_BLOBS, JOB_ID_RE, MISSING_MARK, reconcile_script, run_script
+from .remote_job import EXIT_MISSING_BLOBS, JOB_ID_RE, MISSING_MARK, PLAIN_MARK, reconcile_script, run_script
 from .ssh_connect import SSHContext
 from .ssh_node import RemoteNode
 from .ssh_pool import NodeDown
@@ -259,9 +259,19 @@ class SSHExecutor:
             return JobResult(spec.job_id, JobStatus.ERROR, node=node.name, gpus=gpus, duration_s=duration,
                              error=f"the job wrapper failed on {node.name} (exit {res.exit_status}): {err}")
         members: dict[str, bytes] = {}
+        raw = res.stdout or b""
+        if raw.startswith(PLAIN_MARK.encode()):
+            header, _, log_bytes = raw.partition(b"\n")
+            fields = dict(f.split("=", 1) for f in header.decode().split()[1:] if "=" in f)
+            members["logtail"] = log_bytes
+            if fields.get("rc"):
+                members["rc"] = fields["rc"].encode()
+            if fields.get("timedout") == "1":
+                members["timedout"] = b""
+            raw = b""
         try:
-            with tarfile.open(fileobj=io.BytesIO(res.stdout or b""), mode="r:") as tar:
-                for m in tar.getmembers():
+            with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") if raw else contextlib.nullcontext() as tar:
+                for m in tar.getmembers() if tar is not None else ():
                     if m.isfile():
                         f = tar.extractfile(m)
                         if f is not None:
