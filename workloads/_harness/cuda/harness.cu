@@ -449,6 +449,9 @@ static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), boo
 static void run_child(int rank, const std::string& spec_path, const std::string& iddir, const std::string& outpath) {
   g_rank = rank;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Lazy module loading would load a kernel at its first launch, which waits for the device: a kernel
+  // that spins on a flag raised by a not-yet-loaded kernel would then deadlock. Load everything up front.
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
   g_out = fopen(outpath.c_str(), "w");
   if (!g_out) { fprintf(stderr, "[rank %d] cannot write %s\n", rank, outpath.c_str()); _exit(3); }
   ChildState st; std::string err;

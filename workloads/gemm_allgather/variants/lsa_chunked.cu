@@ -142,6 +142,10 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaStreamCreateWithPriority(&s->comm, cudaStreamNonBlocking, kCommPriority ? hi : lo));
   CUCO_CK(cudaEventCreateWithFlags(&s->ev_start, cudaEventDisableTiming));
   CUCO_CK(cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming));
+  // load both kernels now: a lazy load at the first launch would wait for the spinning push kernel
+  CUCO_CK(cudaFuncSetAttribute(cuco_gemm::gemm_kernel<ChunkCountEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
+  cudaFuncAttributes fa;
+  CUCO_CK(cudaFuncGetAttributes(&fa, ga_push_chunks));
   s->epoch = 0;
   return 0;
 }
