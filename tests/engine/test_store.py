@@ -1,0 +1,236 @@
+"""The project store (engine/store.py): WAL, schema version, events, atomic transactions, read-only
+readers, event delivery after commit, content-addressed blobs. Real SQLite files in tmp_path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.schema import SCHEMA_VERSION
+from engine.store import DB_NAME, ReadStore, Store
+
+
+@pytest.fixture
+async def store(tmp_path: Path):
+    s = await Store(tmp_path / "home").open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, timeout=10)
+
+
+async def add_run(tx, run_id: str = "r1") -> None:
+    now = time.time()
+    await tx.execute("INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+                     "VALUES (?,?,?,?,?,?,?)", (run_id, "demo", "/x", "running", "{}", now, now))
+
+
+async def add_candidate(tx, run_id: str = "r1", number: int = 0, source_hash: str = "h0") -> int:
+    return await tx.insert(
+        "INSERT INTO candidates (run_id, number, island, generation, operator, mutator, source_hash, "
+        "descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (run_id, number, 0, 0, "seed", "design-space", source_hash, "{}", "c", "pending", time.time()))
+
+
+async def test_new_store_is_wal_with_schema_version(store: Store):
+    assert store.db_path == store.home / DB_NAME and store.db_path.is_file()
+    con = raw(store.db_path)
+    try:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        con.close()
+    assert SCHEMA_VERSION == 1
+    assert {"runs", "candidates", "evaluations", "jobs", "events", "marks", "llm_calls"} <= tables
+
+
+async def test_reopen_keeps_data_and_version(tmp_path: Path):
+    home = tmp_path / "home"
+    s = await Store(home).open()
+    async with s.transaction() as tx:
+        await add_run(tx)
+        seq = await tx.event("r1", "run_created")
+    await s.close()
+    s2 = await Store(home).open()
+    try:
+        assert (await s2.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == "1"
+        assert (await s2.fetchone("SELECT id FROM runs"))["id"] == "r1"
+        assert await s2.event("r1", "again") > seq
+    finally:
+        await s2.close()
+
+
+async def test_newer_schema_is_refused(tmp_path: Path):
+    home = tmp_path / "home"
+    s = await Store(home).open()
+    await s.close()
+    con = raw(home / DB_NAME)
+    con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(RuntimeError, match="newer"):
+        s2 = Store(home)
+        try:
+            await s2.open()
+        finally:
+            await s2.close()
+
+
+async def test_event_seq_strictly_increasing(store: Store):
+    seqs = [await store.event(None, "tick", i=i) for i in range(5)]
+    async with store.transaction() as tx:
+        seqs += [await tx.event(None, "tock", i=i) for i in range(5)]
+    seqs.append(await store.event(None, "tick", i=99))
+    assert all(b > a for a, b in zip(seqs, seqs[1:])), seqs
+    rows = await store.fetchall("SELECT seq, kind, data_json FROM events ORDER BY seq")
+    assert [r["seq"] for r in rows] == seqs
+    assert json.loads(rows[6]["data_json"]) == {"i": 1}
+
+
+async def test_seq_is_not_reused_after_a_rollback(store: Store):
+    first = await store.event(None, "a")
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.event(None, "doomed")
+            raise RuntimeError("boom")
+    after = await store.event(None, "b")
+    assert after > first
+    assert [r["kind"] for r in await store.fetchall("SELECT kind FROM events ORDER BY seq")] == ["a", "b"]
+
+
+async def test_failed_transaction_leaves_nothing(store: Store):
+    delivered = []
+    store.on_event = delivered.append
+    async with store.transaction() as tx:
+        await add_run(tx)
+    delivered.clear()
+    with pytest.raises(ValueError, match="mid-way"):
+        async with store.transaction() as tx:
+            cid = await add_candidate(tx)
+            assert cid >= 1
+            await tx.event("r1", "candidate_added", candidate=cid)
+            raise ValueError("mid-way")
+    assert await store.fetchall("SELECT * FROM candidates") == []
+    assert await store.fetchall("SELECT * FROM events") == []
+    assert delivered == []          # no viewer was told about what never happened
+    # The store is usable afterwards (the transaction was really closed).
+    async with store.transaction() as tx:
+        await add_candidate(tx)
+    assert len(await store.fetchall("SELECT * FROM candidates")) == 1
+
+
+async def test_cancelled_transaction_rolls_back_and_store_stays_usable(store: Store):
+    async with store.transaction() as tx:
+        await add_run(tx)
+    inside = asyncio.Event()
+
+    async def writer():
+        async with store.transaction() as tx:
+            await add_candidate(tx)
+            await tx.event("r1", "x")
+            inside.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.create_task(writer())
+    await asyncio.wait_for(inside.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await store.fetchall("SELECT * FROM candidates") == []
+    assert await store.fetchall("SELECT * FROM events") == []
+    seq = await asyncio.wait_for(store.event("r1", "after"), 10)
+    assert seq >= 1
+
+
+async def test_read_store_cannot_write(store: Store):
+    await store.event(None, "hello")
+    rs = ReadStore(store.home)
+    try:
+        assert [e["kind"] for e in rs.events_since(0)] == ["hello"]
+        with pytest.raises(sqlite3.OperationalError):
+            rs._conn.execute("INSERT INTO events (run_id, ts, kind, data_json) VALUES (NULL, 0, 'x', '{}')")
+        with pytest.raises(sqlite3.OperationalError):
+            rs.fetchall("DELETE FROM events")
+    finally:
+        rs.close()
+    rows = await store.fetchall("SELECT kind FROM events")
+    assert [r["kind"] for r in rows] == ["hello"]
+
+
+def test_read_store_without_database_says_what_to_do(tmp_path: Path):
+    with pytest.raises(FileNotFoundError, match="cuco run"):
+        ReadStore(tmp_path)
+    assert not (tmp_path / DB_NAME).exists()   # opening read-only never creates a database
+
+
+async def test_read_store_sees_commits_of_a_live_writer(store: Store):
+    rs = ReadStore(store.home)
+    try:
+        s1 = await store.event(None, "one")
+        assert [e["seq"] for e in rs.events_since(0)] == [s1]
+        s2 = await store.event(None, "two", n=2)
+        got = rs.events_since(s1)
+        assert [(e["seq"], e["kind"], e["data"]) for e in got] == [(s2, "two", {"n": 2})]
+    finally:
+        rs.close()
+
+
+async def test_on_event_fires_only_after_commit(store: Store):
+    seen: list[tuple[dict, bool]] = []
+
+    def on_event(event):
+        # When a viewer is told, a separate connection must already see the row.
+        con = raw(store.db_path)
+        try:
+            visible = con.execute("SELECT 1 FROM events WHERE seq=?", (event["seq"],)).fetchone() is not None
+        finally:
+            con.close()
+        seen.append((event, visible))
+
+    store.on_event = on_event
+    async with store.transaction() as tx:
+        await add_run(tx)
+        s1 = await tx.event("r1", "first", a=1)
+        s2 = await tx.event("r1", "second")
+        assert seen == []            # nothing delivered before the commit
+    assert [(e["seq"], e["kind"]) for e, _ in seen] == [(s1, "first"), (s2, "second")]
+    assert all(visible for _, visible in seen)
+    assert seen[0][0]["data"] == {"a": 1} and seen[0][0]["run"] == "r1"
+
+
+async def test_blobs_are_content_addressed(store: Store):
+    h1 = store.blobs.put_text("int main() { return 0; }\n")
+    h2 = store.blobs.put(b"int main() { return 0; }\n")
+    h3 = store.blobs.put_text("int main() { return 1; }\n")
+    assert h1 == h2 != h3
+    assert len(h1) == 64
+    files = [p for p in (store.home / "blobs").rglob("*") if p.is_file()]
+    assert sorted(p.name for p in files) == sorted([h1, h3])   # one file per content, no temp files left
+    assert store.blobs.get_text(h1) == "int main() { return 0; }\n"
+    assert store.blobs.has(h3) and not store.blobs.has("0" * 64)
+    # A reader finds the same blob by its hash.
+    rs = ReadStore(store.home)
+    try:
+        assert rs.blobs.get(h3) == b"int main() { return 1; }\n"
+    finally:
+        rs.close()
+
+
+async def test_candidate_source_hash_unique_per_run(store: Store):
+    async with store.transaction() as tx:
+        await add_run(tx)
+        await add_candidate(tx, number=0, source_hash="same")
+    with pytest.raises(sqlite3.IntegrityError):
+        async with store.transaction() as tx:
+            await add_candidate(tx, number=1, source_hash="same")
+    assert len(await store.fetchall("SELECT * FROM candidates")) == 1
