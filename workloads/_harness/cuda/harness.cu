@@ -693,11 +693,12 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
           std::string e = l.size() > 2 ? l[2] : "failed";
           if (e != "another rank failed" && (c.error.empty() || c.error.find("another rank") != std::string::npos)) c.error = "rank " + std::to_string(r) + ": " + e;
           else if (c.error.empty()) c.error = "rank " + std::to_string(r) + ": " + e;
-        } else if (l[0] == "mismatch" && l.size() >= 9 && !c.mm.found) {
+        } else if (l[0] == "mismatch" && l.size() >= 8 && !c.mm.found) {
+          // mismatch <config> <who> <index> <expected> <got> <what> <buffer>
           c.mm.found = true; c.mm.rank = (int)r; c.mm.index = atoll(l[3].c_str());
           c.mm.expected = strtod(l[4].c_str(), nullptr); c.mm.got = strtod(l[5].c_str(), nullptr);
-          c.mm.what = l[7]; c.mm.buffer = l[8];
-          if (c.error.empty()) c.error = "rank " + std::to_string(r) + ": " + l[2] + " output wrong (" + l[7] + ") in " + l[8] + " at index " + l[3];
+          c.mm.what = l[6]; c.mm.buffer = l[7];
+          c.error = "rank " + std::to_string(r) + ": " + l[2] + " output wrong (" + l[6] + ") in " + l[7] + " at index " + l[3];
         } else if (l[0] == "times") {
           for (size_t k = 2; k < l.size(); k++) {
             std::string f = l[k]; size_t sp_ = f.find(' ');
