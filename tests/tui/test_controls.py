@@ -1,0 +1,183 @@
+"""Every TUI control, pressed with Pilot, against the real Engine on workloads/demo (local executor) served
+through the real daemon socket; each checks its effect in the store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from cuco_tui.app import CucoApp
+from cuco_tui.screens import ConfirmModal, ForkModal, HelpScreen, NodesScreen, NoteModal, ReasonModal, RunsScreen
+from cuco_tui.settings import TuiSettings
+from cuco_tui.widgets import CandidatesTable
+from engine import protocol
+from engine.store import ReadStore
+
+engine_mod = pytest.importorskip("engine.engine")
+
+RUN = "demo-tui-1"
+
+
+async def _until(predicate, timeout=60.0, step=0.1):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(step)
+    return False
+
+
+@pytest.fixture
+async def live(tmp_path):
+    from engine.config import RunConfig
+    from engine.daemon import serve
+    from engine.workload import load_workload
+    engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"),
+                                            RunConfig(max_evals=400, concurrency=1, islands=2), run_id=RUN)
+    task = asyncio.create_task(serve(engine, tmp_path, RUN))
+    assert await _until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
+    info = protocol.live_run_info(tmp_path, RUN)
+    yield tmp_path, info, engine
+    await engine.stop()
+    try:
+        await asyncio.wait_for(task, 60)
+    finally:
+        await engine.close()
+
+
+def _store(home: Path) -> ReadStore:
+    return ReadStore(home)
+
+
+async def test_controls_through_the_socket(live):
+    home, info, engine = live
+    app = CucoApp(home, RUN, socket_path=info.socket, settings=TuiSettings(theme="cuco-dark"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert await _until(lambda: app.live, 20)
+        db = _store(home)
+        # wait for two finished candidates
+        assert await _until(lambda: (db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND "
+                                                 "status IN ('done','incorrect','failed')", (RUN,))["n"] >= 2), 90)
+        await pilot.pause(0.3)
+        table = app.query_one(CandidatesTable)
+        assert table.row_count >= 2
+
+        # space: pause (soft), then resume
+        await pilot.press("space")
+        assert await _until(lambda: db.run(RUN)["state"] == "paused", 30)
+        assert await _until(lambda: app.summary.get("state") == "paused", 10)
+        await pilot.press("space")
+        assert await _until(lambda: db.run(RUN)["state"] == "running", 30)
+
+        # a: accept the selected candidate with a note
+        table.move_cursor(row=0)
+        await pilot.pause(0.2)
+        cid = table.selected_id()
+        await pilot.press("a")
+        assert isinstance(app.screen, NoteModal)
+        await pilot.press(*"nice overlap", "enter")
+        assert await _until(lambda: (db.latest_mark(cid) or {}).get("verdict") == "accept", 20)
+        assert db.latest_mark(cid)["text"] == "nice overlap"
+        assert await _until(lambda: "nice" in str(table.get_cell(str(cid), "mark")), 10)
+
+        # x: reject needs a reason; empty is refused in the modal
+        table.move_cursor(row=1)
+        await pilot.pause(0.2)
+        cid2 = table.selected_id()
+        await pilot.press("x")
+        assert isinstance(app.screen, ReasonModal)
+        await pilot.press("enter")
+        assert isinstance(app.screen, ReasonModal)          # still open: a reason is required
+        await pilot.press(*"reads out of bounds", "enter")
+        assert await _until(lambda: (db.latest_mark(cid2) or {}).get("verdict") == "reject", 20)
+        assert db.latest_mark(cid2)["text"] == "reads out of bounds"
+
+        # f: fork from the selected candidate with overrides
+        await pilot.press("f")
+        assert isinstance(app.screen, ForkModal)
+        await pilot.press(*"wide")
+        app.screen.query_one("#overrides").value = "islands=3"
+        await pilot.press("enter")
+        assert await _until(lambda: any(r["parent_run"] == RUN for r in db.runs()), 30)
+        fork = [r for r in db.runs() if r["parent_run"] == RUN][0]
+        assert fork["state"] == "paused" and fork["fork_candidate"] == cid2 and '"islands": 3' in fork["config_json"]
+
+        # r: runs screen shows the fork under its parent
+        await pilot.press("r")
+        assert isinstance(app.screen, RunsScreen)
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        tree = app.screen.query_one("Tree")
+        parent = tree.root.children[0]
+        assert parent.data == RUN and parent.children[0].data == fork["id"]
+        await pilot.press("escape")
+
+        # n: nodes screen; ?: help; both close with escape
+        await pilot.press("n")
+        assert isinstance(app.screen, NodesScreen)
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+
+        # /: SQL-side filter
+        await pilot.press("slash", *"status=done", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        assert table.filter_text == "status=done"
+        for key in table.rows:
+            assert str(table.get_cell(key, "status")) == "done"
+
+        # P: hard pause
+        table.focus()
+        await pilot.press("P")
+        assert await _until(lambda: db.run(RUN)["state"] == "paused", 30), (
+            db.run(RUN), engine.state, [n.message for n in app._notifications], app.focused)
+
+        # ctrl+q: stop the run after a confirmation (No first, then Yes)
+        await pilot.press("ctrl+q")
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("n")
+        assert db.run(RUN)["state"] == "paused"
+        await pilot.press("ctrl+q")
+        await pilot.press("y")
+        assert await _until(lambda: db.run(RUN)["state"] in ("stopped", "finished"), 60)
+
+
+async def test_detach_keeps_the_engine_running(live):
+    home, info, engine = live
+    app = CucoApp(home, RUN, socket_path=info.socket)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await _until(lambda: app.live, 20)
+        await pilot.press("q")
+    assert app.detached
+    assert engine.state == "running"
+    assert protocol.live_run_info(home, RUN) is not None
+
+
+async def test_keymap_remaps_a_binding(live):
+    home, info, engine = live
+    app = CucoApp(home, RUN, socket_path=info.socket, settings=TuiSettings(keymap={"pause": "p"}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await _until(lambda: app.live, 20)
+        await pilot.press("p")
+        db = _store(home)
+        assert await _until(lambda: db.run(RUN)["state"] == "paused", 30)
+
+
+async def test_read_only_without_engine(tmp_path):
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from storefill import fill_store
+    fill_store(tmp_path, run_id="ro-1", n=12)
+    app = CucoApp(tmp_path, "ro-1")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        assert "read-only" in str(app.query_one("#banner").render())
+        await pilot.press("space")
+        await pilot.press("a")
+        assert not isinstance(app.screen, NoteModal)       # no modal: nothing to send it to
+        assert ReadStore(tmp_path).run("ro-1")["state"] == "paused"

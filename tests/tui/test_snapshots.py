@@ -1,0 +1,62 @@
+"""Snapshots of the main screens at 80x24 from a deterministically filled store (read-only mode)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from snap_app import make_app  # noqa: E402
+
+pytest.importorskip("pytest_textual_snapshot")
+
+
+async def _settle(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.3)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.2)
+
+
+def test_main_screen(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("up")
+        await pilot.pause(0.4)
+        await _settle(pilot)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_main_screen_light_metrics(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot)
+        pilot.app.query_one("#detail-tabs").active = "tab-metrics"
+        await _settle(pilot)
+    assert snap_compare(make_app("cuco-light"), terminal_size=(100, 30), run_before=run_before)
+
+
+def test_runs_screen(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("r")
+        await _settle(pilot)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_nodes_screen(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("n")
+        await _settle(pilot)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_help_screen(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("question_mark")
+        await _settle(pilot)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)

@@ -1,0 +1,148 @@
+"""As a person would: `cuco run demo` in tmux at 80x24 with 16 colours, keys, capture-pane, the store.
+
+Also: killing the terminal (the tmux session) ends the TUI while the engine runs on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import protocol
+from engine.store import ReadStore
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+pytest.importorskip("engine.engine")
+
+REPO = Path(__file__).resolve().parents[2]
+CUCO = [os.environ.get("CUCO_PYTHON", "/work/venv/bin/python"), "-m", "cuco_tui.cli"]
+
+
+class Tmux:
+    def __init__(self, tmp: Path):
+        self.sock = f"cuco-test-{os.getpid()}-{tmp.name}"[:60]
+        self.session = "tui"
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.sock, *args], check=True, capture_output=True, text=True,
+                              timeout=20).stdout
+
+    def start(self, command: str, env: dict[str, str]) -> None:
+        exports = " ".join(f"{k}={v}" for k, v in env.items())
+        self.tmux("new-session", "-d", "-s", self.session, "-x", "80", "-y", "24",
+                  f"cd {REPO} && env -u COLORTERM {exports} {command}; sleep 600")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.session, *keys)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", self.session)
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.3)
+        raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{screen}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True, timeout=20)
+
+
+def _wait(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_person_in_tmux(tmp_path):
+    home = tmp_path / "home"
+    env = {"TERM": "xterm", "TEXTUAL_COLOR_SYSTEM": "standard", "TEXTUAL_ANIMATIONS": "none",
+           "PYTHONPATH": str(REPO), "CUCO_THEME": "cuco-dark"}
+    t = Tmux(tmp_path)
+    try:
+        t.start(f"{' '.join(CUCO)} run demo --home {home} --max-evals 200 --name demo-tmux", env)
+        t.wait_for("demo-tmux", 60)
+        db_ready = _wait(lambda: (home / "cuco.db").exists(), 30)
+        assert db_ready
+        db = ReadStore(home)
+        run = "demo-tmux"
+        assert _wait(lambda: (db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN "
+                                          "('done','incorrect','failed')", (run,)) or {"n": 0})["n"] >= 3, 120)
+        t.wait_for("[running]", 30)
+        info = protocol.live_run_info(home, run)
+        assert info is not None
+
+        t.keys("Space")
+        assert _wait(lambda: db.run(run)["state"] == "paused", 30)
+        t.wait_for("[paused]", 20)
+
+        # select the first row, accept it with a note
+        t.keys("Home")
+        time.sleep(0.5)
+        t.keys("a")
+        t.wait_for("Accept candidate", 10)
+        t.keys("-l", "looks right")
+        t.keys("Enter")
+        assert _wait(lambda: db.fetchone("SELECT COUNT(*) AS n FROM marks WHERE verdict='accept' AND "
+                                         "text='looks right'")["n"] == 1, 20)
+
+        # next row: reject, first without a reason (refused), then with one
+        t.keys("Down")
+        time.sleep(0.5)
+        t.keys("x")
+        t.wait_for("why?", 10)
+        t.keys("Enter")
+        t.wait_for("A reason is required", 10)
+        t.keys("-l", "too slow")
+        t.keys("Enter")
+        assert _wait(lambda: db.fetchone("SELECT COUNT(*) AS n FROM marks WHERE verdict='reject' AND "
+                                         "text='too slow'")["n"] == 1, 20)
+
+        # fork from the selected candidate
+        t.keys("f")
+        t.wait_for("Fork this run", 10)
+        t.keys("-l", "b2")
+        t.keys("Enter")
+        assert _wait(lambda: any(r["parent_run"] == run for r in db.runs()), 30)
+
+        # detach: the TUI exits, the engine keeps running
+        t.keys("q")
+        t.wait_for("cuco attach", 20)
+        assert protocol.live_run_info(home, run) is not None
+
+        # attach again, resume, then lose the terminal
+        t.tmux("kill-server")
+        assert _wait(lambda: protocol.live_run_info(home, run) is not None, 5)
+        t.start(f"{' '.join(CUCO)} attach {run} --home {home}", env)
+        t.wait_for("[paused]", 30)
+        t.keys("Space")
+        assert _wait(lambda: db.run(run)["state"] == "running", 30)
+        pids = subprocess.run(["pgrep", "-f", f"cuco_tui.cli attach {run}"], capture_output=True, text=True).stdout.split()
+        assert pids
+        t.kill()                                       # the terminal goes away
+        assert _wait(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 20), "the TUI did not exit"
+        info = protocol.live_run_info(home, run)
+        assert info is not None and protocol.pid_alive(info.pid)   # the engine runs on
+        evaluated = db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=?", (run,))["n"]
+        assert _wait(lambda: db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=?", (run,))["n"]
+                     > evaluated, 60)
+    finally:
+        t.kill()
+        info = protocol.live_run_info(home, "demo-tmux")
+        if info is not None:
+            subprocess.run([CUCO[0], "-m", "cuco_tui.cli", "stop", "demo-tmux", "--home", str(home)],
+                           cwd=REPO, capture_output=True, timeout=120)
+            _wait(lambda: not protocol.pid_alive(info.pid), 60)
