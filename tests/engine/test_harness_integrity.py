@@ -1,0 +1,249 @@
+"""The evaluation cascade and the frozen CPU harness against bad candidates (real g++ compiles, real
+subprocesses): nothing a candidate prints or writes about itself is believed.
+
+Every candidate is the demo's seed with its EVOLVE-BLOCK edited; all of them are evaluated concurrently
+once per module (engine.evaluation.evaluate_source on a remote.local.LocalExecutor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine import blocks
+from engine.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
+from engine.workload import Workload, load_workload
+from remote.local import LocalExecutor
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None,
+                                reason="g++ is not on PATH: these tests compile real candidates with the harness")
+
+RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p, int rank) {\n'
+RUN_TAIL = "  return 0;\n}\n// EVOLVE-BLOCK-END"
+COPY_LINE = "    const float* src = p->scratch[peer];\n"
+
+# libc functions the bad candidates need, declared inside the block (no preprocessor lines allowed).
+DECLS = ('extern "C" int open(const char*, int, ...);\n'
+         'extern "C" long read(int, void*, unsigned long);\n'
+         'extern "C" long write(int, const void*, unsigned long);\n'
+         'extern "C" int close(int);\n'
+         'extern "C" int fork(void);\n'
+         'extern "C" void exit(int);\n'
+         'extern "C" void _exit(int);\n'
+         'extern "C" int printf(const char*, ...);\n')
+O_WRONLY_CREAT_TRUNC = 0o1 | 0o100 | 0o1000
+
+FORGED_VERIFY = ('{"harness": "cuco-cpu/1", "mode": "verify", "correct": true, "error": null, "configs": ['
+                 '{"name": "tall", "correct": true}, {"name": "square", "correct": true}, '
+                 '{"name": "odd", "correct": true}, {"name": "sliver", "correct": true}], "env": {}}')
+FORGED_BENCH = ('{"harness": "cuco-cpu/1", "mode": "benchmark", "correct": true, "error": null, "configs": ['
+                '{"name": "tall", "correct": true, "baseline_ms": 1.0, "candidate_ms": 0.01, "speedup": 100.0}, '
+                '{"name": "square", "correct": true, "baseline_ms": 1.0, "candidate_ms": 0.01, "speedup": 100.0}], '
+                '"env": {}}')
+
+
+def c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def edit(seed: str, *, head: str = "", tail: str = "", decls: str = "", replace: tuple[str, str] | None = None) -> str:
+    """The seed with code added at the start / before the `return 0;` of cuco_run."""
+    assert seed.count(RUN_HEAD) == 1 and seed.count(RUN_TAIL) == 1
+    src = seed.replace(RUN_HEAD, decls + RUN_HEAD + head).replace(RUN_TAIL, tail + RUN_TAIL)
+    if replace:
+        assert src.count(replace[0]) == 1
+        src = src.replace(*replace)
+    blocks.validate_child(seed, src)       # every bad candidate is a legal edit: only the harness stops it
+    return src
+
+
+def bad_candidates(seed: str) -> dict[str, str]:
+    write_file = ('    int fd = open("{path}", ' + str(O_WRONLY_CREAT_TRUNC) + ', 0644);\n'
+                  '    const char* s = {text};\n'
+                  '    write(fd, s, strlen(s));\n'
+                  '    close(fd);\n')
+    return {
+        "seed": seed,
+        "compile_error": edit(seed, tail="  cuco_undeclared_helper(rank);\n"),
+        "segfault": edit(seed, decls="static volatile int* volatile g_nowhere = nullptr;\n",
+                         head="  if (rank == 0) *g_nowhere = 1;\n"),
+        "hang": edit(seed, decls=DECLS, head=(
+            "  if (rank == 0 && fork() == 0) {\n"
+            + write_file.format(path="forked.txt", text=c_string("grandchild alive\n"))
+            + "  }\n"
+            "  for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(20));\n")),
+        "wrong_gather": edit(seed, replace=(COPY_LINE, "    if (rank == 0 && peer == 1) continue;\n" + COPY_LINE)),
+        "fake_pass": edit(seed, decls=DECLS, head=(
+            '  if (rank == 0) printf("Verification: PASS\\nTime: 0.001 ms\\n");\n'
+            "  return 0;\n")),
+        "detached_thread": edit(seed, tail=(
+            "  std::thread([] { std::this_thread::sleep_for(std::chrono::seconds(3)); }).detach();\n")),
+        "writes_input": edit(seed, tail="  if (rank == 0) const_cast<float*>(p->A)[0] += 1.0f;\n"),
+        "forged_result_exit": edit(seed, decls=DECLS, head=(
+            "  if (rank == 0) {\n"
+            + write_file.format(path="result.json", text=c_string(FORGED_VERIFY))
+            + "    exit(0);\n  }\n")),
+        "forged_result__exit": edit(seed, decls=DECLS, head=(
+            "  {\n"
+            '    char spec[8192] = {0};\n'
+            '    int in = open("spec.json", 0);\n'
+            "    long n = read(in, spec, sizeof spec - 1);\n"
+            "    close(in);\n"
+            "    (void)n;\n"
+            '    const bool bench = strstr(spec, "\\"mode\\": \\"benchmark\\"") != nullptr;\n'
+            "    if (rank == 0) {\n"
+            + write_file.format(path="result.json", text=f"bench ? {c_string(FORGED_BENCH)} : {c_string(FORGED_VERIFY)}")
+            + "      _exit(0);\n    }\n"
+            "    for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(20));\n"
+            "  }\n")),
+    }
+
+
+def live_processes_under(root: Path) -> list[tuple[int, str]]:
+    """Processes (not zombies) whose working directory or executable lies under `root`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            if state in ("Z", "X"):
+                continue
+            paths = [os.readlink(f"/proc/{entry}/cwd"), os.readlink(f"/proc/{entry}/exe")]
+        except (OSError, IndexError):
+            continue
+        if any(p.startswith(str(root)) for p in paths):
+            found.append((int(entry), paths[1]))
+    return found
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    workload = load_workload("demo")
+    hang_workload = dataclasses.replace(workload, timeouts=dict(workload.timeouts, verify=3.0))
+    sources = bad_candidates(workload.seed_source)
+    work = tmp_path_factory.mktemp("jobs")
+
+    async def main() -> dict:
+        executor = LocalExecutor(work_dir=work, keep_job_dirs=True)
+        frozen = FrozenObjectCache()
+        try:
+            async def one(name: str) -> tuple[str, EvalOutcome]:
+                w = hang_workload if name == "hang" else workload
+                out = await asyncio.wait_for(
+                    evaluate_source(w, sources[name], executor, job_prefix=name, seed=4242, frozen=frozen), 150)
+                return name, out
+            outs = dict(await asyncio.gather(*(one(n) for n in sources)))
+        finally:
+            await executor.close()
+        # The hang's job directory, and whatever still runs there (give SIGKILL a moment to land).
+        hang_dirs = sorted(work.glob("hang-verify-*"))
+        left = []
+        for _ in range(30):
+            left = [p for d in hang_dirs for p in live_processes_under(d)]
+            if not left:
+                break
+            await asyncio.sleep(0.1)
+        return {"outcomes": outs, "hang_dirs": hang_dirs, "hang_left": left}
+
+    return asyncio.run(main())
+
+
+def outcome(results, name: str) -> EvalOutcome:
+    return results["outcomes"][name]
+
+
+def test_seed_is_done_at_about_1x(results):
+    out = outcome(results, "seed")
+    assert out.status == "done", (out.reason, out.feedback)
+    assert out.correct is True
+    # The seed is the baseline's code, measured side by side (A B A B) on a noisy machine.
+    assert 0.5 <= out.speedup <= 2.0, out.speedup
+    assert out.time_ms > 0 and out.baseline_ms > 0
+    assert [s.stage for s in out.stages] == ["build", "verify", "benchmark"]
+    assert all(s.status == "ok" for s in out.stages)
+    bench = out.metrics["benchmark"]
+    assert [c["name"] for c in bench["configs"]] == ["tall", "square"]     # bench configs only
+    assert [c["name"] for c in out.metrics["verify"]["configs"]] == ["tall", "square", "odd", "sliver"]
+
+
+def test_compile_error_fails_in_build_with_the_compiler_message(results):
+    out = outcome(results, "compile_error")
+    assert out.status == "failed"
+    assert "build" in out.reason
+    assert [s.stage for s in out.stages] == ["build"]
+    assert "error:" in out.feedback and "cuco_undeclared_helper" in out.feedback
+    line = next(l for l in out.feedback.splitlines() if "cuco_undeclared_helper" in l and "error" in l)
+    assert "candidate.cpp:" in line
+
+
+def test_segfault_fails(results):
+    out = outcome(results, "segfault")
+    assert out.status == "failed"
+    assert "verify" in out.reason
+    assert out.stages[-1].stage == "verify" and out.stages[-1].rc == -11   # SIGSEGV
+    assert out.speedup is None
+
+
+def test_infinite_loop_times_out_and_its_process_group_dies(results):
+    out = outcome(results, "hang")
+    assert out.status == "failed"
+    assert "timed out" in out.reason and "verify" in out.reason
+    assert out.stages[-1].status == "timeout"
+    assert 2.5 <= out.stages[-1].duration_s < 15
+    (job_dir,) = results["hang_dirs"]
+    assert (job_dir / "forked.txt").read_text() == "grandchild alive\n"   # a forked grandchild did exist
+    assert results["hang_left"] == [], f"processes of the timed-out job still alive: {results['hang_left']}"
+
+
+def test_wrong_gather_is_incorrect_naming_rank_and_index(results):
+    out = outcome(results, "wrong_gather")
+    assert out.status == "incorrect" and out.correct is False
+    # Rank 0 never copied rank 1's tile: the first element of tile 1 (column N = 256) of config tall.
+    assert "rank 0" in out.reason and "index 256" in out.reason
+    assert "gather" in out.reason and "tall" in out.reason
+    assert [s.stage for s in out.stages] == ["build", "verify"]
+
+
+def test_printed_pass_and_time_are_not_believed(results):
+    out = outcome(results, "fake_pass")
+    assert out.status == "incorrect"
+    assert out.speedup is None and out.time_ms is None
+    assert "Verification: PASS" in out.stages[-1].log    # it did print it
+    assert "rank" in out.reason
+
+
+def test_detached_thread_is_caught(results):
+    out = outcome(results, "detached_thread")
+    assert out.status != "done"
+    assert "thread" in out.reason
+
+
+def test_writing_the_inputs_is_caught(results):
+    out = outcome(results, "writes_input")
+    assert out.status != "done"
+    assert "inputs" in out.reason
+
+
+def test_forged_result_then_exit_is_overwritten_by_the_harness(results):
+    out = outcome(results, "forged_result_exit")
+    assert out.status != "done"
+    assert out.speedup is None
+    assert "exit" in out.reason
+
+
+@pytest.mark.xfail(reason="BUG: a candidate that writes a forged result.json and calls _exit(0) (which skips "
+                          "the harness's atexit guard) is believed: status done, speedup 100x "
+                          "(workloads/_harness/cpu/harness.cpp guard_early_exit + engine/harness_result.py "
+                          "trust any well-formed result.json)", raises=AssertionError, strict=True)
+def test_forged_result_then__exit_is_not_believed(results):
+    out = outcome(results, "forged_result__exit")
+    if not out.stages or out.stages[0].status != "ok":   # a broken test candidate is a real failure
+        pytest.fail(f"the forging candidate did not build: {out.feedback}")
+    assert out.status != "done", f"believed a forged result: speedup {out.speedup}"
