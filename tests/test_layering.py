@@ -1,0 +1,55 @@
+"""The one-way layering of DESIGN.md: cuco_tui -> engine -> remote. Neither engine/ nor remote/ may import
+textual or cuco_tui, at the top of a module or nested inside a function; remote/ may not import engine/."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FORBIDDEN = {"engine": {"textual", "cuco_tui"}, "remote": {"textual", "cuco_tui", "engine"}}
+
+
+def imported_modules(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every absolute module an import statement names (anywhere in the tree), and __import__/import_module
+    calls with a literal name."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name in ("__import__", "import_module"):
+                found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def violations(package: str) -> list[str]:
+    bad = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for lineno, module in imported_modules(tree):
+            if module.split(".")[0] in FORBIDDEN[package]:
+                bad.append(f"{path.relative_to(REPO)}:{lineno}: imports {module}")
+    return bad
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_upward_imports(package):
+    files = list((REPO / package).rglob("*.py"))
+    assert len(files) >= 5, f"found only {len(files)} files under {package}/"
+    assert violations(package) == []
+
+
+def test_the_checker_sees_nested_imports():
+    src = ("def f():\n    import textual.app\n"
+           "class C:\n    def g(self):\n        from cuco_tui import cli\n"
+           "x = __import__('textual')\n")
+    names = [m for _, m in imported_modules(ast.parse(src))]
+    assert sorted(names) == ["cuco_tui", "textual", "textual.app"]
