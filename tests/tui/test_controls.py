@@ -107,9 +107,8 @@ async def test_controls_through_the_socket(live):
         # r: runs screen shows the fork under its parent
         await pilot.press("r")
         assert isinstance(app.screen, RunsScreen)
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.3)
         tree = app.screen.query_one("Tree")
+        assert await _until(lambda: len(tree.root.children) > 0, 20)
         parent = tree.root.children[0]
         assert parent.data == RUN and parent.children[0].data == fork["id"]
         await pilot.press("escape")
@@ -124,9 +123,8 @@ async def test_controls_through_the_socket(live):
 
         # /: SQL-side filter
         await pilot.press("slash", *"status=done", "enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.3)
-        assert table.filter_text == "status=done"
+        assert await _until(lambda: table.filter_text == "status=done", 20)
+        await pilot.pause(0.5)
         for key in table.rows:
             assert str(table.get_cell(key, "status")) == "done"
 
