@@ -9,6 +9,7 @@ nothing is lost and nothing finished is evaluated again.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import sys
@@ -100,6 +101,7 @@ class Engine:
         self._stop = False
         self._owns_executor = False
         self._frozen = FrozenObjectCache()
+        self._attempt = 0
 
     # ----- construction -------------------------------------------------------------------------
 
@@ -307,14 +309,19 @@ class Engine:
             return f"no new best in {c.patience} evaluations"
         return None
 
+    def _pending_idle(self) -> list[Cand]:
+        return sorted((c for c in self.cands.values() if c.status in (PENDING, RUNNING) and c.id not in self._inflight),
+                      key=lambda c: c.id)
+
     def _may_propose(self) -> bool:
         if self._stop or not self._resume.is_set():
             return False
         if len(self._inflight) >= self.config.concurrency:
             return False
-        if self.config.max_evals is not None and self.evaluated + len(self._inflight) >= self.config.max_evals:
+        queued = len(self._inflight) + len(self._pending_idle())
+        if self.config.max_evals is not None and self.evaluated + queued >= self.config.max_evals:
             return False
-        return True
+        return not self._pending_idle()
 
     async def run(self) -> str:
         """Run until a stop condition or stop(); returns the final state."""
@@ -323,14 +330,16 @@ class Engine:
             await control.set_state(self.store, self.run_id, "running", "started")
         empty = 0
         try:
-            for c in sorted(self.cands.values(), key=lambda c: c.id):
-                if c.status in (PENDING, RUNNING):
-                    self._start_evaluation(c)
             while not self._stop:
                 reason = self._stop_condition()
                 if reason and not self._inflight:
                     self.stop_reason = reason
                     break
+                # Pending candidates first (left by a restart or a hard pause), then new proposals.
+                for c in self._pending_idle():
+                    if not self._resume.is_set() or len(self._inflight) >= self.config.concurrency:
+                        break
+                    self._start_evaluation(c)
                 while reason is None and self._may_propose():
                     try:
                         cand = await self._propose()
@@ -409,7 +418,8 @@ class Engine:
 
     async def _propose(self) -> Cand | None:
         number = 1 + max((c.number for c in self.cands.values()), default=-1)
-        rng = random.Random(f"{self.config.seed}:{self.run_id}:{number}")
+        self._attempt += 1   # a retry after a duplicate must not replay the same draw
+        rng = random.Random(f"{self.config.seed}:{self.run_id}:{number}:{self._attempt}")
         island = self.islands.pick_island(number)
         parent = self._pick_parent(island, rng)
         if parent is None:
@@ -439,7 +449,9 @@ class Engine:
             island_sources=[self.store.blobs.get_text(self.cands[m].source_hash)
                             for m in self.islands.islands[island].members[-20:] if m in self.cands],
             phase=self._phase(), rng=rng, evaluation_number=self.evaluated, store=self.store,
-            recommendations=json.loads(recs["value_json"]) if recs else [])
+            recommendations=json.loads(recs["value_json"]) if recs else [],
+            known=lambda source: self.store.blobs.path(hashlib.sha256(source.encode()).hexdigest()).name
+            in self.by_hash)
         proposal = await self.mutator.propose(ctx)
         if proposal is None:
             return None

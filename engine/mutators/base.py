@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -48,6 +48,7 @@ class ProposalContext:
     store: "Store"
     recommendations: list[str] = field(default_factory=list)
     feedback_attempts: int = 3              # bounded retries on malformed answers
+    known: Callable[[str], bool] = lambda source: False   # True for a source the run already has
 
 
 @dataclass

@@ -51,7 +51,7 @@ class DesignSpaceMutator:
                     child, op = self._knob(child, parent.descriptor, ctx.rng, explore), "variant+knob"
             else:
                 child, op = self._knob(parent.source, parent.descriptor, ctx.rng, explore), "knob"
-            if child is not None and child != parent.source:
+            if child is not None and child != parent.source and not ctx.known(child):
                 return Proposal(child, op, self.name)
         return None
 

@@ -1,0 +1,78 @@
+"""A synthetic executor: jobs take fixed (simulated) time and return harness-shaped results.
+
+For tests of the engine's own logic (control operations, scheduling) and for the engine benchmark,
+where what is measured is the engine, not the harness. The real harness is tested elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+
+from remote.jobs import JobResult, JobSpec, JobStatus, NodeState
+
+
+class SyntheticExecutor:
+    def __init__(self, slots: int = 4, durations: dict[str, float] | None = None, fail_every: int = 0):
+        self.slots = slots
+        self.durations = durations or {"build": 0.01, "verify": 0.01, "benchmark": 0.01}
+        self.fail_every = fail_every
+        self._sem = asyncio.Semaphore(slots)
+        self.busy_s = 0.0          # slot-seconds spent running jobs
+        self.jobs = 0
+        self.running = 0
+        self.max_running = 0
+        self.job_ids: list[str] = []
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    @property
+    def max_gpus_per_job(self) -> int:
+        return 0
+
+    def nodes(self) -> list[NodeState]:
+        return [NodeState(name="synthetic", cpu_slots=self.slots, cpu_busy=self.running, running_jobs=self.running)]
+
+    async def run(self, spec: JobSpec) -> JobResult:
+        async with self._sem:
+            self.running += 1
+            self.max_running = max(self.max_running, self.running)
+            start = time.monotonic()
+            try:
+                stage = "build" if spec.kind == "build" else json.loads(spec.files["spec.json"])["mode"]
+                await asyncio.sleep(self.durations.get(stage, 0.01))
+                outputs = self._outputs(spec, stage)
+            finally:
+                self.running -= 1
+                took = time.monotonic() - start
+                self.busy_s += took
+                self.jobs += 1
+                self.job_ids.append(spec.job_id)
+            return JobResult(spec.job_id, JobStatus.OK, rc=0, outputs=outputs, node="synthetic", duration_s=took)
+
+    def _outputs(self, spec: JobSpec, stage: str) -> dict[str, bytes]:
+        if stage == "build":
+            if spec.kind == "build" and len(spec.outputs) > 1 or any(o.endswith(".o") for o in spec.outputs):
+                return {o: b"obj" for o in spec.outputs}
+            source = b"".join(v for k, v in sorted(spec.files.items()) if k.startswith("candidate"))
+            return {"cuco_candidate": hashlib.sha256(source).hexdigest().encode()}
+        digest = spec.files["cuco_candidate"].decode()
+        request = json.loads(spec.files["spec.json"])
+        wrong = self.fail_every and int(digest[:6], 16) % self.fail_every == 0
+        configs = []
+        for c in request["configs"]:
+            entry = {"name": c["name"], "correct": not wrong, "error": None, "mismatch": None}
+            if stage == "benchmark":
+                speedup = 0.8 + (int(digest[:4], 16) % 1000) / 1000.0
+                entry.update(baseline_ms=1.0, candidate_ms=1.0 / speedup, speedup=speedup)
+            if wrong:
+                entry["mismatch"] = {"rank": 1, "index": 7, "expected": 1.0, "got": 0.0, "what": "gather"}
+            configs.append(entry)
+        result = {"harness": "synthetic", "mode": stage, "correct": not wrong, "error": None, "configs": configs}
+        return {"result.json": json.dumps(result).encode()}

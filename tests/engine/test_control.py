@@ -1,0 +1,211 @@
+"""Control operations and their effects in the store (pause, resume, stop, accept, reject, fork)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from engine import control
+from engine.config import RunConfig
+from engine.engine import Engine
+from engine.report import build_report
+from engine.store import ReadStore, Store
+from engine.workload import load_workload
+from remote.errors import InputError
+
+from .synthetic import SyntheticExecutor
+
+
+async def make_engine(tmp_path, max_evals=30, slots=2, durations=None, **cfg):
+    workload = load_workload("demo")
+    config = RunConfig(max_evals=max_evals, concurrency=slots, **cfg)
+    ex = SyntheticExecutor(slots=slots, durations=durations)
+    engine = await Engine.create(tmp_path, workload, config, run_id="r1", executor=ex)
+    return engine, ex
+
+
+async def wait_for(pred, timeout=20.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not pred():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.01)
+
+
+def state_of(home, run_id="r1"):
+    rs = ReadStore(home)
+    try:
+        return rs.run(run_id)["state"]
+    finally:
+        rs.close()
+
+
+async def test_run_finishes_with_counts_that_add_up(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=25)
+    assert await engine.run() == "finished"
+    await engine.close()
+    rs = ReadStore(tmp_path)
+    report = build_report(rs, "r1")
+    assert report["evaluated"] == 25
+    assert report["correct"] + report["failed"] == report["evaluated"]
+    # every evaluated candidate has exactly one build, verify and benchmark record (or more benchmarks
+    # when a new best was re-measured), never a second build
+    builds = rs.fetchall("SELECT candidate_id, COUNT(*) n FROM evaluations WHERE stage='build' GROUP BY candidate_id")
+    assert len(builds) == 25 and all(b["n"] == 1 for b in builds)
+    hashes = rs.fetchall("SELECT source_hash FROM candidates WHERE run_id='r1'")
+    assert len({h["source_hash"] for h in hashes}) == len(hashes)
+    seqs = [e["seq"] for e in rs.events_since(0)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    rs.close()
+
+
+async def test_pause_stops_new_jobs_and_resume_continues(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=40, durations={"build": 0.05, "verify": 0.02, "benchmark": 0.05})
+    task = asyncio.create_task(engine.run())
+    await wait_for(lambda: engine.evaluated >= 4)
+    await engine.pause()
+    assert state_of(tmp_path) == "paused"
+    await wait_for(lambda: not engine._inflight)   # in-flight jobs finish
+    jobs_at_pause = ex.jobs
+    evaluated = engine.evaluated
+    await asyncio.sleep(0.5)
+    assert ex.jobs == jobs_at_pause, "no new job may start while paused"
+    assert engine.evaluated == evaluated
+    await engine.resume()
+    assert state_of(tmp_path) == "running"
+    assert await asyncio.wait_for(task, 60) == "finished"
+    assert engine.evaluated == 40
+    await engine.close()
+
+
+async def test_hard_pause_cancels_inflight_and_keeps_them_pending(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=20, durations={"build": 0.02, "verify": 0.02, "benchmark": 5.0})
+    task = asyncio.create_task(engine.run())
+    await wait_for(lambda: engine._inflight and any(c.status == "running" for c in engine.cands.values()
+                                                    if c.number > 0))
+    await asyncio.sleep(0.1)
+    await engine.pause(hard=True)
+    assert not engine._inflight
+    rs = ReadStore(tmp_path)
+    pending = rs.fetchall("SELECT id FROM candidates WHERE run_id='r1' AND status='pending'")
+    assert pending, "cancelled evaluations go back to pending, not lost"
+    rs.close()
+    ex.durations["benchmark"] = 0.01
+    await engine.resume()
+    assert await asyncio.wait_for(task, 60) == "finished"
+    rs = ReadStore(tmp_path)
+    assert not rs.fetchall("SELECT id FROM candidates WHERE run_id='r1' AND status IN ('pending','running')")
+    rs.close()
+    await engine.close()
+
+
+async def test_stop_leaves_state_stopped_and_nothing_lost(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=200, durations={"build": 0.02, "verify": 0.02, "benchmark": 0.3})
+    task = asyncio.create_task(engine.run())
+    await wait_for(lambda: engine.evaluated >= 3)
+    await engine.stop()
+    assert await asyncio.wait_for(task, 30) == "stopped"
+    await engine.close()
+    assert state_of(tmp_path) == "stopped"
+    # restart from the store: the pending ones are evaluated, nothing twice
+    ex2 = SyntheticExecutor(slots=2)
+    engine2 = await Engine.load(tmp_path, "r1", executor=ex2)
+    engine2.config.max_evals = engine2.evaluated + 3
+    assert await engine2.run() == "finished"
+    await engine2.close()
+    rs = ReadStore(tmp_path)
+    dup = rs.fetchall("SELECT candidate_id FROM evaluations WHERE stage='build' GROUP BY candidate_id HAVING COUNT(*)>1")
+    assert dup == []
+    rs.close()
+
+
+async def test_rejected_never_parent_accepted_always_eligible(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=12)
+    await engine.run()
+    best = engine.best
+    assert best is not None
+    await engine.reject(best.id, "uses a race that only works on this box")
+    await engine.accept(engine.cands[min(engine.cands)].id, "the seed is a fine fallback")
+    assert engine.best is None or engine.best.id != best.id
+    rs = ReadStore(tmp_path)
+    mark = rs.latest_mark(best.id)
+    assert mark["verdict"] == "reject" and "race" in mark["text"]
+    assert rs.fetchone("SELECT * FROM archive WHERE candidate_id=?", (best.id,)) is None
+    rs.close()
+    # more evolution: the rejected one never becomes a parent or inspiration again
+    engine.config.max_evals = 40
+    engine._stop = False
+    assert await engine.run() == "finished"
+    await engine.close()
+    rs = ReadStore(tmp_path)
+    later = rs.fetchall("SELECT parent_id FROM candidates WHERE run_id='r1' AND id > ?", (max(c for c in engine.cands if c <= 12),))
+    assert later and all(r["parent_id"] != best.id for r in later)
+    report = build_report(rs, "r1")
+    assert report["rejected"][0]["candidate"] == best.id and report["rejected"][0]["reason"]
+    assert report["best"]["candidate"] != best.id
+    rs.close()
+
+
+async def test_reject_needs_a_reason(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=3)
+    await engine.run()
+    with pytest.raises(InputError):
+        await engine.reject(engine.best.id, "  ")
+    await engine.close()
+
+
+async def test_fork_starts_from_candidate_plus_archive(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=20)
+    await engine.run()
+    chosen = sorted(engine.cands.values(), key=lambda c: -(c.fitness or 0))[1]
+    archive_ids = {e.candidate_id for e in engine.archive.elites()}
+    new_run = await engine.fork(chosen.id, name="tuned", overrides={"islands": "3"})
+    await engine.close()
+    rs = ReadStore(tmp_path)
+    run = rs.run("tuned")
+    assert run["parent_run"] == "r1" and run["fork_candidate"] == chosen.id and run["state"] == "paused"
+    assert json.loads(run["config_json"])["islands"] == 3
+    gen0 = rs.fetchall("SELECT * FROM candidates WHERE run_id='tuned' ORDER BY number")
+    assert gen0[0]["origin_id"] == chosen.id and gen0[0]["number"] == 0
+    assert {r["origin_id"] for r in gen0} == archive_ids | {chosen.id}
+    assert all(r["generation"] == 0 for r in gen0)
+    rs.close()
+    # the fork runs with its own config, and its children descend from its generation 0
+    engine2 = await Engine.load(tmp_path, new_run, executor=SyntheticExecutor(slots=2))
+    engine2.config.max_evals = 6
+    assert len(engine2.islands) == 3
+    assert await engine2.run() == "finished"
+    await engine2.close()
+    rs = ReadStore(tmp_path)
+    kids = rs.fetchall("SELECT * FROM candidates WHERE run_id='tuned' AND origin_id IS NULL")
+    assert len(kids) == 6 and all(k["parent_id"] is not None for k in kids)
+    assert build_report(rs, "tuned")["evaluated"] == 6
+    rs.close()
+
+
+async def test_offline_control_through_the_store(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=5)
+    await engine.run()
+    cid = engine.best.id
+    await engine.close()
+    store = await Store(tmp_path).open()
+    await control.accept(store, "r1", cid, "ship it")
+    with pytest.raises(InputError):
+        await control.accept(store, "r1", 99999, "")
+    await store.close()
+    rs = ReadStore(tmp_path)
+    assert build_report(rs, "r1")["accepted"] == [cid]
+    rs.close()
+
+
+async def test_stop_conditions(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=None, target_speedup=1.5)
+    assert await engine.run() == "finished"
+    assert engine.best.speedup >= 1.5 and "target" in engine.stop_reason
+    await engine.close()
+    engine, ex = await make_engine(tmp_path / "p", max_evals=None, patience=5)
+    assert await engine.run() == "finished"
+    assert "no new best" in engine.stop_reason
+    await engine.close()
