@@ -87,6 +87,7 @@ class LocalExecutor:
                     return JobResult(spec.job_id, JobStatus.ERROR, error=f"cannot start {spec.argv[0]}: {exc}",
                                      duration_s=time.monotonic() - started, gpus=gpus)
                 self._running[spec.job_id] = proc.pid
+                (job_dir / ".pgid").write_text(str(proc.pid))   # for reconcile after an engine crash
                 status = JobStatus.OK
                 try:
                     await asyncio.wait_for(proc.wait(), timeout=spec.timeout_s)
@@ -128,6 +129,25 @@ class LocalExecutor:
             await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
         except asyncio.TimeoutError:
             pass
+
+    async def reconcile(self, keep: set[str]) -> list[str]:
+        """Kill what a dead engine left running here. Local jobs are never adopted: the engine runs
+        unfinished ones again, so every leftover group is killed (keep is accepted for the interface)."""
+        killed = []
+        for job_dir in self.work_dir.iterdir() if self.work_dir.is_dir() else []:
+            pgid_file = job_dir / ".pgid"
+            if not pgid_file.is_file():
+                continue
+            try:
+                pgid = int(pgid_file.read_text())
+                cwd = Path(os.readlink(f"/proc/{pgid}/cwd")).resolve()
+            except (OSError, ValueError):
+                cwd = None
+            if cwd is not None and cwd == job_dir.resolve():   # still ours, not a recycled pid
+                kill_group(pgid)
+                killed.append(job_dir.name)
+            shutil.rmtree(job_dir, ignore_errors=True)
+        return killed
 
     async def close(self) -> None:
         for pgid in list(self._running.values()):
