@@ -19,6 +19,7 @@ from ..llm.budget import Budget
 from ..llm.clients import ChatRequest
 from ..llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
 from ..llm.errors import LLMError
+from ..llm.keys import redact
 from ..llm.meta import MetaSummarizer, load_recommendations
 from ..llm.models import ModelSpec, parse_model, parse_models
 from ..llm.novelty import EmbeddingNovelty, NoveltyCheck, ShingleNovelty
@@ -153,6 +154,8 @@ class LLMMutator:
                 else:
                     child = apply_blocks_answer(parent.source, out.text)
                 check_child(parent.source, child)
+                if redact(child) != child:
+                    raise EditError("the program contains something shaped like an API key; remove it")
             except EditError as err:
                 log.info("%s: answer %d rejected: %s", model, attempt + 1, err)
                 messages.append({"role": "user", "content": rejection_message(str(err), kind)})
@@ -168,7 +171,7 @@ class LLMMutator:
                 messages.append({"role": "user", "content": novelty_message(similarity)})
                 continue
             return Proposal(source=child, operator=OPERATORS[kind], mutator=f"llm:{model}",
-                            note=_note(out.text), llm_call_ids=call_ids)
+                            note=_note(redact(out.text)), llm_call_ids=call_ids)
         log.info("%s: no valid, novel answer after %d attempts", model, 1 + max(0, ctx.feedback_attempts))
         return None
 
