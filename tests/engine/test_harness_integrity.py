@@ -26,6 +26,13 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None,
 RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p, int rank) {\n'
 RUN_TAIL = "  return 0;\n}\n// EVOLVE-BLOCK-END"
 COPY_LINE = "    const float* src = p->scratch[peer];\n"
+SEED_COPY_LOOP = """  for (int s = 0; s < p->ranks; ++s) {
+    const int peer = kStagger ? (rank + s) % p->ranks : s;
+    const float* src = p->scratch[peer];
+    float* dst = p->out[rank] + (size_t)peer * N;
+    for (int i = 0; i < p->M; ++i) memcpy(dst + (size_t)i * ld, src + (size_t)i * N, sizeof(float) * N);
+  }
+"""
 
 # libc functions the bad candidates need, declared inside the block (no preprocessor lines allowed).
 DECLS = ('extern "C" int open(const char*, int, ...);\n'
@@ -84,6 +91,12 @@ def bad_candidates(seed: str) -> dict[str, str]:
         "detached_thread": edit(seed, tail=(
             "  std::thread([] { std::this_thread::sleep_for(std::chrono::seconds(3)); }).detach();\n")),
         "writes_input": edit(seed, tail="  if (rank == 0) const_cast<float*>(p->A)[0] += 1.0f;\n"),
+        # The all-gather moved onto a detached thread that finishes a millisecond or two after
+        # cuco_run returned: the copy is never timed.
+        "late_copy_thread": edit(seed, replace=(SEED_COPY_LOOP, (
+            "  std::thread([p, rank, N, ld] {\n"
+            + SEED_COPY_LOOP.replace("\n  ", "\n    ").replace("  for (int s", "    for (int s", 1)
+            + "  }).detach();\n"))),
         "forged_result_exit": edit(seed, decls=DECLS, head=(
             "  if (rank == 0) {\n"
             + write_file.format(path="result.json", text=c_string(FORGED_VERIFY))
@@ -254,3 +267,14 @@ def test_forged_result_then__exit_is_not_believed(results):
     if not out.stages or out.stages[0].status != "ok":   # a broken test candidate is a real failure
         pytest.fail(f"the forging candidate did not build: {out.feedback}")
     assert out.status != "done", f"believed a forged result: speedup {out.speedup}"
+
+
+@pytest.mark.xfail(reason="BUG: workloads/_harness/cpu/harness.cpp Runner::candidate_call waits up to 50 ms for "
+                          "threads the candidate left running to finish instead of failing: work moved onto a "
+                          "detached thread that ends within 50 ms is verified correct but never timed "
+                          "(status done, speedup > 1 from untimed work)", raises=AssertionError, strict=True)
+def test_work_finished_on_a_detached_thread_after_return_is_not_believed(results):
+    out = outcome(results, "late_copy_thread")
+    if not out.stages or out.stages[0].status != "ok":
+        pytest.fail(f"the late-copy candidate did not build: {out.feedback}")
+    assert out.status != "done", f"untimed work believed: speedup {out.speedup}"
