@@ -8,6 +8,7 @@ workers that report with `CommandDone`.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Input, Log, Static, TabbedContent
 from textual.worker import Worker, WorkerState
@@ -40,6 +42,18 @@ LOG_LINES = 2000
 REFRESH_S = 1.0          # header/islands/plot recomputed from the store at most this often
 DETAIL_DEBOUNCE_S = 0.12
 TERMINAL_STATES = ("stopped", "finished", "failed")
+
+
+def _ui_guard(handler: Any) -> Any:
+    """Drop a message that arrives while the app shuts down (its widgets are gone)."""
+    @functools.wraps(handler)
+    def wrapper(self: Any, message: Any) -> None:
+        try:
+            handler(self, message)
+        except NoMatches:
+            if self.is_running and self.screen_stack:
+                raise
+    return wrapper
 
 
 def _hms(ts: float | None) -> str:
@@ -124,6 +138,13 @@ class CucoApp(App):
         for theme in THEMES:
             self.register_theme(theme)
 
+    @property
+    def _main(self) -> Any:
+        """The main screen (queries must not hit a modal on top of it)."""
+        if not self.screen_stack:
+            raise NoMatches("the app is shutting down")
+        return self.screen_stack[0]
+
     # ---- layout
 
     def compose(self) -> ComposeResult:
@@ -152,14 +173,14 @@ class CucoApp(App):
             self.set_keymap(self.settings.keymap)
         for problem in self.settings.problems:
             self.notify(problem, severity="warning")
-        self.query_one(CandidatesTable).focus()
+        self._main.query_one(CandidatesTable).focus()
         self._set_banner(None if self.socket_path else
                          f"read-only: no live engine (restart: cuco resume {self.run_id})")
         self._initial_load()
         self.set_interval(REFRESH_S, self._tick)
 
     def _set_banner(self, text: str | None) -> None:
-        banner = self.query_one("#banner", Static)
+        banner = self._main.query_one("#banner", Static)
         banner.update(text or "")
         banner.set_class(bool(text), "shown")
 
@@ -175,7 +196,7 @@ class CucoApp(App):
         self.post_message(SummaryLoaded(self.view.summary(self.run_id), self.view.islands(self.run_id)))
         lines = [line for line in map(event_line, recent) if line]
         if lines:
-            self.call_from_thread(self.query_one("#engine-log", Log).write_lines, lines)
+            self.call_from_thread(self._main.query_one("#engine-log", Log).write_lines, lines)
         if self.socket_path:
             self.call_from_thread(self._link, since)
 
@@ -208,21 +229,23 @@ class CucoApp(App):
             self._load_candidates(self.filter_text)
 
     def _plot_visible(self) -> bool:
-        return self.query_one(DetailTabs).active == "tab-plot"
+        return self._main.query_one(DetailTabs).active == "tab-plot"
 
+    @_ui_guard
     @on(SummaryLoaded)
     def _summary_loaded(self, message: SummaryLoaded) -> None:
         if self.live and self.summary.get("state"):
             message.summary["state"] = self.summary["state"]   # the engine's word is newer than the row
         self.summary = message.summary
-        header = self.query_one(RunHeader)
+        header = self._main.query_one(RunHeader)
         header.live = self.live
         header.summary = self.summary
-        self.query_one(IslandsTable).show(message.islands)
+        self._main.query_one(IslandsTable).show(message.islands)
 
+    @_ui_guard
     @on(CandidatesLoaded)
     def _candidates_loaded(self, message: CandidatesLoaded) -> None:
-        self.query_one(CandidatesTable).load(message.rows, message.filter_text)
+        self._main.query_one(CandidatesTable).load(message.rows, message.filter_text)
 
     @on(CandidateSelected)
     def _candidate_selected(self, message: CandidateSelected) -> None:
@@ -239,14 +262,18 @@ class CucoApp(App):
         if self._pending_detail is not None:
             self._load_detail(self._pending_detail)
 
+    @_ui_guard
     @on(DetailLoaded)
     def _detail_loaded(self, message: DetailLoaded) -> None:
         self.detail = message.detail
-        self.query_one(DetailTabs).show(message.detail)
+        for tabs in self._main.query(DetailTabs):      # absent while the app shuts down
+            tabs.show(message.detail)
 
+    @_ui_guard
     @on(ScoresLoaded)
     def _scores_loaded(self, message: ScoresLoaded) -> None:
-        self.query_one(ScorePlot).show(message.points)
+        for plot in self._main.query(ScorePlot):
+            plot.show(message.points)
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
@@ -280,6 +307,7 @@ class CucoApp(App):
             self.client = None
             await client.close()
 
+    @_ui_guard
     @on(EngineConnected)
     def _connected(self, message: EngineConnected) -> None:
         self.live = True
@@ -287,16 +315,17 @@ class CucoApp(App):
         if status.get("state"):
             self.summary["state"] = status["state"]
         self.summary["nodes"] = status.get("nodes") or self.summary.get("nodes") or []
-        header = self.query_one(RunHeader)
+        header = self._main.query_one(RunHeader)
         header.live = True
         header.summary = self.summary
         self._set_banner(None)
         self._dirty = True
 
+    @_ui_guard
     @on(EngineLost)
     def _lost(self, message: EngineLost) -> None:
         self.live = False
-        self.query_one(RunHeader).live = False
+        self._main.query_one(RunHeader).live = False
         state = self.summary.get("state")
         if state in TERMINAL_STATES:
             self._set_banner(f"the run is {state}; the store is open read-only")
@@ -305,9 +334,10 @@ class CucoApp(App):
                              f"restart it with: cuco resume {self.run_id}")
         self._dirty = True
 
+    @_ui_guard
     @on(EngineEvents)
     def _events(self, message: EngineEvents) -> None:
-        table = self.query_one(CandidatesTable)
+        table = self._main.query_one(CandidatesTable)
         lines: list[str] = []
         selected_touched = False
         with self.batch_update():
@@ -345,8 +375,8 @@ class CucoApp(App):
                 if line:
                     lines.append(line)
             if lines:
-                self.query_one("#engine-log", Log).write_lines(lines)
-            header = self.query_one(RunHeader)
+                self._main.query_one("#engine-log", Log).write_lines(lines)
+            header = self._main.query_one(RunHeader)
             header.summary = self.summary
         self.events_applied += len(message.events)
         if selected_touched and self.selected_id is not None:
@@ -374,6 +404,7 @@ class CucoApp(App):
             return
         self.post_message(CommandDone(op, True, "", reply))
 
+    @_ui_guard
     @on(CommandDone)
     def _command_done(self, message: CommandDone) -> None:
         if not message.ok:
@@ -382,7 +413,7 @@ class CucoApp(App):
         status = message.reply.get("status") or {}
         if status.get("state"):
             self.summary["state"] = status["state"]
-            self.query_one(RunHeader).summary = self.summary
+            self._main.query_one(RunHeader).summary = self.summary
         if message.op == "fork":
             new_run = message.reply.get("new_run")
             self.notify(f"forked {new_run} (paused)")
@@ -405,7 +436,7 @@ class CucoApp(App):
             self.send_command("pause", hard=True)
 
     def _selected(self, what: str) -> int | None:
-        cid = self.query_one(CandidatesTable).selected_id()
+        cid = self._main.query_one(CandidatesTable).selected_id()
         if cid is None:
             self.notify(f"{what}: select a candidate first", severity="warning")
         return cid
@@ -433,7 +464,7 @@ class CucoApp(App):
     def action_fork(self) -> None:
         if not self._need_live("fork"):
             return
-        cid = self.query_one(CandidatesTable).selected_id()
+        cid = self._main.query_one(CandidatesTable).selected_id()
 
         def done(request: ForkRequest | None) -> None:
             if request is not None:
@@ -481,7 +512,7 @@ class CucoApp(App):
             self.notify(f"{editor}: {exc}", severity="error")
 
     def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+        box = self._main.query_one("#filter", Input)
         box.add_class("shown")
         box.value = self.filter_text
         box.focus()
@@ -496,15 +527,15 @@ class CucoApp(App):
             return
         self.filter_text = text
         event.input.remove_class("shown")
-        self.query_one(CandidatesTable).focus()
+        self._main.query_one(CandidatesTable).focus()
         self._load_candidates(text)
 
     def on_key(self, event: Any) -> None:
         if event.key == "escape":
-            box = self.query_one("#filter", Input)
+            box = self._main.query_one("#filter", Input)
             if box.has_class("shown") and self.screen is self.screen_stack[0]:
                 box.remove_class("shown")
-                self.query_one(CandidatesTable).focus()
+                self._main.query_one(CandidatesTable).focus()
                 event.stop()
 
     def action_show_nodes(self) -> None:
@@ -521,10 +552,10 @@ class CucoApp(App):
     def action_focus_pane(self, pane: str) -> None:
         target = {"islands": "#islands", "candidates": "#candidates", "detail": "#detail",
                   "log": "#engine-log"}[pane]
-        self.query_one(target).focus()
+        self._main.query_one(target).focus()
 
     def action_show_plot(self) -> None:
-        self.query_one(DetailTabs).active = "tab-plot"
+        self._main.query_one(DetailTabs).active = "tab-plot"
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(describe_bindings(self), self.settings.source))
@@ -558,7 +589,7 @@ class CucoApp(App):
     # ---- for the command palette
 
     def palette_candidates(self) -> list[tuple[int, str]]:
-        table = self.query_one(CandidatesTable)
+        table = self._main.query_one(CandidatesTable)
         out = []
         for row_key in list(table.rows)[-2000:]:
             row = table.get_row(row_key)
@@ -572,7 +603,7 @@ class CucoApp(App):
         return [n.get("name", "?") for n in self.summary.get("nodes") or []]
 
     def select_candidate(self, candidate_id: int) -> None:
-        if not self.query_one(CandidatesTable).select(candidate_id):
+        if not self._main.query_one(CandidatesTable).select(candidate_id):
             self.notify(f"#{candidate_id} is not in the visible window; filter with id={candidate_id}")
 
     async def on_unmount(self) -> None:

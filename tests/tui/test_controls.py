@@ -169,7 +169,7 @@ async def test_read_only_without_engine(tmp_path):
     import sys
     sys.path.insert(0, str(Path(__file__).parent))
     from storefill import fill_store
-    fill_store(tmp_path, run_id="ro-1", n=12)
+    await asyncio.to_thread(fill_store, tmp_path, run_id="ro-1", n=12)
     app = CucoApp(tmp_path, "ro-1")
     async with app.run_test(size=(80, 24)) as pilot:
         await app.workers.wait_for_complete()
