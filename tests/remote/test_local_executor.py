@@ -99,6 +99,13 @@ async def test_timeout_kills_the_whole_process_group(executor: LocalExecutor, tm
     assert executor.slots.cpu_busy == 0
 
 
+async def test_stragglers_of_a_finished_job_die_with_it(executor: LocalExecutor, tmp_path: Path):
+    res = await executor.run(JobSpec(job_id="quick", argv=["sh", "-c", "sleep 300 & echo bye"], timeout_s=30))
+    assert res.ok and "bye" in res.log
+    (job_dir,) = (tmp_path / "jobs").glob("quick-*")
+    assert await gone(job_dir) == []
+
+
 async def test_cancelling_the_awaiting_task_kills_the_group(executor: LocalExecutor, tmp_path: Path):
     task = asyncio.create_task(executor.run(JobSpec(job_id="cancel", argv=["sh", "-c", SPAWNER], timeout_s=120)))
     marker = None
