@@ -36,6 +36,7 @@ def _add_run_settings(p: argparse.ArgumentParser) -> None:
     p.add_argument("--islands", type=int, help="number of islands (default 2)")
     p.add_argument("--concurrency", type=int, help="evaluations in flight at once (default 2)")
     p.add_argument("--seed", type=int, help="random seed of the search (default 0)")
+    p.add_argument("--ranks", type=int, help="ranks (GPUs) per job, e.g. 4 (default: the workload's)")
 
 
 def config_from_args(args: argparse.Namespace):
@@ -43,7 +44,8 @@ def config_from_args(args: argparse.Namespace):
     config = RunConfig()
     for attr, field in (("max_evals", "max_evals"), ("max_minutes", "max_minutes"),
                         ("target_speedup", "target_speedup"), ("patience", "patience"), ("islands", "islands"),
-                        ("concurrency", "concurrency"), ("seed", "seed"), ("budget_usd", "budget_usd")):
+                        ("concurrency", "concurrency"), ("seed", "seed"), ("budget_usd", "budget_usd"),
+                        ("ranks", "ranks")):
         value = getattr(args, attr, None)
         if value is not None:
             setattr(config, field, value)

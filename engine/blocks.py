@@ -6,6 +6,7 @@ Also the two in-block annotations: `// cuco:design k=v ...` (a candidate's desig
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -31,11 +32,19 @@ class Block:
 
 
 def parse_blocks(source: str) -> list[Block]:
+    return list(_parse_blocks_cached(source))
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_blocks_cached(source: str) -> tuple[Block, ...]:
+    """Sources are immutable strings and the engine parses the same few parents again and again."""
     lines = source.splitlines(keepends=True)
     blocks: list[Block] = []
     open_at: int | None = None
     open_name = ""
     for i, line in enumerate(lines):
+        if "EVOLVE-BLOCK" not in line:
+            continue
         m = _START_RE.match(line)
         if m:
             if open_at is not None:
@@ -53,7 +62,7 @@ def parse_blocks(source: str) -> list[Block]:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise BlockError(f"block names must be unique; repeated: {', '.join(sorted(dup))}")
-    return blocks
+    return tuple(blocks)
 
 
 def check_block_bodies(source: str) -> None:
@@ -124,6 +133,8 @@ def design_annotations(source: str) -> dict[str, str]:
     point: dict[str, str] = {}
     for block in parse_blocks(source):
         for line in block.body.splitlines():
+            if "cuco:design" not in line:
+                continue
             m = _DESIGN_RE.search(line)
             if m:
                 for item in m.group(1).split():
@@ -137,25 +148,41 @@ def knob_values(source: str) -> dict[str, str]:
     values: dict[str, str] = {}
     for block in parse_blocks(source):
         for line in block.body.splitlines():
+            if "cuco:knob" not in line:
+                continue
             m = _KNOB_RE.search(line)
             if m:
                 values[m.group(2)] = m.group(1).strip()
     return values
 
 
+@functools.lru_cache(maxsize=64)
+def _knob_pattern(knob: str) -> re.Pattern:
+    return re.compile(r"(=\s*)([^;=\n]+?)(\s*;\s*//\s*cuco:knob\s+" + re.escape(knob) + r"\b)")
+
+
 def set_knob(source: str, knob: str, value: str) -> str:
     """Rewrite every `= X; // cuco:knob knob` inside blocks to `= value;`."""
-    bodies = {}
-    pattern = re.compile(r"(=\s*)([^;=]+?)(\s*;\s*//\s*cuco:knob\s+" + re.escape(knob) + r"\b)")
+    pattern = _knob_pattern(knob)
+    spans = [(b.start, b.end) for b in parse_blocks(source)]
+
+    def inside(pos: int) -> bool:
+        line = source.count("\n", 0, pos)
+        return any(start < line < end for start, end in spans)
+
     found = False
-    for block in parse_blocks(source):
-        new_body, n = pattern.subn(lambda m: m.group(1) + value + m.group(3), block.body)
-        if n:
-            found = True
-            bodies[block.name] = new_body
+
+    def sub(m: re.Match) -> str:
+        nonlocal found
+        if not inside(m.start()):
+            return m.group(0)
+        found = True
+        return m.group(1) + value + m.group(3)
+
+    out = pattern.sub(sub, source)
     if not found:
         raise BlockError(f"no `// cuco:knob {knob}` line inside an EVOLVE-BLOCK")
-    return replace_blocks(source, bodies)
+    return out
 
 
 def set_design(source: str, point: dict[str, str]) -> str:

@@ -34,6 +34,7 @@ class RunConfig:
     mutator: str = "design-space"             # design-space | llm (llm needs --llm)
     cluster: str | None = None                # path of cluster.yaml; None = local executor
     reverify_best: bool = True                # a new best is re-measured on a fresh seed before it counts
+    ranks: int | None = None                  # ranks (GPUs) per job; None = the workload's default
 
     def validate(self, source: str = "run config") -> "RunConfig":
         def bad(field_name: str, msg: str) -> InputError:
@@ -60,6 +61,8 @@ class RunConfig:
             raise bad("mutator", f"must be one of {', '.join(MUTATORS)} (got {self.mutator!r})")
         if self.mutator == "llm" and not self.llm:
             raise bad("llm", "the llm mutator needs at least one model (--llm PROVIDER:MODEL)")
+        if self.ranks is not None and self.ranks < 1:
+            raise bad("ranks", f"must be >= 1 (got {self.ranks})")
         if self.budget_usd is not None and self.budget_usd < 0:
             raise bad("budget_usd", "must be >= 0")
         return self

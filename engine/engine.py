@@ -75,6 +75,8 @@ class Cand:
 
 class Engine:
     def __init__(self, store: Store, run_id: str, workload: Workload, config: RunConfig, executor: Executor):
+        if config.ranks is not None and config.ranks != workload.ranks:
+            workload = workload.with_ranks(config.ranks)
         self.store = store
         self.run_id = run_id
         self.workload = workload
@@ -102,6 +104,10 @@ class Engine:
         self._owns_executor = False
         self._frozen = FrozenObjectCache()
         self._attempt = 0
+        self._n_final = 0                   # evaluated in this run (not fork copies)
+        self._waiting: set[int] = set()     # pending and not in flight
+        self._eligible: dict[int, Cand] = {}
+        self._next_number = 0
 
     # ----- construction -------------------------------------------------------------------------
 
@@ -175,7 +181,7 @@ class Engine:
             if r["parent_id"] in self.cands:
                 self.cands[r["parent_id"]].children += 1
             self.islands.add(c.island, c.id)
-            if c.status in (RUNNING,):
+            if c.status == RUNNING:
                 c.status = PENDING
             self._account(c)
         for m in await self.store.fetchall("SELECT * FROM migrations_log WHERE run_id=? ORDER BY id", (self.run_id,)):
@@ -201,8 +207,14 @@ class Engine:
                     forked=r["origin_id"] is not None)
 
     def _account(self, c: Cand) -> None:
-        """Fold a finished candidate into archive and best."""
+        """Fold a candidate loaded from the store into the counters, archive and best."""
+        self._next_number = max(self._next_number, c.number + 1)
+        if c.status in FINAL_STATUSES and not c.forked:
+            self._n_final += 1
+        if c.status in (PENDING, RUNNING):
+            self._waiting.add(c.id)
         if c.eligible:
+            self._eligible[c.id] = c
             self.archive.offer(c.cell, c.id, c.fitness or 0.0)
             if self.best is None or (c.fitness or 0) > (self.best.fitness or 0):
                 self.best = c
@@ -211,7 +223,7 @@ class Engine:
 
     @property
     def evaluated(self) -> int:
-        return sum(1 for c in self.cands.values() if c.status in FINAL_STATUSES and not c.forked)
+        return self._n_final
 
     def elapsed_s(self) -> float:
         return self.elapsed_before + (time.monotonic() - self.started)
@@ -261,22 +273,26 @@ class Engine:
 
     async def accept(self, candidate_id: int, note: str = "") -> None:
         await control.accept(self.store, self.run_id, candidate_id, note)
-        if candidate_id in self.cands:
-            self.cands[candidate_id].verdict = "accept"
+        c = self.cands.get(candidate_id)
+        if c is not None:
+            c.verdict = "accept"
+            if c.eligible:
+                self._eligible[c.id] = c
+                self.archive.offer(c.cell, c.id, c.fitness or 0.0)
 
     async def reject(self, candidate_id: int, reason: str) -> None:
         await control.reject(self.store, self.run_id, candidate_id, reason)
         c = self.cands.get(candidate_id)
         if c is not None:
             c.verdict = "reject"
+            self._eligible.pop(c.id, None)
             self.archive.remove(c.id)
             for other in self.cands.values():   # the cell's next-best takes its place
                 if other.cell == c.cell:
                     if other.eligible:
                         self.archive.offer(other.cell, other.id, other.fitness or 0.0)
             if self.best is c:
-                eligible = [x for x in self.cands.values() if x.eligible]
-                self.best = max(eligible, key=lambda x: x.fitness or 0, default=None)
+                self.best = max(self._eligible.values(), key=lambda x: x.fitness or 0, default=None)
 
     async def fork(self, from_candidate: int | None = None, name: str | None = None,
                    overrides: dict | None = None) -> str:
@@ -310,8 +326,7 @@ class Engine:
         return None
 
     def _pending_idle(self) -> list[Cand]:
-        return sorted((c for c in self.cands.values() if c.status in (PENDING, RUNNING) and c.id not in self._inflight),
-                      key=lambda c: c.id)
+        return [self.cands[i] for i in sorted(self._waiting)]
 
     def _may_propose(self) -> bool:
         if self._stop or not self._resume.is_set():
@@ -321,7 +336,7 @@ class Engine:
         queued = len(self._inflight) + len(self._pending_idle())
         if self.config.max_evals is not None and self.evaluated + queued >= self.config.max_evals:
             return False
-        return not self._pending_idle()
+        return not self._waiting
 
     async def run(self) -> str:
         """Run until a stop condition or stop(); returns the final state."""
@@ -408,7 +423,7 @@ class Engine:
         members = [self.cands[m] for m in self.islands.islands[island].members if m in self.cands]
         pool = [c for c in members if c.eligible]
         if not pool:
-            pool = [c for c in self.cands.values() if c.eligible]
+            pool = list(self._eligible.values())
         if not pool:
             return None
         fit = [c.fitness or 0.0 for c in pool]
@@ -417,14 +432,14 @@ class Engine:
         return power_law(pool, fit, rng, self.config.power_law_alpha)
 
     async def _propose(self) -> Cand | None:
-        number = 1 + max((c.number for c in self.cands.values()), default=-1)
+        number = self._next_number
         self._attempt += 1   # a retry after a duplicate must not replay the same draw
         rng = random.Random(f"{self.config.seed}:{self.run_id}:{number}:{self._attempt}")
         island = self.islands.pick_island(number)
         parent = self._pick_parent(island, rng)
         if parent is None:
             raise _NotReady()
-        eligible = [c for c in self.cands.values() if c.eligible and c.id != parent.id]
+        eligible = [c for c in self._eligible.values() if c.id != parent.id]
         top = sorted((c for c in eligible if c.island == island), key=lambda c: -(c.fitness or 0))
         inspirations = top[:self.config.top_inspirations]
         archive_ids = [e.candidate_id for e in self.archive.elites() if e.candidate_id != parent.id]
@@ -490,6 +505,8 @@ class Engine:
                  proposal.operator)
         self.cands[cid] = c
         self.by_hash.add(digest)
+        self._waiting.add(cid)
+        self._next_number = max(self._next_number, number + 1)
         if parent is None:   # the seed starts every island
             for i in range(len(self.islands)):
                 self.islands.add(i, cid)
@@ -500,6 +517,7 @@ class Engine:
     # ----- evaluation -------------------------------------------------------------------------
 
     def _start_evaluation(self, c: Cand) -> None:
+        self._waiting.discard(c.id)
         task = asyncio.create_task(self._evaluate(c), name=f"eval-{c.id}")
         self._inflight[c.id] = task
         task.add_done_callback(lambda _t, cid=c.id: (self._inflight.pop(cid, None), self._wake.set()))
@@ -509,9 +527,11 @@ class Engine:
         job_prefix = f"{self.run_id}-c{c.id}"
 
         async def on_stage(stage: str, rec: StageRecord | None) -> None:
+            if rec is not None:
+                return   # a stage's end is written with the result, in one transaction
             async with self.store.transaction() as tx:
                 now = time.time()
-                if rec is None:
+                if True:
                     await tx.execute("UPDATE candidates SET status=? WHERE id=?", (RUNNING, c.id))
                     await tx.execute(
                         "INSERT INTO jobs (id, run_id, candidate_id, stage, state, created_at, updated_at) "
@@ -519,9 +539,6 @@ class Engine:
                         "attempts=attempts+1, updated_at=excluded.updated_at",
                         (f"{job_prefix}-{stage}", self.run_id, c.id, stage, "running", now, now))
                     await tx.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
-                else:
-                    await tx.execute("UPDATE jobs SET state='done', node=?, updated_at=? WHERE id=?",
-                                     (rec.node, now, f"{job_prefix}-{stage}"))
             c.status = RUNNING
 
         seed_base = random.Random(f"{self.config.seed}:{self.run_id}:eval:{c.number}").randrange(1, 2**31)
@@ -542,6 +559,7 @@ class Engine:
 
     async def _back_to_pending(self, c: Cand) -> None:
         c.status = PENDING
+        self._waiting.add(c.id)
         async with self.store.transaction() as tx:
             await tx.execute("UPDATE candidates SET status=? WHERE id=?", (PENDING, c.id))
             await tx.execute("UPDATE jobs SET state='cancelled' WHERE candidate_id=? AND state='running'", (c.id,))
@@ -552,6 +570,8 @@ class Engine:
         now = time.time()
         is_seed = c.number == 0 and c.operator == "seed"
         async with self.store.transaction() as tx:
+            await tx.execute("UPDATE jobs SET state='done', updated_at=? WHERE candidate_id=? AND state='running'",
+                             (now, c.id))
             for rec in outcome.stages:
                 log_hash = self.store.blobs.put_text(rec.log) if rec.log else None
                 await tx.insert(
@@ -570,8 +590,12 @@ class Engine:
             if is_seed and outcome.baseline_ms is not None:
                 self.baseline_ms = outcome.baseline_ms
                 await tx.execute("UPDATE runs SET baseline_time_ms=? WHERE id=?", (outcome.baseline_ms, self.run_id))
+            if c.status not in FINAL_STATUSES:
+                self._n_final += 1
             c.status, c.fitness, c.speedup, c.time_ms, c.reason = (outcome.status, fitness, outcome.speedup,
                                                                   outcome.time_ms, reason)
+            if c.eligible:
+                self._eligible[c.id] = c
             c.metrics = outcome.metrics or {}
             if c.eligible and self.archive.offer(c.cell, c.id, fitness or 0.0):
                 await tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",

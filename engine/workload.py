@@ -5,6 +5,7 @@ Every problem is an `InputError` naming the file and the field. The format: docs
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ class Workload:
     task: str = ""
     api_notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    all_configs: list[ProblemConfig] = field(default_factory=list)   # before the ranks filter
 
     @property
     def candidate_name(self) -> str:
@@ -68,6 +70,16 @@ class Workload:
     @property
     def bench_configs(self) -> list[ProblemConfig]:
         return [c for c in self.configs if c.bench]
+
+    def with_ranks(self, ranks: int) -> "Workload":
+        """The same workload for jobs of `ranks` ranks (GPUs for CUDA): configs that name another
+        size in `params.ranks` are left out."""
+        configs = [c for c in self.all_configs if c.params.get("ranks") in (None, ranks)]
+        if not configs or not any(c.bench for c in configs):
+            raise InputError(str(self.root / "workload.yaml"), "configs",
+                             f"no bench config applies to {ranks} ranks (see params.ranks)")
+        return dataclasses.replace(self, ranks=ranks, configs=configs, all_configs=self.all_configs,
+                                   launch_gpus=ranks if self.language == "cuda" else self.launch_gpus)
 
 
 def resolve_workload_path(spec: str, cwd: Path | None = None) -> Path:
@@ -229,7 +241,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
 
     space = _load_design_space(f, yaml_file, root, seed_source)
     llm = f.sub("llm", required=False)
-    return Workload(
+    workload = Workload(
         name=name, description=f.get("description", str, default=""), language=language, ranks=ranks,
         root=root, candidate_file=candidate_file, seed_source=seed_source, harness_files=harness_files,
         harness_sources=harness_sources, build_command=build_command, build_nccl=build_nccl,
@@ -237,7 +249,8 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
         launch_command=launch_command, launch_gpus=launch_gpus, launch_env=launch_env, timeouts=timeouts,
         warmup=warmup, iters=iters, configs=configs, tolerances=tolerances, design_space=space,
         task=llm.get("task", str, default=""), api_notes=llm.get("api_notes", str, default=""),
-        extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS})
+        extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS}, all_configs=configs)
+    return workload.with_ranks(ranks)
 
 
 _KNOWN_KEYS = {"name", "description", "language", "ranks", "candidate", "harness", "build", "launch",
@@ -276,11 +289,6 @@ def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str
         if default not in values_t:
             raise d.error("default", f"{default!r} is not one of {list(values_t)}")
         dims[name] = Dimension(name, values_t, default, d.get("knob", bool, default=False))
-    knob_lines = blocks.knob_values(seed_source)
-    for d in dims.values():
-        if d.knob and d.name not in knob_lines:
-            raise InputError(str(yaml_file), f"design_space.dimensions.{d.name}",
-                             f"is a knob but the candidate has no `// cuco:knob {d.name}` line in a block")
     archive = ds.get("archive", list, default=[d.name for d in dims.values() if not d.knob])
     for i, a in enumerate(archive):
         if a not in dims:
@@ -310,4 +318,14 @@ def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str
             if val not in dims[k].values:
                 raise InputError(str(yaml_file), v.path(f"point.{k}"), f"{val!r} is not one of {list(dims[k].values)}")
         variants.append(Variant(vname, vfile, point, bodies))
+    # A knob must have a line to rewrite somewhere: in the seed or in a variant.
+    knob_lines = set(blocks.knob_values(seed_source))
+    for v in variants:
+        knob_lines |= set(blocks.knob_values("\n".join(f"// EVOLVE-BLOCK-START {n}\n{b}// EVOLVE-BLOCK-END"
+                                                        for n, b in v.bodies.items())))
+    for d in dims.values():
+        if d.knob and d.name not in knob_lines:
+            raise InputError(str(yaml_file), f"design_space.dimensions.{d.name}",
+                             f"is a knob but neither the candidate nor a variant has a `// cuco:knob {d.name}` "
+                             "line in a block")
     return DesignSpace(dims, tuple(archive), variants)
