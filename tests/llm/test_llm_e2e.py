@@ -42,9 +42,14 @@ def responder():
             return Reply("I cannot find the knob.")
         old = int(m.group(1))
         new = next(v for v in (VALUES[next(counter) % len(VALUES)] for _ in range(len(VALUES))) if v != old)
-        diff = (f"Use {new}-row chunks.\n<<<<<<< SEARCH\n{m.group(0)}\n=======\n"
-                f"static const int kChunkRows = {new};  // cuco:knob chunk_rows\n>>>>>>> REPLACE\n")
-        return Reply(diff, input_tokens=1000, output_tokens=200)
+        line = f"static const int kChunkRows = {new};  // cuco:knob chunk_rows"
+        if "Answer with the new text of every EVOLVE-BLOCK" in text:    # a full rewrite or a crossover
+            source = parent.split("```\n", 1)[1]
+            block = source[source.index("// EVOLVE-BLOCK-START"):source.index("// EVOLVE-BLOCK-END")]
+            answer = f"Use {new}-row chunks.\n```cpp\n{block.replace(m.group(0), line)}// EVOLVE-BLOCK-END\n```\n"
+        else:
+            answer = f"Use {new}-row chunks.\n<<<<<<< SEARCH\n{m.group(0)}\n=======\n{line}\n>>>>>>> REPLACE\n"
+        return Reply(answer, input_tokens=1000, output_tokens=2000)
 
     return answer
 
@@ -62,7 +67,7 @@ def test_headless_llm_run_stops_at_budget(tmp_path):
     (home / "pricing.yaml").write_text("openai-compat:\n  coder: {input: 1.0, output: 10.0}\n")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PYTHONPATH"] = str(ROOT)
-    budget = 0.1
+    budget = 0.2
     with FakeLLMServer(responder=responder()) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
         run = cuco("run", "demo", "--headless", "--llm", model, "--max-evals", "30", "--budget-usd", str(budget),

@@ -77,8 +77,6 @@ def test_engine_and_remote_code_never_name_key_variables():
     assert offenders == []
 
 
-@pytest.mark.xfail(strict=True, reason="remote/local.py starts jobs with env = dict(os.environ): API keys of the "
-                                       "engine's environment reach the job (owner of remote/ to scrub *_API_KEY)")
 async def test_local_job_environment_has_no_keys(llm_env, tmp_path):
     from remote.local import LocalExecutor
     executor = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=1, gpus=[])
