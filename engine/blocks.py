@@ -16,7 +16,6 @@ _START_RE = re.compile(r"^\s*(?://|#|/\*)?\s*EVOLVE-BLOCK-START\b[ \t]*([A-Za-z0
 _END_RE = re.compile(r"^\s*(?://|#|/\*)?\s*EVOLVE-BLOCK-END\b")
 _DESIGN_RE = re.compile(r"//\s*cuco:design\s+(.*)$")
 _KNOB_RE = re.compile(r"=\s*([^;=]+?)\s*;\s*//\s*cuco:knob\s+([A-Za-z0-9_]+)")
-_PREPROC_RE = re.compile(r"^\s*#")
 
 
 class BlockError(ValueError):
@@ -65,13 +64,53 @@ def _parse_blocks_cached(source: str) -> tuple[Block, ...]:
     return tuple(blocks)
 
 
+def strip_comments(text: str) -> tuple[str, str | None]:
+    """The text with comments blanked out (strings kept), and what is left open at its end, if
+    anything ('comment', 'string'): a block must not open a comment that a later block closes."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                return "".join(out), "comment"
+            out.append(" " + "\n" * text.count("\n", i, j))
+            i = j + 2
+            continue
+        if c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                if text[j] == "\n":
+                    break
+                j += 2 if text[j] == "\\" else 1
+            if j >= n or text[j] != c:
+                return "".join(out), "string"
+            out.append(text[i:j + 1])
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out), None
+
+
+_DIRECTIVE_RE = re.compile(r"^\s*(#|%:|\?\?=)")
+
+
 def check_block_bodies(source: str) -> None:
-    """Reject preprocessor lines inside blocks (a `#define` there could rewrite frozen code)."""
+    """Reject preprocessor directives inside blocks (a `#define` there could rewrite frozen code),
+    however they are spelled: behind a comment, as the `%:` digraph, or as `_Pragma`."""
     for block in parse_blocks(source):
-        for k, line in enumerate(block.body.splitlines()):
-            if _PREPROC_RE.match(line):
+        code, open_at_end = strip_comments(block.body)
+        if open_at_end:
+            raise BlockError(f"EVOLVE-BLOCK '{block.name}' ends inside an unterminated {open_at_end}")
+        for k, line in enumerate(code.splitlines()):
+            if _DIRECTIVE_RE.match(line) or "_Pragma" in line:
                 raise BlockError(f"line {block.start + 2 + k}: preprocessor line inside EVOLVE-BLOCK "
-                                 f"'{block.name}' is not allowed: {line.strip()[:60]}")
+                                 f"'{block.name}' is not allowed: {block.body.splitlines()[k].strip()[:60]}")
 
 
 def frozen_skeleton(source: str) -> list[str]:

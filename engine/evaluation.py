@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import secrets
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -142,11 +143,23 @@ def spec_json(workload: Workload, mode: str, seed: int) -> bytes:
     return json.dumps(spec, sort_keys=True).encode()
 
 
-def run_job(workload: Workload, binary: bytes, mode: str, seed: int, job_id: str) -> JobSpec:
+# The nonce reaches the harness through a pipe on stdin: the file is gone before the binary starts, and
+# a pipe is read once, so code of the candidate's that reads it first leaves the harness without it
+# (which fails the job). The harness echoes it in result.json: a result written by anyone else lacks it.
+NONCE_FILE = ".nonce"
+NONCE_WRAPPER = 'n=$(cat .nonce); rm -f .nonce; printf %s "$n" | exec "$@"'
+
+
+def run_job(workload: Workload, binary: bytes, mode: str, seed: int, job_id: str,
+            nonce: str | None = None) -> JobSpec:
     argv = [a.replace("{binary}", BINARY).replace("{ranks}", str(workload.ranks))
             .replace("{spec}", SPEC).replace("{result}", RESULT) for a in workload.launch_command]
     stage = "verify" if mode == "verify" else "benchmark"
-    return JobSpec(job_id=job_id, argv=argv, files={BINARY: binary, SPEC: spec_json(workload, mode, seed)},
+    files = {BINARY: binary, SPEC: spec_json(workload, mode, seed)}
+    if nonce is not None:
+        argv = ["sh", "-c", NONCE_WRAPPER, "sh", *argv, "--nonce-stdin"]
+        files[NONCE_FILE] = nonce.encode()
+    return JobSpec(job_id=job_id, argv=argv, files=files,
                    executable=[BINARY], outputs=[RESULT], timeout_s=workload.timeouts[stage],
                    gpus=workload.launch_gpus, cpus=max(1, workload.ranks) if mode == "benchmark" else 1,
                    env=dict(workload.launch_env), kind="run")
@@ -205,7 +218,8 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
         mode, stage_seed, suffix = plan[n]
         n += 1
         await hook(mode, None)
-        job = await executor.run(run_job(workload, binary, mode, stage_seed, f"{job_prefix}-{suffix}"))
+        nonce = secrets.token_hex(16) if workload.harness_nonce else None
+        job = await executor.run(run_job(workload, binary, mode, stage_seed, f"{job_prefix}-{suffix}", nonce))
         rec = _record(mode, job)
         stages.append(rec)
         if rec.status != "ok" and not (rec.status == "failed" and RESULT in job.outputs):
@@ -215,7 +229,7 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
             return out
         expected = [c.name for c in (workload.configs if mode == "verify" else workload.bench_configs)]
         try:
-            result = parse_result(job.outputs.get(RESULT), mode, expected)
+            result = parse_result(job.outputs.get(RESULT), mode, expected, nonce)
         except ResultError as exc:
             rec.status = "failed"
             await hook(mode, rec)

@@ -60,7 +60,8 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-def parse_result(data: bytes | None, mode: str, expected_configs: list[str]) -> HarnessResult:
+def parse_result(data: bytes | None, mode: str, expected_configs: list[str],
+                 nonce: str | None = None) -> HarnessResult:
     if data is None:
         raise ResultError("the harness wrote no result.json (it crashed, was killed, or exited early)")
     try:
@@ -77,6 +78,9 @@ def parse_result(data: bytes | None, mode: str, expected_configs: list[str]) -> 
     configs = raw.get("configs")
     if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
         raise ResultError("result.json: 'configs' must be a list of objects")
+    if nonce is not None and raw.get("nonce") != nonce:
+        raise ResultError("result.json does not carry this job's nonce: it was not written by the harness "
+                          "(or the harness did not finish)")
     error = raw.get("error")
     result = HarnessResult(mode, correct, str(error) if error else None, configs, raw.get("env") or {}, raw)
     if not correct:

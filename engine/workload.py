@@ -6,6 +6,7 @@ Every problem is an `InputError` naming the file and the field. The format: docs
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ class Workload:
     build_command: str
     build_nccl: bool
     cache_frozen: bool
+    harness_nonce: bool
     launch_command: list[str]
     launch_gpus: int
     launch_env: dict[str, str]
@@ -121,6 +123,8 @@ class _Fields:
         value = self.data[key]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(key, f"must be a finite number, got {value!r}")
         if isinstance(value, bool) and kind in (int, float):
             raise self.error(key, f"must be a number, got {value!r}")
         if not isinstance(value, kind):
@@ -191,6 +195,8 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
             if key == "sources":
                 harness_sources.append(flat)
 
+    harness_nonce = h.get("nonce", bool, default=False)
+
     b = f.sub("build")
     build_command = b.get("command", str, what="a shell command using {sources} and {binary}")
     for token in ("{sources}", "{binary}"):
@@ -245,7 +251,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
         name=name, description=f.get("description", str, default=""), language=language, ranks=ranks,
         root=root, candidate_file=candidate_file, seed_source=seed_source, harness_files=harness_files,
         harness_sources=harness_sources, build_command=build_command, build_nccl=build_nccl,
-        cache_frozen=cache_frozen,
+        cache_frozen=cache_frozen, harness_nonce=harness_nonce,
         launch_command=launch_command, launch_gpus=launch_gpus, launch_env=launch_env, timeouts=timeouts,
         warmup=warmup, iters=iters, configs=configs, tolerances=tolerances, design_space=space,
         task=llm.get("task", str, default=""), api_notes=llm.get("api_notes", str, default=""),

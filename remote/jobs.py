@@ -54,8 +54,8 @@ class JobSpec:
     def __post_init__(self) -> None:
         if not self.argv:
             raise ValueError(f"job {self.job_id}: empty argv")
-        if self.timeout_s <= 0:
-            raise ValueError(f"job {self.job_id}: timeout_s must be > 0")
+        if not self.timeout_s > 0 or self.timeout_s == float("inf"):   # NaN fails `> 0` too
+            raise ValueError(f"job {self.job_id}: timeout_s must be a positive finite number")
         for rel in list(self.files) + list(self.outputs):
             if rel.startswith("/") or ".." in rel.split("/"):
                 raise ValueError(f"job {self.job_id}: path {rel!r} must stay inside the job directory")

@@ -19,6 +19,15 @@ from .jobs import JobResult, JobSpec, JobStatus, NodeState, tail_text
 from .slots import SlotTable
 
 KILL_GRACE_S = 2.0
+# Jobs run candidate code: they never see the engine's secrets (API keys and the like).
+SECRET_MARKERS = ("API_KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "ACCESS_KEY")
+
+
+def job_environment(extra: dict[str, str], spec_env: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
+    env.update(extra)
+    env.update(spec_env)
+    return env
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -72,9 +81,7 @@ class LocalExecutor:
                 dest.write_bytes(data)
             for rel in spec.executable:
                 (job_dir / rel).chmod(0o755)
-            env = dict(os.environ)
-            env.update(self.extra_env)
-            env.update(spec.env)
+            env = job_environment(self.extra_env, dict(spec.env))
             if spec.gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
             log_path = job_dir / ".log"

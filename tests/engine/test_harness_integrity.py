@@ -224,7 +224,7 @@ def test_segfault_fails(results):
     out = outcome(results, "segfault")
     assert out.status == "failed"
     assert "verify" in out.reason
-    assert out.stages[-1].stage == "verify" and out.stages[-1].rc == -11   # SIGSEGV
+    assert out.stages[-1].stage == "verify" and out.stages[-1].rc in (-11, 128 + 11)   # SIGSEGV (direct or via sh)
     assert out.speedup is None
 
 
@@ -272,13 +272,9 @@ def test_forged_result_then_exit_is_overwritten_by_the_harness(results):
     out = outcome(results, "forged_result_exit")
     assert out.status != "done"
     assert out.speedup is None
-    assert "exit" in out.reason
+    assert "exit" in out.reason or "nonce" in out.reason
 
 
-@pytest.mark.xfail(reason="BUG: a candidate that writes a forged result.json and calls _exit(0) (which skips "
-                          "the harness's atexit guard) is believed: status done, speedup 100x "
-                          "(workloads/_harness/cpu/harness.cpp guard_early_exit + engine/harness_result.py "
-                          "trust any well-formed result.json)", raises=AssertionError, strict=True)
 def test_forged_result_then__exit_is_not_believed(results):
     out = outcome(results, "forged_result__exit")
     if not out.stages or out.stages[0].status != "ok":   # a broken test candidate is a real failure
@@ -286,24 +282,22 @@ def test_forged_result_then__exit_is_not_believed(results):
     assert out.status != "done", f"believed a forged result: speedup {out.speedup}"
 
 
-@pytest.mark.xfail(reason="BUG: workloads/_harness/cpu/harness.cpp Runner::candidate_call waits up to 50 ms for "
-                          "threads the candidate left running to finish instead of failing: work moved onto a "
-                          "detached thread that ends within 50 ms is verified correct but never timed "
-                          "(status done: the copy is never timed)", raises=AssertionError, strict=True)
 def test_work_finished_on_a_detached_thread_after_return_is_not_believed(results):
     out = outcome(results, "late_copy_thread")
     if not out.stages or out.stages[0].status != "ok":
         pytest.fail(f"the late-copy candidate did not build: {out.feedback}")
-    assert out.status != "done", f"untimed work believed: speedup {out.speedup}"
+    # Either refused, or the late copy is inside the timed region: the time covers the thread's work,
+    # so the cheat shows no gain over honest work (it used to report 1.2x by hiding the copy).
+    if out.status == "done":
+        bench = out.metrics["benchmark"]["configs"]
+        assert all(c["candidate_ms"] >= 0.5 * c["baseline_ms"] for c in bench), bench
+        assert out.speedup < 1.5, f"untimed work believed: speedup {out.speedup}"
 
 
-@pytest.mark.xfail(reason="BUG: workloads/_harness/cpu/harness.cpp benchmark mode times every call on the same "
-                          "inputs (fill() once per config) and verifies after the loop on those inputs too: a "
-                          "candidate that replays a saved answer is done with a speedup it never earned "
-                          "(evaluation-integrity.md: fresh inputs per timed call where cheap)",
-                   raises=AssertionError, strict=True)
 def test_replaying_a_cached_answer_is_not_believed(results):
     out = outcome(results, "replay_cache")
     if not out.stages or out.stages[0].status != "ok":
         pytest.fail(f"the replay candidate did not build: {out.feedback}")
-    assert out.status != "done", f"replayed answers believed: speedup {out.speedup}"
+    # Inputs change before every timed call, so a replayed answer never matches: the candidate either
+    # computes honestly (no gain) or is caught with stale output (it used to report 21.5x).
+    assert out.status != "done" or out.speedup < 1.5, f"replayed answers believed: speedup {out.speedup}"

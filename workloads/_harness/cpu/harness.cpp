@@ -105,7 +105,7 @@ int count_threads() {
 // started together after an alignment barrier.
 class RankPool {
  public:
-  explicit RankPool(int ranks) : ranks_(ranks), align_(ranks), dur_(ranks), rc_(ranks) {
+  explicit RankPool(int ranks) : ranks_(ranks), align_(ranks), dur_(ranks), rc_(ranks), start_(ranks) {
     for (int r = 0; r < ranks; ++r) threads_.emplace_back([this, r] { loop(r); });
   }
   ~RankPool() {
@@ -118,7 +118,9 @@ class RankPool {
     for (auto& t : threads_) t.join();
   }
   // Runs fn on every rank; returns the max over ranks of the rank's time in ms; rc != 0 if any failed.
-  double run(const std::function<int(int)>& fn, int* rc) {
+  // The call ends when every rank has returned AND every thread the call started has exited: work
+  // left on a detached thread is timed, and a thread that never ends fails the call.
+  double run(const std::function<int(int)>& fn, int* rc, int base_threads = 0, bool* leaked = nullptr) {
     {
       std::lock_guard<std::mutex> g(mu_);
       fn_ = fn;
@@ -126,13 +128,27 @@ class RankPool {
       ++gen_;
     }
     cv_.notify_all();
-    std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [this] { return remaining_ == 0; });
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      done_cv_.wait(lk, [this] { return remaining_ == 0; });
+    }
     double worst = 0;
     *rc = 0;
     for (int r = 0; r < ranks_; ++r) {
       worst = std::max(worst, dur_[r]);
       if (rc_[r] != 0) *rc = rc_[r];
+    }
+    if (base_threads > 0) {
+      auto t0 = *std::min_element(start_.begin(), start_.end());
+      auto deadline = Clock::now() + std::chrono::seconds(2);
+      while (count_threads() > base_threads) {
+        if (Clock::now() > deadline) {
+          if (leaked) *leaked = true;
+          break;
+        }
+        std::this_thread::yield();
+      }
+      worst = std::max(worst, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
     return worst;
   }
@@ -151,6 +167,7 @@ class RankPool {
       }
       align_.wait();
       auto t0 = Clock::now();
+      start_[r] = t0;
       rc_[r] = fn(r);
       dur_[r] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       {
@@ -163,6 +180,7 @@ class RankPool {
   SpinBarrier align_;
   std::vector<double> dur_;
   std::vector<int> rc_;
+  std::vector<Clock::time_point> start_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
@@ -209,13 +227,15 @@ struct Buffers {
     p.barrier = barrier_trampoline; p.barrier_ctx = &barrier;
   }
 
-  void fill(uint64_t seed) {
+  // New inputs from `seed`; the fp64 reference only when it will be checked.
+  void fill(uint64_t seed, bool with_reference = true) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     for (auto& x : A) x = u(rng);
     for (auto& b : B) for (auto& x : b) x = u(rng);
     A_copy = A;
     B_copy = B;
+    if (!with_reference) return;
     ref.assign((size_t)R * M * N, 0.0);
     refscale.assign((size_t)R * M * N, 0.0);
     for (int r = 0; r < R; ++r)
@@ -313,17 +333,13 @@ struct Runner {
   bool candidate_call(Buffers& b, ConfigResult* res, double* ms, bool poison = true) {
     if (poison) b.poison();
     int rc = 0;
-    double t = pool.run([&](int r) { return cuco_run(&b.p, r); }, &rc);
+    bool leaked = false;
+    double t = pool.run([&](int r) { return cuco_run(&b.p, r); }, &rc, base_threads, &leaked);
     if (ms) *ms = t;
     if (rc != 0) { res->error = "cuco_run returned " + std::to_string(rc); return false; }
-    int extra = 0;
-    for (int tries = 0; tries < 50; ++tries) {
-      extra = count_threads() - base_threads;
-      if (extra <= 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (extra > 0) {
-      res->error = "cuco_run returned while " + std::to_string(extra) + " thread(s) it started were still running";
+    if (leaked) {
+      res->error = "cuco_run returned while " + std::to_string(count_threads() - base_threads) +
+                   " thread(s) it started were still running 2 s later";
       return false;
     }
     if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
@@ -368,6 +384,14 @@ int main(int argc, char** argv) {
   }
   g_mode = spec.at("mode").str;
   std::atexit(guard_early_exit);
+  std::string nonce;
+  for (int i = 1; i < argc; ++i)
+    if (!strcmp(argv[i], "--nonce-stdin")) {
+      char buf[129] = "";
+      size_t n = fread(buf, 1, sizeof buf - 1, stdin);
+      nonce.assign(buf, n);
+      if (nonce.size() < 16) die_with_result(g_mode, "the job's nonce was missing from stdin (read by someone else?)");
+    }
   const bool bench = g_mode == "benchmark";
   const uint64_t seed = (uint64_t)spec.number("seed", 1);
   const int R = (int)spec.number("ranks", 2);
@@ -407,7 +431,10 @@ int main(int argc, char** argv) {
         ok = run.candidate_call(b, &res, nullptr);
       }
       std::vector<double> tb, tc, tcomp, tcomm;
+      const uint64_t base_seed = seed * 7919ULL + std::hash<std::string>{}(res.name) % 1000;
       for (int it = 0; it < iters && ok; ++it) {
+        // Fresh inputs for every timed pair: an answer saved from an earlier call is worthless.
+        b.fill(base_seed + 1000 + it, false);
         // A B on even iterations, B A on odd ones: whatever favours a position cancels out.
         double ms = 0;
         for (int side = 0; side < 2 && ok; ++side) {
@@ -420,7 +447,8 @@ int main(int argc, char** argv) {
           }
         }
       }
-      // Outputs are verified after the timed loop, from one more candidate call on the same inputs.
+      // After the timed loop: new inputs again, one more candidate call, every rank verified.
+      if (ok) b.fill(base_seed + 999999);
       ok = ok && run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
       for (int it = 0; it < iters && ok; ++it) {
         flush_caches();
@@ -466,7 +494,7 @@ int main(int argc, char** argv) {
   }
   char host[256] = "";
   gethostname(host, sizeof host - 1);
-  o += "], \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
+  o += "], \"nonce\": " + quote(nonce) + ", \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
        ", \"ranks\": " + std::to_string(R) + ", \"hw_threads\": " +
        std::to_string(std::thread::hardware_concurrency()) + "}}\n";
   g_finished = true;
