@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The GPU runs of issues 3 and 4, on the device machine (kind nvidia-h200-x4, 4 GPUs), from the repository
+# root, in phases given as arguments (run in the order given):
+#
+#   ga2    `cuco run gemm_allgather --headless --ranks 2` on GPUs 0,1, while the GPU tests run on GPUs 2,3
+#          (tests/gpu/test_ssh_gpu_e2e.py, then tests/gpu/test_cuda_harness_gpu.py with its 12 binaries
+#          built in parallel first)
+#   ga4    `cuco run gemm_allgather --headless --ranks 4` on GPUs 0-3
+#   kv2    `cuco run kv_transfer --headless --ranks 2` on GPUs 0-3 (two 2-GPU jobs at a time)
+#   tests  the GPU tests alone, on GPUs 0,1
+#
+#   tests/gpu/run_gpu_search.sh ga2 ga4      # e.g. one call of the `run` tool
+#
+# The machine has no cuco dependencies beyond its image: the wheels in .whl/ (aiosqlite, asyncssh,
+# cryptography, cffi, pycparser, pytest-asyncio; pytest only if the image's is older than 8.4) are
+# installed into /tmp/site. Each search is bounded by --max-minutes/--max-evals and by `timeout` (SIGTERM:
+# the engine stops and cancels what is in flight). A GPU subset is given to the local executor by an
+# `nvidia-smi` shim earlier on PATH that answers the index query with the subset (CUDA_DEVICE_ORDER is
+# PCI_BUS_ID, as nvidia-smi's order). Everything comes back under $OUT: log (this output),
+# bundle.tar.xz (each run's cuco.db and report JSON, the engine's output, the test logs) and
+# summary.json (the reports). NVLink multicast stays off in every process (exported here, and in each
+# workload's launch.env).
+set -u -o pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-/tmp/cuco-gpu-out}
+SEARCH_MIN=${SEARCH_MIN:-3}           # --max-minutes of each search
+SEARCH_LIMIT_S=${SEARCH_LIMIT_S:-225}  # hard wall limit of each search (timeout, then SIGTERM)
+MAX_EVALS=${MAX_EVALS:-12}
+CONCURRENCY=${CONCURRENCY:-4}
+TESTS_LIMIT_S=${TESTS_LIMIT_S:-240}    # wall limit of tests/gpu/test_cuda_harness_gpu.py
+DEADLINE_S=${DEADLINE_S:-555}          # the whole script ends by then (the `run` tool's limit is 600 s)
+BUNDLE=/tmp/cuco-gpu-bundle
+mkdir -p "$OUT" "$BUNDLE"
+T0=$SECONDS
+left() { echo $((DEADLINE_S - (SECONDS - T0))); }
+
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+
+stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
+
+install_wheels() {
+    [ -d /tmp/site/aiosqlite ] && return 0
+    local wheels
+    wheels=$(ls .whl/*.whl | grep -v '/pytest-[0-9]')
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        $wheels || return 1
+    if ! python3 -c 'import pytest, sys; sys.exit(tuple(map(int, pytest.__version__.split(".")[:2])) < (8, 4))'; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            .whl/pytest-[0-9]*.whl || return 1
+    fi
+}
+
+gpu_shim() {   # gpu_shim 0,1 -> a folder whose nvidia-smi lists only GPUs 0 and 1 to the index query
+    local d=/tmp/cuco-shim-${1//,/_} real
+    real=$(command -v nvidia-smi)
+    mkdir -p "$d"
+    cat > "$d/nvidia-smi" <<EOF
+#!/bin/sh
+case " \$* " in *" --query-gpu=index "*) echo "$1" | tr , '\\n'; exit 0;; esac
+exec "$real" "\$@"
+EOF
+    chmod +x "$d/nvidia-smi"
+    echo "$d"
+}
+
+cuco() { python3 -m cuco_tui.cli "$@"; }
+
+search() {   # search NAME WORKLOAD RANKS GPUS(comma list, or "all")
+    local name=$1 workload=$2 ranks=$3 gpus=$4 home=/tmp/cuco-home-$1 path=$PATH rc limit
+    limit=$(( $(left) - 55 )); [ "$limit" -gt "$SEARCH_LIMIT_S" ] && limit=$SEARCH_LIMIT_S
+    if [ "$limit" -lt 100 ]; then stamp "search $name: skipped, only $(left) s left"; return 0; fi
+    [ "$gpus" != all ] && path=$(gpu_shim "$gpus"):$PATH
+    rm -rf "$home"
+    stamp "search $name: cuco run $workload --headless --ranks $ranks --max-minutes $SEARCH_MIN" \
+        "--max-evals $MAX_EVALS --concurrency $CONCURRENCY (GPUs $gpus; limit ${limit}s)"
+    PATH=$path timeout -s TERM -k 40 "$limit" python3 -m cuco_tui.cli run "$workload" --headless \
+        --ranks "$ranks" --max-minutes "$SEARCH_MIN" --max-evals "$MAX_EVALS" --concurrency "$CONCURRENCY" \
+        --name "$name" --home "$home" > "$BUNDLE/$name.engine.log" 2>&1
+    rc=$?
+    stamp "search $name: exit $rc"
+    tail -n 25 "$BUNDLE/$name.engine.log"
+    cuco report "$name" --json --home "$home" > "$BUNDLE/$name.report.json"
+    echo "report $name (exit $?):"
+    python3 - "$BUNDLE/$name.report.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(json.dumps({k: r.get(k) for k in ("run", "state", "stop_reason", "evaluated", "correct", "failed",
+                                        "baseline_time_ms", "elapsed_s")}))
+print(json.dumps(r.get("best")))
+EOF
+    python3 - "$home/cuco.db" "$BUNDLE/$name.db" <<'EOF'
+import sqlite3, sys
+src = sqlite3.connect(sys.argv[1]); dst = sqlite3.connect(sys.argv[2])
+src.backup(dst); dst.close(); src.close()
+EOF
+    du -sh "$home" | sed 's/^/home size: /'
+}
+
+gpu_tests() {   # gpu_tests GPUS(comma list)
+    local gpus=$1 b=/tmp/cuco-cuda-build rl=workloads/_harness/cuda/run_local.py
+    stamp "gpu tests: building the 12 test binaries in parallel"
+    {
+        echo "workloads/gemm_allgather -"
+        for f in workloads/gemm_allgather/variants/*.cu tests/gpu/bad_candidates/*.cu; do
+            echo "workloads/gemm_allgather $f"
+        done
+        for f in workloads/kv_transfer/candidate.cu workloads/kv_transfer/variants/*.cu; do
+            echo "workloads/kv_transfer $f"
+        done
+    } | CUCO_BUILD_DIR=$b timeout -k 5 150 xargs -P 12 -L 1 sh -c \
+        'if [ "$1" = - ]; then python3 '"$rl"' "$0" --build-only; else python3 '"$rl"' "$0" --source "$1" --build-only; fi' \
+        > "$BUNDLE/tests.build.log" 2>&1
+    stamp "gpu tests: builds done (exit $?)"
+    stamp "pytest -m gpu tests/gpu/test_ssh_gpu_e2e.py"
+    timeout -k 10 90 python3 -m pytest -p no:cacheprovider -m gpu -rA -v tests/gpu/test_ssh_gpu_e2e.py \
+        2>&1 | tee "$BUNDLE/test_ssh_gpu_e2e.log" | tail -n 30
+    stamp "pytest -m gpu tests/gpu/test_cuda_harness_gpu.py (CUDA_VISIBLE_DEVICES=$gpus)"
+    CUDA_VISIBLE_DEVICES=$gpus CUCO_BUILD_DIR=$b timeout -k 10 "$TESTS_LIMIT_S" python3 -m pytest -p no:cacheprovider -m gpu \
+        -rA -v tests/gpu/test_cuda_harness_gpu.py 2>&1 | tee "$BUNDLE/test_cuda_harness_gpu.log" | tail -n 40
+    stamp "gpu tests done"
+}
+
+pack() {
+    python3 - "$BUNDLE" "$OUT/summary.json" <<'EOF'
+import glob, json, os, sys
+out = {}
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.report.json"))):
+    try:
+        out[os.path.basename(p)[:-12]] = json.load(open(p))
+    except Exception as exc:
+        out[os.path.basename(p)] = repr(exc)
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+EOF
+    tar -cJf "$OUT/bundle.tar.xz" -C "$BUNDLE" .
+}
+finish() {
+    pack; ls -la "$OUT"
+    nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv
+}
+trap finish EXIT
+
+stamp "start: phases $*"
+install_wheels || { echo "wheel install failed"; exit 3; }
+export PYTHONPATH=/tmp/site:$ROOT
+python3 -c 'import aiosqlite, asyncssh, yaml, rich, pytest, pytest_asyncio, nvidia.nccl as n; print("python ok; nccl wheel", list(n.__path__)[0], "pytest", pytest.__version__)' || exit 3
+nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -8
+env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)=' | sort
+git log -1 --format='commit %h %s' 2>/dev/null
+
+for phase in "$@"; do
+    case $phase in
+        ga2)
+            search ga-r2 gemm_allgather 2 0,1 > "$BUNDLE/ga-r2.out" 2>&1 &
+            pid=$!
+            gpu_tests 2,3
+            wait "$pid"
+            cat "$BUNDLE/ga-r2.out"
+            ;;
+        ga4) search ga-r4 gemm_allgather 4 all ;;
+        kv2) search kv-r2 kv_transfer 2 all ;;
+        tests) gpu_tests 0,1 ;;
+        *) echo "unknown phase $phase" ;;
+    esac
+    pack
+done
+stamp "all phases done"
