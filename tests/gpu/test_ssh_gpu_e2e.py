@@ -1,5 +1,5 @@
 """A GPU job dispatched through the SSH executor to an in-process asyncssh server (the GPU machine has no
-sshd): 2 GPUs leased, CUDA_VISIBLE_DEVICES checked, nvidia-smi run on exactly those GPUs.
+sshd): 2 GPUs leased, CUDA_VISIBLE_DEVICES checked, nvidia-smi queried on exactly those GPUs.
 
 Skipped (with the reason) without nvidia-smi or with fewer than 2 GPUs. Run on the GPU machine:
 
@@ -104,7 +104,9 @@ async def test_gpu_job_over_ssh_leases_two_gpus():
         await ex.start()
         try:
             assert ex.max_gpus_per_job == len(detect_local_gpus())
-            cmd = 'echo "CVD=$CUDA_VISIBLE_DEVICES"; nvidia-smi -L -i "$CUDA_VISIBLE_DEVICES"'
+            # `nvidia-smi -L` takes no -i on every driver (580 refuses it): query each leased GPU by index
+            cmd = ('echo "CVD=$CUDA_VISIBLE_DEVICES"; for g in $(echo "$CUDA_VISIBLE_DEVICES" | tr , " "); do '
+                   'nvidia-smi --query-gpu=index,name --format=csv,noheader -i "$g" || exit 1; done')
             specs = [JobSpec(f"gpu-e2e-{i}", ["sh", "-c", cmd], gpus=2, timeout_s=60) for i in range(2)]
             results = await asyncio.gather(*(ex.run(s) for s in specs))
             for r in results:
@@ -112,7 +114,7 @@ async def test_gpu_job_over_ssh_leases_two_gpus():
                 assert len(r.gpus) == 2 and r.node == "gpu-local"
                 lines = r.log.strip().splitlines()
                 assert lines[0] == "CVD=" + ",".join(map(str, r.gpus))
-                assert sum(ln.startswith("GPU ") for ln in lines[1:]) == 2, r.log
+                assert [int(ln.split(",")[0]) for ln in lines[1:]] == list(r.gpus), r.log
             hung = await ex.run(JobSpec("gpu-e2e-hung", ["sleep", "60"], gpus=2, timeout_s=1))
             assert hung.status is JobStatus.TIMEOUT
             state = ex.nodes()[0]
