@@ -6,8 +6,9 @@
 #          (tests/gpu/test_ssh_gpu_e2e.py, then tests/gpu/test_cuda_harness_gpu.py with its 12 binaries
 #          built in parallel first)
 #   ga4    `cuco run gemm_allgather --headless --ranks 4` on GPUs 0-3
-#   kv2    `cuco run kv_transfer --headless --ranks 2` on GPUs 0-3 (two 2-GPU jobs at a time)
+#   kv2    `cuco run kv_transfer --headless --ranks 2` on GPUs 0,1
 #   tests  the GPU tests alone, on GPUs 0,1
+#   ssh    tests/gpu/test_ssh_gpu_e2e.py alone
 #
 #   tests/gpu/run_gpu_search.sh ga2 ga4      # e.g. one call of the `run` tool
 #
@@ -98,6 +99,12 @@ EOF
     du -sh "$home" | sed 's/^/home size: /'
 }
 
+ssh_test() {
+    stamp "pytest -m gpu tests/gpu/test_ssh_gpu_e2e.py"
+    timeout -k 10 90 python3 -m pytest -p no:cacheprovider -m gpu -rA -v tests/gpu/test_ssh_gpu_e2e.py \
+        2>&1 | tee "$BUNDLE/test_ssh_gpu_e2e.log" | tail -n 30
+}
+
 gpu_tests() {   # gpu_tests GPUS(comma list)
     local gpus=$1 b=/tmp/cuco-cuda-build rl=workloads/_harness/cuda/run_local.py
     stamp "gpu tests: building the 12 test binaries in parallel"
@@ -113,9 +120,7 @@ gpu_tests() {   # gpu_tests GPUS(comma list)
         'if [ "$1" = - ]; then python3 '"$rl"' "$0" --build-only; else python3 '"$rl"' "$0" --source "$1" --build-only; fi' \
         > "$BUNDLE/tests.build.log" 2>&1
     stamp "gpu tests: builds done (exit $?)"
-    stamp "pytest -m gpu tests/gpu/test_ssh_gpu_e2e.py"
-    timeout -k 10 90 python3 -m pytest -p no:cacheprovider -m gpu -rA -v tests/gpu/test_ssh_gpu_e2e.py \
-        2>&1 | tee "$BUNDLE/test_ssh_gpu_e2e.log" | tail -n 30
+    ssh_test
     stamp "pytest -m gpu tests/gpu/test_cuda_harness_gpu.py (CUDA_VISIBLE_DEVICES=$gpus)"
     CUDA_VISIBLE_DEVICES=$gpus CUCO_BUILD_DIR=$b timeout -k 10 "$TESTS_LIMIT_S" python3 -m pytest -p no:cacheprovider -m gpu \
         -rA -v tests/gpu/test_cuda_harness_gpu.py 2>&1 | tee "$BUNDLE/test_cuda_harness_gpu.log" | tail -n 40
@@ -159,7 +164,8 @@ for phase in "$@"; do
             cat "$BUNDLE/ga-r2.out"
             ;;
         ga4) search ga-r4 gemm_allgather 4 all ;;
-        kv2) search kv-r2 kv_transfer 2 all ;;
+        kv2) search kv-r2 kv_transfer 2 0,1 ;;
+        ssh) ssh_test ;;
         tests) gpu_tests 0,1 ;;
         *) echo "unknown phase $phase" ;;
     esac
