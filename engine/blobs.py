@@ -11,18 +11,22 @@ class BlobStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._written: set[str] = set()   # digests known to be on disk (skips a stat per put)
 
     def path(self, digest: str) -> Path:
         return self.root / digest[:2] / digest
 
     def put(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
+        if digest in self._written:
+            return digest
         dest = self.path(digest)
         if not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(f".{digest}.{os.getpid()}.tmp")
             tmp.write_bytes(data)
             os.replace(tmp, dest)   # atomic: a reader never sees half a blob
+        self._written.add(digest)
         return digest
 
     def put_text(self, text: str) -> str:

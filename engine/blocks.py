@@ -64,37 +64,28 @@ def _parse_blocks_cached(source: str) -> tuple[Block, ...]:
     return tuple(blocks)
 
 
+_TOKEN_RE = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|/\*|["']""", re.S)
+
+
 def strip_comments(text: str) -> tuple[str, str | None]:
     """The text with comments blanked out (strings kept), and what is left open at its end, if
     anything ('comment', 'string'): a block must not open a comment that a later block closes."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                return "".join(out), "comment"
-            out.append(" " + "\n" * text.count("\n", i, j))
-            i = j + 2
-            continue
-        if c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c:
-                if text[j] == "\n":
-                    break
-                j += 2 if text[j] == "\\" else 1
-            if j >= n or text[j] != c:
-                return "".join(out), "string"
-            out.append(text[i:j + 1])
-            i = j + 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out), None
+    left_open: list[str] = []
+
+    def token(m: re.Match) -> str:
+        t = m.group(0)
+        if t == "/*":
+            left_open.append("comment")
+            return ""
+        if t in ("'", '"'):
+            left_open.append("string")
+            return t
+        if t.startswith("/"):
+            return " " + "\n" * t.count("\n")   # keep line numbers
+        return t
+
+    out = _TOKEN_RE.sub(token, text)
+    return out, (left_open[0] if left_open else None)
 
 
 _DIRECTIVE_RE = re.compile(r"^\s*(#|%:|\?\?=)")

@@ -101,19 +101,20 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
             "created_at, updated_at, baseline_time_ms) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (new_id, parent["workload"], parent["workload_path"], "paused", run_id, from_candidate,
              config.to_json(), now, now, parent["baseline_time_ms"]))
-        elites = await tx.db.execute_fetchall(
+        elites = await tx.fetchall(
             "SELECT candidate_id FROM archive WHERE run_id=? ORDER BY fitness DESC", (run_id,))
         members = [from_candidate] + [e[0] for e in elites if e[0] != from_candidate]
         for number, cid in enumerate(members):
             src = chosen if cid == from_candidate else await tx.fetchone("SELECT * FROM candidates WHERE id=?", (cid,))
             if await latest_verdict(tx, cid) == "reject":
                 continue
-            new_cid = await tx.insert(
-                "INSERT INTO candidates (run_id, number, island, generation, parent_id, operator, mutator, "
+            new_cid = store.next_candidate_id()
+            await tx.execute(
+                "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
                 "source_hash, descriptor_json, cell, status, correct, speedup, time_ms, baseline_ms, fitness, "
                 "reason, metrics_json, origin_id, created_at, finished_at) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (new_id, number, number % max(1, config.islands), 0, None, "fork", "fork", src["source_hash"],
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (new_cid, new_id, number, number % max(1, config.islands), 0, None, "fork", "fork", src["source_hash"],
                  src["descriptor_json"], src["cell"], src["status"], src["correct"], src["speedup"],
                  src["time_ms"], src["baseline_ms"], src["fitness"], src["reason"], src["metrics_json"],
                  cid, now, now))

@@ -15,10 +15,15 @@ class Dimension:
     knob: bool = False        # realised by rewriting a `// cuco:knob` value; else by variants/annotations
 
     def index(self, value: str) -> int:
-        try:
-            return self.values.index(value)
-        except ValueError:
-            return -1
+        return self._positions.get(value, -1)
+
+    @property
+    def _positions(self) -> dict[str, int]:
+        cached = self.__dict__.get("_pos")
+        if cached is None:
+            cached = {v: i for i, v in enumerate(self.values)}
+            object.__setattr__(self, "_pos", cached)   # frozen dataclass: a cache, not state
+        return cached
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,9 @@ class Engine:
         self._frozen = FrozenObjectCache()
         self._attempt = 0
         self._n_final = 0                   # evaluated in this run (not fork copies)
+        self._persisting: dict[int, asyncio.Future] = {}
+        self._sources: dict[str, str] = {}   # content hash -> source (immutable, so never stale)
+        self._recs: tuple[float, list[str]] = (0.0, [])
         self._waiting: set[int] = set()     # pending and not in flight
         self._eligible: dict[int, Cand] = {}
         self._next_number = 0
@@ -128,7 +131,8 @@ class Engine:
         engine = cls(store, run_id, workload, config, executor or await cls._default_executor(home, config))
         engine._owns_executor = executor is None
         await engine._setup_mutator(home)
-        await engine._insert_candidate(Proposal(workload.seed_source, "seed", "seed"), parent=None, island=0)
+        await engine._persisted(engine._new_candidate(Proposal(workload.seed_source, "seed", "seed"), parent=None,
+                                                      island=0))
         return engine
 
     @classmethod
@@ -406,7 +410,7 @@ class Engine:
         public = {cfg.name for cfg in self.workload.public_configs}
         bench = (c.metrics.get("benchmark") or {}).get("configs") or []
         return CandidateView(
-            id=c.id, source=self.store.blobs.get_text(c.source_hash), descriptor=c.descriptor, status=c.status,
+            id=c.id, source=self._source(c.source_hash), descriptor=c.descriptor, status=c.status,
             island=c.island, generation=c.generation, operator=c.operator, speedup=c.speedup, time_ms=c.time_ms,
             public_metrics={x["name"]: {k: x.get(k) for k in ("baseline_ms", "candidate_ms", "speedup")}
                             for x in bench if x.get("name") in public},
@@ -418,6 +422,16 @@ class Engine:
         if self.config.max_minutes:
             return "explore" if self.elapsed_s() < self.config.explore_fraction * self.config.max_minutes * 60 else "exploit"
         return "explore" if self.evaluated < 16 else "exploit"
+
+    async def _recommendations(self) -> list[str]:
+        """The meta-summarizer's advice, read at most every few seconds (it changes every N evaluations)."""
+        at, items = self._recs
+        if time.monotonic() - at > 5.0:
+            row = await self.store.fetchone(
+                "SELECT value_json FROM run_state WHERE run_id=? AND key='recommendations'", (self.run_id,))
+            items = json.loads(row["value_json"]) if row else []
+            self._recs = (time.monotonic(), items)
+        return items
 
     def _pick_parent(self, island: int, rng: random.Random) -> Cand | None:
         members = [self.cands[m] for m in self.islands.islands[island].members if m in self.cands]
@@ -455,18 +469,16 @@ class Engine:
                 "SELECT text FROM marks WHERE candidate_id=? ORDER BY id DESC LIMIT 1", (c.id,))
             v.reject_reason = mark["text"] if mark else ""
             rejected_views.append(v)
-        recs = await self.store.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key='recommendations'",
-                                         (self.run_id,))
+        recs = await self._recommendations()
         ctx = ProposalContext(
             run_id=self.run_id, workload=self.workload, parent=self._view(parent),
             inspirations=[self._view(c) for c in inspirations], second_parent=self._view(second) if second else None,
             rejected=rejected_views,
-            island_sources=[self.store.blobs.get_text(self.cands[m].source_hash)
+            island_sources=[self._source(self.cands[m].source_hash)
                             for m in self.islands.islands[island].members[-20:] if m in self.cands],
             phase=self._phase(), rng=rng, evaluation_number=self.evaluated, store=self.store,
-            recommendations=json.loads(recs["value_json"]) if recs else [],
-            known=lambda source: self.store.blobs.path(hashlib.sha256(source.encode()).hexdigest()).name
-            in self.by_hash)
+            recommendations=recs,
+            known=lambda source: hashlib.sha256(source.encode()).hexdigest() in self.by_hash)
         proposal = await self.mutator.propose(ctx)
         if proposal is None:
             return None
@@ -479,30 +491,35 @@ class Engine:
         if digest in self.by_hash:
             return None   # a duplicate: never evaluated twice
         parent.children += 1
-        return await self._insert_candidate(proposal, parent=parent, island=island, number=number)
+        return self._new_candidate(proposal, parent=parent, island=island, number=number)
 
-    async def _insert_candidate(self, proposal: Proposal, parent: Cand | None, island: int,
-                                number: int = 0) -> Cand:
+    def _new_candidate(self, proposal: Proposal, parent: Cand | None, island: int, number: int = 0) -> Cand:
+        """Register a proposal in memory and queue its row. The row's transaction is the first thing the
+        candidate's evaluation awaits, so nothing runs for a candidate the store does not have; rows are
+        committed in proposal order (the store's lock is FIFO), so a crash never leaves a gap."""
         space = self.workload.design_space
         descriptor = space.descriptor(proposal.source)
         digest = self.store.blobs.put_text(proposal.source)
+        self._sources[digest] = proposal.source
         cell = space.cell(descriptor)
-        now = time.time()
-        async with self.store.transaction() as tx:
-            cid = await tx.insert(
-                "INSERT INTO candidates (run_id, number, island, generation, parent_id, operator, mutator, "
-                "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (self.run_id, number, island, (parent.generation + 1) if parent else 0,
-                 parent.id if parent else None, proposal.operator, proposal.mutator, digest,
-                 json.dumps(descriptor, sort_keys=True), cell, PENDING, now))
-            for call_id in proposal.llm_call_ids:
-                await tx.execute("UPDATE llm_calls SET candidate_id=? WHERE id=?", (cid, call_id))
-            await tx.event(self.run_id, "candidate", id=cid, number=number, island=island,
-                           generation=(parent.generation + 1) if parent else 0,
-                           parent=parent.id if parent else None, operator=proposal.operator,
-                           mutator=proposal.mutator, status=PENDING, cell=cell)
-        c = Cand(cid, number, island, (parent.generation + 1) if parent else 0, PENDING, digest, descriptor, cell,
-                 proposal.operator)
+        cid = self.store.next_candidate_id()
+        generation = (parent.generation + 1) if parent else 0
+        c = Cand(cid, number, island, generation, PENDING, digest, descriptor, cell, proposal.operator)
+        row = (cid, self.run_id, number, island, generation, parent.id if parent else None, proposal.operator,
+               proposal.mutator, digest, json.dumps(descriptor, sort_keys=True), cell, PENDING, time.time())
+
+        async def persist() -> None:
+            async with self.store.transaction() as tx:
+                await tx.execute(
+                    "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
+                    "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+                for call_id in proposal.llm_call_ids:
+                    await tx.execute("UPDATE llm_calls SET candidate_id=? WHERE id=?", (cid, call_id))
+                await tx.event(self.run_id, "candidate", id=cid, number=number, island=island, generation=generation,
+                               parent=parent.id if parent else None, operator=proposal.operator,
+                               mutator=proposal.mutator, status=PENDING, cell=cell)
+
+        self._persisting[cid] = asyncio.ensure_future(persist())
         self.cands[cid] = c
         self.by_hash.add(digest)
         self._waiting.add(cid)
@@ -514,6 +531,17 @@ class Engine:
             self.islands.add(island, cid)
         return c
 
+    async def _persisted(self, c: Cand) -> None:
+        pending = self._persisting.pop(c.id, None)
+        if pending is not None:
+            await asyncio.shield(pending)
+
+    def _source(self, digest: str) -> str:
+        text = self._sources.get(digest)
+        if text is None:
+            text = self._sources[digest] = self.store.blobs.get_text(digest)
+        return text
+
     # ----- evaluation -------------------------------------------------------------------------
 
     def _start_evaluation(self, c: Cand) -> None:
@@ -523,23 +551,29 @@ class Engine:
         task.add_done_callback(lambda _t, cid=c.id: (self._inflight.pop(cid, None), self._wake.set()))
 
     async def _evaluate(self, c: Cand) -> None:
-        source = self.store.blobs.get_text(c.source_hash)
+        await self._persisted(c)
+        source = self._source(c.source_hash)
         job_prefix = f"{self.run_id}-c{c.id}"
 
-        async def on_stage(stage: str, rec: StageRecord | None) -> None:
-            if rec is not None:
-                return   # a stage's end is written with the result, in one transaction
+        status_writes: list[asyncio.Future] = []
+
+        async def write_stage(stage: str) -> None:
             async with self.store.transaction() as tx:
                 now = time.time()
-                if True:
-                    await tx.execute("UPDATE candidates SET status=? WHERE id=?", (RUNNING, c.id))
-                    await tx.execute(
-                        "INSERT INTO jobs (id, run_id, candidate_id, stage, state, created_at, updated_at) "
-                        "VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET state='running', "
-                        "attempts=attempts+1, updated_at=excluded.updated_at",
-                        (f"{job_prefix}-{stage}", self.run_id, c.id, stage, "running", now, now))
-                    await tx.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
-            c.status = RUNNING
+                await tx.execute("UPDATE candidates SET status=? WHERE id=?", (RUNNING, c.id))
+                await tx.execute(
+                    "INSERT INTO jobs (id, run_id, candidate_id, stage, state, created_at, updated_at) "
+                    "VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET state='running', "
+                    "attempts=attempts+1, updated_at=excluded.updated_at",
+                    (f"{job_prefix}-{stage}", self.run_id, c.id, stage, "running", now, now))
+                await tx.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
+
+        async def on_stage(stage: str, rec: StageRecord | None) -> None:
+            # A stage's start is shown to viewers but does not hold up its job (job ids are derived,
+            # not read back); its end is written with the result, after these writes (FIFO lock).
+            if rec is None:
+                status_writes.append(asyncio.ensure_future(write_stage(stage)))
+                c.status = RUNNING
 
         seed_base = random.Random(f"{self.config.seed}:{self.run_id}:eval:{c.number}").randrange(1, 2**31)
         try:
@@ -552,6 +586,9 @@ class Engine:
             raise
         except Exception as exc:   # an executor bug must not take the run down
             outcome = EvalOutcome("failed", reason=f"evaluation error: {type(exc).__name__}: {exc}")
+        finally:
+            if status_writes:
+                await asyncio.shield(asyncio.gather(*status_writes, return_exceptions=True))
         await self._record(c, outcome)
 
     def _would_be_best(self, speedup: float) -> bool:

@@ -43,6 +43,8 @@ class Store:
         self.blobs = BlobStore(self.home / "blobs")
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._last_seq = 0     # the engine is the only writer: it numbers events itself
+        self._last_candidate = 0
         self.on_event = None   # callable(event dict) set by the engine / daemon
 
     async def open(self) -> "Store":
@@ -52,7 +54,30 @@ class Store:
         for pragma in _pragmas():
             await self._db.execute(pragma)
         await self._migrate()
+        cur = await self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events")
+        self._last_seq = (await cur.fetchone())[0]
+        cur = await self._db.execute("SELECT COALESCE(MAX(id), 0) FROM candidates")
+        self._last_candidate = (await cur.fetchone())[0]
         return self
+
+    def next_candidate_id(self) -> int:
+        """Candidate ids are assigned here (one writer), so a proposal needs no round trip to get one."""
+        self._last_candidate += 1
+        return self._last_candidate
+
+    def next_seq(self) -> int:
+        self._last_seq += 1
+        return self._last_seq
+
+    async def run_batch(self, statements: list[tuple[str, tuple]]) -> None:
+        """Several statements in one trip to the database thread (a transaction's writes)."""
+        assert self._db is not None
+
+        def batch(conn: sqlite3.Connection) -> None:
+            for sql, params in statements:
+                conn.execute(sql, params)
+
+        await asyncio.wait_for(self._db._execute(batch, self._db._conn), DB_TIMEOUT_S)
 
     async def close(self) -> None:
         if self._db is not None:
@@ -74,19 +99,27 @@ class Store:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator["Tx"]:
+        """Writes that need no answer are buffered and sent with COMMIT in one trip; a read or an
+        insert whose id is needed sends what is buffered first."""
         assert self._db is not None, "store not open"
         async with self._lock:
-            await self._db.execute("BEGIN IMMEDIATE")
-            tx = Tx(self._db)
+            tx = Tx(self._db, self)
             try:
                 yield tx
+                tx.pending.append(("COMMIT", ()))
+                await asyncio.shield(tx.flush())
             except BaseException:
-                await asyncio.shield(self._db.execute("ROLLBACK"))
+                if tx.began:
+                    await asyncio.shield(self._rollback())
                 raise
-            await asyncio.shield(self._db.execute("COMMIT"))
         if self.on_event is not None:
             for event in tx.events:
                 self.on_event(event)
+
+    async def _rollback(self) -> None:
+        assert self._db is not None
+        if self._db._conn.in_transaction:
+            await self._db.execute("ROLLBACK")
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         assert self._db is not None
@@ -109,27 +142,43 @@ class Store:
 class Tx:
     """Statements inside one transaction; events are delivered to live viewers after the commit."""
 
-    def __init__(self, db: aiosqlite.Connection):
+    def __init__(self, db: aiosqlite.Connection, store: Store):
         self.db = db
+        self.store = store
         self.events: list[dict[str, Any]] = []
+        self.pending: list[tuple[str, tuple]] = [("BEGIN IMMEDIATE", ())]
+        self.began = False
 
-    async def execute(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Cursor:
-        return await self.db.execute(sql, tuple(params))
+    async def flush(self) -> None:
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.began = True
+            await self.store.run_batch(batch)
+
+    async def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+        self.pending.append((sql, tuple(params)))
 
     async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
+        await self.flush()
         cur = await self.db.execute(sql, tuple(params))
         return int(cur.lastrowid)
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> dict[str, Any] | None:
+        await self.flush()
         cur = await self.db.execute(sql, tuple(params))
         row = await cur.fetchone()
         return _row_dict(cur, row) if row else None
 
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        await self.flush()
+        return list(await self.db.execute_fetchall(sql, tuple(params)))
+
     async def event(self, run_id: str | None, kind: str, **data: Any) -> int:
         ts = time.time()
         payload = json.dumps(data, default=str, sort_keys=True)
-        seq = await self.insert("INSERT INTO events (run_id, ts, kind, data_json) VALUES (?,?,?,?)",
-                                (run_id, ts, kind, payload))
+        seq = self.store.next_seq()
+        self.pending.append(("INSERT INTO events (seq, run_id, ts, kind, data_json) VALUES (?,?,?,?,?)",
+                             (seq, run_id, ts, kind, payload)))
         self.events.append({"seq": seq, "run": run_id, "ts": ts, "kind": kind, "data": data})
         return seq
 

@@ -48,9 +48,9 @@ class DesignSpaceMutator:
             elif roll < (0.65 if explore else 0.3):
                 child, op = self._structural(parent, ctx.rng), "variant"
                 if child is not None and ctx.rng.random() < 0.3:
-                    child, op = self._knob(child, parent.descriptor, ctx.rng, explore), "variant+knob"
+                    child, op = self._knob(child, parent.descriptor, ctx.rng, explore, ctx.known), "variant+knob"
             else:
-                child, op = self._knob(parent.source, parent.descriptor, ctx.rng, explore), "knob"
+                child, op = self._knob(parent.source, parent.descriptor, ctx.rng, explore, ctx.known), "knob"
             if child is not None and child != parent.source and not ctx.known(child):
                 return Proposal(child, op, self.name)
         return None
@@ -75,21 +75,26 @@ class DesignSpaceMutator:
         child = blocks.replace_blocks(parent.source, variant.bodies)
         return _with_knobs(child, knobs)
 
-    def _knob(self, source: str, descriptor: dict[str, str], rng: random.Random, explore: bool) -> str | None:
+    def _knob(self, source: str, descriptor: dict[str, str], rng: random.Random, explore: bool,
+              known=lambda source: False) -> str | None:
         present = blocks.knob_values(source)
         knobs = [d for d in self.space.knobs if d.name in present and len(d.values) > 1]
         if not knobs:
             return None
         dim = rng.choice(knobs)
         i = dim.index(present[dim.name])
+        others = [v for v in dim.values if v != present[dim.name]]
         if i < 0 or explore:
-            value = rng.choice([v for v in dim.values if v != present[dim.name]])
-        else:
-            step = rng.choice([-2, -1, 1, 2])
-            value = dim.values[min(len(dim.values) - 1, max(0, i + step))]
-            if value == present[dim.name]:
-                value = dim.values[min(len(dim.values) - 1, max(0, i - step))]
-        return blocks.set_knob(source, dim.name, value)
+            order = rng.sample(others, len(others))
+        else:   # exploit: nearest values first, farther ones only when the near ones were tried
+            near = [dim.values[j] for d in range(1, 4) for j in (i - d, i + d) if 0 <= j < len(dim.values)]
+            rest = [v for v in others if v not in set(near)]
+            order = near + rng.sample(rest, min(len(rest), 32))
+        for value in order[:64]:
+            child = blocks.set_knob(source, dim.name, value)
+            if not known(child):
+                return child
+        return None
 
     def _cross(self, a: CandidateView, b: CandidateView, rng: random.Random) -> str | None:
         first, second = (a, b) if rng.random() < 0.5 else (b, a)

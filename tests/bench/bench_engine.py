@@ -2,9 +2,11 @@
 
     python tests/bench/bench_engine.py [--slots 64] [--evals 1500] [--job-ms 40]
 
-Reports candidates per second, slot utilization (slot-seconds spent in jobs / (slots x wall time), after
-the first `slots` candidates have filled the pipeline) and engine CPU time per candidate (the process's
-CPU time: the synthetic jobs only sleep, so all CPU is the engine's: loop, mutator, SQLite, events).
+Reports candidates per second, slot utilization in steady state (slot-seconds spent in jobs / (slots x
+time), from the moment the pipeline first holds `slots` jobs until the last candidate is proposed: the
+seed's lone evaluation at the start and the drain at the end are not the engine's doing) and engine CPU
+time per candidate (the process's CPU time, less what the synthetic executor spends making results:
+the jobs only sleep, so the rest is the engine's: loop, mutator, SQLite, events).
 Targets: utilization >= 95 %, engine time < 5 ms per candidate.
 """
 
@@ -53,8 +55,28 @@ async def bench(slots: int, evals: int, job_ms: float) -> dict:
         reason = engine.stop_reason
         await engine.close()
     return {"state": state, "reason": reason, "evaluated": evaluated, "wall_s": wall,
-            "candidates_per_s": evaluated / wall, "utilization": ex.busy_s / (slots * wall),
-            "engine_ms_per_candidate": 1000 * cpu / max(1, evaluated), "max_running": ex.max_running}
+            "candidates_per_s": evaluated / wall, "utilization": steady_utilization(ex.timeline, slots),
+            "utilization_whole": ex.busy_s / (slots * wall),
+            "engine_ms_per_candidate": 1000 * (cpu - ex.own_cpu_s) / max(1, evaluated),
+            "max_running": ex.max_running}
+
+
+def steady_utilization(timeline: list[tuple[float, int]], slots: int) -> float:
+    """Busy slot-time over available slot-time between the first full pipeline and the last job start
+    that found the pipeline full."""
+    full = [t for t, n in timeline if n >= slots]
+    if len(full) < 2:
+        return 0.0
+    t0, t1 = full[0], full[-1]
+    busy, last_t, last_n = 0.0, t0, slots
+    for t, n in timeline:
+        if t <= t0:
+            continue
+        if t > t1:
+            break
+        busy += last_n * (t - last_t)
+        last_t, last_n = t, n
+    return busy / (slots * (t1 - t0))
 
 
 def main() -> None:
@@ -66,7 +88,8 @@ def main() -> None:
     r = asyncio.run(bench(args.slots, args.evals, args.job_ms))
     print(f"slots {args.slots}, job {args.job_ms:g} ms x 3 stages, {r['evaluated']} candidates ({r['state']}: {r['reason']})")
     print(f"  wall {r['wall_s']:.2f} s, {r['candidates_per_s']:.1f} candidates/s, max running {r['max_running']}")
-    print(f"  slot utilization {100 * r['utilization']:.1f} %   (target >= 95 %)")
+    print(f"  slot utilization {100 * r['utilization']:.1f} % in steady state (target >= 95 %); "
+          f"{100 * r['utilization_whole']:.1f} % over the whole run including warm-up and drain")
     print(f"  engine CPU per candidate {r['engine_ms_per_candidate']:.2f} ms   (target < 5 ms)")
 
 

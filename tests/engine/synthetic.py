@@ -25,6 +25,8 @@ class SyntheticExecutor:
         self.running = 0
         self.max_running = 0
         self.job_ids: list[str] = []
+        self.own_cpu_s = 0.0       # CPU the executor itself spends making results (not the engine's)
+        self.timeline: list[tuple[float, int]] = []   # (time, jobs running) at every change
 
     async def start(self) -> None:
         return None
@@ -44,12 +46,16 @@ class SyntheticExecutor:
             self.running += 1
             self.max_running = max(self.max_running, self.running)
             start = time.monotonic()
+            self.timeline.append((start, self.running))
             try:
                 stage = "build" if spec.kind == "build" else json.loads(spec.files["spec.json"])["mode"]
                 await asyncio.sleep(self.durations.get(stage, 0.01))
+                cpu0 = time.process_time()
                 outputs = self._outputs(spec, stage)
+                self.own_cpu_s += time.process_time() - cpu0
             finally:
                 self.running -= 1
+                self.timeline.append((time.monotonic(), self.running))
                 took = time.monotonic() - start
                 self.busy_s += took
                 self.jobs += 1
@@ -74,5 +80,6 @@ class SyntheticExecutor:
             if wrong:
                 entry["mismatch"] = {"rank": 1, "index": 7, "expected": 1.0, "got": 0.0, "what": "gather"}
             configs.append(entry)
-        result = {"harness": "synthetic", "mode": stage, "correct": not wrong, "error": None, "configs": configs}
+        result = {"harness": "synthetic", "mode": stage, "correct": not wrong, "error": None, "configs": configs,
+                  "nonce": spec.files.get(".nonce", b"").decode() or None}
         return {"result.json": json.dumps(result).encode()}
