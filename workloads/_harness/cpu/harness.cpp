@@ -15,7 +15,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <dirent.h>
+#include <limits>
+#include <memory>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -101,6 +104,118 @@ int count_threads() {
   return n;
 }
 
+// The link: one copy engine per source rank. A put is copied at once (the source may not change until
+// it lands) but lands only when the link, at its bandwidth, would have finished it; the engine sleeps
+// meanwhile, so the transfer costs the ranks no CPU, like a DMA engine.
+class Link {
+ public:
+  Link(int ranks, std::vector<float*> outs, int ld, double gbps)
+      : ranks_(ranks), outs_(std::move(outs)), ld_(ld), bytes_per_s_(gbps * 1e9), q_(ranks), counters_(ranks) {
+    for (auto& c : counters_) c = std::vector<std::atomic<int>>(CUCO_FLAGS);
+    for (int r = 0; r < ranks; ++r) engines_.emplace_back([this, r] { engine(r); });
+  }
+  ~Link() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : engines_) t.join();
+  }
+  int put(int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld, int flag) {
+    if (rank < 0 || rank >= ranks_ || dst < 0 || dst >= ranks_ || flag < 0 || flag >= CUCO_FLAGS || rows < 0 ||
+        cols < 0 || row < 0 || col < 0 || col + cols > ld_ || src_ld < cols)
+      return -1;
+    Item it{dst, row, col, rows, cols, flag, std::vector<float>((size_t)rows * cols)};
+    for (int i = 0; i < rows; ++i) memcpy(&it.data[(size_t)i * cols], src + (size_t)i * src_ld, sizeof(float) * cols);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      q_[rank].push_back(std::move(it));
+      ++inflight_;
+    }
+    cv_.notify_all();
+    return 0;
+  }
+  int wait(int rank, int flag, int count, int timeout_ms) {
+    if (flag < 0 || flag >= CUCO_FLAGS) return -1;
+    std::unique_lock<std::mutex> lk(mu_);
+    bool ok = arrived_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
+                                   [&] { return counters_[rank][flag].load() >= count; });
+    return ok ? 0 : -1;
+  }
+  int peek(int rank, int flag) { return flag >= 0 && flag < CUCO_FLAGS ? counters_[rank][flag].load() : -1; }
+  void quiet(int rank) {
+    std::unique_lock<std::mutex> lk(mu_);
+    arrived_cv_.wait(lk, [&] { return q_[rank].empty() && !busy_[rank]; });
+  }
+  // All engines idle (the harness's end of a call) and every counter back to zero (its start).
+  void drain() {
+    std::unique_lock<std::mutex> lk(mu_);
+    arrived_cv_.wait(lk, [&] { return inflight_ == 0; });
+  }
+  void reset() {
+    drain();
+    for (auto& c : counters_) for (auto& x : c) x.store(0);
+  }
+  std::vector<float*>& outs() { return outs_; }
+
+ private:
+  struct Item {
+    int dst, row, col, rows, cols, flag;
+    std::vector<float> data;
+  };
+  void engine(int r) {
+    Clock::time_point free_at = Clock::now();
+    for (;;) {
+      Item it;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return quit_ || !q_[r].empty(); });
+        if (quit_) return;
+        it = std::move(q_[r].front());
+        q_[r].pop_front();
+        busy_[r] = true;
+      }
+      auto start = std::max(Clock::now(), free_at);
+      double seconds = (double)it.data.size() * sizeof(float) / bytes_per_s_;
+      free_at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+      float* dst = outs_[it.dst];
+      for (int i = 0; i < it.rows; ++i)
+        memcpy(dst + (size_t)(it.row + i) * ld_ + it.col, &it.data[(size_t)i * it.cols], sizeof(float) * it.cols);
+      std::this_thread::sleep_until(free_at);
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        counters_[it.dst][it.flag].fetch_add(1);
+        busy_[r] = false;
+        --inflight_;
+      }
+      arrived_cv_.notify_all();
+    }
+  }
+  int ranks_;
+  std::vector<float*> outs_;
+  int ld_;
+  double bytes_per_s_;
+  std::vector<std::deque<Item>> q_;
+  std::vector<std::vector<std::atomic<int>>> counters_;
+  bool busy_[64] = {};
+  int inflight_ = 0;
+  bool quit_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_, arrived_cv_;
+  std::vector<std::thread> engines_;
+};
+
+int link_put(void* l, int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld,
+             int flag) {
+  return static_cast<Link*>(l)->put(rank, dst, row, col, rows, cols, src, src_ld, flag);
+}
+int link_wait(void* l, int rank, int flag, int count, int timeout_ms) {
+  return static_cast<Link*>(l)->wait(rank, flag, count, timeout_ms);
+}
+int link_peek(void* l, int rank, int flag) { return static_cast<Link*>(l)->peek(rank, flag); }
+void link_quiet(void* l, int rank) { static_cast<Link*>(l)->quiet(rank); }
+
 // Rank threads live for the whole process; each call is dispatched to all of them at once and
 // started together after an alignment barrier.
 class RankPool {
@@ -120,7 +235,8 @@ class RankPool {
   // Runs fn on every rank; returns the max over ranks of the rank's time in ms; rc != 0 if any failed.
   // The call ends when every rank has returned AND every thread the call started has exited: work
   // left on a detached thread is timed, and a thread that never ends fails the call.
-  double run(const std::function<int(int)>& fn, int* rc, int base_threads = 0, bool* leaked = nullptr) {
+  double run(const std::function<int(int)>& fn, int* rc, int base_threads = 0, bool* leaked = nullptr,
+             Link* link = nullptr) {
     {
       std::lock_guard<std::mutex> g(mu_);
       fn_ = fn;
@@ -138,8 +254,14 @@ class RankPool {
       worst = std::max(worst, dur_[r]);
       if (rc_[r] != 0) *rc = rc_[r];
     }
-    if (base_threads > 0) {
-      auto t0 = *std::min_element(start_.begin(), start_.end());
+    auto t0 = *std::min_element(start_.begin(), start_.end());
+    if (link) {   // data still on the link has not arrived: the call is not over until it has
+      link->drain();
+      worst = std::max(worst, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    // Threads the call started must be gone; if they are not yet, the call lasts until they are
+    // (the check itself is not timed when nothing was left running).
+    if (base_threads > 0 && count_threads() > base_threads) {
       auto deadline = Clock::now() + std::chrono::seconds(2);
       while (count_threads() > base_threads) {
         if (Clock::now() > deadline) {
@@ -201,33 +323,30 @@ struct Buffers {
   int R, M, N, K;
   std::vector<float> A, A_copy;
   std::vector<std::vector<float>> B, B_copy, out, scratch;
-  std::vector<std::vector<int>> flags;
-  std::vector<const float*> Bp;
-  std::vector<float*> outp, scratchp;
-  std::vector<int*> flagp;
   std::vector<double> ref;       // fp64 reference, rank-major: ref[r][i*N+j]
   std::vector<double> refscale;  // sum |a||b| per element, for the relative tolerance
   SpinBarrier barrier;
-  cuco_problem p{};
+  std::unique_ptr<Link> link;
+  std::vector<cuco_problem> p;   // one view per rank: its own buffers, the shared link
 
-  Buffers(int R_, int M_, int N_, int K_) : R(R_), M(M_), N(N_), K(K_), barrier(R_) {
+  Buffers(int R_, int M_, int N_, int K_, double link_gbps) : R(R_), M(M_), N(N_), K(K_), barrier(R_) {
     A.resize((size_t)M * K);
     B.assign(R, std::vector<float>((size_t)K * N));
     out.assign(R, std::vector<float>((size_t)M * R * N));
     scratch.assign(R, std::vector<float>((size_t)M * N));
-    flags.assign(R, std::vector<int>(CUCO_FLAGS));
+    std::vector<float*> outs;
+    for (auto& o : out) outs.push_back(o.data());
+    link.reset(new Link(R, outs, R * N, link_gbps));
+    p.resize(R);
     for (int r = 0; r < R; ++r) {
-      Bp.push_back(B[r].data());
-      outp.push_back(out[r].data());
-      scratchp.push_back(scratch[r].data());
-      flagp.push_back(flags[r].data());
+      cuco_problem& q = p[r];
+      q.rank = r; q.ranks = R; q.M = M; q.N = N; q.K = K;
+      q.A = A.data(); q.B = B[r].data(); q.out = out[r].data(); q.scratch = scratch[r].data();
+      q.link = link.get(); q.put = link_put; q.wait = link_wait; q.peek = link_peek; q.quiet = link_quiet;
+      q.barrier = barrier_trampoline; q.barrier_ctx = &barrier;
     }
-    p.ranks = R; p.M = M; p.N = N; p.K = K;
-    p.A = A.data(); p.B = Bp.data(); p.out = outp.data(); p.scratch = scratchp.data(); p.flags = flagp.data();
-    p.barrier = barrier_trampoline; p.barrier_ctx = &barrier;
   }
 
-  // New inputs from `seed`; the fp64 reference only when it will be checked.
   void fill(uint64_t seed, bool with_reference = true) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -252,9 +371,9 @@ struct Buffers {
   // Poison every output with a NaN pattern and clear scratch and flags: nothing from an earlier call
   // (the reference's answer included) is left where the candidate could read it.
   void poison() {
+    link->reset();
     for (auto& o : out) std::fill(o.begin(), o.end(), std::numeric_limits<float>::quiet_NaN());
     for (auto& s : scratch) std::fill(s.begin(), s.end(), std::numeric_limits<float>::quiet_NaN());
-    for (auto& f : flags) std::fill(f.begin(), f.end(), 0);
   }
 
   bool inputs_unchanged() const {
@@ -334,7 +453,7 @@ struct Runner {
     if (poison) b.poison();
     int rc = 0;
     bool leaked = false;
-    double t = pool.run([&](int r) { return cuco_run(&b.p, r); }, &rc, base_threads, &leaked);
+    double t = pool.run([&](int r) { return cuco_run(&b.p[r]); }, &rc, base_threads, &leaked, b.link.get());
     if (ms) *ms = t;
     if (rc != 0) { res->error = "cuco_run returned " + std::to_string(rc); return false; }
     if (leaked) {
@@ -345,10 +464,10 @@ struct Runner {
     if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
     return true;
   }
-  double baseline_call(Buffers& b, int (*fn)(const cuco_problem*, int)) {
+  double baseline_call(Buffers& b, int (*fn)(const cuco_problem*)) {
     b.poison();
     int rc = 0;
-    double t = pool.run([&](int r) { return fn(&b.p, r); }, &rc);
+    double t = pool.run([&](int r) { return fn(&b.p[r]); }, &rc, 0, nullptr, b.link.get());
     if (rc != 0) die_with_result(g_mode, "the frozen baseline failed (rc " + std::to_string(rc) + "): harness bug");
     return t;
   }
@@ -412,10 +531,11 @@ int main(int argc, char** argv) {
     res.name = cfg.at("name").str;
     const auto& prm = cfg.at("params");
     int M = (int)prm.number("M", 64), N = (int)prm.number("N", 64), K = (int)prm.number("K", 16);
-    Buffers b(R, M, N, K);
+    Buffers b(R, M, N, K, prm.number("link_gbps", 1.0));
+    run.base_threads = count_threads();   // the link's engines are the harness's, not the candidate's
     // Verification and timing use different inputs: a candidate cannot replay a cached answer.
     b.fill(seed * 1000003ULL + std::hash<std::string>{}(res.name) % 1000 + (bench ? 17 : 0));
-    if (cuco_setup(&b.p) != 0) {
+    if (cuco_setup(&b.p[0]) != 0) {
       res.error = "cuco_setup failed";
     } else if (!bench) {
       // Candidate, then the reference, then the candidate again: no stale answer to find.
