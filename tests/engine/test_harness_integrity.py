@@ -23,16 +23,13 @@ from remote.local import LocalExecutor
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None,
                                 reason="g++ is not on PATH: these tests compile real candidates with the harness")
 
-RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p, int rank) {\n'
-RUN_TAIL = "  return 0;\n}\n// EVOLVE-BLOCK-END"
-COPY_LINE = "    const float* src = p->scratch[peer];\n"
-SEED_COPY_LOOP = """  for (int s = 0; s < p->ranks; ++s) {
-    const int peer = kStagger ? (rank + s) % p->ranks : s;
-    const float* src = p->scratch[peer];
-    float* dst = p->out[rank] + (size_t)peer * N;
-    for (int i = 0; i < p->M; ++i) memcpy(dst + (size_t)i * ld, src + (size_t)i * N, sizeof(float) * N);
-  }
-"""
+RUN_HEAD = ('extern "C" int cuco_run(const cuco_problem* p) {\n'
+            "  const int N = p->N, ld = p->ranks * N, rank = p->rank;\n")
+SEED_RETURN = "  return p->wait(p->link, rank, 0, p->ranks - 1, 20000) == 0 ? 0 : 6;\n"
+RUN_TAIL = SEED_RETURN + "}\n// EVOLVE-BLOCK-END"
+PUT_LINE = "    if (peer != rank) p->put(p->link, rank, peer, 0, rank * N, p->M, N, p->scratch, N, 0);\n"
+SEED_SEND_LOOP = ("  for (int s = 0; s < p->ranks; ++s) {\n"
+                  "    const int peer = kStagger ? (rank + s) % p->ranks : s;\n" + PUT_LINE + "  }\n")
 
 # libc functions the bad candidates need, declared inside the block (no preprocessor lines allowed).
 DECLS = ('extern "C" int open(const char*, int, ...);\n'
@@ -84,7 +81,8 @@ def bad_candidates(seed: str) -> dict[str, str]:
             + write_file.format(path="forked.txt", text=c_string("grandchild alive\n"))
             + "  }\n"
             "  for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(20));\n")),
-        "wrong_gather": edit(seed, replace=(COPY_LINE, "    if (rank == 0 && peer == 1) continue;\n" + COPY_LINE)),
+        # Rank 1 sends rank 0 an empty transfer instead of its tile (the arrival counter still rises).
+        "wrong_gather": edit(seed, replace=(PUT_LINE, PUT_LINE.replace("p->M, N,", "(rank == 1 && peer == 0) ? 0 : p->M, N,"))),
         "fake_pass": edit(seed, decls=DECLS, head=(
             '  if (rank == 0) printf("Verification: PASS\\nTime: 0.001 ms\\n");\n'
             "  return 0;\n")),
@@ -93,27 +91,29 @@ def bad_candidates(seed: str) -> dict[str, str]:
         "writes_input": edit(seed, tail="  if (rank == 0) const_cast<float*>(p->A)[0] += 1.0f;\n"),
         # The all-gather moved onto a detached thread that finishes a millisecond or two after
         # cuco_run returned: the copy is never timed.
-        "late_copy_thread": edit(seed, replace=(SEED_COPY_LOOP, (
-            "  std::thread([p, rank, N, ld] {\n"
-            + SEED_COPY_LOOP.replace("\n  ", "\n    ").replace("  for (int s", "    for (int s", 1)
-            + "  }).detach();\n"))),
+        "late_copy_thread": edit(seed, replace=(SEED_SEND_LOOP + SEED_RETURN, (
+            "  std::thread([p, rank, N] {\n"
+            "    std::this_thread::sleep_for(std::chrono::milliseconds(1));\n"
+            + SEED_SEND_LOOP.replace("\n  ", "\n    ").replace("  for (int s", "    for (int s", 1)
+            + "  }).detach();\n  return 0;\n"))),
         # Memoisation across calls: the timed calls all see the same inputs, so after the first call the
         # candidate replays its saved output (every input compared in full, so it is never wrong).
         "replay_cache": edit(seed, decls=(
             "static std::vector<float> g_key[2], g_saved[2];\n"
             "static std::vector<float> cache_key(const cuco_problem* p) {\n"
             "  std::vector<float> k(p->A, p->A + (size_t)p->M * p->K);\n"
-            "  for (int q = 0; q < p->ranks; ++q) k.insert(k.end(), p->B[q], p->B[q] + (size_t)p->K * p->N);\n"
+            "  k.insert(k.end(), p->B, p->B + (size_t)p->K * p->N);\n"
             "  k.push_back((float)p->M); k.push_back((float)p->N);\n"
             "  return k;\n"
             "}\n"), head=(
             "  const size_t out_n = (size_t)p->M * p->ranks * p->N;\n"
             "  std::vector<float> key = rank < 2 ? cache_key(p) : std::vector<float>();\n"
             "  if (rank < 2 && key == g_key[rank] && g_saved[rank].size() == out_n) {\n"
-            "    memcpy(p->out[rank], g_saved[rank].data(), out_n * sizeof(float));\n"
+            "    memcpy(p->out, g_saved[rank].data(), out_n * sizeof(float));\n"
             "    return 0;\n"
             "  }\n"), tail=(
-            "  if (rank < 2) { g_key[rank] = key; g_saved[rank].assign(p->out[rank], p->out[rank] + out_n); }\n")),
+            "  if (rank < 2) { p->wait(p->link, rank, 0, p->ranks - 1, 20000);\n"
+            "    g_key[rank] = key; g_saved[rank].assign(p->out, p->out + out_n); }\n")),
         "forged_result_exit": edit(seed, decls=DECLS, head=(
             "  if (rank == 0) {\n"
             + write_file.format(path="result.json", text=c_string(FORGED_VERIFY))
