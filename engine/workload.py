@@ -323,6 +323,11 @@ def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str
                 raise InputError(str(yaml_file), v.path(f"point.{k}"), "is not a design-space dimension")
             if val not in dims[k].values:
                 raise InputError(str(yaml_file), v.path(f"point.{k}"), f"{val!r} is not one of {list(dims[k].values)}")
+        declared = blocks.design_annotations(text)
+        for k, val in point.items():
+            if k in declared and declared[k] != val:
+                raise InputError(str(yaml_file), v.path(f"point.{k}"),
+                                 f"says {val!r} but {vfile} declares `cuco:design {k}={declared[k]}`: make them agree")
         variants.append(Variant(vname, vfile, point, bodies))
     # A knob must have a line to rewrite somewhere: in the seed or in a variant.
     knob_lines = set(blocks.knob_values(seed_source))

@@ -119,7 +119,7 @@ async def test_crossover_combines_structure_of_one_with_knobs_of_other(demo: Wor
     assert sources <= {a_with_b_knobs, b_with_a_knobs}
     assert sources == {a_with_b_knobs, b_with_a_knobs}   # both directions happen over 150 tries
     d = demo.design_space.descriptor(a_with_b_knobs)
-    assert d == {"placement": "fused", "sync": "barrier", "issuer": "compute_thread",
+    assert d == {"placement": "fused", "sync": "chunk_flags", "issuer": "compute_thread",
                  "chunk_rows": "4", "stagger": "1"}
 
 
