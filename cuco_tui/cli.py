@@ -15,6 +15,12 @@ from remote.errors import InputError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
+try:
+    from remote.ssh_executor import NoUsableNode as NodesUnusable
+except ImportError:   # pragma: no cover - asyncssh missing
+    class NodesUnusable(Exception):
+        pass
+
 
 def home_from(args: argparse.Namespace) -> Path:
     if getattr(args, "home", None):
@@ -316,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except NodesUnusable as exc:   # e.g. every node of the cluster refused (host key, auth, down)
+        print(f"cuco: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_FAILED
 

@@ -118,43 +118,60 @@ class Engine:
     async def create(cls, home: Path, workload: Workload, config: RunConfig, *, run_id: str,
                      executor: Executor | None = None) -> "Engine":
         config.validate()
+        owns = executor is None
+        # The executor first: a cluster nobody can reach must not leave a run behind.
+        executor = executor or await cls._default_executor(home, config)
         store = await Store(home).open()
-        now = time.time()
-        async with store.transaction() as tx:
-            if await tx.fetchone("SELECT id FROM runs WHERE id=?", (run_id,)):
-                raise InputError("--name", "name", f"a run named {run_id!r} already exists (see `cuco ls`)")
-            await tx.execute(
-                "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
-                "VALUES (?,?,?,?,?,?,?)",
-                (run_id, workload.name, str(workload.root), "running", config.to_json(), now, now))
-            await tx.event(run_id, "run", state="running", reason="created")
-        engine = cls(store, run_id, workload, config, executor or await cls._default_executor(home, config))
-        engine._owns_executor = executor is None
-        await engine._setup_mutator(home)
-        await engine._persisted(engine._new_candidate(Proposal(workload.seed_source, "seed", "seed"), parent=None,
-                                                      island=0))
+        try:
+            now = time.time()
+            async with store.transaction() as tx:
+                if await tx.fetchone("SELECT id FROM runs WHERE id=?", (run_id,)):
+                    raise InputError("--name", "name", f"a run named {run_id!r} already exists (see `cuco ls`)")
+                await tx.execute(
+                    "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+                    "VALUES (?,?,?,?,?,?,?)",
+                    (run_id, workload.name, str(workload.root), "running", config.to_json(), now, now))
+                await tx.event(run_id, "run", state="running", reason="created")
+            engine = cls(store, run_id, workload, config, executor)
+            engine._owns_executor = owns
+            await engine._setup_mutator(home)
+            await engine._persisted(engine._new_candidate(Proposal(workload.seed_source, "seed", "seed"),
+                                                          parent=None, island=0))
+        except BaseException:
+            await store.close()
+            if owns:
+                await asyncio.wait_for(executor.close(), 60)
+            raise
         return engine
 
     @classmethod
     async def load(cls, home: Path, run_id: str, executor: Executor | None = None) -> "Engine":
         store = await Store(home).open()
-        row = await store.fetchone("SELECT * FROM runs WHERE id=?", (run_id,))
-        if row is None:
+        engine = None
+        owns = executor is None
+        try:
+            row = await store.fetchone("SELECT * FROM runs WHERE id=?", (run_id,))
+            if row is None:
+                raise InputError("RUN", run_id, "no such run (see `cuco ls`)")
+            config = RunConfig.from_json(row["config_json"])
+            workload = load_workload(row["workload_path"])
+            executor = executor or await cls._default_executor(home, config)
+            engine = cls(store, run_id, workload, config, executor)
+            engine._owns_executor = owns
+            engine.elapsed_before = row["elapsed_s"] or 0.0
+            engine.baseline_ms = row["baseline_time_ms"]
+            await engine._setup_mutator(home)
+            await engine._rebuild()
+            reconcile = getattr(engine.executor, "reconcile", None)
+            if reconcile is not None:
+                keep = {f"{run_id}-c{c.id}-{stage}" for c in engine.cands.values() if c.status in (PENDING, RUNNING)
+                        for stage in ("build", "verify", "benchmark", "benchmark2")}
+                await asyncio.wait_for(reconcile(keep), 120)
+        except BaseException:
             await store.close()
-            raise InputError("RUN", run_id, "no such run (see `cuco ls`)")
-        config = RunConfig.from_json(row["config_json"])
-        workload = load_workload(row["workload_path"])
-        engine = cls(store, run_id, workload, config, executor or await cls._default_executor(home, config))
-        engine._owns_executor = executor is None
-        engine.elapsed_before = row["elapsed_s"] or 0.0
-        engine.baseline_ms = row["baseline_time_ms"]
-        await engine._setup_mutator(home)
-        await engine._rebuild()
-        reconcile = getattr(engine.executor, "reconcile", None)
-        if reconcile is not None:
-            keep = {f"{run_id}-c{c.id}-{stage}" for c in engine.cands.values() if c.status in (PENDING, RUNNING)
-                    for stage in ("build", "verify", "benchmark", "benchmark2")}
-            await asyncio.wait_for(reconcile(keep), 120)
+            if owns and executor is not None:
+                await asyncio.wait_for(executor.close(), 60)
+            raise
         return engine
 
     @staticmethod
@@ -304,6 +321,9 @@ class Engine:
 
     async def close(self) -> None:
         await self._cancel_inflight()
+        closer = getattr(self.mutator, "close", None)
+        if closer is not None:
+            await asyncio.wait_for(closer(), 30)
         if self._owns_executor:
             await asyncio.wait_for(self.executor.close(), 60)
         await self.store.close()
