@@ -201,7 +201,9 @@ class Engine:
             self.by_hash.add(c.source_hash)
             if r["parent_id"] in self.cands:
                 self.cands[r["parent_id"]].children += 1
-            self.islands.add(c.island, c.id)
+            # generation 0's first member (the seed, or a fork's chosen candidate) starts every island
+            for island in (range(len(self.islands)) if c.number == 0 else (c.island,)):
+                self.islands.add(island, c.id)
             if c.status == RUNNING:
                 c.status = PENDING
             self._account(c)

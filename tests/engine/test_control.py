@@ -209,3 +209,23 @@ async def test_stop_conditions(tmp_path):
     assert await engine.run() == "finished"
     assert "no new best" in engine.stop_reason
     await engine.close()
+
+
+async def test_migration_moves_elites_along_the_ring_and_survives_reload(tmp_path):
+    engine, ex = await make_engine(tmp_path, max_evals=24, islands=3, migration_interval=6)
+    assert await engine.run() == "finished"
+    members = {i.index: list(i.members) for i in engine.islands.islands}
+    await engine.close()
+    rs = ReadStore(tmp_path)
+    moves = rs.fetchall("SELECT * FROM migrations_log WHERE run_id='r1' ORDER BY id")
+    events = [e for e in rs.events_since(0) if e["kind"] == "migration"]
+    rs.close()
+    assert moves and len(events) == len(moves)
+    for m in moves:
+        assert m["dst_island"] == (m["src_island"] + 1) % 3          # the ring
+        assert m["candidate_id"] in members[m["dst_island"]]          # the migrant joined its new island
+        assert m["at_evaluation"] % 6 == 0 or m["at_evaluation"] >= 6
+    # a restarted engine rebuilds the same islands from the store
+    engine2 = await Engine.load(tmp_path, "r1", executor=SyntheticExecutor(slots=2))
+    assert {i.index: sorted(i.members) for i in engine2.islands.islands} == {k: sorted(v) for k, v in members.items()}
+    await engine2.close()
