@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import importlib
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -23,11 +22,8 @@ except ImportError:   # pragma: no cover - asyncssh missing
 
 
 def home_from(args: argparse.Namespace) -> Path:
-    if getattr(args, "home", None):
-        return Path(args.home).expanduser().resolve()
-    if os.environ.get("CUCO_HOME"):
-        return Path(os.environ["CUCO_HOME"]).expanduser().resolve()
-    return (Path.cwd() / ".cuco").resolve()
+    from cuco_tui.launch import resolve_home   # one rule for every verb: --home, $CUCO_HOME, ./.cuco
+    return resolve_home(getattr(args, "home", None))
 
 
 def _add_run_settings(p: argparse.ArgumentParser) -> None:
@@ -99,7 +95,6 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        summary = engine.status()
         await engine.close()
     display.print_summary(home, run_id)
     return EXIT_FAILED if state == "failed" else EXIT_OK

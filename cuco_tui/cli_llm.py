@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from pathlib import Path
@@ -36,11 +35,8 @@ def register(subparsers) -> None:
 
 
 def _home(args: argparse.Namespace) -> Path:
-    if getattr(args, "home", None):
-        return Path(args.home).expanduser().resolve()
-    if os.environ.get("CUCO_HOME"):
-        return Path(os.environ["CUCO_HOME"]).expanduser().resolve()
-    return (Path.cwd() / ".cuco").resolve()
+    from cuco_tui.launch import resolve_home
+    return resolve_home(getattr(args, "home", None))
 
 
 def handler(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 
@@ -21,11 +20,8 @@ from remote.ssh_connect import NodeUnreachable, SSHContext, fetch_host_key
 
 
 def _home(args: argparse.Namespace) -> Path:
-    if getattr(args, "home", None):
-        return Path(args.home)
-    if os.environ.get("CUCO_HOME"):
-        return Path(os.environ["CUCO_HOME"])
-    return Path.cwd() / ".cuco"
+    from cuco_tui.launch import resolve_home
+    return resolve_home(getattr(args, "home", None))
 
 
 def _user_known_hosts(args: argparse.Namespace) -> list[Path] | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 from remote.errors import InputError
 
@@ -141,12 +140,3 @@ def parse_overrides(items: list[str] | None) -> dict[str, str]:
 
 def candidate_metrics(row: dict) -> dict:
     return json.loads(row["metrics_json"]) if row.get("metrics_json") else {}
-
-
-def home_path(home: str | Path | None) -> Path:
-    import os
-    if home:
-        return Path(home)
-    if os.environ.get("CUCO_HOME"):
-        return Path(os.environ["CUCO_HOME"])
-    return Path.cwd() / ".cuco"
