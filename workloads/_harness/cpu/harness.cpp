@@ -126,8 +126,7 @@ class Link {
     if (rank < 0 || rank >= ranks_ || dst < 0 || dst >= ranks_ || flag < 0 || flag >= CUCO_FLAGS || rows < 0 ||
         cols < 0 || row < 0 || col < 0 || col + cols > ld_ || src_ld < cols)
       return -1;
-    Item it{dst, row, col, rows, cols, flag, std::vector<float>((size_t)rows * cols)};
-    for (int i = 0; i < rows; ++i) memcpy(&it.data[(size_t)i * cols], src + (size_t)i * src_ld, sizeof(float) * cols);
+    Item it{dst, row, col, rows, cols, flag, src, src_ld};   // read when it lands, like a DMA engine
     {
       std::lock_guard<std::mutex> g(mu_);
       q_[rank].push_back(std::move(it));
@@ -162,7 +161,8 @@ class Link {
  private:
   struct Item {
     int dst, row, col, rows, cols, flag;
-    std::vector<float> data;
+    const float* src;
+    int src_ld;
   };
   void engine(int r) {
     Clock::time_point free_at = Clock::now();
@@ -177,12 +177,12 @@ class Link {
         busy_[r] = true;
       }
       auto start = std::max(Clock::now(), free_at);
-      double seconds = (double)it.data.size() * sizeof(float) / bytes_per_s_;
+      double seconds = (double)it.rows * it.cols * sizeof(float) / bytes_per_s_;
       free_at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+      std::this_thread::sleep_until(free_at);
       float* dst = outs_[it.dst];
       for (int i = 0; i < it.rows; ++i)
-        memcpy(dst + (size_t)(it.row + i) * ld_ + it.col, &it.data[(size_t)i * it.cols], sizeof(float) * it.cols);
-      std::this_thread::sleep_until(free_at);
+        memcpy(dst + (size_t)(it.row + i) * ld_ + it.col, it.src + (size_t)i * it.src_ld, sizeof(float) * it.cols);
       {
         std::lock_guard<std::mutex> g(mu_);
         counters_[it.dst][it.flag].fetch_add(1);
@@ -415,13 +415,6 @@ struct Buffers {
   }
 };
 
-std::vector<char> g_flush(72u << 20);  // twice a 36 MiB last-level cache
-void flush_caches() {
-  // Write a buffer larger than the last-level cache so no call starts with a warm cache.
-  static unsigned char v = 0;
-  memset(g_flush.data(), ++v, g_flush.size());
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
@@ -553,12 +546,12 @@ int main(int argc, char** argv) {
       std::vector<double> tb, tc, tcomp, tcomm;
       const uint64_t base_seed = seed * 7919ULL + std::hash<std::string>{}(res.name) % 1000;
       for (int it = 0; it < iters && ok; ++it) {
-        // Fresh inputs for every timed pair: an answer saved from an earlier call is worthless.
-        b.fill(base_seed + 1000 + it, false);
         // A B on even iterations, B A on odd ones: whatever favours a position cancels out.
         double ms = 0;
         for (int side = 0; side < 2 && ok; ++side) {
-          flush_caches();
+          // Fresh inputs before every timed call, written by this thread like the poisoned outputs:
+          // both sides start from the same cache state, and a saved answer is worthless.
+          b.fill(base_seed + 1000 + 2 * it + side, false);
           if ((side == 0) == (it % 2 == 0)) {
             tb.push_back(run.baseline_call(b, baseline_run));
           } else {
@@ -572,9 +565,9 @@ int main(int argc, char** argv) {
       ok = ok && run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
       // The overlap bound's parts need fewer samples than the A B ratio itself.
       for (int it = 0; it < std::max(3, (iters + 1) / 2) && ok; ++it) {
-        flush_caches();
+        b.fill(base_seed + 5000 + it, false);
         tcomp.push_back(run.baseline_call(b, baseline_compute_only));
-        flush_caches();
+        b.fill(base_seed + 6000 + it, false);
         tcomm.push_back(run.baseline_call(b, baseline_comm_only));
       }
       res.correct = ok;
