@@ -39,8 +39,10 @@ from .settings import TuiSettings
 from .widgets import CandidatesTable, DetailTabs, IslandsTable, RunHeader, ScorePlot
 
 LOG_LINES = 2000
-REFRESH_S = 1.0          # header/islands/plot recomputed from the store at most this often
+REFRESH_S = 1.0          # header/islands/plot recomputed from the store at most this often ...
+REFRESH_COST_FACTOR = 4  # ... and at most every 4x what the last refresh cost (a big store under load)
 DETAIL_DEBOUNCE_S = 0.12
+EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
 
 
@@ -111,7 +113,7 @@ class CucoApp(App):
         Binding("5", "show_plot", "Plot", id="pane.plot", show=False),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "detach", "Detach", id="detach"),
-        Binding("ctrl+q", "stop_run", "Stop run", id="stop", priority=True),
+        Binding("ctrl+q", "stop_run", "Stop", id="stop", priority=True),
     ]
 
     def __init__(self, home: Path, run_id: str, socket_path: str | None = None,
@@ -131,6 +133,10 @@ class CucoApp(App):
         self._since = since
         self._dirty = False
         self._filter_dirty = False
+        self._summary_busy = False
+        self._summary_next = 0.0
+        self._candidates_busy = False
+        self._candidates_next = 0.0
         self._detail_timer = None
         self._pending_detail: int | None = None
         self.events_applied = 0
@@ -161,7 +167,12 @@ class CucoApp(App):
         log = Log(max_lines=LOG_LINES, id="engine-log", auto_scroll=True)
         log.border_title = "engine log"
         yield log
-        yield Footer()
+        # Compact: every shown key fits in 80 columns (over SSH); the palette hint only where there is room.
+        yield Footer(compact=True, show_command_palette=False, id="footer")
+
+    def on_resize(self, event: Any) -> None:
+        for footer in self.screen_stack[:1] and self._main.query("#footer"):
+            footer.show_command_palette = event.size.width >= 100
 
     def on_mount(self) -> None:
         theme = self.settings.theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_DARK
@@ -177,7 +188,7 @@ class CucoApp(App):
         self._set_banner(None if self.socket_path else
                          f"read-only: no live engine (restart: cuco resume {self.run_id})")
         self._initial_load()
-        self.set_interval(REFRESH_S, self._tick)
+        self.set_interval(REFRESH_S / 4, self._tick)
 
     def _set_banner(self, text: str | None) -> None:
         banner = self._main.query_one("#banner", Static)
@@ -188,26 +199,40 @@ class CucoApp(App):
 
     @work(thread=True, exclusive=True, group="initial", exit_on_error=False)
     def _initial_load(self) -> None:
+        # `since` first: the window, counts and islands read afterwards (in parallel, each on its own
+        # connection) see at least everything up to it, and the link replays what comes after.
         since = self._since if self._since is not None else self.view.last_seq(self.run_id)
-        recent = self.view._store.events_since(max(0, since - 200), self.run_id, limit=200) if since else []
-        t0 = time.perf_counter()
-        rows = self.view.candidates(self.run_id, self.filter_text)
-        self.post_message(CandidatesLoaded(rows, self.filter_text, time.perf_counter() - t0))
-        self.post_message(SummaryLoaded(self.view.summary(self.run_id), self.view.islands(self.run_id)))
+        self.call_from_thread(self._start_loads)
+        recent = self.view.events_since(max(0, since - 200), self.run_id, limit=200) if since else []
         lines = [line for line in map(event_line, recent) if line]
         if lines:
             self.call_from_thread(self._main.query_one("#engine-log", Log).write_lines, lines)
         if self.socket_path:
             self.call_from_thread(self._link, since)
 
+    def _start_loads(self) -> None:
+        self._candidates_busy = self._summary_busy = True
+        self._load_candidates(self.filter_text)
+        self._load_summary()
+
     @work(thread=True, exclusive=True, group="summary", exit_on_error=False)
     def _load_summary(self) -> None:
-        self.post_message(SummaryLoaded(self.view.summary(self.run_id), self.view.islands(self.run_id)))
+        t0 = time.perf_counter()
+        try:
+            summary, islands = self.view.summary(self.run_id), self.view.islands(self.run_id)
+        except BaseException:
+            self._summary_busy = False
+            raise
+        self.post_message(SummaryLoaded(summary, islands, time.perf_counter() - t0))
 
     @work(thread=True, exclusive=True, group="candidates", exit_on_error=False)
     def _load_candidates(self, filter_text: str) -> None:
         t0 = time.perf_counter()
-        rows = self.view.candidates(self.run_id, filter_text)
+        try:
+            rows = self.view.candidates(self.run_id, filter_text)
+        except BaseException:
+            self._candidates_busy = False
+            raise
         self.post_message(CandidatesLoaded(rows, filter_text, time.perf_counter() - t0))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
@@ -219,14 +244,22 @@ class CucoApp(App):
         self.post_message(ScoresLoaded(self.view.scores(self.run_id)))
 
     def _tick(self) -> None:
-        if self._dirty:
+        """Re-query what events made stale, never more often than the last query's cost allows."""
+        now = time.monotonic()
+        if self._dirty and not self._summary_busy and now >= self._summary_next:
             self._dirty = False
+            self._summary_busy = True
             self._load_summary()
             if self._plot_visible():
                 self._load_scores()
-        if self._filter_dirty:
+        if self._filter_dirty and not self._candidates_busy and now >= self._candidates_next:
             self._filter_dirty = False
+            self._candidates_busy = True
             self._load_candidates(self.filter_text)
+
+    @staticmethod
+    def _next_refresh(elapsed_s: float) -> float:
+        return time.monotonic() + max(REFRESH_S, REFRESH_COST_FACTOR * elapsed_s)
 
     def _plot_visible(self) -> bool:
         return self._main.query_one(DetailTabs).active == "tab-plot"
@@ -234,6 +267,8 @@ class CucoApp(App):
     @_ui_guard
     @on(SummaryLoaded)
     def _summary_loaded(self, message: SummaryLoaded) -> None:
+        self._summary_busy = False
+        self._summary_next = self._next_refresh(message.elapsed_s)
         if self.live and self.summary.get("state"):
             message.summary["state"] = self.summary["state"]   # the engine's word is newer than the row
         self.summary = message.summary
@@ -245,6 +280,10 @@ class CucoApp(App):
     @_ui_guard
     @on(CandidatesLoaded)
     def _candidates_loaded(self, message: CandidatesLoaded) -> None:
+        self._candidates_busy = False
+        self._candidates_next = self._next_refresh(message.elapsed_s)
+        if message.filter_text != self.filter_text:
+            return                                    # a newer filter is on its way
         self._main.query_one(CandidatesTable).load(message.rows, message.filter_text)
 
     @on(CandidateSelected)
@@ -299,7 +338,7 @@ class CucoApp(App):
         self.client = client
         self.post_message(EngineConnected(hello))
         try:
-            async for batch in client.batches(interval=0.05):
+            async for batch in client.batches(interval=EVENT_BATCH_S):
                 self.post_message(EngineEvents(batch))
         except (EngineGone, EngineError) as exc:
             self.post_message(EngineLost(str(exc)))
@@ -341,6 +380,7 @@ class CucoApp(App):
         lines: list[str] = []
         selected_touched = False
         with self.batch_update():
+            table.begin_batch()
             for event in message.events:
                 kind = event.get("kind")
                 d = event.get("data") or {}
@@ -374,6 +414,7 @@ class CucoApp(App):
                 line = event_line(event)
                 if line:
                     lines.append(line)
+            table.end_batch()
             if lines:
                 self._main.query_one("#engine-log", Log).write_lines(lines)
             header = self._main.query_one(RunHeader)
@@ -528,6 +569,7 @@ class CucoApp(App):
         self.filter_text = text
         event.input.remove_class("shown")
         self._main.query_one(CandidatesTable).focus()
+        self._candidates_busy = True
         self._load_candidates(text)
 
     def on_key(self, event: Any) -> None:
@@ -597,7 +639,7 @@ class CucoApp(App):
         return out
 
     def palette_runs(self) -> list[str]:
-        return [r["id"] for r in self.view.runs()]
+        return self.view.run_ids()
 
     def palette_nodes(self) -> list[str]:
         return [n.get("name", "?") for n in self.summary.get("nodes") or []]

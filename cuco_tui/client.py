@@ -189,20 +189,33 @@ class EngineClient:
         return item
 
     async def batches(self, interval: float = 0.05, max_batch: int = 5000) -> AsyncIterator[list[dict[str, Any]]]:
-        """Events grouped per ~`interval`; a batch is also flushed on a lull (no event for `interval`)."""
+        """Events grouped per ~`interval`; a batch is also flushed on a lull (no event for `interval`).
+
+        No `asyncio.wait_for` here: before Python 3.12 it can swallow a cancellation that arrives just as
+        the awaited item does, and a busy stream makes that likely (the app's link worker then outlives
+        the app). `asyncio.timeout` does not have that flaw.
+        """
+        queue = self._events
         while True:
-            first = await self._events.get()
+            first = await queue.get()
             if isinstance(first, BaseException):
                 raise first
             batch = [first]
             deadline = time.monotonic() + interval
             while len(batch) < max_batch:
+                while not queue.empty() and len(batch) < max_batch:
+                    item = queue.get_nowait()
+                    if isinstance(item, BaseException):
+                        yield batch
+                        raise item
+                    batch.append(item)
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or len(batch) >= max_batch:
                     break
                 try:
-                    item = await asyncio.wait_for(self._events.get(), remaining)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(remaining):
+                        item = await queue.get()
+                except TimeoutError:
                     break   # a lull: flush what we have
                 if isinstance(item, BaseException):
                     yield batch

@@ -85,31 +85,80 @@ class CandidateDetail:
 
 
 class StoreView:
-    """A read-only store shared by thread workers (one connection, one lock)."""
+    """A read-only store shared by thread workers: one connection per thread, so the initial queries
+    (candidates window, header counts, islands) run in parallel (sqlite releases the GIL while it steps).
+
+    Every query here uses an index of the schema or a bounded scan: candidates_run_status,
+    candidates_run_fitness, UNIQUE(run_id, number), or the rowid span of one run.
+    """
 
     def __init__(self, home: Path):
         self.home = Path(home)
-        self._store = ReadStore(self.home)
+        self._store = ReadStore(self.home)          # the opening thread's connection (and the blob store)
+        self._local = threading.local()
         self._lock = threading.Lock()
+        self._closed = False
+        self._conns: list[tuple[ReadStore, threading.Lock]] = [(self._store, threading.Lock())]
+        self._local.conn = self._conns[0]
+
+    def _conn(self) -> tuple[ReadStore, threading.Lock]:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("the store view is closed")
+                conn = (ReadStore(self.home), threading.Lock())
+                self._conns.append(conn)
+            self._local.conn = conn
+        return conn
 
     def close(self) -> None:
+        """Close every connection; a query still running in a worker thread is interrupted first (closing
+        a connection under a running statement would crash the process)."""
         with self._lock:
-            self._store.close()
+            self._closed = True
+            conns, self._conns = self._conns, []
+        for store, lock in conns:
+            try:
+                store._conn.interrupt()
+            except Exception:  # noqa: BLE001
+                pass
+            if lock.acquire(timeout=5.0):
+                try:
+                    store.close()
+                finally:
+                    lock.release()
 
     def _all(self, sql: str, params: tuple | list = ()) -> list[dict[str, Any]]:
-        with self._lock:
-            return self._store.fetchall(sql, params)
+        store, lock = self._conn()
+        with lock:
+            if self._closed:
+                raise RuntimeError("the store view is closed")
+            return store.fetchall(sql, params)
 
     def _one(self, sql: str, params: tuple | list = ()) -> dict[str, Any] | None:
         rows = self._all(sql, params)
         return rows[0] if rows else None
 
+    def events_since(self, since: int, run_id: str, limit: int) -> list[dict[str, Any]]:
+        store, lock = self._conn()
+        with lock:
+            if self._closed:
+                raise RuntimeError("the store view is closed")
+            return store.events_since(since, run_id, limit=limit)
+
     # ---- runs
 
     def runs(self) -> list[dict[str, Any]]:
-        return self._all("SELECT r.*, (SELECT MAX(speedup) FROM candidates c WHERE c.run_id=r.id AND c.status='done')"
-                         " AS best, (SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
+        # best: the top of candidates_run_fitness (fitness is the speedup of a correct candidate);
+        # count: a covering scan of candidates_run_status.
+        return self._all("SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND c.status='done' "
+                         "AND c.fitness IS NOT NULL ORDER BY c.fitness DESC LIMIT 1) AS best, "
+                         "(SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
                          "FROM runs r ORDER BY created_at")
+
+    def run_ids(self) -> list[str]:
+        return [r["id"] for r in self._all("SELECT id FROM runs ORDER BY created_at")]
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         return self._one("SELECT * FROM runs WHERE id=?", (run_id,))
@@ -126,18 +175,17 @@ class StoreView:
 
     def summary(self, run_id: str) -> dict[str, Any]:
         run = self.run(run_id) or {}
-        counts = self._one(
-            "SELECT COUNT(*) AS total, "
-            "SUM(status IN ('done','incorrect','failed')) AS evaluated, SUM(status='done') AS correct, "
-            "SUM(status IN ('incorrect','failed')) AS failed, SUM(status IN ('pending','running')) AS in_flight "
-            "FROM candidates WHERE run_id=?", (run_id,)) or {}
+        by_status = {r["status"]: r["n"] for r in self._all(
+            "SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? GROUP BY status", (run_id,))}
+        done = by_status.get("done", 0)
+        bad = by_status.get("incorrect", 0) + by_status.get("failed", 0)
+        # The best correct candidate: the top of candidates_run_fitness (the engine's fitness is the speedup).
         best = self._one("SELECT id, speedup, time_ms FROM candidates WHERE run_id=? AND status='done' "
-                         "AND speedup IS NOT NULL ORDER BY speedup DESC LIMIT 1", (run_id,))
+                         "AND fitness IS NOT NULL AND speedup IS NOT NULL ORDER BY fitness DESC LIMIT 1", (run_id,))
         cost = self._one("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (run_id,)) or {}
         return {"run": run_id, "workload": run.get("workload", "?"), "state": run.get("state", "?"),
-                "parent_run": run.get("parent_run"), "evaluated": counts.get("evaluated") or 0,
-                "correct": counts.get("correct") or 0, "failed": counts.get("failed") or 0,
-                "in_flight": counts.get("in_flight") or 0,
+                "parent_run": run.get("parent_run"), "evaluated": done + bad, "correct": done, "failed": bad,
+                "in_flight": by_status.get("pending", 0) + by_status.get("running", 0),
                 "best": best, "llm_cost_usd": float(cost.get("c") or 0.0), "nodes": self.nodes()}
 
     def nodes(self) -> list[dict[str, Any]]:
@@ -158,13 +206,20 @@ class StoreView:
     # ---- islands
 
     def islands(self, run_id: str) -> list[dict[str, Any]]:
+        # No index leads with (run_id, island): scan the run's rowid span once (its rows are mostly
+        # contiguous), not once per island through an index.
+        span = self._one("SELECT MIN(id) AS lo, MAX(id) AS hi FROM candidates WHERE run_id=?", (run_id,))
+        if not span or span["lo"] is None:
+            return []
         rows = self._all("SELECT island, COUNT(*) AS size, MAX(CASE WHEN status='done' THEN speedup END) AS best "
-                         "FROM candidates WHERE run_id=? GROUP BY island ORDER BY island", (run_id,))
+                         "FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? GROUP BY island ORDER BY island",
+                         (span["lo"], span["hi"], run_id))
         migrations = {r["dst_island"]: r for r in self._all(
             "SELECT dst_island, src_island, candidate_id, MAX(at_evaluation) AS at_evaluation "
             "FROM migrations_log WHERE run_id=? GROUP BY dst_island", (run_id,))}
         for row in rows:
-            recent = self._all("SELECT speedup FROM candidates WHERE run_id=? AND island=? AND status='done' "
+            # candidates_run_status (run_id, status, rowid) read backwards: stops after 16 of this island.
+            recent = self._all("SELECT speedup FROM candidates WHERE run_id=? AND status='done' AND island=? "
                                "AND speedup IS NOT NULL ORDER BY id DESC LIMIT 16", (run_id, row["island"]))
             row["trend"] = [r["speedup"] for r in reversed(recent)]
             mig = migrations.get(row["island"])
@@ -175,12 +230,13 @@ class StoreView:
     # ---- candidates
 
     def candidates(self, run_id: str, filter_text: str = "", limit: int = CANDIDATE_WINDOW) -> list[dict[str, Any]]:
+        """The newest `limit` candidates (proposal order: UNIQUE(run_id, number) read backwards, no sort)."""
         where, params = parse_filter(filter_text)
         rows = self._all(
             "SELECT c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, "
             "m.verdict AS mark, m.text AS mark_text FROM candidates c "
             "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id) "
-            f"WHERE c.run_id=? AND {where} ORDER BY c.id DESC LIMIT ?", [run_id, *params, limit])
+            f"WHERE c.run_id=? AND {where} ORDER BY c.number DESC LIMIT ?", [run_id, *params, limit])
         rows.reverse()
         return rows
 
@@ -195,7 +251,7 @@ class StoreView:
         if not digest:
             return None
         try:
-            return self._store.blobs.get_text(digest)
+            return self._store.blobs.get_text(digest)   # files: no connection needed
         except OSError:
             return None
 

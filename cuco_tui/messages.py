@@ -28,10 +28,11 @@ class EngineLost(Message):
 
 
 class SummaryLoaded(Message):
-    def __init__(self, summary: dict[str, Any], islands: list[dict[str, Any]]) -> None:
+    def __init__(self, summary: dict[str, Any], islands: list[dict[str, Any]], elapsed_s: float = 0.0) -> None:
         super().__init__()
         self.summary = summary
         self.islands = islands
+        self.elapsed_s = elapsed_s
 
 
 class CandidatesLoaded(Message):

@@ -45,4 +45,5 @@ def describe_bindings(app: Any) -> list[tuple[str, str, str]]:
             continue
         key = keymap.get(binding.id, binding.key)
         rows.append((key, binding.description or binding.action, binding.id))
+    rows.append(("ctrl+p", "Palette", "(built in)"))
     return rows

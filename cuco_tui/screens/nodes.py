@@ -27,7 +27,7 @@ class NodesScreen(Screen):
         yield DataTable(id="nodes-table", cursor_type="row")
         yield Static("running jobs", classes="title")
         yield DataTable(id="jobs-table", cursor_type="row")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#nodes-table", DataTable).add_columns(*NODE_COLUMNS)

@@ -39,7 +39,7 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("runs and forks (attach to another one with `cuco attach RUN`)", classes="title")
         yield Tree("runs", id="runs-tree")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.action_reload()

@@ -179,3 +179,34 @@ async def test_read_only_without_engine(tmp_path):
         await pilot.press("a")
         assert not isinstance(app.screen, NoteModal)       # no modal: nothing to send it to
         assert ReadStore(tmp_path).run("ro-1")["state"] == "paused"
+
+
+async def test_attach_to_a_dead_engine_is_read_only(tmp_path):
+    """`cuco attach` on a run whose engine died (a stale run.json, its pid gone): read-only, with a banner."""
+    import subprocess
+    import sys
+    import time
+    sys.path.insert(0, str(Path(__file__).parent))
+    from storefill import fill_store
+
+    from cuco_tui.launch import live_engine
+    await asyncio.to_thread(fill_store, tmp_path, run_id="dead-1", n=12, state="running")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    sock = tmp_path / "runs" / "dead-1" / "engine.sock"
+    sock.parent.mkdir(parents=True, exist_ok=True)
+    sock.touch()                                          # the socket file survived the crash
+    protocol.write_run_info(tmp_path, protocol.RunInfo("dead-1", dead.pid, str(sock), protocol.PROTOCOL_VERSION,
+                                                       time.time()))
+    info = await live_engine(tmp_path, "dead-1")
+    assert info is None                                   # what attach_tui asks before opening the app
+    app = CucoApp(tmp_path, "dead-1", socket_path=info.socket if info else None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        banner = str(app.query_one("#banner").render())
+        assert "read-only" in banner and "cuco resume dead-1" in banner
+        assert "read-only" in str(app.query_one("#header").render())
+        await pilot.press("space")                        # refused: nothing to send it to
+        await pilot.pause(0.1)
+        assert ReadStore(tmp_path).run("dead-1")["state"] == "running"

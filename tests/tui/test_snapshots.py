@@ -15,7 +15,20 @@ pytest.importorskip("pytest_textual_snapshot")
 
 
 async def _settle(pilot) -> None:
+    # The window, header and islands load in parallel workers started by the first one: wait for them.
+    app = pilot.app
+    for _ in range(200):
+        await app.workers.wait_for_complete()
+        main = app.screen_stack[0]
+        if main.query_one("#candidates").row_count and main.query_one("#islands").row_count \
+                and app.summary.get("evaluated"):
+            break
+        await pilot.pause(0.05)
     await pilot.app.workers.wait_for_complete()
+    # Whether the horizontal scrollbar was known when the window scrolled to its newest row depends on
+    # timing (one row of difference under load): scroll to the end again once everything is laid out.
+    await pilot.pause(0.1)
+    app.screen_stack[0].query_one("#candidates").scroll_end(animate=False, immediate=True)
     await pilot.pause(0.3)
     await pilot.app.workers.wait_for_complete()
     await pilot.pause(0.2)

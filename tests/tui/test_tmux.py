@@ -16,8 +16,11 @@ import pytest
 from engine import protocol
 from engine.store import ReadStore
 
+if shutil.which("tmux") is None:
+    print("tests/tui/test_tmux.py: skipped: tmux is not installed (apt-get install tmux)")
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+              pytest.mark.skipif(shutil.which("tmux") is None,
+                                 reason="tmux is not installed (apt-get install tmux): no terminal to drive")]
 pytest.importorskip("engine.engine")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,8 +44,8 @@ class Tmux:
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", self.session, *keys)
 
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", self.session)
+    def screen(self, escapes: bool = False) -> str:
+        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", self.session)
 
     def wait_for(self, text: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
@@ -53,6 +56,18 @@ class Tmux:
                 return screen
             time.sleep(0.3)
         raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{screen}")
+
+    def wait_live(self, state: str, timeout: float = 60.0) -> str:
+        """The header shows `[state]` and the TUI is connected (no "read-only" in the header)."""
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            header = next((line for line in screen.splitlines() if f"[{state}]" in line), None)
+            if header is not None and "read-only" not in header:
+                return screen
+            time.sleep(0.3)
+        raise AssertionError(f"not live and [{state}] after {timeout}s:\n{screen}")
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True, timeout=20)
@@ -81,13 +96,25 @@ def test_a_person_in_tmux(tmp_path):
         run = "demo-tmux"
         assert _wait(lambda: (db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN "
                                           "('done','incorrect','failed')", (run,)) or {"n": 0})["n"] >= 3, 120)
-        t.wait_for("[running]", 30)
+        screen = t.wait_live("running", 30)
         info = protocol.live_run_info(home, run)
         assert info is not None
 
+        # 80x24 on 16 colours: the header and every key of the footer are on screen, and the terminal
+        # only gets the 16 standard colours (SGR 30-37/90-97/40-47/100-107; no 256-colour or RGB codes).
+        lines = screen.splitlines()
+        assert len(lines) == 24 and all(len(line) <= 80 for line in lines)
+        header = next(line for line in lines if "[running]" in line)
+        assert run in header and "evals" in header, screen
+        footer = lines[-1]
+        for key in ("^q Stop", "space Pause", "a Accept", "x Reject", "f Fork", "/ Filter", "? Help", "q Detach"):
+            assert key in footer, (key, footer)
+        raw = t.screen(escapes=True)
+        assert "38;5;" not in raw and "48;5;" not in raw and "38;2;" not in raw and "48;2;" not in raw, raw[:2000]
+
         t.keys("Space")
         assert _wait(lambda: db.run(run)["state"] == "paused", 30)
-        t.wait_for("[paused]", 20)
+        t.wait_live("paused", 20)
 
         # select the first row, accept it with a note
         t.keys("Home")
@@ -127,7 +154,7 @@ def test_a_person_in_tmux(tmp_path):
         t.tmux("kill-server")
         assert _wait(lambda: protocol.live_run_info(home, run) is not None, 5)
         t.start(f"{' '.join(CUCO)} attach {run} --home {home}", env)
-        t.wait_for("[paused]", 30)
+        t.wait_live("paused", 30)
         t.keys("Space")
         assert _wait(lambda: db.run(run)["state"] == "running", 30)
         pids = subprocess.run(["pgrep", "-f", f"cuco_tui.cli attach {run}"], capture_output=True, text=True).stdout.split()
