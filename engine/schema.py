@@ -6,7 +6,7 @@ is what attached TUIs replay with `hello{since}`.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Candidate statuses. `pending` rows exist before evaluation so a crash never loses a proposal.
 PENDING, RUNNING, DONE, INCORRECT, FAILED = "pending", "running", "done", "incorrect", "failed"
@@ -153,4 +153,9 @@ CREATE TABLE IF NOT EXISTS nodes (
 );
 """
 
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1}
+# v2: per-island queries (the TUI's islands pane) without a scan of the run.
+SCHEMA_V2 = """
+CREATE INDEX IF NOT EXISTS candidates_run_island ON candidates(run_id, island, status, speedup);
+"""
+
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2}

@@ -46,11 +46,11 @@ async def test_new_store_is_wal_with_schema_version(store: Store):
     con = raw(store.db_path)
     try:
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     finally:
         con.close()
-    assert SCHEMA_VERSION == 1
+    assert SCHEMA_VERSION == 2
     assert {"runs", "candidates", "evaluations", "jobs", "events", "marks", "llm_calls"} <= tables
 
 
@@ -63,7 +63,7 @@ async def test_reopen_keeps_data_and_version(tmp_path: Path):
     await s.close()
     s2 = await Store(home).open()
     try:
-        assert (await s2.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == "1"
+        assert (await s2.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == str(SCHEMA_VERSION)
         assert (await s2.fetchone("SELECT id FROM runs"))["id"] == "r1"
         assert await s2.event("r1", "again") > seq
     finally:
@@ -234,3 +234,23 @@ async def test_candidate_source_hash_unique_per_run(store: Store):
         async with store.transaction() as tx:
             await add_candidate(tx, number=1, source_hash="same")
     assert len(await store.fetchall("SELECT * FROM candidates")) == 1
+
+
+async def test_a_version_1_store_is_migrated_in_place(tmp_path: Path):
+    """A store written by an older cuco opens: its data stays and the new index appears."""
+    from engine.schema import SCHEMA_V1
+    home = tmp_path / "old"
+    home.mkdir()
+    con = sqlite3.connect(home / DB_NAME)
+    con.executescript(SCHEMA_V1 + "INSERT INTO meta VALUES ('schema_version', '1');"
+                      "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+                      "VALUES ('old', 'demo', '/x', 'finished', '{}', 0, 0);")
+    con.close()
+    s = await Store(home).open()
+    try:
+        assert (await s.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == "2"
+        assert (await s.fetchone("SELECT id FROM runs"))["id"] == "old"
+        idx = await s.fetchone("SELECT name FROM sqlite_master WHERE type='index' AND name='candidates_run_island'")
+        assert idx is not None
+    finally:
+        await s.close()
