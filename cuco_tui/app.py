@@ -84,6 +84,9 @@ def event_line(event: dict[str, Any]) -> str | None:
         text = f"migration #{d.get('id')} island {d.get('src')} -> {d.get('dst')}"
     elif kind == "llm_call":
         text = f"llm {d.get('model')} ${float(d.get('cost_usd') or 0):.4f}"
+    elif kind == "recommendations":
+        items = [str(i) for i in d.get("items") or []]
+        text = "advice: " + " | ".join(items) if items else "advice: (none)"
     else:
         return None
     return f"{_hms(event.get('ts'))} {text}"
@@ -205,6 +208,9 @@ class CucoApp(App):
         self.call_from_thread(self._start_loads)
         recent = self.view.events_since(max(0, since - 200), self.run_id, limit=200) if since else []
         lines = [line for line in map(event_line, recent) if line]
+        advice = self.view.recommendations(self.run_id)
+        if advice and not any(e.get("kind") == "recommendations" for e in recent):
+            lines.insert(0, "advice: " + " | ".join(advice))   # the meta-summarizer's current set
         if lines:
             self.call_from_thread(self._main.query_one("#engine-log", Log).write_lines, lines)
         if self.socket_path:

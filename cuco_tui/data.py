@@ -167,6 +167,15 @@ class StoreView:
         row = self._one("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1")
         return row["id"] if row else None
 
+    def recommendations(self, run_id: str) -> list[str]:
+        """The meta-summarizer's current advice for the run (LLM runs), newest set only."""
+        row = self._one("SELECT value_json FROM run_state WHERE run_id=? AND key='recommendations'", (run_id,))
+        try:
+            items = json.loads(row["value_json"]) if row else []
+        except ValueError:
+            return []
+        return [str(i) for i in items] if isinstance(items, list) else []
+
     def last_seq(self, run_id: str) -> int:
         row = self._one("SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (run_id,))
         return int(row["s"]) if row else 0

@@ -210,3 +210,26 @@ async def test_attach_to_a_dead_engine_is_read_only(tmp_path):
         await pilot.press("space")                        # refused: nothing to send it to
         await pilot.pause(0.1)
         assert ReadStore(tmp_path).run("dead-1")["state"] == "running"
+
+
+async def test_meta_summarizer_advice_is_shown(tmp_path):
+    """The LLM meta-summarizer's recommendations (run_state) appear in the engine log on attach."""
+    import sqlite3
+
+    import sys
+
+    from textual.widgets import Log
+    sys.path.insert(0, str(Path(__file__).parent))
+    from storefill import fill_store
+    await asyncio.to_thread(fill_store, tmp_path, run_id="adv-1", n=6)
+    con = sqlite3.connect(tmp_path / "cuco.db")
+    con.execute("INSERT INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
+                ("adv-1", "recommendations", '["chunk flags beat the barrier", "comm threads cost more than they save"]'))
+    con.commit()
+    con.close()
+    app = CucoApp(tmp_path, "adv-1")
+    async with app.run_test(size=(100, 30)) as pilot:
+        log = app.query_one("#engine-log", Log)
+        assert await _until(lambda: any("advice:" in line for line in log.lines), 20)
+        line = next(line for line in log.lines if "advice:" in line)
+        assert "chunk flags beat the barrier" in line and "comm threads" in line
