@@ -104,106 +104,118 @@ int count_threads() {
   return n;
 }
 
-// The link: one copy engine per source rank. A put is copied at once (the source may not change until
-// it lands) but lands only when the link, at its bandwidth, would have finished it; the engine sleeps
-// meanwhile, so the transfer costs the ranks no CPU, like a DMA engine.
+// The link: one copy engine per source rank, modelled rather than threaded. A put gets the time at
+// which the link, at its bandwidth, would have finished it (transfers of one rank queue behind each
+// other); its bytes land at that time. Landing is done by whoever needs it (a rank waiting on a counter,
+// `quiet`, or the harness at the end of the call), so the transfer costs the ranks no CPU until they
+// choose to wait, and no thread competes with them for the cores.
 class Link {
  public:
   Link(int ranks, std::vector<float*> outs, int ld, double gbps)
-      : ranks_(ranks), outs_(std::move(outs)), ld_(ld), bytes_per_s_(gbps * 1e9), q_(ranks), counters_(ranks) {
+      : ranks_(ranks), outs_(std::move(outs)), ld_(ld), bytes_per_s_(gbps * 1e9), free_at_(ranks), counters_(ranks) {
     for (auto& c : counters_) c = std::vector<std::atomic<int>>(CUCO_FLAGS);
-    for (int r = 0; r < ranks; ++r) engines_.emplace_back([this, r] { engine(r); });
-  }
-  ~Link() {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : engines_) t.join();
   }
   int put(int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld, int flag) {
     if (rank < 0 || rank >= ranks_ || dst < 0 || dst >= ranks_ || flag < 0 || flag >= CUCO_FLAGS || rows < 0 ||
         cols < 0 || row < 0 || col < 0 || col + cols > ld_ || src_ld < cols)
       return -1;
-    Item it{dst, row, col, rows, cols, flag, src, src_ld};   // read when it lands, like a DMA engine
+    auto now = Clock::now();
+    double seconds = (double)rows * cols * sizeof(float) / bytes_per_s_;
     {
       std::lock_guard<std::mutex> g(mu_);
-      q_[rank].push_back(std::move(it));
-      ++inflight_;
+      auto start = std::max(now, free_at_[rank]);
+      free_at_[rank] = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+      pending_.push_back(Item{dst, row, col, rows, cols, flag, src, src_ld, free_at_[rank], rank});
     }
     cv_.notify_all();
     return 0;
   }
   int wait(int rank, int flag, int count, int timeout_ms) {
     if (flag < 0 || flag >= CUCO_FLAGS) return -1;
-    std::unique_lock<std::mutex> lk(mu_);
-    bool ok = arrived_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
-                                   [&] { return counters_[rank][flag].load() >= count; });
-    return ok ? 0 : -1;
+    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      deliver_due();
+      if (counters_[rank][flag].load() >= count) return 0;
+      auto now = Clock::now();
+      if (now >= deadline) return -1;
+      std::unique_lock<std::mutex> lk(mu_);
+      // Counters rise under this lock: checked here, a delivery by another rank cannot slip in
+      // between the check and the sleep (a lost wake-up).
+      if (counters_[rank][flag].load() >= count) return 0;
+      auto next = deadline;
+      for (auto& it : pending_) next = std::min(next, it.land_at);
+      cv_.wait_until(lk, next);   // a landing is due then, or a new put arrives
+    }
   }
-  int peek(int rank, int flag) { return flag >= 0 && flag < CUCO_FLAGS ? counters_[rank][flag].load() : -1; }
+  int peek(int rank, int flag) {
+    deliver_due();
+    return flag >= 0 && flag < CUCO_FLAGS ? counters_[rank][flag].load() : -1;
+  }
   void quiet(int rank) {
-    std::unique_lock<std::mutex> lk(mu_);
-    arrived_cv_.wait(lk, [&] { return q_[rank].empty() && !busy_[rank]; });
+    Clock::time_point until;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      until = free_at_[rank];
+    }
+    std::this_thread::sleep_until(until);
+    deliver_due();
   }
-  // All engines idle (the harness's end of a call) and every counter back to zero (its start).
+  // The end of a call: everything queued lands (sleeping until the last landing time).
   void drain() {
-    std::unique_lock<std::mutex> lk(mu_);
-    arrived_cv_.wait(lk, [&] { return inflight_ == 0; });
+    Clock::time_point last = Clock::now();
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (auto& it : pending_) last = std::max(last, it.land_at);
+    }
+    std::this_thread::sleep_until(last);
+    deliver_due();
   }
   void reset() {
     drain();
     for (auto& c : counters_) for (auto& x : c) x.store(0);
+    std::fill(free_at_.begin(), free_at_.end(), Clock::time_point());
   }
-  std::vector<float*>& outs() { return outs_; }
 
  private:
   struct Item {
     int dst, row, col, rows, cols, flag;
-    const float* src;
+    const float* src;   // read when it lands, like a DMA engine
     int src_ld;
+    Clock::time_point land_at;
+    int from;
   };
-  void engine(int r) {
-    Clock::time_point free_at = Clock::now();
-    for (;;) {
-      Item it;
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return quit_ || !q_[r].empty(); });
-        if (quit_) return;
-        it = std::move(q_[r].front());
-        q_[r].pop_front();
-        busy_[r] = true;
-      }
-      auto start = std::max(Clock::now(), free_at);
-      double seconds = (double)it.rows * it.cols * sizeof(float) / bytes_per_s_;
-      free_at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-      std::this_thread::sleep_until(free_at);
+  void deliver_due() {
+    std::vector<Item> due;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto now = Clock::now();
+      auto keep = std::partition(pending_.begin(), pending_.end(), [&](const Item& it) { return it.land_at > now; });
+      due.assign(std::make_move_iterator(keep), std::make_move_iterator(pending_.end()));
+      pending_.erase(keep, pending_.end());
+    }
+    if (due.empty()) return;
+    // A rank's transfers land in the order it issued them (its link is a queue).
+    std::stable_sort(due.begin(), due.end(), [](const Item& a, const Item& b) { return a.land_at < b.land_at; });
+    for (auto& it : due) {
       float* dst = outs_[it.dst];
       for (int i = 0; i < it.rows; ++i)
         memcpy(dst + (size_t)(it.row + i) * ld_ + it.col, it.src + (size_t)i * it.src_ld, sizeof(float) * it.cols);
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        counters_[it.dst][it.flag].fetch_add(1);
-        busy_[r] = false;
-        --inflight_;
-      }
-      arrived_cv_.notify_all();
     }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (auto& it : due) counters_[it.dst][it.flag].fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
   }
   int ranks_;
   std::vector<float*> outs_;
   int ld_;
   double bytes_per_s_;
-  std::vector<std::deque<Item>> q_;
+  std::vector<Clock::time_point> free_at_;
   std::vector<std::vector<std::atomic<int>>> counters_;
-  bool busy_[64] = {};
-  int inflight_ = 0;
-  bool quit_ = false;
+  std::vector<Item> pending_;
   std::mutex mu_;
-  std::condition_variable cv_, arrived_cv_;
-  std::vector<std::thread> engines_;
+  std::condition_variable cv_;
 };
 
 int link_put(void* l, int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld,
