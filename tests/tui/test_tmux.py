@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.slow,
 pytest.importorskip("engine.engine")
 
 REPO = Path(__file__).resolve().parents[2]
-CUCO = [os.environ.get("CUCO_PYTHON", "/work/venv/bin/python"), "-m", "cuco_tui.cli"]
+CUCO = [sys.executable, "-m", "cuco_tui.cli"]   # the interpreter running the tests (CI's venv too)
 
 
 class Tmux:
@@ -152,6 +153,7 @@ def test_a_person_in_tmux(tmp_path):
 
         # attach again, resume, then lose the terminal
         t.tmux("kill-server")
+        t.sock += "-again"   # a fresh tmux server: the old one may still be shutting down
         assert _wait(lambda: protocol.live_run_info(home, run) is not None, 5)
         t.start(f"{' '.join(CUCO)} attach {run} --home {home}", env)
         t.wait_live("paused", 30)
