@@ -1,6 +1,6 @@
 """TUI benchmark (a script, not a unit test).
 
-    /work/venv/bin/python tests/bench/bench_tui.py [--candidates 100000] [--rate 100] [--presses 30]
+    python tests/bench/bench_tui.py [--candidates 100000] [--rate 100] [--presses 30]
                                                     [--home DIR (reuse a filled store)] [--profile]
 
 1. A store with N candidates (written straight with sqlite, in a child process): time until the app shows a
