@@ -121,23 +121,12 @@ def _engine_alive(home: Path, run_id: str) -> bool:
 
 
 def _resolve_run(home: Path, run: str | None) -> str:
-    from engine.store import DB_NAME, ReadStore
-    if not (home / DB_NAME).exists():
-        raise InputError(str(home), "--home", "no cuco store here: start one with `cuco run WORKLOAD` or pass --home")
-    store = ReadStore(home)
+    """The one rule (cuco_tui.launch.resolve_run): the named run, else the only live one, else the newest."""
+    from cuco_tui.launch import RunNotFound, resolve_run
     try:
-        runs = store.runs()
-    finally:
-        store.close()
-    ids = [r["id"] for r in runs]
-    if run:
-        if run not in ids:
-            raise InputError("RUN", run, f"no such run (runs: {', '.join(ids) or 'none'})")
-        return run
-    if not ids:
-        raise InputError("RUN", "(omitted)", "the store has no runs yet")
-    live = [r["id"] for r in runs if r["state"] in ("running", "paused")]
-    return live[-1] if len(live) == 1 else ids[-1]
+        return resolve_run(home, run)
+    except RunNotFound as exc:
+        raise InputError("RUN", run or "(omitted)", str(exc)) from None
 
 
 # ----- ls / report / export / validate -------------------------------------------------------------
