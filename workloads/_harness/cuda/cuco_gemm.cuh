@@ -13,6 +13,9 @@
 // so a candidate can write a finished tile anywhere (local memory, peers' windows through LSA pointers)
 // and raise flags. Tiles are scheduled with blockIdx.x over N tiles and blockIdx.y over M tiles, so row
 // blocks finish roughly in order of m.
+// launch_splitk() is the same GEMM split over K (blockIdx.z), for shapes with fewer tiles than the GPU has
+// CTA slots: each split writes an fp32 partial, the last one to finish a tile adds them and runs the
+// epilogue. The baseline uses launch() only; the two share tile_mainloop / tile_epilogue.
 #ifndef CUCO_GEMM_CUH
 #define CUCO_GEMM_CUH
 #include <cuda_runtime.h>
@@ -57,26 +60,15 @@ struct StoreEpi {
   __device__ __forceinline__ void tile_done(int, int) const {}
 };
 
-template <class Epi>
-__global__ void __launch_bounds__(THREADS, 2)
-gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
-            int K, long long lda, long long ldb, int m_tile0, Epi epi) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+// acc += A_tile * B_tile^T over KT k tiles of one 128x128 tile; gA / gB point at the tile's first row of
+// A / B, at its first k column. Leaves the pipeline drained (every cp.async waited for, smem free for reuse).
+__device__ __forceinline__ void tile_mainloop(unsigned char* smem_raw, const __nv_bfloat16* __restrict__ gA,
+                                              const __nv_bfloat16* __restrict__ gB, long long lda, long long ldb,
+                                              int KT, float (&acc)[4][4][4]) {
   __nv_bfloat16* sA = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* sB = sA + STAGES * BM * BK;
-  const int tn = blockIdx.x, tm = m_tile0 + blockIdx.y;
-  const __nv_bfloat16* gA = A + (long long)tm * BM * lda;
-  const __nv_bfloat16* gB = B + (long long)tn * BN * ldb;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps, each 64 x 32
-  float acc[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
-  const int KT = K / BK;
   auto load_stage = [&](int stage, int kt) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -118,6 +110,14 @@ gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict
   }
   cp_async_wait<0>();
   __syncthreads();
+}
+
+// Rounds the accumulators to bf16, stages the tile in smem (coalesced rows) and hands it to the epilogue.
+template <class Epi>
+__device__ __forceinline__ void tile_epilogue(unsigned char* smem_raw, const float (&acc)[4][4][4], int tm, int tn,
+                                              Epi& epi) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wm = warp >> 2, wn = warp & 3;
   __nv_bfloat16* sC = reinterpret_cast<__nv_bfloat16*>(smem_raw);
 #pragma unroll
   for (int mi = 0; mi < 4; mi++)
@@ -138,6 +138,76 @@ gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict
   epi.tile_done(tm, tn);
 }
 
+__device__ __forceinline__ void zero_acc(float (&acc)[4][4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
+}
+
+template <class Epi>
+__global__ void __launch_bounds__(THREADS, 2)
+gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
+            int K, long long lda, long long ldb, int m_tile0, Epi epi) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int tn = blockIdx.x, tm = m_tile0 + blockIdx.y;
+  float acc[4][4][4];
+  zero_acc(acc);
+  tile_mainloop(smem_raw, A + (long long)tm * BM * lda, B + (long long)tn * BN * ldb, lda, ldb, K / BK, acc);
+  tile_epilogue(smem_raw, acc, tm, tn, epi);
+}
+
+// Split-K: blockIdx.z = split s of `splits` takes k tiles [KT*s/splits, KT*(s+1)/splits) of its tile, writes
+// its fp32 partial to ws and bumps the tile's semaphore; the split that arrives last adds the others'
+// partials and runs the epilogue (no CTA ever waits for another, so any grid size is safe). Semaphores
+// count monotonically over calls: the caller passes epoch = 1, 2, ... (one per launch) and never resets.
+// For shapes with fewer tiles than the GPU has CTA slots (one partial wave), where a plain tile grid leaves
+// SMs idle. ws: splitk_ws_bytes(tiles, splits); sem: one unsigned per tile, zeroed once.
+inline size_t splitk_ws_bytes(long long tiles, int splits) { return (size_t)tiles * splits * BM * BN * sizeof(float); }
+
+template <class Epi>
+__global__ void __launch_bounds__(THREADS, 2)
+gemm_splitk_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
+                   int K, long long lda, long long ldb, int m_tile0, float4* __restrict__ ws,
+                   unsigned* __restrict__ sem, unsigned epoch, Epi epi) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ unsigned is_last;
+  const int tn = blockIdx.x, tm = m_tile0 + blockIdx.y, sp = blockIdx.z, splits = gridDim.z;
+  const int KT = K / BK, tid = threadIdx.x;
+  const long long tile = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+  float acc[4][4][4];
+  zero_acc(acc);
+  const int kt0 = (int)((long long)KT * sp / splits), kt1 = (int)((long long)KT * (sp + 1) / splits);
+  tile_mainloop(smem_raw, A + (long long)tm * BM * lda + kt0 * BK, B + (long long)tn * BN * ldb + kt0 * BK, lda, ldb,
+                kt1 - kt0, acc);
+  float4* mine = ws + (tile * splits + sp) * (16 * THREADS);
+#pragma unroll
+  for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+    for (int ni = 0; ni < 4; ni++)
+      mine[(mi * 4 + ni) * THREADS + tid] = make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) is_last = atomicAdd(sem + tile, 1u) + 1u == epoch * (unsigned)splits;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  for (int s = 0; s < splits; s++) {
+    if (s == sp) continue;
+    const float4* other = ws + (tile * splits + s) * (16 * THREADS);
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+      for (int ni = 0; ni < 4; ni++) {
+        float4 v = __ldcg(other + (mi * 4 + ni) * THREADS + tid);
+        acc[mi][ni][0] += v.x; acc[mi][ni][1] += v.y; acc[mi][ni][2] += v.z; acc[mi][ni][3] += v.w;
+      }
+  }
+  tile_epilogue(smem_raw, acc, tm, tn, epi);
+}
+
 inline bool shape_ok(long long M, long long N, long long K) {
   return M > 0 && N > 0 && K > 0 && M % BM == 0 && N % BN == 0 && K % BK == 0;
 }
@@ -150,6 +220,22 @@ inline cudaError_t launch(const __nv_bfloat16* A, const __nv_bfloat16* B, int N,
   if (e != cudaSuccess) return e;
   dim3 grid(N / BN, m_tiles);
   gemm_kernel<Epi><<<grid, THREADS, SMEM_BYTES, s>>>(A, B, K, lda, ldb, m_tile0, epi);
+  return cudaGetLastError();
+}
+
+// Launches the split-K GEMM over M tiles [m_tile0, m_tile0 + m_tiles), all N tiles, `splits` ways
+// (clamped to 1 .. K / BK). ws and sem as for gemm_splitk_kernel; epoch >= 1 and new on every launch.
+template <class Epi>
+inline cudaError_t launch_splitk(const __nv_bfloat16* A, const __nv_bfloat16* B, int N, int K, long long lda,
+                                 long long ldb, int m_tile0, int m_tiles, int splits, float* ws, unsigned* sem,
+                                 unsigned epoch, Epi epi, cudaStream_t s) {
+  cudaError_t e = cudaFuncSetAttribute(gemm_splitk_kernel<Epi>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  if (splits > K / BK) splits = K / BK;
+  if (splits < 1) splits = 1;
+  dim3 grid(N / BN, m_tiles, splits);
+  gemm_splitk_kernel<Epi><<<grid, THREADS, SMEM_BYTES, s>>>(A, B, K, lda, ldb, m_tile0, reinterpret_cast<float4*>(ws),
+                                                            sem, epoch, epi);
   return cudaGetLastError();
 }
 

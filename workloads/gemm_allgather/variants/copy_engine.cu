@@ -5,6 +5,8 @@
 #include "cuco_abi.h"
 #include "cuco_device.cuh"
 #include "cuco_gemm.cuh"
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <nccl.h>
