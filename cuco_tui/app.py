@@ -639,9 +639,9 @@ class CucoApp(App):
     def palette_candidates(self) -> list[tuple[int, str]]:
         table = self._main.query_one(CandidatesTable)
         out = []
-        for row_key in list(table.rows)[-2000:]:
-            row = table.get_row(row_key)
-            out.append((int(row_key.value), f"#{row[0]} isl {row[1]} {row[3]} {row[4]} {row[5]}"))
+        for cid in table.row_ids()[-2000:]:
+            row = table.row_text(cid)
+            out.append((cid, f"#{row[0]} isl {row[1]} {row[3]} {row[4]} {row[5]}"))
         return out
 
     def palette_runs(self) -> list[str]:

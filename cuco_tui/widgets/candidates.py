@@ -1,24 +1,36 @@
-"""Candidates of the run: the newest window (SQL pages and filters), updated in place by key."""
+"""Candidates of the run: the newest window (SQL pages and filters), updated in place by candidate id.
+
+A line-API widget, not a DataTable: under a stream of events DataTable re-renders every visible cell on
+every refresh (its render caches are keyed on a counter that each `update_cell` bumps) and re-lays out
+the screen on every added row. Here each row keeps its own rendered line until that row changes, only
+visible rows are ever rendered, and an update repaints only the lines it touched.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from rich.cells import cell_len
-from rich.text import Text
-from textual import on
-from textual._two_way_dict import TwoWayDict
-from textual.coordinate import Coordinate
-from textual.widgets import DataTable
-from textual.widgets._data_table import CellKey
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from ..data import CANDIDATE_WINDOW
 from ..messages import CandidateSelected
 
 COLUMNS = (("id", "id"), ("island", "isl"), ("generation", "gen"), ("operator", "operator"),
            ("status", "status"), ("speedup", "speedup"), ("verdict", "verdict"), ("mark", "mark"))
+COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
 TRIM_SLACK = 250     # rows beyond the window before the oldest are dropped (in one pass)
 STATUS_STYLE = {"done": "green", "incorrect": "red", "failed": "red", "running": "yellow", "pending": "dim"}
+CELL_PADDING = 1     # blank columns either side of a cell, as DataTable draws them
+
+Cell = tuple[str, str]   # (text, rich style string; "" for the row's style)
 
 
 def verdict_of(row: dict[str, Any]) -> str:
@@ -33,145 +45,377 @@ def verdict_of(row: dict[str, Any]) -> str:
     return ""
 
 
-def mark_of(verdict: str | None, text: str | None) -> Text:
+def mark_of(verdict: str | None, text: str | None) -> Cell:
     if verdict == "accept":
-        return Text(f"+ {text or 'accepted'}"[:24], style="bold green")
+        return f"+ {text or 'accepted'}"[:24], "bold green"
     if verdict == "reject":
-        return Text(f"x {text or 'rejected'}"[:24], style="bold red")
-    return Text("")
+        return f"x {text or 'rejected'}"[:24], "bold red"
+    return "", ""
 
 
-def cells_of(row: dict[str, Any]) -> dict[str, Any]:
-    cells: dict[str, Any] = {}
+def cells_of(row: dict[str, Any]) -> dict[str, Cell]:
+    """The cells a (possibly partial) candidate row or event sets, by column key."""
+    cells: dict[str, Cell] = {}
     if "id" in row:
-        cells["id"] = str(row["id"])
+        cells["id"] = (str(row["id"]), "")
     if "island" in row:
-        cells["island"] = str(row["island"])
+        cells["island"] = (str(row["island"]), "")
     if "generation" in row:
-        cells["generation"] = str(row["generation"])
+        cells["generation"] = (str(row["generation"]), "")
     if "operator" in row:
-        cells["operator"] = str(row["operator"])
+        cells["operator"] = (str(row["operator"]), "")
     if "status" in row:
-        cells["status"] = Text(str(row["status"]), style=STATUS_STYLE.get(row["status"], ""))
-        cells["verdict"] = verdict_of(row)
+        cells["status"] = (str(row["status"]), STATUS_STYLE.get(row["status"], ""))
+        cells["verdict"] = (verdict_of(row), "")
     if "speedup" in row:
-        cells["speedup"] = f"{row['speedup']:.3f}x" if row.get("speedup") is not None else ""
+        cells["speedup"] = (f"{row['speedup']:.3f}x" if row.get("speedup") is not None else "", "")
     if "mark" in row:
         cells["mark"] = mark_of(row.get("mark"), row.get("mark_text"))
     return cells
 
 
-class CandidatesTable(DataTable):
+@dataclass
+class _Row:
+    cells: list[Cell]
+    lines: dict[str, Strip] = field(default_factory=dict)   # rendered line per look ("cursor", "even", ...)
+    generation: int = -1                                    # the styles/widths those lines were drawn with
+
+
+class CandidatesTable(ScrollView, can_focus=True):
+    """The newest `window` candidates, oldest first, with a row cursor. Line 0 is the column header."""
+
     BORDER_TITLE = "candidates"
+    COMPONENT_CLASSES = {"candidates--header", "candidates--cursor", "candidates--even-row",
+                         "candidates--odd-row"}
+    # The look of Textual's DataTable (theme variables only, so every theme and 16 colours work).
+    DEFAULT_CSS = """
+    CandidatesTable {
+        background: $surface;
+        color: $foreground;
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .candidates--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .candidates--header { background-tint: $foreground 5%; }
+        }
+        &:dark > .candidates--even-row { background: $surface-darken-1 40%; }
+        & > .candidates--header { text-style: bold; background: $panel; color: $foreground; }
+        &:ansi > .candidates--header { background: ansi_bright_blue; color: ansi_default; }
+        & > .candidates--even-row { background: $surface-lighten-1 50%; }
+        & > .candidates--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+    }
+    """
+    BINDINGS = [
+        Binding("up", "cursor_up", "Cursor up", show=False),
+        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("ctrl+home", "first", "Top", show=False),
+        Binding("ctrl+end", "last", "Bottom", show=False),
+        Binding("home", "scroll_home", "Home", show=False),
+        Binding("end", "scroll_end", "End", show=False),
+        Binding("left", "scroll_left", "Scroll left", show=False),
+        Binding("right", "scroll_right", "Scroll right", show=False),
+    ]
 
     def __init__(self, window: int = CANDIDATE_WINDOW, **kw: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kw)
+        super().__init__(**kw)
         self.window = window
         self.filter_text = ""
+        self._order: list[int] = []            # candidate ids, oldest first
+        self._rows: dict[int, _Row] = {}
+        self._base = 0                          # _seq[id] - _base is a row's index (trims shift _base)
+        self._seq: dict[int, int] = {}
+        self._widths = [cell_len(label) for _, label in COLUMNS]
+        self._cursor = 0
+        self._generation = 0                    # bumped when styles or widths change: every line is stale
+        self._styles: dict[str, Style] | None = None
+        self._header: tuple[int, Strip] | None = None
+        self._batching = False
+        self._follow = False
+        self._added = 0
+        self._announced: int | None = None      # the candidate the last CandidateSelected named
 
-    def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+    # ---- what the app reads
+
+    @property
+    def row_count(self) -> int:
+        return len(self._order)
+
+    @property
+    def cursor_row(self) -> int:
+        return self._cursor
+
+    def selected_id(self) -> int | None:
+        return self._order[self._cursor] if self._order else None
+
+    def row_ids(self) -> list[int]:
+        return list(self._order)
+
+    def row_text(self, candidate_id: int) -> list[str]:
+        return [text for text, _ in self._rows[candidate_id].cells]
+
+    def cell_text(self, candidate_id: int, column: str) -> str | None:
+        row = self._rows.get(candidate_id)
+        return None if row is None else row.cells[COLUMN_KEYS.index(column)][0]
+
+    # ---- loading and updating
 
     def load(self, rows: list[dict[str, Any]], filter_text: str) -> None:
         """Show a fresh result set (the first load, or a new filter)."""
         keep = self.selected_id()
         self.filter_text = filter_text
-        if self.row_count:
-            self.clear(columns=False)
+        self._order, self._rows, self._seq, self._base = [], {}, {}, 0
         for row in rows:
-            cells = cells_of(row)
-            self.add_row(*(cells.get(c, "") for c, _ in COLUMNS), key=str(row["id"]))
+            self._append(row)
         self.border_title = f"candidates  /{filter_text}" if filter_text else "candidates"
-        if self.row_count:
-            if keep is not None and str(keep) in self.rows:
-                self.move_cursor(row=self.get_row_index(str(keep)), animate=False)
-            else:
-                self.move_cursor(row=self.row_count - 1, animate=False)
-                # Once laid out (scrollbars known), show the newest row fully whatever the timing.
-                self.call_after_refresh(self.scroll_end, animate=False)
+        self._restyle()
+        self._resize()
+        if keep is not None and keep in self._seq:
+            self.move_cursor(row=self._index(keep))
+        else:
+            self.move_cursor(row=max(0, self.row_count - 1))
+        # Scroll again once laid out: before the first layout the height of the view is not known.
+        self.call_after_refresh(self._scroll_to_cursor)
+        self.refresh()
 
     def begin_batch(self) -> None:
         """Before a batch of upserts: remember whether the cursor follows the newest row."""
-        self._follow = self.row_count == 0 or self.cursor_row >= self.row_count - 1
+        self._batching = True
+        self._follow = not self._order or self._cursor >= self.row_count - 1
         self._added = 0
 
     def end_batch(self) -> None:
-        """After a batch: trim the window (in bulk, rarely) and move the cursor once."""
+        """After a batch: trim the window (in bulk, rarely), resize once and move the cursor once."""
+        self._batching = False
         if self.row_count > self.window + TRIM_SLACK:
             self._trim_front(self.row_count - self.window)
-        if self._added and getattr(self, "_follow", False):
-            self.move_cursor(row=self.row_count - 1, animate=False)
+        if self._added:
+            self._resize()
+            if self._follow:
+                self.move_cursor(row=self.row_count - 1)
+            self.refresh()
         self._added = 0
 
     def upsert(self, row: dict[str, Any], add: bool) -> bool:
         """Update the cells of a known candidate; add it at the bottom when `add` (it is new).
 
-        Inside begin_batch()/end_batch() (the app's event batches) the cursor moves and the window is
-        trimmed once per batch; alone, at once.
+        Inside begin_batch()/end_batch() (the app's event batches) the cursor moves, the window is trimmed
+        and the size recomputed once per batch; alone, at once.
         """
-        key = str(row["id"])
-        cells = cells_of(row)
-        if key in self.rows:
-            for col, value in cells.items():
-                if col != "id":
-                    # Grow-only widths: DataTable re-measures the whole column (every row) when an updated
-                    # cell is narrower than its column, so ask for a width update only when it is wider.
-                    width = value.cell_len if isinstance(value, Text) else cell_len(str(value))
-                    self.update_cell(key, col, value, update_width=width > self.columns[col].content_width)
+        cid = int(row["id"])
+        known = self._rows.get(cid)
+        if known is not None:
+            changed = False
+            for col, cell in cells_of(row).items():
+                i = COLUMN_KEYS.index(col)
+                if col != "id" and known.cells[i] != cell:
+                    known.cells[i] = cell
+                    changed = True
+                    self._grow(i, cell)
+            if changed:
+                known.lines.clear()
+                self._refresh_row(self._index(cid))
             return True
         if not add:
             return False
-        batched = hasattr(self, "_added")
-        if not batched:
+        if not self._batching:
             self.begin_batch()
-        self.add_row(*(cells.get(c, "") for c, _ in COLUMNS), key=key)
-        self._added += 1
-        if not batched:
+            self._append(row)
+            self._added += 1
             self.end_batch()
-            del self._added
+        else:
+            self._append(row)
+            self._added += 1
         return True
 
+    def _append(self, row: dict[str, Any]) -> None:
+        cid = int(row["id"])
+        cells = cells_of(row)
+        values = [cells.get(col, ("", "")) for col in COLUMN_KEYS]
+        for i, cell in enumerate(values):
+            self._grow(i, cell)
+        self._rows[cid] = _Row(values)
+        self._seq[cid] = self._base + len(self._order)
+        self._order.append(cid)
+
+    def _grow(self, column: int, cell: Cell) -> None:
+        """Columns only grow (a narrower value keeps the width: no jumping layout under a stream)."""
+        width = cell_len(cell[0])
+        if width > self._widths[column]:
+            self._widths[column] = width
+            self._generation += 1
+
     def _trim_front(self, n: int) -> None:
-        """Drop the `n` oldest rows in one pass. DataTable.remove_row is O(rows) per row with two
-        watcher round trips (17 ms at 1,000 rows); this is one O(rows) pass for all of them."""
+        """Drop the `n` oldest rows, keeping the cursor on its candidate and the view where it was."""
         n = min(n, self.row_count)
         if n <= 0:
             return
-        locations = self._row_locations
-        doomed = [locations.get_key(i) for i in range(n)]
-        for row_key in doomed:
-            for column_key in self._data.get(row_key, {}):
-                self._updated_cells.discard(CellKey(row_key, column_key))
-            del self.rows[row_key]
-            del self._data[row_key]
-        self._row_locations = TwoWayDict({row_key: locations.get(row_key) - n for row_key in list(locations)
-                                          if locations.get(row_key) >= n})
-        self._require_update_dimensions = True
-        self._update_count += 1
-        row, column = self.cursor_coordinate
-        self.cursor_coordinate = Coordinate(max(0, row - n), column)
-        self.hover_coordinate = Coordinate(max(0, self.hover_coordinate.row - n), self.hover_coordinate.column)
-        self.check_idle()
-        self.refresh(layout=True)
+        for cid in self._order[:n]:
+            del self._rows[cid]
+            del self._seq[cid]
+        del self._order[:n]
+        self._base += n
+        self._cursor = max(0, self._cursor - n)
+        self.scroll_to(y=max(0, self.scroll_y - n), animate=False)
+        self.refresh()
 
-    def selected_id(self) -> int | None:
-        if not self.row_count:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:  # noqa: BLE001 - an empty or shrinking table
-            return None
-        return int(key.value) if key.value is not None else None
+    def _index(self, cid: int) -> int:
+        return self._seq[cid] - self._base
+
+    def _resize(self) -> None:
+        width = sum(self._widths) + 2 * CELL_PADDING * len(self._widths)
+        self.virtual_size = Size(width, self.row_count + 1)
+
+    # ---- the cursor
+
+    def move_cursor(self, row: int, animate: bool = False, scroll: bool = True) -> None:
+        if not self._order:
+            self._cursor = 0
+            return
+        row = max(0, min(row, self.row_count - 1))
+        old, self._cursor = self._cursor, row
+        if old != row:
+            self._refresh_row(old)
+            self._refresh_row(row)
+        if scroll:
+            self._scroll_to_cursor(animate)
+        cid = self._order[row]
+        if cid != self._announced:
+            self._announced = cid
+            self.post_message(CandidateSelected(cid))
 
     def select(self, candidate_id: int) -> bool:
-        key = str(candidate_id)
-        if key not in self.rows:
+        if candidate_id not in self._seq:
             return False
-        self.move_cursor(row=self.get_row_index(key), animate=False)
+        self.move_cursor(row=self._index(candidate_id))
         return True
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key is not None and event.row_key.value is not None:
-            self.post_message(CandidateSelected(int(event.row_key.value)))
+    def _visible_rows(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)   # less the header line
+
+    def _scroll_to_cursor(self, animate: bool = False) -> None:
+        top, shown = round(self.scroll_y), self._visible_rows()
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=animate)
+        elif self._cursor >= top + shown:
+            self.scroll_to(y=self._cursor - shown + 1, animate=animate)
+
+    def action_cursor_up(self) -> None:
+        self.move_cursor(row=self._cursor - 1)
+
+    def action_cursor_down(self) -> None:
+        self.move_cursor(row=self._cursor + 1)
+
+    def action_page_up(self) -> None:
+        self.move_cursor(row=self._cursor - self._visible_rows())
+
+    def action_page_down(self) -> None:
+        self.move_cursor(row=self._cursor + self._visible_rows())
+
+    def action_first(self) -> None:
+        self.move_cursor(row=0)
+
+    def action_last(self) -> None:
+        self.move_cursor(row=self.row_count - 1)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y < 1:
+            return
+        row = round(self.scroll_y) + offset.y - 1
+        if row < self.row_count:
+            self.move_cursor(row=row, scroll=False)
+
+    # ---- styles
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._restyle()
+
+    def _on_focus(self, event: events.Focus) -> None:
+        super()._on_focus(event)
+        self._restyle()
+
+    def _on_blur(self, event: events.Blur) -> None:
+        super()._on_blur(event)
+        self._restyle()
+
+    def _restyle(self) -> None:
+        """Theme, focus or widths changed: every line is drawn again when next shown."""
+        self._styles = None
+        self._generation += 1
+        self.refresh()
+
+    def _looks(self) -> dict[str, Style]:
+        if self._styles is None:
+            base = self.rich_style
+            get = self.get_component_rich_style
+            even, odd = base + get("candidates--even-row"), base + get("candidates--odd-row")
+            self._styles = {"base": base, "header": base + get("candidates--header"), "even": even, "odd": odd,
+                            "cursor-even": even + get("candidates--cursor"),
+                            "cursor-odd": odd + get("candidates--cursor")}
+        return self._styles
+
+    # ---- rendering
+
+    def _refresh_row(self, index: int) -> None:
+        y = index + 1 - round(self.scroll_y)
+        if 1 <= y < self.scrollable_content_region.height:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    def _draw(self, cells: Iterable[Cell], look: Style) -> Strip:
+        segments = []
+        pad = " " * CELL_PADDING
+        for (text, style), width in zip(cells, self._widths):
+            cell_style = look + Style.parse(style) if style else look
+            segments.append(Segment(pad, look))
+            segments.append(Segment(text + " " * (width - cell_len(text)), cell_style))
+            segments.append(Segment(pad, look))
+        return Strip(segments)
+
+    def _line_of(self, index: int) -> Strip:
+        cid = self._order[index]
+        row = self._rows[cid]
+        if row.generation != self._generation:
+            row.lines.clear()
+            row.generation = self._generation
+        parity = "even" if index % 2 == 0 else "odd"
+        look = f"cursor-{parity}" if index == self._cursor else parity
+        line = row.lines.get(look)
+        if line is None:
+            looks = self._looks()
+            style = looks[look]
+            if look.startswith("cursor"):
+                # The cursor's colours win over a cell's own (as DataTable draws it): readable on any theme.
+                cursor = Style(color=style.color, bgcolor=style.bgcolor)
+                line = Strip([Segment(s.text, (s.style or Style()) + cursor)
+                              for s in self._draw(row.cells, style)])
+            else:
+                line = self._draw(row.cells, style)
+            row.lines[look] = line
+        return line
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        looks = self._looks()
+        scroll_x = round(self.scroll_x)
+        if y == 0:
+            if self._header is None or self._header[0] != self._generation:
+                self._header = (self._generation, self._draw(((label, "") for _, label in COLUMNS), looks["header"]))
+            line, fill = self._header[1], looks["header"]
+        else:
+            index = round(self.scroll_y) + y - 1
+            if index >= self.row_count:
+                return Strip.blank(width, looks["base"])
+            line = self._line_of(index)
+            parity = "even" if index % 2 == 0 else "odd"
+            fill = looks[f"cursor-{parity}" if index == self._cursor else parity]
+        return line.crop(scroll_x, scroll_x + width).extend_cell_length(width, fill)
