@@ -179,14 +179,21 @@ class FakeEngine:
 
     async def run(self) -> str:
         await self._set_state("running")
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while not self._stop.is_set():
-            await self._running.wait()
+            if not self._running.is_set():
+                await self._running.wait()
+                due = loop.time()              # a pause does not bank steps to burst out afterwards
             if self._stop.is_set():
                 break
             if self.max_candidates is None or self.created < self.max_candidates:
                 await self.step()
+            # Paced on a schedule, not a sleep after each step: the rate holds whatever a step costs
+            # (a short lag is caught up; a long one is forgiven rather than burst out).
+            due = max(due + self.interval, loop.time() - 1.0)
             try:
-                await asyncio.wait_for(self._stop.wait(), self.interval)
+                await asyncio.wait_for(self._stop.wait(), due - loop.time())
             except asyncio.TimeoutError:
                 pass
         await self._set_state("stopped", "stop requested")
