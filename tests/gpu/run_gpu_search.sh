@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The GPU runs of issues 3 and 4, on the device machine (kind nvidia-h200-x4, 4 GPUs), from the repository
+# The GPU runs of issues 3 and 4, on the device machine (kind nvidia-h200-x4, 4 GPUs, or nvidia-h200-x2 for
+# the 2-rank phases), from the repository
 # root, in phases given as arguments (run in the order given):
 #
 #   ga2    `cuco run gemm_allgather --headless --ranks 2` on GPUs 0,1, while the GPU tests run on GPUs 2,3
-#          (tests/gpu/test_ssh_gpu_e2e.py, then tests/gpu/test_cuda_harness_gpu.py with its 12 binaries
-#          built in parallel first)
+#          (tests/gpu/test_ssh_gpu_e2e.py, then tests/gpu/test_cuda_harness_gpu.py with its binaries
+#          built in parallel first); on a machine of fewer than 4 GPUs the search alone (add `tests`)
 #   ga4    `cuco run gemm_allgather --headless --ranks 4` on GPUs 0-3
 #   kv2    `cuco run kv_transfer --headless --ranks 2` on GPUs 0,1
 #   tests  the GPU tests alone, on GPUs 0,1
@@ -107,7 +108,7 @@ ssh_test() {
 
 gpu_tests() {   # gpu_tests GPUS(comma list)
     local gpus=$1 b=/tmp/cuco-cuda-build rl=workloads/_harness/cuda/run_local.py
-    stamp "gpu tests: building the 12 test binaries in parallel"
+    stamp "gpu tests: building the test binaries in parallel"
     {
         echo "workloads/gemm_allgather -"
         for f in workloads/gemm_allgather/variants/*.cu tests/gpu/bad_candidates/*.cu; do
@@ -157,11 +158,15 @@ git log -1 --format='commit %h %s' 2>/dev/null
 for phase in "$@"; do
     case $phase in
         ga2)
-            search ga-r2 gemm_allgather 2 0,1 > "$BUNDLE/ga-r2.out" 2>&1 &
-            pid=$!
-            gpu_tests 2,3
-            wait "$pid"
-            cat "$BUNDLE/ga-r2.out"
+            if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 4 ]; then
+                search ga-r2 gemm_allgather 2 0,1 > "$BUNDLE/ga-r2.out" 2>&1 &
+                pid=$!
+                gpu_tests 2,3
+                wait "$pid"
+                cat "$BUNDLE/ga-r2.out"
+            else   # a 2-GPU machine (nvidia-h200-x2): the search alone; run the `tests` phase after it
+                search ga-r2 gemm_allgather 2 0,1
+            fi
             ;;
         ga4) search ga-r4 gemm_allgather 4 all ;;
         kv2) search kv-r2 kv_transfer 2 0,1 ;;

@@ -27,8 +27,10 @@
 //   transfer of chunk c overlaps the tiles of chunks c+1, .... The last lsa_tail chunks (knob) are instead
 //   stored into the peers' C by the epilogue itself (16-byte LSA stores), so no copy is left after the
 //   GEMM's last tile but the flag exchange.
-//   Cross-rank waits ("ready" before the first copy, "done" after the last) are bounded one-thread kernels;
-//   the stream waits only wait for this GPU's own GEMM, which waits for nothing.
+//   "ready" (before the first copy) is a bounded one-thread kernel; "done" is exchanged by the GEMM's last
+//   tile, after every copy stream has written its "copies done" word (cuStreamWriteValue32 after its last
+//   copy), so the call ends with the GEMM kernel (no barrier kernel or event hop after the last tile: about
+//   2 us from the last tile to the end, measured). The stream waits only wait for this GPU's own GEMM.
 // * small shapes (one partial wave of 128x128 tiles, where all tiles finish together and there is
 //   nothing to overlap with): a split-K GEMM (cuco_gemm::launch_splitk) that fills the idle SMs; the
 //   split that finishes a tile last stores it locally and straight into every peer's C (16-byte LSA
@@ -71,22 +73,21 @@ __global__ void ga_ready_barrier(GaPeers P, const unsigned* my_flags, unsigned* 
   ga_flag_exchange(P, P.start_slot, my_flags, 0, epoch, tmo, tflag);
   cuco_st_release_sys(peers_ready, epoch);
 }
-// After the copies (stream order) and the LSA tail tiles (their count, bounded: local work): "done".
-__global__ void ga_done_barrier(GaPeers P, const unsigned* my_flags, const unsigned* tail_count, unsigned tail_target,
-                                unsigned epoch, unsigned long long tmo, unsigned* tflag) {
-  if (threadIdx.x != 0) return;
-  if (cuco_wait_geq(tail_count, tail_target, tmo, tflag)) ga_flag_exchange(P, P.end_slot, my_flags, 1, epoch, tmo, tflag);
-}
-
 // Large shapes: store locally and count the tile in its row chunk (a GPU-scope fence: the copy engine reads
-// through the same L2). Tiles of the LSA tail (rows from tail_row0) also go to every peer's C, after the
-// peers said "ready", and are counted in tail_count after a system-scope fence.
+// through the same L2). Tiles of the LSA tail (rows from tail_mtile0) also go to every peer's C, after the
+// peers said "ready". Every tile is also counted in tiles_done (after a system-scope fence); the tile that
+// completes the call waits (bounded; local work that needs nothing from the GEMM any more) until every copy
+// stream has written its "copies done" word, then exchanges "done" with the peers: the call ends with the
+// GEMM kernel, with no barrier kernel or event hop after the last tile.
 struct ChunkCountEpi {
   __nv_bfloat16* local; long long ldc;
   unsigned* chunk_count; int mtiles_per_chunk;
   int tail_mtile0;              // first M tile of the LSA tail (mtiles: no tail)
   GaPeers P;
-  const unsigned* peers_ready; unsigned* tail_count; unsigned epoch;
+  const unsigned* my_flags;
+  const unsigned* peers_ready; unsigned* tiles_done; const unsigned* copies_done;
+  int copy_streams;             // copy streams that write a "copies done" word (0: no copy-engine chunks)
+  unsigned epoch, total_tiles;
   unsigned long long tmo; unsigned* tflag;
   __device__ __forceinline__ void begin_epilogue(int tm, int) const {
     if (tm < tail_mtile0) return;
@@ -102,8 +103,11 @@ struct ChunkCountEpi {
   __device__ __forceinline__ void tile_done(int tm, int) const {
     __syncthreads();
     if (threadIdx.x != 0) return;
-    if (tm >= tail_mtile0) { __threadfence_system(); atomicAdd(tail_count, 1u); }
-    else { __threadfence(); atomicAdd(chunk_count + tm / mtiles_per_chunk, 1u); }
+    if (tm < tail_mtile0) { __threadfence(); atomicAdd(chunk_count + tm / mtiles_per_chunk, 1u); }
+    else __threadfence_system();
+    if (atomicAdd(tiles_done, 1u) + 1u != epoch * total_tiles) return;
+    for (int k = 0; k < copy_streams; k++) cuco_wait_geq(copies_done + k, epoch, tmo, tflag);
+    ga_flag_exchange(P, P.end_slot, my_flags, 1, epoch, tmo, tflag);
   }
 };
 
@@ -154,12 +158,13 @@ struct GaState {
   int chunks, mt_per_chunk, splits, tail_chunks;
   unsigned tiles_per_chunk, total_tiles;
   void* flags; ncclWindow_t fwin;
-  unsigned* counters;           // [0, 64): per-chunk tile counts; 64: tiles done; 65: LSA tail tiles done;
-                                // 66: peers ready (epoch); 128...: split-K semaphores
+  unsigned* counters;           // [0, 64): per-chunk tile counts; 64: tiles done; 66: peers ready (epoch);
+                                // [72, 79): "copies done" (epoch) per copy stream; 128...: split-K semaphores
   float* ws;                    // split-K partials
   GaPeers peers;
   unsigned epoch;
   PFN_cuStreamWaitValue32_v11070 wait_value;
+  PFN_cuStreamWriteValue32_v11070 write_value;
   cudaStream_t comm[7];
   cudaEvent_t ev_start, ev_ready, ev_done, ev_peer[7];
 };
@@ -197,6 +202,8 @@ static int impl_setup(cuco_ctx* ctx) {
   cudaDriverEntryPointQueryResult q;
   CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&s->wait_value, 12000, cudaEnableDefault, &q));
   if (q != cudaDriverEntryPointSuccess || !s->wait_value) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32 not available"); return 1; }
+  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&s->write_value, 12000, cudaEnableDefault, &q));
+  if (q != cudaDriverEntryPointSuccess || !s->write_value) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32 not available"); return 1; }
   int lo = 0, hi = 0;
   CUCO_CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   for (int k = 0; k < s->peers.n; k++) {
@@ -240,14 +247,16 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaEventRecord(s->ev_ready, s->comm[0]));
   const int ce_chunks = s->chunks - s->tail_chunks;
+  const int copy_streams = ce_chunks > 0 ? s->peers.n : 0;
   ChunkCountEpi epi;
   epi.local = local; epi.ldc = s->N; epi.chunk_count = s->counters; epi.mtiles_per_chunk = s->mt_per_chunk;
-  epi.tail_mtile0 = ce_chunks * s->mt_per_chunk; epi.P = s->peers;
-  epi.peers_ready = s->counters + 66; epi.tail_count = s->counters + 65; epi.epoch = s->epoch;
+  epi.tail_mtile0 = ce_chunks * s->mt_per_chunk; epi.P = s->peers; epi.my_flags = (const unsigned*)s->flags;
+  epi.peers_ready = s->counters + 66; epi.tiles_done = s->counters + 64; epi.copies_done = s->counters + 72;
+  epi.copy_streams = copy_streams; epi.epoch = s->epoch; epi.total_tiles = s->total_tiles;
   epi.tmo = ctx->spin_timeout_ns; epi.tflag = ctx->timeout_flag;
   CUCO_CK(cuco_gemm::launch((const __nv_bfloat16*)ctx->inputs[0].ptr, (const __nv_bfloat16*)ctx->inputs[1].ptr,
                             (int)s->N, (int)s->K, s->K, s->K, 0, (int)(s->M / cuco_gemm::BM), epi, ctx->stream));
-  for (int k = 1; k < s->peers.n; k++) CUCO_CK(cudaStreamWaitEvent(s->comm[k], s->ev_ready, 0));
+  for (int k = 1; k < copy_streams; k++) CUCO_CK(cudaStreamWaitEvent(s->comm[k], s->ev_ready, 0));
   for (int c = 0; c < ce_chunks; c++)
     for (int k = 0; k < s->peers.n; k++) {
       CUresult r = s->wait_value((CUstream)s->comm[k], (CUdeviceptr)(s->counters + c), s->epoch * s->tiles_per_chunk,
@@ -256,16 +265,16 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
       CUCO_CK(cudaMemcpyAsync(s->peers.c_blk[k] + (size_t)c * chunk_elems, local + (size_t)c * chunk_elems,
                               chunk_elems * 2, cudaMemcpyDeviceToDevice, s->comm[k]));
     }
-  for (int k = 1; k < s->peers.n; k++) {
-    CUCO_CK(cudaEventRecord(s->ev_peer[k], s->comm[k]));
-    CUCO_CK(cudaStreamWaitEvent(s->comm[0], s->ev_peer[k], 0));
+  // each copy stream says "my copies are done" (a write after them in stream order, fenced); the GEMM's last
+  // tile waits for these words, then exchanges "done". The streams are still joined to ctx->stream.
+  for (int k = 0; k < copy_streams; k++) {
+    CUresult r = s->write_value((CUstream)s->comm[k], (CUdeviceptr)(s->counters + 72 + k), s->epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32: error %d", (int)r); return 1; }
   }
-  ga_done_barrier<<<1, 32, 0, s->comm[0]>>>(s->peers, (const unsigned*)s->flags, s->counters + 65,
-                                            s->epoch * (unsigned)s->tail_chunks * s->tiles_per_chunk, s->epoch,
-                                            ctx->spin_timeout_ns, ctx->timeout_flag);
-  CUCO_CK(cudaGetLastError());
-  CUCO_CK(cudaEventRecord(s->ev_done, s->comm[0]));
-  CUCO_CK(cudaStreamWaitEvent(ctx->stream, s->ev_done, 0));
+  for (int k = 0; k < s->peers.n; k++) {
+    CUCO_CK(cudaEventRecord(s->ev_peer[k], s->comm[k]));
+    CUCO_CK(cudaStreamWaitEvent(ctx->stream, s->ev_peer[k], 0));
+  }
   return 0;
 }
 
