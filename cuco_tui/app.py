@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Input, Log, Static, TabbedContent
+from textual.widgets import Input, Log, Static, TabbedContent
 from textual.worker import Worker, WorkerState
 
 from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
@@ -36,12 +36,13 @@ from .screens import (ConfirmModal, ForkModal, ForkRequest, HelpScreen, NodesScr
                       RunsScreen)
 from .screens.help import describe_bindings
 from .settings import TuiSettings
-from .widgets import CandidatesTable, DetailTabs, IslandsTable, RunHeader, ScorePlot
+from .widgets import CandidatesTable, DetailTabs, IslandsTable, KeyFooter, RunHeader, ScorePlot
 
 LOG_LINES = 2000
 REFRESH_S = 1.0          # header/islands/plot recomputed from the store at most this often ...
 REFRESH_COST_FACTOR = 4  # ... and at most every 4x what the last refresh cost (a big store under load)
-DETAIL_DEBOUNCE_S = 0.12
+DETAIL_DEBOUNCE_S = 0.12  # the user moved the cursor: show its detail as soon as the keys pause
+DETAIL_FOLLOW_S = 1.0     # the stream moved it (or changed the selected one): at most once a second
 EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
 
@@ -171,7 +172,7 @@ class CucoApp(App):
         log.border_title = "engine log"
         yield log
         # Compact: every shown key fits in 80 columns (over SSH); the palette hint only where there is room.
-        yield Footer(compact=True, show_command_palette=False, id="footer")
+        yield KeyFooter(id="footer")
 
     def on_resize(self, event: Any) -> None:
         for footer in self.screen_stack[:1] and self._main.query("#footer"):
@@ -295,15 +296,22 @@ class CucoApp(App):
     @on(CandidateSelected)
     def _candidate_selected(self, message: CandidateSelected) -> None:
         self.selected_id = message.candidate_id
-        self._schedule_detail(message.candidate_id)
+        self._schedule_detail(message.candidate_id, throttle=message.follow)
 
-    def _schedule_detail(self, candidate_id: int) -> None:
+    def _schedule_detail(self, candidate_id: int, throttle: bool = False) -> None:
+        """Load the detail of `candidate_id` soon. A user's move debounces (restarts a short timer); a
+        change made by the stream throttles (joins the pending load), so a tail under 100 events/s reloads
+        and re-renders the detail once a second instead of on every batch."""
         self._pending_detail = candidate_id
         if self._detail_timer is not None:
+            if throttle:
+                return
             self._detail_timer.stop()
-        self._detail_timer = self.set_timer(DETAIL_DEBOUNCE_S, self._fire_detail)
+        self._detail_timer = self.set_timer(DETAIL_FOLLOW_S if throttle else DETAIL_DEBOUNCE_S,
+                                            self._fire_detail)
 
     def _fire_detail(self) -> None:
+        self._detail_timer = None
         if self._pending_detail is not None:
             self._load_detail(self._pending_detail)
 
@@ -427,7 +435,7 @@ class CucoApp(App):
             header.summary = self.summary
         self.events_applied += len(message.events)
         if selected_touched and self.selected_id is not None:
-            self._schedule_detail(self.selected_id)
+            self._schedule_detail(self.selected_id, throttle=True)
 
     # ---- commands
 

@@ -8,7 +8,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
+
+from ..widgets import KeyFooter
 
 NODE_COLUMNS = ("node", "health", "gpus busy", "cpus busy", "jobs", "failures", "detail")
 
@@ -27,7 +29,7 @@ class NodesScreen(Screen):
         yield DataTable(id="nodes-table", cursor_type="row")
         yield Static("running jobs", classes="title")
         yield DataTable(id="jobs-table", cursor_type="row")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#nodes-table", DataTable).add_columns(*NODE_COLUMNS)

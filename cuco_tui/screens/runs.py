@@ -8,7 +8,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tree
+from textual.widgets import Static, Tree
+
+from ..widgets import KeyFooter
 
 
 def run_label(run: dict[str, Any], current: str) -> str:
@@ -39,7 +41,7 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("runs and forks (attach to another one with `cuco attach RUN`)", classes="title")
         yield Tree("runs", id="runs-tree")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.action_reload()

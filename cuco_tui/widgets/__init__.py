@@ -2,8 +2,9 @@
 
 from .candidates import CandidatesTable
 from .detail import DetailTabs
+from .footer import KeyFooter
 from .header import RunHeader
 from .islands import IslandsTable
 from .scoreplot import ScorePlot
 
-__all__ = ["CandidatesTable", "DetailTabs", "RunHeader", "IslandsTable", "ScorePlot"]
+__all__ = ["CandidatesTable", "DetailTabs", "RunHeader", "IslandsTable", "KeyFooter", "ScorePlot"]
