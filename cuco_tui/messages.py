@@ -44,11 +44,12 @@ class CandidatesLoaded(Message):
 
 
 class CandidateSelected(Message):
-    """The cursor rests on a candidate (posted by the candidates table)."""
+    """The cursor rests on a candidate (posted by the candidates table); `follow`: the stream moved it."""
 
-    def __init__(self, candidate_id: int) -> None:
+    def __init__(self, candidate_id: int, follow: bool = False) -> None:
         super().__init__()
         self.candidate_id = candidate_id
+        self.follow = follow
 
 
 class DetailLoaded(Message):

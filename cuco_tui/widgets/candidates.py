@@ -200,7 +200,7 @@ class CandidatesTable(ScrollView, can_focus=True):
         if self._added:
             self._resize()
             if self._follow:
-                self.move_cursor(row=self.row_count - 1)
+                self.move_cursor(row=self.row_count - 1, follow=True)
             self.refresh()
         self._added = 0
 
@@ -276,7 +276,8 @@ class CandidatesTable(ScrollView, can_focus=True):
 
     # ---- the cursor
 
-    def move_cursor(self, row: int, animate: bool = False, scroll: bool = True) -> None:
+    def move_cursor(self, row: int, animate: bool = False, scroll: bool = True, follow: bool = False) -> None:
+        """Put the cursor on `row`; `follow`: moved by the stream (tail -f), not by the user."""
         if not self._order:
             self._cursor = 0
             return
@@ -290,7 +291,7 @@ class CandidatesTable(ScrollView, can_focus=True):
         cid = self._order[row]
         if cid != self._announced:
             self._announced = cid
-            self.post_message(CandidateSelected(cid))
+            self.post_message(CandidateSelected(cid, follow=follow))
 
     def select(self, candidate_id: int) -> bool:
         if candidate_id not in self._seq:

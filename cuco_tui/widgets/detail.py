@@ -14,7 +14,18 @@ TABS = (("diff", "Diff"), ("source", "Source"), ("metrics", "Metrics"), ("logs",
         ("plot", "Plot"))
 
 
+TEXT_TABS = ("diff", "source", "metrics", "logs", "llm")
+
+
 class DetailTabs(Vertical):
+    """Only the visible tab is filled when a detail arrives; another is filled when it is opened (each fill
+    re-lays out the screen and renders a highlighted source, too dear to do five times per selection)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._detail: Any = None
+        self._stale: set[str] = set()
+
     def compose(self) -> ComposeResult:
         with TabbedContent(initial="tab-diff", id="detail-tabs"):
             for key, title in TABS:
@@ -34,10 +45,19 @@ class DetailTabs(Vertical):
         self.query_one(TabbedContent).active = value
 
     def show(self, detail: Any) -> None:
-        if detail is None:
-            for key, _ in TABS[:-1]:
-                self.query_one(f"#detail-{key}", Static).update("(no such candidate)")
+        self._detail = detail
+        self._stale = set(TEXT_TABS)
+        self._fill(self.active.removeprefix("tab-"))
+        if detail is not None:
+            self.border_title = detail.title
+
+    def _fill(self, key: str) -> None:
+        if key not in self._stale:
             return
-        for key in ("diff", "source", "metrics", "logs", "llm"):
-            self.query_one(f"#detail-{key}", Static).update(getattr(detail, key))
-        self.border_title = detail.title
+        self._stale.discard(key)
+        body = "(no such candidate)" if self._detail is None else getattr(self._detail, key)
+        self.query_one(f"#detail-{key}", Static).update(body)
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id:
+            self._fill(event.pane.id.removeprefix("tab-"))

@@ -234,3 +234,61 @@ async def test_meta_summarizer_advice_is_shown(tmp_path):
         assert await _until(lambda: any("advice:" in line for line in log.lines), 20)
         line = next(line for line in log.lines if "advice:" in line)
         assert "chunk flags beat the barrier" in line and "comm threads" in line
+
+
+async def test_detail_tabs_show_the_selected_candidate(tmp_path):
+    """The visible tab shows the selected candidate at once; another tab shows the same candidate when it is
+    opened (tabs are filled lazily); moving the cursor moves the detail."""
+    import sys
+
+    from textual.widgets import Static
+    sys.path.insert(0, str(Path(__file__).parent))
+    from storefill import fill_store
+    await asyncio.to_thread(fill_store, tmp_path, run_id="det-1", n=12)
+    app = CucoApp(tmp_path, "det-1")
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.query_one(CandidatesTable)
+        assert await _until(lambda: table.row_count == 12, 20)
+        table.focus()
+        await pilot.press("home")
+        await pilot.press("down", "down", "down")          # candidate #4, a child of #2
+        assert await _until(lambda: app.detail is not None and app.detail.id == table.selected_id(), 10)
+        cid = table.selected_id()
+        diff = str(app.query_one("#detail-diff", Static).render())
+        assert f"#{cid}" in diff and "@@" in diff, diff[:500]
+        assert app.query_one("#detail-tabs").active == "tab-diff"
+
+        await pilot.press("3")                               # focus the detail pane, then open Source
+        app.query_one("#detail-tabs").active = "tab-source"
+        await pilot.pause(0.2)
+        source = str(app.query_one("#detail-source", Static).render())
+        assert f"+ {cid - 1}.0f * 0.0f" in source, source[:500]
+
+        table.focus()
+        await pilot.press("up")
+        assert await _until(lambda: app.detail is not None and app.detail.id == cid - 1, 10)
+        await pilot.pause(0.1)
+        source = str(app.query_one("#detail-source", Static).render())
+        assert f"+ {cid - 2}.0f * 0.0f" in source, source[:500]
+
+
+async def test_footer_lists_the_keys_and_a_click_runs_one(tmp_path):
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from storefill import fill_store
+    from cuco_tui.widgets import KeyFooter
+    await asyncio.to_thread(fill_store, tmp_path, run_id="foot-1", n=6)
+    app = CucoApp(tmp_path, "foot-1")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        footer = app.query_one(KeyFooter)
+        text = str(footer.render())
+        for key in ("^q Stop", "space Pause", "a Accept", "x Reject", "f Fork", "/ Filter", "? Help", "q Detach"):
+            assert key in text, (key, text)
+        x = text.index("? Help")
+        await pilot.click(KeyFooter, offset=(x + 1, 0))
+        assert await _until(lambda: isinstance(app.screen, HelpScreen), 5)
+        await pilot.press("escape")
+        await pilot.press("slash")                            # the filter has the focus: the footer follows
+        await pilot.pause(0.2)
+        assert "Filter" in str(footer.render())
