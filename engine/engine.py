@@ -31,7 +31,7 @@ from .mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, Pr
 from .mutators.design_space import DesignSpaceMutator
 from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, PENDING, RUNNING
 from .selection import power_law, weighted
-from .store import Store
+from .store import Batch, Store
 from .workload import Workload, load_workload
 
 TICK_S = 0.5
@@ -106,6 +106,8 @@ class Engine:
         self._attempt = 0
         self._n_final = 0                   # evaluated in this run (not fork copies)
         self._persisting: dict[int, asyncio.Future] = {}
+        self._writes: set[asyncio.Future] = set()   # write-behind batches not yet committed
+        self._write_error: BaseException | None = None
         self._sources: dict[str, str] = {}   # content hash -> source (immutable, so never stale)
         self._recs: tuple[float, list[str]] = (0.0, [])
         self._waiting: set[int] = set()     # pending and not in flight
@@ -399,6 +401,8 @@ class Engine:
                         continue
                     empty = 0
                     self._start_evaluation(cand)
+                    # let due writes go out (and the jobs they hold back start) during a burst of proposals
+                    await asyncio.sleep(0)
                 if reason and not self._inflight:
                     self.stop_reason = reason
                     break
@@ -407,13 +411,18 @@ class Engine:
                     await asyncio.wait_for(self._wake.wait(), TICK_S)
                 except asyncio.TimeoutError:
                     pass
+                if self._write_error is not None:
+                    raise self._write_error
                 await self._maybe_migrate()
             final = "stopped" if self._stop else "finished"
         except Exception as exc:   # the run fails; the store keeps everything it had
             final, self.stop_reason = "failed", f"engine error: {type(exc).__name__}: {exc}"
             await self._log("error", self.stop_reason)
         await self._cancel_inflight()
-        await self._persist_elapsed()
+        await self._persist_elapsed()   # also sends every write still queued
+        if self._write_error is not None and final != "failed":
+            final, self.stop_reason = "failed", f"engine error: a write failed: {self._write_error}"
+            await self._log("error", self.stop_reason)
         self.state = final
         await control.set_state(self.store, self.run_id, final, self.stop_reason)
         return final
@@ -529,18 +538,16 @@ class Engine:
         row = (cid, self.run_id, number, island, generation, parent.id if parent else None, proposal.operator,
                proposal.mutator, digest, json.dumps(descriptor, sort_keys=True), cell, PENDING, time.time())
 
-        async def persist() -> None:
-            async with self.store.transaction() as tx:
-                await tx.execute(
-                    "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
-                    "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
-                for call_id in proposal.llm_call_ids:
-                    await tx.execute("UPDATE llm_calls SET candidate_id=? WHERE id=?", (cid, call_id))
-                await tx.event(self.run_id, "candidate", id=cid, number=number, island=island, generation=generation,
-                               parent=parent.id if parent else None, operator=proposal.operator,
-                               mutator=proposal.mutator, status=PENDING, cell=cell)
-
-        self._persisting[cid] = asyncio.ensure_future(persist())
+        batch = Batch()
+        batch.execute(
+            "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
+            "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+        for call_id in proposal.llm_call_ids:
+            batch.execute("UPDATE llm_calls SET candidate_id=? WHERE id=?", (cid, call_id))
+        batch.event(self.run_id, "candidate", id=cid, number=number, island=island, generation=generation,
+                    parent=parent.id if parent else None, operator=proposal.operator,
+                    mutator=proposal.mutator, status=PENDING, cell=cell)
+        self._persisting[cid] = self.store.submit(batch)
         self.cands[cid] = c
         self.by_hash.add(digest)
         self._waiting.add(cid)
@@ -576,25 +583,22 @@ class Engine:
         source = self._source(c.source_hash)
         job_prefix = f"{self.run_id}-c{c.id}"
 
-        status_writes: list[asyncio.Future] = []
-
-        async def write_stage(stage: str) -> None:
-            async with self.store.transaction() as tx:
+        async def on_stage(stage: str, rec: StageRecord | None) -> None:
+            # A stage's start is for viewers: it does not hold up its job (job ids are derived, not read
+            # back) and rides with the next trip; its end is written with the result, after it (FIFO).
+            if rec is None:
                 now = time.time()
-                await tx.execute("UPDATE candidates SET status=? WHERE id=?", (RUNNING, c.id))
-                await tx.execute(
+                batch = Batch()
+                if c.status != RUNNING:
+                    batch.execute("UPDATE candidates SET status=? WHERE id=?", (RUNNING, c.id))
+                    c.status = RUNNING
+                batch.execute(
                     "INSERT INTO jobs (id, run_id, candidate_id, stage, state, created_at, updated_at) "
                     "VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET state='running', "
                     "attempts=attempts+1, updated_at=excluded.updated_at",
                     (f"{job_prefix}-{stage}", self.run_id, c.id, stage, "running", now, now))
-                await tx.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
-
-        async def on_stage(stage: str, rec: StageRecord | None) -> None:
-            # A stage's start is shown to viewers but does not hold up its job (job ids are derived,
-            # not read back); its end is written with the result, after these writes (FIFO lock).
-            if rec is None:
-                status_writes.append(asyncio.ensure_future(write_stage(stage)))
-                c.status = RUNNING
+                batch.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
+                self._write_behind(batch, lazy=True)
 
         seed_base = random.Random(f"{self.config.seed}:{self.run_id}:eval:{c.number}").randrange(1, 2**31)
         try:
@@ -607,10 +611,20 @@ class Engine:
             raise
         except Exception as exc:   # an executor bug must not take the run down
             outcome = EvalOutcome("failed", reason=f"evaluation error: {type(exc).__name__}: {exc}")
-        finally:
-            if status_writes:
-                await asyncio.shield(asyncio.gather(*status_writes, return_exceptions=True))
-        await self._record(c, outcome)
+        self._record(c, outcome)
+
+    def _write_behind(self, batch: Batch, lazy: bool = False) -> None:
+        """Submit writes nobody waits for: anything acted on later is written later (one FIFO), so a crash
+        loses at most a suffix, and the run fails if such a write does."""
+        done = self.store.submit(batch, lazy=lazy)
+        self._writes.add(done)
+        done.add_done_callback(self._written)
+
+    def _written(self, done: asyncio.Future) -> None:
+        self._writes.discard(done)
+        if not done.cancelled() and done.exception() is not None and self._write_error is None:
+            self._write_error = done.exception()
+            self._wake.set()
 
     def _would_be_best(self, speedup: float) -> bool:
         return self.config.reverify_best and (self.best is None or speedup > (self.best.speedup or 0))
@@ -623,52 +637,54 @@ class Engine:
             await tx.execute("UPDATE jobs SET state='cancelled' WHERE candidate_id=? AND state='running'", (c.id,))
             await tx.event(self.run_id, "candidate_status", id=c.id, status=PENDING, stage="cancelled")
 
-    async def _record(self, c: Cand, outcome: EvalOutcome) -> None:
+    def _record(self, c: Cand, outcome: EvalOutcome) -> None:
+        """The result, its evaluation rows, archive and best: one batch, written behind (the slot is free
+        for the next candidate at once; that candidate's row commits in the same trip or a later one)."""
         fitness = outcome.speedup if outcome.status == DONE else None
         now = time.time()
         is_seed = c.number == 0 and c.operator == "seed"
-        async with self.store.transaction() as tx:
-            await tx.execute("UPDATE jobs SET state='done', updated_at=? WHERE candidate_id=? AND state='running'",
-                             (now, c.id))
-            for rec in outcome.stages:
-                log_hash = self.store.blobs.put_text(rec.log) if rec.log else None
-                await tx.insert(
-                    "INSERT INTO evaluations (candidate_id, run_id, stage, status, rc, duration_s, node, attempt, "
-                    "log_hash, result_json, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (c.id, self.run_id, rec.stage, rec.status, rec.rc, rec.duration_s, rec.node, rec.attempt,
-                     log_hash, json.dumps(rec.result) if rec.result else None, now))
-            reason = outcome.reason or ""
-            await tx.execute(
-                "UPDATE candidates SET status=?, correct=?, speedup=?, time_ms=?, baseline_ms=?, fitness=?, "
-                "reason=?, metrics_json=?, finished_at=? WHERE id=?",
-                (outcome.status, outcome.correct, outcome.speedup, outcome.time_ms, outcome.baseline_ms, fitness,
-                 reason, json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}), now, c.id))
-            await tx.event(self.run_id, "result", id=c.id, status=outcome.status, correct=outcome.correct,
-                           speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness)
-            if is_seed and outcome.baseline_ms is not None:
-                self.baseline_ms = outcome.baseline_ms
-                await tx.execute("UPDATE runs SET baseline_time_ms=? WHERE id=?", (outcome.baseline_ms, self.run_id))
-            if c.status not in FINAL_STATUSES:
-                self._n_final += 1
-            c.status, c.fitness, c.speedup, c.time_ms, c.reason = (outcome.status, fitness, outcome.speedup,
-                                                                  outcome.time_ms, reason)
-            if c.eligible:
-                self._eligible[c.id] = c
-            c.metrics = outcome.metrics or {}
-            if c.eligible and self.archive.offer(c.cell, c.id, fitness or 0.0):
-                await tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
-                                 (self.run_id, c.cell, c.id, fitness))
-                await tx.event(self.run_id, "archive", cell=c.cell, id=c.id, fitness=fitness)
-            if c.eligible and (self.best is None or (fitness or 0) > (self.best.fitness or 0)):
-                self.best = c
-                self.since_best = 0
-                await tx.event(self.run_id, "best", id=c.id, speedup=c.speedup, time_ms=c.time_ms)
-            else:
-                self.since_best += 1
-            await tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?",
-                             (self.elapsed_s(), now, self.run_id))
+        tx = Batch()
+        tx.execute("UPDATE jobs SET state='done', updated_at=? WHERE candidate_id=? AND state='running'",
+                   (now, c.id))
+        for rec in outcome.stages:
+            log_hash = self.store.blobs.put_text(rec.log) if rec.log else None
+            tx.execute(
+                "INSERT INTO evaluations (candidate_id, run_id, stage, status, rc, duration_s, node, attempt, "
+                "log_hash, result_json, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (c.id, self.run_id, rec.stage, rec.status, rec.rc, rec.duration_s, rec.node, rec.attempt,
+                 log_hash, json.dumps(rec.result) if rec.result else None, now))
+        reason = outcome.reason or ""
+        tx.execute(
+            "UPDATE candidates SET status=?, correct=?, speedup=?, time_ms=?, baseline_ms=?, fitness=?, "
+            "reason=?, metrics_json=?, finished_at=? WHERE id=?",
+            (outcome.status, outcome.correct, outcome.speedup, outcome.time_ms, outcome.baseline_ms, fitness,
+             reason, json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}), now, c.id))
+        tx.event(self.run_id, "result", id=c.id, status=outcome.status, correct=outcome.correct,
+                 speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness)
+        if is_seed and outcome.baseline_ms is not None:
+            self.baseline_ms = outcome.baseline_ms
+            tx.execute("UPDATE runs SET baseline_time_ms=? WHERE id=?", (outcome.baseline_ms, self.run_id))
+        if c.status not in FINAL_STATUSES:
+            self._n_final += 1
+        c.status, c.fitness, c.speedup, c.time_ms, c.reason = (outcome.status, fitness, outcome.speedup,
+                                                              outcome.time_ms, reason)
+        if c.eligible:
+            self._eligible[c.id] = c
+        c.metrics = outcome.metrics or {}
+        if c.eligible and self.archive.offer(c.cell, c.id, fitness or 0.0):
+            tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
+                       (self.run_id, c.cell, c.id, fitness))
+            tx.event(self.run_id, "archive", cell=c.cell, id=c.id, fitness=fitness)
+        if c.eligible and (self.best is None or (fitness or 0) > (self.best.fitness or 0)):
+            self.best = c
+            self.since_best = 0
+            tx.event(self.run_id, "best", id=c.id, speedup=c.speedup, time_ms=c.time_ms)
+        else:
+            self.since_best += 1
+        tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?", (self.elapsed_s(), now, self.run_id))
         if outcome.status != DONE:
-            await self._log("info", f"candidate {c.id} {outcome.status}: {outcome.reason[:200]}")
+            tx.event(self.run_id, "log", level="info", message=f"candidate {c.id} {outcome.status}: {outcome.reason[:200]}")
+        self._write_behind(tx)
 
     # ----- migration ----------------------------------------------------------------------------
 

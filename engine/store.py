@@ -4,12 +4,19 @@
 read-only view used by the TUI and `cuco report` (plain sqlite3 with mode=ro). Every change that a
 viewer should see is written together with its event, in one transaction: a crash leaves either both
 or neither.
+
+Writes reach the database in the order they were made (one FIFO): a `Batch` submitted with `submit`
+waits a moment for company and goes with the others in one trip to the database thread and one commit;
+`transaction()` (for writes that read back) first sends what is queued. Event `seq` numbers are handed
+out in that same order, so a viewer reading `seq > last` never skips an event committed late.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import logging
 import sqlite3
 import time
 from contextlib import asynccontextmanager
@@ -21,8 +28,12 @@ import aiosqlite
 from .blobs import BlobStore
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
+log = logging.getLogger(__name__)
+
 DB_NAME = "cuco.db"
 DB_TIMEOUT_S = 30.0
+GROUP_WINDOW_S = 0.003   # a submitted batch waits this long for others (one trip and one commit for all)
+LAZY_WINDOW_S = 0.25     # display-only writes (a stage start) wait at most this long
 
 
 def _pragmas() -> list[str]:
@@ -46,6 +57,9 @@ class Store:
         self._last_seq = 0     # the engine is the only writer: it numbers events itself
         self._last_candidate = 0
         self.on_event = None   # callable(event dict) set by the engine / daemon
+        self._queue: list[tuple[Batch, asyncio.Future]] = []   # submitted, not yet sent
+        self._flush_at: asyncio.TimerHandle | None = None
+        self._flusher: asyncio.Task | None = None
 
     async def open(self) -> "Store":
         self.home.mkdir(parents=True, exist_ok=True)
@@ -81,8 +95,76 @@ class Store:
 
     async def close(self) -> None:
         if self._db is not None:
+            if self._queue:      # what was submitted is written, never dropped
+                async with self._lock:
+                    await self._drain()
+            if self._flush_at is not None:
+                self._flush_at.cancel()
+                self._flush_at = None
             await asyncio.wait_for(self._db.close(), DB_TIMEOUT_S)
             self._db = None
+
+    # ----- batched writes -------------------------------------------------------------------------
+
+    def submit(self, batch: "Batch", lazy: bool = False) -> asyncio.Future:
+        """Queue a batch's writes; the future gives its events' seqs once they are committed (or the
+        error that undid this batch alone). `lazy`: nobody waits on it, it may ride with a later trip."""
+        assert self._db is not None, "store not open"
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._queue.append((batch, done))
+        due = loop.time() + (LAZY_WINDOW_S if lazy else GROUP_WINDOW_S)
+        if self._flush_at is None or self._flush_at.when() > due:
+            if self._flush_at is not None:
+                self._flush_at.cancel()
+            self._flush_at = loop.call_at(due, self._start_flush)
+        return done
+
+    def _start_flush(self) -> None:
+        self._flush_at = None
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            await self._drain()
+
+    async def _drain(self) -> None:
+        """Send every queued batch (the caller holds the lock): one trip, one commit. A batch that fails
+        is undone alone; the others still commit. Errors go to the batches' futures, not to the caller."""
+        assert self._db is not None
+        while self._queue:
+            queued, self._queue = self._queue, []
+            groups = [batch.rows(self) for batch, _ in queued]
+            trip = asyncio.ensure_future(asyncio.wait_for(
+                self._db._execute(_commit_groups, self._db._conn, groups), DB_TIMEOUT_S))
+            # settled by the trip itself: a cancelled waiter neither loses the outcome nor reorders trips
+            trip.add_done_callback(functools.partial(self._settle, queued))
+            try:
+                await asyncio.shield(trip)
+            except Exception:
+                pass
+
+    def _settle(self, queued: list[tuple["Batch", asyncio.Future]], trip: asyncio.Future) -> None:
+        if trip.cancelled() or trip.exception() is not None:
+            exc = RuntimeError("the write was cancelled") if trip.cancelled() else trip.exception()
+            for _, done in queued:
+                if not done.done():
+                    done.set_exception(exc)
+            return
+        for (batch, done), error in zip(queued, trip.result()):
+            if error is not None:
+                if not done.done():
+                    done.set_exception(error)
+                continue
+            if self.on_event is not None:
+                for event in batch.delivered:
+                    try:
+                        self.on_event(event)
+                    except Exception:   # a viewer's bug must not leave the writer waiting forever
+                        log.exception("delivering event %s", event.get("seq"))
+            if not done.done():
+                done.set_result([e["seq"] for e in batch.delivered])
 
     async def _migrate(self) -> None:
         assert self._db is not None
@@ -103,6 +185,7 @@ class Store:
         insert whose id is needed sends what is buffered first."""
         assert self._db is not None, "store not open"
         async with self._lock:
+            await self._drain()    # what was submitted before goes first
             tx = Tx(self._db, self)
             try:
                 yield tx
@@ -124,6 +207,7 @@ class Store:
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         assert self._db is not None
         async with self._lock:
+            await self._drain()    # a read sees every write made before it
             cur = await self._db.execute(sql, tuple(params))
             rows = await cur.fetchall()
             return [_row_dict(cur, r) for r in rows]
@@ -135,8 +219,70 @@ class Store:
     # Convenience writes, each its own transaction with its event.
 
     async def event(self, run_id: str | None, kind: str, **data: Any) -> int:
-        async with self.transaction() as tx:
-            return await tx.event(run_id, kind, **data)
+        batch = Batch()
+        batch.event(run_id, kind, **data)
+        return (await asyncio.shield(self.submit(batch)))[0]
+
+
+def _event_row(seq: int, run_id: str | None, ts: float, kind: str, data: dict[str, Any]) -> tuple[str, tuple]:
+    return ("INSERT INTO events (seq, run_id, ts, kind, data_json) VALUES (?,?,?,?,?)",
+            (seq, run_id, ts, kind, json.dumps(data, default=str, sort_keys=True)))
+
+
+def _commit_groups(conn: sqlite3.Connection, groups: list[list[tuple[str, tuple]]]) -> list[Exception | None]:
+    """Runs in the database thread: all groups in one transaction; if one fails, each group again in its
+    own transaction, so only the failing one is lost. Returns each group's error (None: committed)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for group in groups:
+            for sql, params in group:
+                conn.execute(sql, params)
+        conn.execute("COMMIT")
+        return [None] * len(groups)
+    except Exception:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if len(groups) == 1:
+            raise
+    errors: list[Exception | None] = []
+    for group in groups:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for sql, params in group:
+                conn.execute(sql, params)
+            conn.execute("COMMIT")
+            errors.append(None)
+        except Exception as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            errors.append(exc)
+    return errors
+
+
+class Batch:
+    """The writes of one transaction that needs no answer from the database, made without awaiting and
+    sent by `Store.submit` with others. Its events get their `seq` when it is sent (commit order)."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, tuple]] = []
+        self.events: list[tuple[str | None, float, str, dict[str, Any]]] = []
+        self.delivered: list[dict[str, Any]] = []
+
+    def execute(self, sql: str, params: tuple = ()) -> None:
+        self.statements.append((sql, params))
+
+    def event(self, run_id: str | None, kind: str, **data: Any) -> None:
+        self.events.append((run_id, time.time(), kind, data))
+
+    def rows(self, store: Store) -> list[tuple[str, tuple]]:
+        """The statements to send, events numbered now (the store sends batches in order)."""
+        rows = list(self.statements)
+        self.delivered = []
+        for run_id, ts, kind, data in self.events:
+            seq = store.next_seq()
+            rows.append(_event_row(seq, run_id, ts, kind, data))
+            self.delivered.append({"seq": seq, "run": run_id, "ts": ts, "kind": kind, "data": data})
+        return rows
 
 
 class Tx:
@@ -175,10 +321,8 @@ class Tx:
 
     async def event(self, run_id: str | None, kind: str, **data: Any) -> int:
         ts = time.time()
-        payload = json.dumps(data, default=str, sort_keys=True)
         seq = self.store.next_seq()
-        self.pending.append(("INSERT INTO events (seq, run_id, ts, kind, data_json) VALUES (?,?,?,?,?)",
-                             (seq, run_id, ts, kind, payload)))
+        self.pending.append(_event_row(seq, run_id, ts, kind, data))
         self.events.append({"seq": seq, "run": run_id, "ts": ts, "kind": kind, "data": data})
         return seq
 
