@@ -20,7 +20,8 @@
 # `nvidia-smi` shim earlier on PATH that answers the index query with the subset (CUDA_DEVICE_ORDER is
 # PCI_BUS_ID, as nvidia-smi's order). Everything comes back under $OUT: log (this output),
 # bundle.tar.xz (each run's cuco.db and report JSON, the engine's output, the test logs) and
-# summary.json (the reports). NVLink multicast stays off in every process (exported here, and in each
+# summary.json (the reports); after each search, tests/gpu/efficiency_table.py prints every candidate's
+# per-config overlap efficiency from the run's store. NVLink multicast stays off in every process (exported here, and in each
 # workload's launch.env).
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -98,6 +99,7 @@ src = sqlite3.connect(sys.argv[1]); dst = sqlite3.connect(sys.argv[2])
 src.backup(dst); dst.close(); src.close()
 EOF
     du -sh "$home" | sed 's/^/home size: /'
+    python3 tests/gpu/efficiency_table.py "$BUNDLE/$name.db"
 }
 
 ssh_test() {
