@@ -30,7 +30,7 @@ from .islands import IslandModel
 from .mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
 from .mutators.design_space import DesignSpaceMutator
 from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, PENDING, RUNNING
-from .selection import power_law, weighted
+from .selection import power_law_rank, weighted
 from .store import Batch, Store
 from .workload import Workload, load_workload
 
@@ -61,6 +61,7 @@ class Cand:
     time_ms: float | None = None
     reason: str = ""
     verdict: str | None = None
+    reject_reason: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
     children: int = 0
     forked: bool = False
@@ -71,6 +72,10 @@ class Cand:
         if self.verdict == "reject":
             return False
         return self.status == DONE and self.fitness is not None
+
+
+def _fitness(c: Cand) -> float:
+    return c.fitness or 0.0
 
 
 class Engine:
@@ -112,6 +117,7 @@ class Engine:
         self._recs: tuple[float, list[str]] = (0.0, [])
         self._waiting: set[int] = set()     # pending and not in flight
         self._eligible: dict[int, Cand] = {}
+        self._rejected: dict[int, Cand] = {}   # kept up to date, so a proposal never scans every candidate
         self._next_number = 0
 
     # ----- construction -------------------------------------------------------------------------
@@ -194,11 +200,15 @@ class Engine:
     async def _rebuild(self) -> None:
         rows = await self.store.fetchall("SELECT * FROM candidates WHERE run_id=? ORDER BY id", (self.run_id,))
         marks = await self.store.fetchall(
-            "SELECT candidate_id, verdict FROM marks WHERE run_id=? ORDER BY id", (self.run_id,))
-        verdicts = {m["candidate_id"]: (None if m["verdict"] == "clear" else m["verdict"]) for m in marks}
+            "SELECT candidate_id, verdict, text FROM marks WHERE run_id=? ORDER BY id", (self.run_id,))
+        verdicts = {m["candidate_id"]: (None if m["verdict"] == "clear" else m["verdict"], m["text"] or "")
+                    for m in marks}
         for r in rows:
             c = self._cand_from_row(r)
-            c.verdict = verdicts.get(c.id)
+            c.verdict, text = verdicts.get(c.id, (None, ""))
+            if c.verdict == "reject":
+                c.reject_reason = text
+                self._rejected[c.id] = c
             self.cands[c.id] = c
             self.by_hash.add(c.source_hash)
             if r["parent_id"] in self.cands:
@@ -301,6 +311,7 @@ class Engine:
         c = self.cands.get(candidate_id)
         if c is not None:
             c.verdict = "accept"
+            self._rejected.pop(c.id, None)
             if c.eligible:
                 self._eligible[c.id] = c
                 self.archive.offer(c.cell, c.id, c.fitness or 0.0)
@@ -309,7 +320,8 @@ class Engine:
         await control.reject(self.store, self.run_id, candidate_id, reason)
         c = self.cands.get(candidate_id)
         if c is not None:
-            c.verdict = "reject"
+            c.verdict, c.reject_reason = "reject", reason
+            self._rejected[c.id] = c
             self._eligible.pop(c.id, None)
             self.archive.remove(c.id)
             for other in self.cands.values():   # the cell's next-best takes its place
@@ -464,41 +476,50 @@ class Engine:
             self._recs = (time.monotonic(), items)
         return items
 
-    def _pick_parent(self, island: int, rng: random.Random) -> Cand | None:
-        members = [self.cands[m] for m in self.islands.islands[island].members if m in self.cands]
-        pool = [c for c in members if c.eligible]
+    def _pick_parent(self, island: int, rng: random.Random) -> tuple[Cand | None, list[Cand]]:
+        """A parent drawn from the island's eligible members (or any eligible candidate while the island
+        has none), and that pool, best first."""
+        eligible = self._eligible
+        pool = [eligible[m] for m in self.islands.islands[island].members if m in eligible]
         if not pool:
-            pool = list(self._eligible.values())
+            pool = list(eligible.values())
         if not pool:
-            return None
-        fit = [c.fitness or 0.0 for c in pool]
+            return None, pool
+        pool.sort(key=_fitness, reverse=True)   # stable: equal fitness keeps membership order
         if self.config.parent_selection == "weighted":
-            return weighted(pool, fit, rng, [c.children for c in pool])
-        return power_law(pool, fit, rng, self.config.power_law_alpha)
+            return weighted(pool, [_fitness(c) for c in pool], rng, [c.children for c in pool]), pool
+        return pool[power_law_rank(len(pool), rng, self.config.power_law_alpha)], pool
+
+    def _second_parent(self, parent: Cand, rng: random.Random) -> Cand | None:
+        """Any other eligible candidate, uniformly (drawn again when the draw is the parent)."""
+        if len(self._eligible) - (parent.id in self._eligible) == 0:
+            return None
+        ids = list(self._eligible)
+        while True:
+            pick = self._eligible[rng.choice(ids)]
+            if pick is not parent:
+                return pick
 
     async def _propose(self) -> Cand | None:
         number = self._next_number
         self._attempt += 1   # a retry after a duplicate must not replay the same draw
         rng = random.Random(f"{self.config.seed}:{self.run_id}:{number}:{self._attempt}")
         island = self.islands.pick_island(number)
-        parent = self._pick_parent(island, rng)
+        parent, pool = self._pick_parent(island, rng)
         if parent is None:
             raise _NotReady()
-        eligible = [c for c in self._eligible.values() if c.id != parent.id]
-        top = sorted((c for c in eligible if c.island == island), key=lambda c: -(c.fitness or 0))
-        inspirations = top[:self.config.top_inspirations]
+        # the island's best (its members, migrants included), then elites of other cells
+        inspirations = [c for c in pool[:self.config.top_inspirations + 1] if c is not parent]
+        inspirations = inspirations[:self.config.top_inspirations]
         archive_ids = [e.candidate_id for e in self.archive.elites() if e.candidate_id != parent.id]
         rng.shuffle(archive_ids)
         inspirations += [self.cands[i] for i in archive_ids[:self.config.archive_inspirations]
                          if self.cands[i] not in inspirations]
-        second = rng.choice(eligible) if eligible else None
-        rejected = [c for c in self.cands.values() if c.verdict == "reject"][-REJECTED_IN_PROMPT:]
+        second = self._second_parent(parent, rng)
         rejected_views = []
-        for c in rejected:
-            v = self._view(c)
-            mark = await self.store.fetchone(
-                "SELECT text FROM marks WHERE candidate_id=? ORDER BY id DESC LIMIT 1", (c.id,))
-            v.reject_reason = mark["text"] if mark else ""
+        for cid in sorted(self._rejected)[-REJECTED_IN_PROMPT:]:
+            v = self._view(self._rejected[cid])
+            v.reject_reason = self._rejected[cid].reject_reason
             rejected_views.append(v)
         recs = await self._recommendations()
         ctx = ProposalContext(

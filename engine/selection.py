@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import random
 from typing import Sequence, TypeVar
@@ -11,9 +13,18 @@ T = TypeVar("T")
 
 def power_law(items: Sequence[T], fitness: Sequence[float], rng: random.Random, alpha: float = 1.5) -> T:
     """Rank by fitness (best first); rank k is drawn with probability proportional to k^-alpha."""
-    order = sorted(range(len(items)), key=lambda i: -fitness[i])
-    weights = [(k + 1) ** -alpha for k in range(len(order))]
-    return items[rng.choices(order, weights=weights, k=1)[0]]
+    order = sorted(range(len(items)), key=fitness.__getitem__, reverse=True)   # stable: ties keep their order
+    return items[order[power_law_rank(len(order), rng, alpha)]]
+
+
+def power_law_rank(n: int, rng: random.Random, alpha: float = 1.5) -> int:
+    """A rank in [0, n), rank k with probability proportional to (k+1)^-alpha."""
+    return rng.choices(range(n), cum_weights=_cumulative_weights(n, alpha), k=1)[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _cumulative_weights(n: int, alpha: float) -> tuple[float, ...]:
+    return tuple(itertools.accumulate((k + 1) ** -alpha for k in range(n)))
 
 
 def weighted(items: Sequence[T], fitness: Sequence[float], rng: random.Random,

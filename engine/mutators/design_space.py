@@ -14,6 +14,8 @@ from ..design_space import DesignSpace, Variant
 from .base import CandidateView, Proposal, ProposalContext
 
 MAX_TRIES = 30
+MAX_KNOB_TRIES = 64
+MAX_KNOWN_MOVES = 100_000   # remembered (parent source, move) pairs; forgotten all at once past this
 
 
 def _with_knobs(source: str, knobs: dict[str, str]) -> str:
@@ -31,12 +33,29 @@ def _variants_with_seed(space: DesignSpace, seed_source: str) -> list[Variant]:
     return [seed, *space.variants]
 
 
+def _knob_order(n: int, here: int, rng: random.Random, explore: bool) -> list[int]:
+    """Indices of the values to try, at most MAX_KNOB_TRIES, never `here`. Exploring draws at random;
+    exploiting tries the nearest values first, then a random few of the rest. Drawn by index: a knob may
+    have a thousand values and only a few are tried."""
+    if here < 0 or explore:
+        picks = rng.sample(range(n), min(n, MAX_KNOB_TRIES + 1))
+        return [j for j in picks if j != here][:MAX_KNOB_TRIES]
+    near = [j for d in range(1, 4) for j in (here - d, here + d) if 0 <= j < n]
+    taken = set(near) | {here}
+    rest = [j for j in rng.sample(range(n), min(n, 32 + len(taken))) if j not in taken][:32]
+    return near + rest
+
+
 class DesignSpaceMutator:
     name = "design-space"
 
     def __init__(self, space: DesignSpace, seed_source: str):
         self.space = space
         self.variants = _variants_with_seed(space, seed_source)
+        # Moves whose child the run already has. A known child stays known, so a saturated knob is
+        # skipped without rebuilding and hashing its children again. Keys hold the parent's source
+        # object (the engine hands out the same one), so a lookup hashes no text.
+        self._known_moves: set[tuple] = set()
 
     async def propose(self, ctx: ProposalContext) -> Proposal | None:
         parent = ctx.parent
@@ -48,12 +67,17 @@ class DesignSpaceMutator:
             elif roll < (0.65 if explore else 0.3):
                 child, op = self._structural(parent, ctx.rng), "variant"
                 if child is not None and ctx.rng.random() < 0.3:
-                    child, op = self._knob(child, parent.descriptor, ctx.rng, explore, ctx.known), "variant+knob"
+                    child, op = self._knob(child, ctx.rng, explore, ctx.known, remember=False), "variant+knob"
             else:
-                child, op = self._knob(parent.source, parent.descriptor, ctx.rng, explore, ctx.known), "knob"
+                child, op = self._knob(parent.source, ctx.rng, explore, ctx.known), "knob"
             if child is not None and child != parent.source and not ctx.known(child):
                 return Proposal(child, op, self.name)
         return None
+
+    def _remember(self, move: tuple) -> None:
+        if len(self._known_moves) >= MAX_KNOWN_MOVES:
+            self._known_moves.clear()
+        self._known_moves.add(move)
 
     def _structural(self, parent: CandidateView, rng: random.Random) -> str | None:
         dims = self.space.structural
@@ -75,25 +99,25 @@ class DesignSpaceMutator:
         child = blocks.replace_blocks(parent.source, variant.bodies)
         return _with_knobs(child, knobs)
 
-    def _knob(self, source: str, descriptor: dict[str, str], rng: random.Random, explore: bool,
-              known=lambda source: False) -> str | None:
+    def _knob(self, source: str, rng: random.Random, explore: bool, known=lambda source: False,
+              remember: bool = True) -> str | None:
+        """A child one knob step away. `remember` only for a source the engine keeps (a parent's): the
+        memo must not hold on to throwaway intermediate sources."""
         present = blocks.knob_values(source)
         knobs = [d for d in self.space.knobs if d.name in present and len(d.values) > 1]
         if not knobs:
             return None
         dim = rng.choice(knobs)
-        i = dim.index(present[dim.name])
-        others = [v for v in dim.values if v != present[dim.name]]
-        if i < 0 or explore:
-            order = rng.sample(others, len(others))
-        else:   # exploit: nearest values first, farther ones only when the near ones were tried
-            near = [dim.values[j] for d in range(1, 4) for j in (i - d, i + d) if 0 <= j < len(dim.values)]
-            rest = [v for v in others if v not in set(near)]
-            order = near + rng.sample(rest, min(len(rest), 32))
-        for value in order[:64]:
-            child = blocks.set_knob(source, dim.name, value)
+        values = dim.values
+        for j in _knob_order(len(values), dim.index(present[dim.name]), rng, explore):
+            move = (source, dim.name, values[j])
+            if remember and move in self._known_moves:
+                continue
+            child = blocks.set_knob(source, dim.name, values[j])
             if not known(child):
                 return child
+            if remember:
+                self._remember(move)
         return None
 
     def _cross(self, a: CandidateView, b: CandidateView, rng: random.Random) -> str | None:
