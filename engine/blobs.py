@@ -12,6 +12,7 @@ class BlobStore:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._written: set[str] = set()   # digests known to be on disk (skips a stat per put)
+        self._dirs: set[str] = set()      # shard folders known to exist (skips a mkdir per put)
 
     def path(self, digest: str) -> Path:
         return self.root / digest[:2] / digest
@@ -21,8 +22,10 @@ class BlobStore:
         if digest in self._written:
             return digest
         dest = self.path(digest)
-        if not dest.exists():
+        if digest[:2] not in self._dirs:
             dest.parent.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(digest[:2])
+        if not dest.exists():
             tmp = dest.with_name(f".{digest}.{os.getpid()}.tmp")
             tmp.write_bytes(data)
             os.replace(tmp, dest)   # atomic: a reader never sees half a blob

@@ -175,6 +175,11 @@ def design_annotations(source: str) -> dict[str, str]:
 
 
 def knob_values(source: str) -> dict[str, str]:
+    return dict(_knob_items(source))
+
+
+@functools.lru_cache(maxsize=256)   # the search steps from the same few parents again and again
+def _knob_items(source: str) -> tuple[tuple[str, str], ...]:
     values: dict[str, str] = {}
     for block in parse_blocks(source):
         for line in block.body.splitlines():
@@ -183,7 +188,7 @@ def knob_values(source: str) -> dict[str, str]:
             m = _KNOB_RE.search(line)
             if m:
                 values[m.group(2)] = m.group(1).strip()
-    return values
+    return tuple(values.items())
 
 
 @functools.lru_cache(maxsize=64)

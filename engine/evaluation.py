@@ -120,12 +120,19 @@ class FrozenObjectCache:
     def __init__(self) -> None:
         self._objects: dict[str, dict[str, bytes] | None] = {}
         self._lock = asyncio.Lock()
+        self._last_key: tuple[Workload, str] | None = None   # a workload does not change: hash it once
+
+    def _key(self, workload: Workload) -> str:
+        if self._last_key is None or self._last_key[0] is not workload:
+            key = hashlib.sha256(json.dumps([workload.build_command, sorted(
+                (n, hashlib.sha256(d).hexdigest()) for n, d in workload.harness_files.items())]).encode()).hexdigest()
+            self._last_key = (workload, key)
+        return self._last_key[1]
 
     async def get(self, workload: Workload, executor: Executor, job_id: str) -> dict[str, bytes] | None:
         if not workload.cache_frozen:
             return None
-        key = hashlib.sha256(json.dumps([workload.build_command, sorted(
-            (n, hashlib.sha256(d).hexdigest()) for n, d in workload.harness_files.items())]).encode()).hexdigest()
+        key = self._key(workload)
         async with self._lock:
             if key not in self._objects:
                 res = await executor.run(frozen_objects_job(workload, job_id))
