@@ -229,3 +229,36 @@ async def test_migration_moves_elites_along_the_ring_and_survives_reload(tmp_pat
     engine2 = await Engine.load(tmp_path, "r1", executor=SyntheticExecutor(slots=2))
     assert {i.index: sorted(i.members) for i in engine2.islands.islands} == {k: sorted(v) for k, v in members.items()}
     await engine2.close()
+
+
+async def test_a_write_that_fails_fails_the_run_and_resume_finishes_it(tmp_path):
+    """A result the store refuses (here a real SQLite trigger, as a full disk would) must not be dropped
+    silently: the run fails and says why, the candidate stays unfinished in the store, and a resume
+    evaluates it again with counts that add up."""
+    import sqlite3
+    engine, ex = await make_engine(tmp_path, max_evals=12)
+    con = sqlite3.connect(engine.store.db_path, timeout=10)
+    con.execute("CREATE TRIGGER refuse BEFORE UPDATE OF status ON candidates "
+                "WHEN NEW.status = 'done' AND NEW.number = 5 BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    con.commit()
+    assert await asyncio.wait_for(engine.run(), 60) == "failed"
+    assert "disk says no" in engine.stop_reason
+    await engine.close()
+    rs = ReadStore(tmp_path)
+    row = rs.fetchall("SELECT status FROM candidates WHERE run_id='r1' AND number=5")[0]
+    assert row["status"] in ("pending", "running")
+    assert not rs.fetchall("SELECT * FROM evaluations e JOIN candidates c ON c.id=e.candidate_id "
+                           "WHERE c.number=5")
+    rs.close()
+    con.execute("DROP TRIGGER refuse")
+    con.commit()
+    con.close()
+    again = await Engine.load(tmp_path, "r1", executor=SyntheticExecutor(slots=2))
+    assert await asyncio.wait_for(again.run(), 60) == "finished"
+    await again.close()
+    rs = ReadStore(tmp_path)
+    report = build_report(rs, "r1")
+    assert report["evaluated"] == 12
+    builds = rs.fetchall("SELECT candidate_id, COUNT(*) n FROM evaluations WHERE stage='build' GROUP BY candidate_id")
+    assert len(builds) == 12 and all(b["n"] == 1 for b in builds)
+    rs.close()

@@ -254,3 +254,53 @@ async def test_a_version_1_store_is_migrated_in_place(tmp_path: Path):
         assert idx is not None
     finally:
         await s.close()
+
+
+async def test_submitted_batches_commit_in_order_and_a_bad_one_alone_is_undone(store: Store):
+    """Write-behind batches: sent together, committed in submission order with their events numbered in
+    that order; a batch that breaks a constraint is undone alone and its future says why."""
+    from engine.store import Batch
+    delivered = []
+    store.on_event = delivered.append
+    async with store.transaction() as tx:
+        await add_run(tx)
+    delivered.clear()
+    futures = []
+    for i in range(5):
+        b = Batch()
+        # the third batch repeats the first one's id: a primary-key violation
+        b.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, source_hash, "
+                  "descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                  (100 + (0 if i == 2 else i), "r1", i, 0, 0, "knob", "design-space", f"h{i}", "{}", "c", "pending", 0.0))
+        b.event("r1", "candidate", n=i)
+        futures.append(store.submit(b))
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    assert isinstance(results[2], sqlite3.IntegrityError), results
+    good = [r for i, r in enumerate(results) if i != 2]
+    assert all(isinstance(r, list) and len(r) == 1 for r in good)
+    seqs = [r[0] for r in good]
+    assert seqs == sorted(seqs)
+    rows = await store.fetchall("SELECT number FROM candidates ORDER BY id")
+    assert [r["number"] for r in rows] == [0, 1, 3, 4]
+    events = await store.fetchall("SELECT seq, data_json FROM events WHERE kind='candidate' ORDER BY seq")
+    assert [json.loads(e["data_json"])["n"] for e in events] == [0, 1, 3, 4]
+    assert [e["seq"] for e in events] == seqs
+    assert [d["data"]["n"] for d in delivered] == [0, 1, 3, 4]   # viewers hear only what committed
+
+
+async def test_queued_batches_are_written_before_a_read_and_on_close(tmp_path: Path):
+    from engine.store import Batch
+    s = await Store(tmp_path / "home").open()
+    b = Batch()
+    b.event(None, "queued")
+    s.submit(b, lazy=True)
+    assert [r["kind"] for r in await s.fetchall("SELECT kind FROM events")] == ["queued"]
+    b2 = Batch()
+    b2.event(None, "at-close")
+    s.submit(b2, lazy=True)
+    await s.close()
+    con = raw(tmp_path / "home" / DB_NAME)
+    try:
+        assert [r[0] for r in con.execute("SELECT kind FROM events ORDER BY seq")] == ["queued", "at-close"]
+    finally:
+        con.close()
