@@ -7,7 +7,8 @@ bench config, prints the baseline and candidate ms, the speedup, the bound and t
 (T_base - T_cand) / (T_base - max(T_comp, T_comm)), with T_base, T_comp and T_comm taken from the same
 benchmark job as T_cand. Where the engine measured a candidate more than once, each number is the mean over
 its benchmark evaluations. Ends with the best candidate per config and the candidate whose worst config is
-best (the one to name when a single design point must hold everywhere).
+best (the one to name when a single design point must hold everywhere). Candidates are named by their
+store id, as `cuco report` names them (the seed is id 1).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def load(db: str) -> tuple[str, list[dict]]:
     run = con.execute("select id from runs limit 1").fetchone()[0]
     out = []
     for cid, number, op, desc in con.execute(
-            "select id, number, operator, descriptor_json from candidates where correct = 1 order by number"):
+            "select id, number, operator, descriptor_json from candidates where correct = 1 order by id"):
         evals = con.execute("select stage, result_json from evaluations where candidate_id = ? and status = 'ok' "
                             "and stage in ('verify', 'benchmark') order by id", (cid,)).fetchall()
         verify = [json.loads(r) for s, r in evals if s == "verify" and r]
@@ -57,7 +58,7 @@ def load(db: str) -> tuple[str, list[dict]]:
             c["bound"] = (c["comp_ms"] + c["comm_ms"]) / max(c["comp_ms"], c["comm_ms"])
             c["eff"] = efficiency(c)
             configs[name] = c
-        out.append({"number": number, "operator": op, "descriptor": json.loads(desc), "verified": verified,
+        out.append({"id": cid, "seed": number == 0, "operator": op, "descriptor": json.loads(desc), "verified": verified,
                     "configs": configs})
     con.close()
     return run, out
@@ -69,7 +70,7 @@ def main(paths: list[str]) -> int:
         names = sorted({n for c in cands for n in c["configs"]}, key=lambda n: min(
             (c["configs"][n]["baseline_ms"] for c in cands if n in c["configs"]), default=0), reverse=True)
         print(f"## run {run} ({db}): {len(cands)} correct candidates")
-        print("| # | operator | verified | design point | " + " | ".join(f"{n} ms (eff)" for n in names) + " | worst eff |")
+        print("| id | operator | verified | design point | " + " | ".join(f"{n} ms (eff)" for n in names) + " | worst eff |")
         print("| --- " * (5 + len(names)) + "|")
         for c in cands:
             cells = []
@@ -80,25 +81,25 @@ def main(paths: list[str]) -> int:
             effs = [c["configs"][n]["eff"] for n in names if n in c["configs"] and c["configs"][n]["eff"] is not None]
             c["worst"] = min(effs) if len(effs) == len(names) else None
             worst = "-" if c["worst"] is None else f"{c['worst']:.2f}"
-            print(f"| {c['number']} | {c['operator']} | {'yes' if c['verified'] else 'NO'} | {short(c['descriptor'])} | "
+            print(f"| {c['id']} | {c['operator']} | {'yes' if c['verified'] else 'NO'} | {short(c['descriptor'])} | "
                   + " | ".join(cells) + f" | {worst} |")
         print()
         print("best per config (verified candidates; means over the engine's benchmark evaluations):")
-        print("| config | T_base | best # | T_best | speedup | T_comp | T_comm | bound | efficiency | design point |")
+        print("| config | T_base | best id | T_best | speedup | T_comp | T_comm | bound | efficiency | design point |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for n in names:
-            ok = [c for c in cands if c["verified"] and n in c["configs"] and c["number"] != 0]
+            ok = [c for c in cands if c["verified"] and n in c["configs"] and not c["seed"]]
             if not ok:
                 continue
             b = min(ok, key=lambda c: c["configs"][n]["candidate_ms"] / c["configs"][n]["baseline_ms"])
             x = b["configs"][n]
             eff = "n/a" if x["eff"] is None else f"{x['eff']:.2f}"
-            print(f"| {n} | {x['baseline_ms']:.4f} | {b['number']} | {x['candidate_ms']:.4f} | {x['speedup']:.3f} | "
+            print(f"| {n} | {x['baseline_ms']:.4f} | {b['id']} | {x['candidate_ms']:.4f} | {x['speedup']:.3f} | "
                   f"{x['comp_ms']:.4f} | {x['comm_ms']:.4f} | {x['bound']:.3f} | {eff} | {short(b['descriptor'])} |")
-        whole = [c for c in cands if c["verified"] and c.get("worst") is not None and c["number"] != 0]
+        whole = [c for c in cands if c["verified"] and c.get("worst") is not None and not c["seed"]]
         if whole:
             b = max(whole, key=lambda c: c["worst"])
-            print(f"\none candidate for every config: #{b['number']} ({short(b['descriptor'])}), worst efficiency "
+            print(f"\none candidate for every config: id {b['id']} ({short(b['descriptor'])}), worst efficiency "
                   f"{b['worst']:.2f}")
         print()
     return 0
