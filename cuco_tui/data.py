@@ -311,10 +311,18 @@ class StoreView:
             metrics = json.loads(row["metrics_json"]) if row.get("metrics_json") else None
         except ValueError:
             out.append("\n(metrics are not valid JSON)\n")
-        configs = metrics.get("configs") if isinstance(metrics, dict) else None
+        if not isinstance(metrics, dict):
+            return out
+        for flag in metrics.get("flags") or []:
+            out.append(f"\n⚑ beyond the overlap bound on {flag.get('config')}: {flag.get('candidate_ms'):.4g} ms < "
+                       f"{flag.get('bound_ms'):.4g} ms (the baseline's compute or communication alone). A faster "
+                       "computation or a gamed measurement: read the diff before trusting it.\n", style="bold yellow")
+        stage = metrics.get("benchmark") if isinstance(metrics.get("benchmark"), dict) else None
+        configs = (stage or metrics).get("configs")
         if configs:
-            out.append("\nper config\n", style="bold underline")
-            keys = [k for k in configs[0] if k != "name"][:5]
+            out.append("\nper config" + (" (benchmark)" if stage else "") + "\n", style="bold underline")
+            wanted = ("baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")
+            keys = [k for k in wanted if any(k in cfg for cfg in configs)] or [k for k in configs[0] if k != "name"][:5]
             out.append("  " + f"{'config':<14}" + "".join(f"{k:>13}" for k in keys) + "\n", style="bold")
             for cfg in configs:
                 out.append(f"  {str(cfg.get('name', '?')):<14}")
@@ -322,11 +330,10 @@ class StoreView:
                     v = cfg.get(k)
                     out.append(f"{v:>13.4g}" if isinstance(v, (int, float)) else f"{str(v):>13}")
                 out.append("\n")
-        if isinstance(metrics, dict):
-            rest = {k: v for k, v in metrics.items() if k != "configs"}
-            if rest:
-                out.append("\nharness\n", style="bold underline")
-                out.append(json.dumps(rest, indent=1, default=str)[:20000] + "\n")
+        rest = {k: v for k, v in metrics.items() if k not in ("configs", "flags")}
+        if rest:
+            out.append("\nharness\n", style="bold underline")
+            out.append(json.dumps(rest, indent=1, default=str)[:20000] + "\n")
         return out
 
     def _logs(self, candidate_id: int) -> Text:

@@ -108,6 +108,10 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
                 t.add_row(str(c["name"]), *(f"{c[k]:.3f}" if isinstance(c.get(k), (int, float)) else "-"
                                             for k in ("baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")))
             console.print(t)
+        for flag in best.get("flags") or []:
+            console.print(f"[yellow]⚑ the best beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
+                          f"{flag['bound_ms']:.4g} ms): a faster computation or a gamed measurement; read its diff "
+                          "before trusting it[/]")
     finally:
         if own:
             store.close()

@@ -705,6 +705,11 @@ class Engine:
         tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?", (self.elapsed_s(), now, self.run_id))
         if outcome.status != DONE:
             tx.event(self.run_id, "log", level="info", message=f"candidate {c.id} {outcome.status}: {outcome.reason[:200]}")
+        for flag in (outcome.metrics or {}).get("flags", []):
+            tx.event(self.run_id, "log", level="warning", message=(
+                f"candidate {c.id} beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
+                f"{flag['bound_ms']:.4g} ms, the baseline's compute or communication alone): a faster "
+                "computation or a gamed measurement; check its diff before trusting it"))
         self._write_behind(tx)
 
     # ----- migration ----------------------------------------------------------------------------

@@ -259,5 +259,8 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
     best = min(benches, key=lambda r: r.speedup or 0.0)   # conservative when re-measured
     metrics = {"verify": results[0].raw, "benchmark": best.raw,
                "measurements": [r.speedup for r in benches]}
+    flags = best.beyond_bound()
+    if flags:
+        metrics["flags"] = flags
     return EvalOutcome("done", speedup=best.speedup, time_ms=best.time_ms, baseline_ms=best.baseline_ms,
                        metrics=metrics, stages=stages)

@@ -15,6 +15,9 @@ class ResultError(ValueError):
     pass
 
 
+BOUND_MARGIN = 0.05   # 5 %: above the spread of a median of the harness's timed iterations
+
+
 @dataclass
 class HarnessResult:
     mode: str
@@ -41,6 +44,23 @@ class HarnessResult:
     def baseline_ms(self) -> float | None:
         times = [c["baseline_ms"] for c in self.configs if c.get("baseline_ms") is not None]
         return sum(times) if times else None
+
+    def beyond_bound(self, margin: float = BOUND_MARGIN) -> list[dict[str, Any]]:
+        """Configs where the candidate beat the overlap bound: faster than max(compute-only, communication-
+        only) of the baseline, the best a perfect overlap of the baseline's own work can reach. That is a
+        different (faster) computation or a measurement the candidate gamed: flagged for a person to judge,
+        never rejected. `margin` keeps timing noise from flagging a candidate that merely reached it."""
+        flags = []
+        for c in self.configs:
+            comp, comm, cand = c.get("comp_ms"), c.get("comm_ms"), c.get("candidate_ms")
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+                       for v in (comp, comm, cand)):
+                continue
+            bound_ms = max(comp, comm)
+            if cand < (1.0 - margin) * bound_ms:
+                flags.append({"kind": "beyond_overlap_bound", "config": c.get("name"),
+                              "candidate_ms": cand, "bound_ms": bound_ms})
+        return flags
 
     def mismatch_summary(self) -> str:
         for c in self.configs:

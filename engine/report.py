@@ -34,6 +34,7 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
                     "baseline_ms": best["baseline_ms"], "operator": best["operator"],
                     "descriptor": json.loads(best["descriptor_json"]),
                     "measurements": metrics.get("measurements"),
+                    "flags": metrics.get("flags") or [],
                     "configs": [{k: c.get(k) for k in ("name", "baseline_ms", "candidate_ms", "speedup",
                                                        "comp_ms", "comm_ms", "bound")} for c in configs]}
     evaluated = sum(n for s, n in counts.items() if s in FINAL_STATUSES)

@@ -292,3 +292,39 @@ async def test_footer_lists_the_keys_and_a_click_runs_one(tmp_path):
         await pilot.press("slash")                            # the filter has the focus: the footer follows
         await pilot.pause(0.2)
         assert "Filter" in str(footer.render())
+
+
+
+async def test_metrics_tab_shows_per_config_numbers_and_the_overlap_bound_flag(tmp_path):
+    """A finished run (the real engine, a synthetic executor whose harness reports compute 0.6 ms and
+    communication 0.4 ms): the Metrics tab of a candidate that beat the bound shows its per-config table
+    and the flag; one that did not shows the table without it."""
+    import json
+
+    from textual.widgets import Static
+
+    from engine.config import RunConfig
+    from engine.workload import load_workload
+    from tests.engine.synthetic import SyntheticExecutor
+    engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"), RunConfig(max_evals=60, concurrency=4),
+                                            run_id="flag-1", executor=SyntheticExecutor(slots=4))
+    assert await engine.run() == "finished"
+    await engine.close()
+    rs = ReadStore(tmp_path)
+    rows = rs.fetchall("SELECT id, metrics_json FROM candidates WHERE run_id='flag-1' AND status='done'")
+    rs.close()
+    flagged = [r["id"] for r in rows if json.loads(r["metrics_json"]).get("flags")]
+    plain = [r["id"] for r in rows if not json.loads(r["metrics_json"]).get("flags")]
+    assert flagged and plain
+    app = CucoApp(tmp_path, "flag-1")
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.query_one(CandidatesTable)
+        assert await _until(lambda: table.row_count >= len(rows), 20)
+        app.query_one("#detail-tabs").active = "tab-metrics"
+        for cid, beyond in ((flagged[0], True), (plain[0], False)):
+            assert table.select(cid)
+            assert await _until(lambda: app.detail is not None and app.detail.id == cid, 10)
+            await pilot.pause(0.2)
+            text = str(app.query_one("#detail-metrics", Static).render())
+            assert "per config (benchmark)" in text and "candidate_ms" in text and "comp_ms" in text, text[:800]
+            assert ("beyond the overlap bound" in text) == beyond, text[:800]
