@@ -27,7 +27,7 @@ def efficiency(c: dict) -> float | None:
 
 
 def short(desc: dict) -> str:
-    """The design point without the knobs left at values that do not matter for it."""
+    """The design point, every dimension and knob as the store has it."""
     return " ".join(f"{k}={v}" for k, v in sorted(desc.items()))
 
 
