@@ -156,3 +156,14 @@ def test_harness_links_and_its_json_writer_parses(tmp_path):
                        capture_output=True, text=True, timeout=60)
     res2 = json.loads((tmp_path / "r2.json").read_text())
     assert res2["correct"] is False and "invalid JSON" in res2["error"]
+    assert res["nonce"] == "self-test-nonce-0123456789abcdef" and res2["nonce"] is None
+    # the engine's nonce on stdin is echoed, even in an error result; without it the job fails
+    r = subprocess.run([str(tmp_path / "bench"), "--spec", "spec.json", "--result", "r3.json", "--nonce-stdin"],
+                       cwd=tmp_path, input="f00dfeedf00dfeedf00dfeedf00dfeed", capture_output=True, text=True,
+                       timeout=60)
+    assert json.loads((tmp_path / "r3.json").read_text())["nonce"] == "f00dfeedf00dfeedf00dfeedf00dfeed"
+    r = subprocess.run([str(tmp_path / "bench"), "--spec", "spec.json", "--result", "r4.json", "--nonce-stdin"],
+                       cwd=tmp_path, input="", capture_output=True, text=True, timeout=60)
+    res4 = json.loads((tmp_path / "r4.json").read_text())
+    assert r.returncode == 2 and res4["correct"] is False and "nonce was missing" in res4["error"]
+    assert res4["nonce"] is None

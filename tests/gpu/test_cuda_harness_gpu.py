@@ -109,3 +109,34 @@ def test_work_escaping_the_timed_stream_is_caught():
     res = run(GA, BAD / "escape.cu", mode="benchmark", configs="m8k_k4096", iters=7)
     assert res["correct"] is False
     assert "escaped" in (res["configs"][0]["error"] or "")
+
+
+def test_forged_result_with_the_harness_killed_is_not_believed(tmp_path):
+    """Through the engine's own cascade (evaluate_source on a LocalExecutor): rank 0 writes a perfect
+    result.json (speedup 50) and SIGKILLs the harness before it writes its own. Without the nonce the
+    forgery is believed (the hole is real); with it (the shipped workload) the candidate fails."""
+    import asyncio
+    import dataclasses
+
+    from engine.evaluation import FrozenObjectCache, evaluate_source
+    from engine.workload import load_workload
+    from remote.local import LocalExecutor
+
+    workload = load_workload(str(GA))
+    assert workload.harness_nonce, "the shipped CUDA workloads ask for the nonce"
+    source = (BAD / "forge.cu").read_text()
+
+    async def evaluate(w):
+        ex = LocalExecutor(work_dir=tmp_path / f"jobs-{w.harness_nonce}")
+        try:
+            return await asyncio.wait_for(
+                evaluate_source(w, source, ex, job_prefix=f"forge-{w.harness_nonce}", seed=77,
+                                frozen=FrozenObjectCache()), 600)
+        finally:
+            await ex.close()
+
+    guarded = asyncio.run(evaluate(workload))
+    assert guarded.status == "failed", guarded
+    assert "nonce" in guarded.reason, guarded.reason
+    unguarded = asyncio.run(evaluate(dataclasses.replace(workload, harness_nonce=False)))
+    assert unguarded.status == "done" and unguarded.speedup > 10, unguarded

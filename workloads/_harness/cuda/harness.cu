@@ -166,6 +166,7 @@ struct ConfigResult {
 };
 struct JobResult {
   std::string mode = "verify"; bool correct = false; std::string error; int ranks = 0;
+  std::string nonce;   // the job's nonce, echoed: a result.json written by anyone else lacks it
   std::vector<ConfigResult> configs;
   std::map<std::string, std::string> env;
 };
@@ -176,6 +177,7 @@ static std::string result_json(const JobResult& r) {
   o += ", \"correct\": " + std::string(r.correct ? "true" : "false");
   o += ", \"error\": " + (r.error.empty() ? std::string("null") : jstr(r.error));
   o += ", \"ranks\": " + std::to_string(r.ranks);
+  o += ", \"nonce\": " + (r.nonce.empty() ? std::string("null") : jstr(r.nonce));
   o += ", \"configs\": [";
   for (size_t i = 0; i < r.configs.size(); i++) {
     const ConfigResult& c = r.configs[i];
@@ -753,10 +755,11 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
   return jr;
 }
 
-static int run_parent(const std::string& self, const std::string& spec_path, const std::string& result_path) {
+static int run_parent(const std::string& self, const std::string& spec_path, const std::string& result_path,
+                      const std::string& nonce) {
   Spec sp; std::string err;
   if (!parse_spec(spec_path, sp, err)) {
-    JobResult jr; jr.error = err; write_atomic(result_path, result_json(jr));
+    JobResult jr; jr.error = err; jr.nonce = nonce; write_atomic(result_path, result_json(jr));
     fprintf(stderr, "harness: %s\n", err.c_str()); return 2;
   }
   char tmpl[] = "/tmp/cuco-harness-XXXXXX";
@@ -765,7 +768,7 @@ static int run_parent(const std::string& self, const std::string& spec_path, con
   std::vector<char> tb(base.begin(), base.end()); tb.push_back(0);
   char* dir = mkdtemp(tb.data());
   if (!dir) dir = mkdtemp(tmpl);
-  if (!dir) { JobResult jr; jr.mode = sp.mode; jr.error = std::string("mkdtemp: ") + strerror(errno); write_atomic(result_path, result_json(jr)); return 2; }
+  if (!dir) { JobResult jr; jr.mode = sp.mode; jr.nonce = nonce; jr.error = std::string("mkdtemp: ") + strerror(errno); write_atomic(result_path, result_json(jr)); return 2; }
   std::string d = dir;
   std::vector<pid_t> pids(sp.ranks, -1);
   std::vector<std::string> outs(sp.ranks);
@@ -821,6 +824,7 @@ static int run_parent(const std::string& self, const std::string& spec_path, con
   }
   unlink((d + "/ncclid").c_str()); unlink((d + "/ncclid.tmp").c_str()); rmdir(d.c_str());
   JobResult jr = aggregate(sp, rf, launch_error);
+  jr.nonce = nonce;
   char wall[32]; snprintf(wall, sizeof wall, "%.1f", (now_ms() - t0) / 1000.0); jr.env["wall_s"] = wall;
   std::string text = result_json(jr);
   if (!write_atomic(result_path, text)) { fprintf(stderr, "harness: cannot write %s\n", result_path.c_str()); return 2; }
@@ -836,6 +840,7 @@ static int self_test_json(const std::string& path) {
   b.mm.found = true; b.mm.rank = 1; b.mm.index = 4711; b.mm.expected = 1.5; b.mm.got = NAN; b.mm.what = "gather"; b.mm.buffer = "C";
   jr.configs = {a, b}; jr.error = "";
   jr.env["host"] = "self-test"; jr.env["nccl_headers"] = std::to_string(NCCL_VERSION_CODE);
+  jr.nonce = "self-test-nonce-0123456789abcdef";
   if (!write_atomic(path, result_json(jr))) return 2;
   // the writer's output must parse with the harness's own parser too
   std::string text; read_file(path, text);
@@ -845,7 +850,7 @@ static int self_test_json(const std::string& path) {
 }
 
 int main(int argc, char** argv) {
-  std::string spec, result, iddir, rankout, self_json; int child = -1;
+  std::string spec, result, iddir, rankout, self_json; int child = -1; bool nonce_stdin = false;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { if (i + 1 >= argc) { fprintf(stderr, "harness: %s needs a value\n", a.c_str()); exit(2); } return argv[++i]; };
@@ -855,10 +860,24 @@ int main(int argc, char** argv) {
     else if (a == "--iddir") iddir = next();
     else if (a == "--rankout") rankout = next();
     else if (a == "--self-test-json") self_json = next();
+    else if (a == "--nonce-stdin") nonce_stdin = true;
     else { fprintf(stderr, "harness: unknown argument %s\nusage: %s --spec spec.json --result result.json\n", a.c_str(), argv[0]); return 2; }
   }
   if (!self_json.empty()) return self_test_json(self_json);
   if (child >= 0) { run_child(child, spec, iddir, rankout); return 0; }
   if (spec.empty() || result.empty()) { fprintf(stderr, "usage: %s --spec spec.json --result result.json\n", argv[0]); return 2; }
-  return run_parent(argv[0], spec, result);
+  // The engine's nonce arrives on a pipe, read once. Candidate code that read it first (a static
+  // initializer runs before main) leaves the harness without it: the job fails, it is not believed.
+  std::string nonce;
+  if (nonce_stdin) {
+    char buf[129] = "";
+    size_t n = fread(buf, 1, sizeof buf - 1, stdin);
+    nonce.assign(buf, n);
+    if (nonce.size() < 16) {
+      JobResult jr; jr.error = "the job's nonce was missing from stdin (read by someone else?)";
+      write_atomic(result, result_json(jr));
+      fprintf(stderr, "harness: %s\n", jr.error.c_str()); return 2;
+    }
+  }
+  return run_parent(argv[0], spec, result, nonce);
 }

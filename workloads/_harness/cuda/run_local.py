@@ -19,6 +19,7 @@ import argparse
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -133,8 +134,19 @@ def main() -> int:
     env = dict(os.environ)
     env.update({k: str(v) for k, v in (spec["launch"].get("env") or {}).items()})
     env.update(SAFE_ENV)
+    nonce = None
+    if (spec.get("harness") or {}).get("nonce"):   # as the engine does: a per-job nonce on stdin, echoed back
+        nonce = secrets.token_hex(16)
+        argv = [*argv, "--nonce-stdin"]
     t0 = time.time()
-    p = subprocess.Popen(argv, cwd=run_dir, env=env, start_new_session=True)
+    p = subprocess.Popen(argv, cwd=run_dir, env=env, start_new_session=True,
+                         stdin=subprocess.PIPE if nonce else None)
+    if nonce:
+        try:
+            p.stdin.write(nonce.encode())
+            p.stdin.close()
+        except BrokenPipeError:   # the harness is already gone: its result (if any) is judged below
+            pass
     try:
         rc = p.wait(timeout=stage_timeout)
     except subprocess.TimeoutExpired:
@@ -151,6 +163,9 @@ def main() -> int:
     if a.result:
         a.result.write_text(text)
     res = json.loads(text)
+    if nonce and res.get("nonce") != nonce:
+        res = {"correct": False, "configs": [], "error": "result.json does not carry this job's nonce: it was not "
+               f"written by the harness (exit {rc}); not believed"}
     print(json.dumps(res, indent=1))
     print(f"# {spec['name']} {source.name} mode={a.mode} ranks={ranks} exit={rc} wall={wall:.1f}s correct={res['correct']}",
           file=sys.stderr)
