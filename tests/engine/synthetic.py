@@ -76,8 +76,8 @@ class SyntheticExecutor:
             entry = {"name": c["name"], "correct": not wrong, "error": None, "mismatch": None}
             if stage == "benchmark":
                 speedup = 0.8 + (int(digest[:4], 16) % 1000) / 1000.0
-                # the baseline's parts: compute 0.6 ms, communication 0.4 ms (bound 0.6 ms, speedup 1.67)
-                entry.update(baseline_ms=1.0, candidate_ms=1.0 / speedup, speedup=speedup, comp_ms=0.6, comm_ms=0.4)
+                # the baseline's parts: compute 0.7 ms, communication 0.3 ms (bound 0.7 ms, speedup 1.43)
+                entry.update(baseline_ms=1.0, candidate_ms=1.0 / speedup, speedup=speedup, comp_ms=0.7, comm_ms=0.3)
             if wrong:
                 entry["mismatch"] = {"rank": 1, "index": 7, "expected": 1.0, "got": 0.0, "what": "gather"}
             configs.append(entry)

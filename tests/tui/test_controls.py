@@ -296,8 +296,8 @@ async def test_footer_lists_the_keys_and_a_click_runs_one(tmp_path):
 
 
 async def test_metrics_tab_shows_per_config_numbers_and_the_overlap_bound_flag(tmp_path):
-    """A finished run (the real engine, a synthetic executor whose harness reports compute 0.6 ms and
-    communication 0.4 ms): the Metrics tab of a candidate that beat the bound shows its per-config table
+    """A finished run (the real engine, a synthetic executor whose harness reports compute 0.7 ms and
+    communication 0.3 ms): the Metrics tab of a candidate that beat the bound shows its per-config table
     and the flag; one that did not shows the table without it."""
     import json
 
