@@ -95,9 +95,12 @@ class Store:
 
     async def close(self) -> None:
         if self._db is not None:
-            if self._queue:      # what was submitted is written, never dropped
-                async with self._lock:
-                    await self._drain()
+            # What was submitted is written, never dropped; a trip under way (it holds the lock) ends first.
+            await asyncio.wait_for(self._lock.acquire(), DB_TIMEOUT_S)
+            try:
+                await self._drain()
+            finally:
+                self._lock.release()
             if self._flush_at is not None:
                 self._flush_at.cancel()
                 self._flush_at = None
