@@ -24,6 +24,10 @@ SPARK = "▁▂▃▄▅▆▇█"
 MAX_SOURCE_CHARS = 400_000
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class FilterError(ValueError):
     pass
 
@@ -320,16 +324,22 @@ class StoreView:
         stage = metrics.get("benchmark") if isinstance(metrics.get("benchmark"), dict) else None
         configs = (stage or metrics).get("configs")
         if configs:
+            # two short lines per config: the detail pane is narrow (about 40 columns at 100x30)
             out.append("\nper config" + (" (benchmark)" if stage else "") + "\n", style="bold underline")
-            wanted = ("baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")
-            keys = [k for k in wanted if any(k in cfg for cfg in configs)] or [k for k in configs[0] if k != "name"][:5]
-            out.append("  " + f"{'config':<14}" + "".join(f"{k:>13}" for k in keys) + "\n", style="bold")
             for cfg in configs:
-                out.append(f"  {str(cfg.get('name', '?')):<14}")
-                for k in keys:
-                    v = cfg.get(k)
-                    out.append(f"{v:>13.4g}" if isinstance(v, (int, float)) else f"{str(v):>13}")
+                out.append(f"  {str(cfg.get('name', '?'))}", style="bold")
+                base, cand, ratio = cfg.get("baseline_ms"), cfg.get("candidate_ms"), cfg.get("speedup")
+                if _is_number(base) and _is_number(cand):
+                    out.append(f"  {base:.4g} -> {cand:.4g} ms")
+                if _is_number(ratio):
+                    out.append(f"  {ratio:.3f}x", style="bold")
                 out.append("\n")
+                parts = [f"{label} {cfg[k]:.4g}" for k, label in (("comp_ms", "comp"), ("comm_ms", "comm"))
+                         if _is_number(cfg.get(k))]
+                if _is_number(cfg.get("bound")):
+                    parts.append(f"bound {cfg['bound']:.3f}x")
+                if parts:
+                    out.append("    " + "  ".join(parts) + "\n", style="dim")
         rest = {k: v for k, v in metrics.items() if k not in ("configs", "flags")}
         if rest:
             out.append("\nharness\n", style="bold underline")

@@ -75,9 +75,13 @@ def fill_store(home: Path, run_id: str = "demo-20261122-1", n: int = 40, islands
             time_ms = round(10.0 / speedup, 3)
             status, correct, reason = "done", 1, None
         fitness = None if speedup is None else round(10000 / (1 + time_ms), 3)
-        metrics = None if speedup is None else json.dumps(
-            {"configs": [{"name": "small", "time_ms": time_ms * 0.5, "baseline_ms": 5.0},
-                         {"name": "large", "time_ms": time_ms * 1.5, "baseline_ms": 15.0}]})
+        # the engine's shape: the harness's benchmark result.json under "benchmark"
+        metrics = None if speedup is None else json.dumps({"benchmark": {"mode": "benchmark", "configs": [
+            {"name": "small", "baseline_ms": 5.0, "candidate_ms": round(time_ms * 0.5, 4),
+             "speedup": round(10.0 / time_ms, 4), "comp_ms": 3.0, "comm_ms": 2.0, "bound": 1.667},
+            {"name": "large", "baseline_ms": 15.0, "candidate_ms": round(time_ms * 1.5, 4),
+             "speedup": round(10.0 / time_ms, 4), "comp_ms": 9.0, "comm_ms": 6.0, "bound": 1.667}]},
+            "measurements": [speedup]})
         ts = T0 + number
         rows.append((cid, run_id, number, island, gen, parent, op,
                      "design-space" if op != "llm-diff" else "llm:fake-model", h,

@@ -326,5 +326,5 @@ async def test_metrics_tab_shows_per_config_numbers_and_the_overlap_bound_flag(t
             assert await _until(lambda: app.detail is not None and app.detail.id == cid, 10)
             await pilot.pause(0.2)
             text = str(app.query_one("#detail-metrics", Static).render())
-            assert "per config (benchmark)" in text and "candidate_ms" in text and "comp_ms" in text, text[:800]
+            assert "per config (benchmark)" in text and " -> " in text and "comp 0.7" in text, text[:800]
             assert ("beyond the overlap bound" in text) == beyond, text[:800]
