@@ -27,6 +27,11 @@ def home_from(args: argparse.Namespace) -> Path:
 
 
 def _add_run_settings(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE",
+                   help="a run config file (YAML: any setting of `cuco fork --set`, e.g. meta_every: 5); "
+                        "flags given here win over it")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="any run setting, e.g. --set meta_every=5 (repeatable; wins over --config)")
     p.add_argument("--cluster", metavar="FILE", help="cluster.yaml: run jobs on GPU nodes over SSH")
     p.add_argument("--llm", action="append", default=[], metavar="MODEL",
                    help="an LLM mutator, e.g. anthropic:claude-sonnet-4-5 (repeatable)")
@@ -41,16 +46,24 @@ def _add_run_settings(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", type=int, help="ranks (GPUs) per job, e.g. 4 (default: the workload's)")
 
 
+_FLAG_SETTINGS = ("max_evals", "max_minutes", "target_speedup", "patience", "islands", "concurrency", "seed",
+                  "budget_usd", "ranks")
+
+
 def config_from_args(args: argparse.Namespace):
-    from engine.config import RunConfig
+    """Defaults, then the --config file, then --set, then the flags: the most specific wins."""
+    from engine.config import RunConfig, load_config_file
+    from cuco_tui.cli_control import parse_sets
     config = RunConfig()
-    for attr, field in (("max_evals", "max_evals"), ("max_minutes", "max_minutes"),
-                        ("target_speedup", "target_speedup"), ("patience", "patience"), ("islands", "islands"),
-                        ("concurrency", "concurrency"), ("seed", "seed"), ("budget_usd", "budget_usd"),
-                        ("ranks", "ranks")):
-        value = getattr(args, attr, None)
+    if getattr(args, "config", None):
+        path = Path(args.config).expanduser()
+        config = RunConfig.from_dict(load_config_file(path), str(path))
+    if getattr(args, "set", None):
+        config = config.with_overrides(parse_sets(args.set, "run"), "--set")
+    for name in _FLAG_SETTINGS:
+        value = getattr(args, name, None)
         if value is not None:
-            setattr(config, field, value)
+            setattr(config, name, value)
     if getattr(args, "llm", None):
         config.llm = list(args.llm)
         config.mutator = "llm"

@@ -112,11 +112,11 @@ def cmd_reject(args: argparse.Namespace) -> int:
     return _command(args, "reject", offline, candidate=args.candidate, reason=reason)
 
 
-def _parse_sets(items: list[str] | None) -> dict[str, str]:
+def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, str]:
     out = {}
     for item in items or []:
         if "=" not in item:
-            raise InputError("fork", "--set", f"{item!r} must look like KEY=VALUE (e.g. islands=4)")
+            raise InputError(verb, "--set", f"{item!r} must look like KEY=VALUE (e.g. islands=4)")
         key, value = item.split("=", 1)
         out[key.strip().replace("-", "_")] = value.strip()
     return out
@@ -125,7 +125,7 @@ def _parse_sets(items: list[str] | None) -> dict[str, str]:
 def cmd_fork(args: argparse.Namespace) -> int:
     from engine import control
     home, run_id = _home_run(args)
-    overrides = _parse_sets(args.set)
+    overrides = parse_sets(args.set)
 
     async def go() -> str:
         socket = await _live_socket(home, run_id)

@@ -194,8 +194,10 @@ class Engine:
 
     async def _setup_mutator(self, home: Path) -> None:
         if self.config.mutator == "llm" or self.config.llm:
-            from .mutators.llm import build_llm_mutator
-            self.mutator = build_llm_mutator(self.config.llm, self.config.budget_usd, self.workload, home=Path(home))
+            from .mutators.llm import build_llm_mutator, settings_from_config
+            self.mutator = build_llm_mutator(self.config.llm, self.config.budget_usd, self.workload, home=Path(home),
+                                             embedding=self.config.embedding,
+                                             settings=settings_from_config(self.config))
 
     async def _rebuild(self) -> None:
         rows = await self.store.fetchall("SELECT * FROM candidates WHERE run_id=? ORDER BY id", (self.run_id,))

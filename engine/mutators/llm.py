@@ -30,6 +30,7 @@ from ..llm.service import LLMService
 from .base import BudgetExhausted, Proposal, ProposalContext
 
 if TYPE_CHECKING:
+    from ..config import RunConfig
     from ..workload import Workload
 
 log = logging.getLogger("cuco.llm.mutator")
@@ -51,6 +52,14 @@ class LLMSettings:
     meta_every: int = 10                    # finished evaluations between recommendations (0: off)
     timeout_s: float = 180.0                # one LLM request
     max_attempts: int = 4                   # per request, with backoff (429 / 5xx / timeouts)
+
+
+def settings_from_config(config: "RunConfig") -> LLMSettings:
+    """The run config's LLM settings (stored with the run, so a fork or a resume keeps them)."""
+    return LLMSettings(max_tokens_diff=config.max_tokens_diff, max_tokens_full=config.max_tokens_full,
+                       novelty_threshold=config.novelty_threshold,
+                       embedding_threshold=config.embedding_threshold, meta_every=config.meta_every,
+                       timeout_s=config.llm_timeout_s, max_attempts=config.llm_max_attempts)
 
 
 def choose_kind(ctx: ProposalContext) -> tuple[str, float]:

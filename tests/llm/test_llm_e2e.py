@@ -96,3 +96,31 @@ def test_headless_llm_run_stops_at_budget(tmp_path):
     assert sum(c["cost_usd"] for c in calls) == pytest.approx(report["llm_cost_usd"], abs=1e-6)
     linked = {c["candidate_id"] for c in calls if c["purpose"] == "mutate"}
     assert linked & {c["id"] for c in llm_children}, "llm_calls rows are not linked to their candidates"
+
+
+@pytest.mark.slow
+def test_llm_settings_from_a_config_file_reach_the_mutator(tmp_path):
+    """`meta_every: 2` in a run config file makes the meta-summarizer review the run every 2 evaluations
+    (the default, 10, would not run once in 6), and a fork keeps the setting (it is stored with the run)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    conf = tmp_path / "search.yaml"
+    conf.write_text("meta_every: 2\nislands: 1\nmax_evals: 6\nllm_max_attempts: 2\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PYTHONPATH"] = str(ROOT)
+    with FakeLLMServer(responder=responder()) as srv:
+        model = f"openai-compat:coder@{srv.url}/v1"
+        run = cuco("run", "demo", "--headless", "--llm", model, "--config", str(conf), "--home", str(home),
+                   "--name", "meta-cfg", env=env)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        reviews = [r for r in srv.requests if "review an evolutionary search" in r.prompt_text]
+    fork = cuco("fork", "meta-cfg", "--name", "meta-fork", "--set", "llm_timeout_s=30", "--home", str(home),
+                env=env, timeout=60)
+    assert fork.returncode == 0, fork.stderr
+    db = sqlite3.connect(f"file:{home / 'cuco.db'}?mode=ro", uri=True)
+    purposes = [p for (p,) in db.execute("SELECT purpose FROM llm_calls WHERE run_id='meta-cfg' ORDER BY id")]
+    configs = {run: json.loads(text) for run, text in db.execute("SELECT id, config_json FROM runs")}
+    db.close()
+    assert len(reviews) >= 2 and purposes.count("meta") == len(reviews), purposes
+    assert configs["meta-cfg"]["meta_every"] == 2 and configs["meta-cfg"]["llm_max_attempts"] == 2
+    assert configs["meta-fork"]["meta_every"] == 2 and configs["meta-fork"]["llm_timeout_s"] == 30.0
