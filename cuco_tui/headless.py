@@ -101,13 +101,10 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
                           " ".join(f"{k}={v}" for k, v in d.items()), f"{r['speedup'] or 0:.3f}x", f"{r['time_ms'] or 0:.3f}")
         console.print(table)
         if best.get("configs"):
-            t = Table(title=f"best candidate #{best['candidate']} per config")
-            for col in ("config", "baseline ms", "best ms", "speedup", "comp ms", "comm ms", "bound"):
-                t.add_column(col)
-            for c in best["configs"]:
-                t.add_row(str(c["name"]), *(f"{c[k]:.3f}" if isinstance(c.get(k), (int, float)) else "-"
-                                            for k in ("baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")))
-            console.print(t)
+            console.print(_config_table(f"best candidate #{best['candidate']} per config", best["configs"]))
+        others = [c for c in report.get("best_per_config") or [] if c["candidate"] != best["candidate"]]
+        if others:
+            console.print(_config_table("configs where another candidate is faster", others, with_candidate=True))
         for flag in best.get("flags") or []:
             console.print(f"[yellow]⚑ the best beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
                           f"{flag['bound_ms']:.4g} ms): a faster computation or a gamed measurement; read its diff "
@@ -115,3 +112,24 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
     finally:
         if own:
             store.close()
+
+
+_CONFIG_COLUMNS = (("baseline ms", "baseline_ms", "{:.3f}"), ("best ms", "candidate_ms", "{:.3f}"),
+                   ("speedup", "speedup", "{:.3f}"), ("comp ms", "comp_ms", "{:.3f}"),
+                   ("comm ms", "comm_ms", "{:.3f}"), ("bound", "bound", "{:.3f}"),
+                   ("eff", "efficiency", "{:.2f}"))
+
+
+def _config_table(title: str, configs: list[dict], with_candidate: bool = False) -> Table:
+    """Per-config numbers; overlap eff = (base - best) / (base - max(comp, comm)): 1 is a perfect overlap."""
+    t = Table(title=title)
+    t.add_column("config")
+    if with_candidate:
+        t.add_column("candidate")
+    for label, _, _ in _CONFIG_COLUMNS:
+        t.add_column(label, justify="right")
+    for c in configs:
+        cells = [fmt.format(c[k]) if isinstance(c.get(k), (int, float)) else "-" for _, k, fmt in _CONFIG_COLUMNS]
+        lead = [str(c["name"])] + ([f"#{c['candidate']}"] if with_candidate else [])
+        t.add_row(*lead, *cells)
+    return t

@@ -21,6 +21,21 @@ class ResultError(ValueError):
 BOUND_MARGIN = 0.10
 
 
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def overlap_efficiency(config: dict[str, Any]) -> float | None:
+    """(T_base - T_cand) / (T_base - max(T_comp, T_comm)) of one config's benchmark numbers: the share of the
+    time a perfect overlap of the baseline's own compute and communication could save that the candidate
+    saved. 1 is the bound; above 1 is a faster computation (see `beyond_bound`); None without the parts."""
+    base, cand, comp, comm = (config.get(k) for k in ("baseline_ms", "candidate_ms", "comp_ms", "comm_ms"))
+    if not all(_positive(v) for v in (base, cand, comp, comm)):
+        return None
+    window = base - max(comp, comm)
+    return (base - cand) / window if window > 0 else None
+
+
 @dataclass
 class HarnessResult:
     mode: str
@@ -56,8 +71,7 @@ class HarnessResult:
         flags = []
         for c in self.configs:
             comp, comm, cand = c.get("comp_ms"), c.get("comm_ms"), c.get("candidate_ms")
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-                       for v in (comp, comm, cand)):
+            if not all(_positive(v) for v in (comp, comm, cand)):
                 continue
             bound_ms = max(comp, comm)
             if cand < (1.0 - margin) * bound_ms:

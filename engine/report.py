@@ -5,8 +5,49 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .harness_result import overlap_efficiency
 from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT
 from .store import ReadStore
+
+CONFIG_KEYS = ("name", "baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")
+NOT_REJECTED = ("COALESCE((SELECT verdict FROM marks m WHERE m.candidate_id=c.id ORDER BY m.id DESC LIMIT 1), '') "
+                "!= 'reject'")
+
+
+def _config_row(c: dict[str, Any]) -> dict[str, Any]:
+    row = {k: c.get(k) for k in CONFIG_KEYS}
+    eff = overlap_efficiency(c)
+    row["efficiency"] = round(eff, 3) if eff is not None else None
+    return row
+
+
+def _bench_configs(metrics_json: str | None) -> list[dict[str, Any]]:
+    try:
+        metrics = json.loads(metrics_json) if metrics_json else {}
+    except ValueError:
+        return []
+    stage = metrics.get("benchmark") if isinstance(metrics, dict) else None
+    configs = stage.get("configs") if isinstance(stage, dict) else None
+    return [c for c in configs or [] if isinstance(c, dict) and c.get("name") is not None]
+
+
+def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
+    """For each benchmark config, the correct, not rejected candidate with the highest A B ratio there: the
+    best single design point can differ from config to config (a small, latency-bound shape often wants
+    another design than a large one)."""
+    best: dict[str, dict[str, Any]] = {}
+    for r in store.fetchall(f"SELECT c.id, c.descriptor_json, c.metrics_json FROM candidates c WHERE c.run_id=? "
+                            f"AND c.status=? AND c.fitness IS NOT NULL AND {NOT_REJECTED} ORDER BY c.id",
+                            (run_id, DONE)):
+        for c in _bench_configs(r["metrics_json"]):
+            ratio = c.get("speedup")
+            if not isinstance(ratio, (int, float)):
+                continue
+            held = best.get(c["name"])
+            if held is None or ratio > held["speedup"]:
+                best[c["name"]] = {"candidate": r["id"], "descriptor": json.loads(r["descriptor_json"]),
+                                   **_config_row(c)}
+    return list(best.values())
 
 
 def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
@@ -17,9 +58,8 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         "SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? AND origin_id IS NULL GROUP BY status",
         (run_id,))}
     best = store.fetchone(
-        "SELECT c.* FROM candidates c WHERE c.run_id=? AND c.status=? AND c.fitness IS NOT NULL AND "
-        "COALESCE((SELECT verdict FROM marks m WHERE m.candidate_id=c.id ORDER BY m.id DESC LIMIT 1), '') "
-        "!= 'reject' ORDER BY c.fitness DESC, c.id LIMIT 1", (run_id, DONE))
+        f"SELECT c.* FROM candidates c WHERE c.run_id=? AND c.status=? AND c.fitness IS NOT NULL AND {NOT_REJECTED} "
+        "ORDER BY c.fitness DESC, c.id LIMIT 1", (run_id, DONE))
     marks = store.fetchall(
         "SELECT m.candidate_id, m.verdict, m.text FROM marks m WHERE m.run_id=? AND m.id = "
         "(SELECT MAX(id) FROM marks m2 WHERE m2.candidate_id=m.candidate_id)", (run_id,))
@@ -29,14 +69,12 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
     best_obj = None
     if best is not None:
         metrics = json.loads(best["metrics_json"]) if best["metrics_json"] else {}
-        configs = (metrics.get("benchmark") or {}).get("configs") or []
         best_obj = {"candidate": best["id"], "speedup": best["speedup"], "time_ms": best["time_ms"],
                     "baseline_ms": best["baseline_ms"], "operator": best["operator"],
                     "descriptor": json.loads(best["descriptor_json"]),
                     "measurements": metrics.get("measurements"),
                     "flags": metrics.get("flags") or [],
-                    "configs": [{k: c.get(k) for k in ("name", "baseline_ms", "candidate_ms", "speedup",
-                                                       "comp_ms", "comm_ms", "bound")} for c in configs]}
+                    "configs": [_config_row(c) for c in _bench_configs(best["metrics_json"])]}
     evaluated = sum(n for s, n in counts.items() if s in FINAL_STATUSES)
     return {
         "run": run_id,
@@ -52,6 +90,7 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         "pending": sum(n for s, n in counts.items() if s not in FINAL_STATUSES),
         "baseline_time_ms": run["baseline_time_ms"],
         "best": best_obj,
+        "best_per_config": best_per_config(store, run_id),
         "accepted": [m["candidate_id"] for m in marks if m["verdict"] == "accept"],
         "rejected": [{"candidate": m["candidate_id"], "reason": m["text"]} for m in marks if m["verdict"] == "reject"],
         "llm_cost_usd": round(float(cost["usd"]), 6) if cost else 0.0,

@@ -287,3 +287,50 @@ async def test_candidates_faster_than_the_overlap_bound_are_flagged_not_dropped(
     best = report["best"]
     assert (best["candidate"] in flagged) == bool(best["flags"])
     rs.close()
+
+
+async def test_report_gives_the_best_candidate_of_every_config_with_its_overlap_efficiency(tmp_path):
+    """`cuco report --json` best_per_config: per bench config the correct, not rejected candidate with the
+    highest A B ratio there, and (T_base - T_cand) / (T_base - max(T_comp, T_comm)) beside it."""
+    engine, ex = await make_engine(tmp_path, max_evals=16, slots=4)
+    assert await engine.run() == "finished"
+    await engine.close()
+
+    def expected(rejected=()):
+        rs = ReadStore(tmp_path)
+        rows = rs.fetchall("SELECT id, metrics_json FROM candidates WHERE run_id='r1' AND status='done' "
+                           "AND fitness IS NOT NULL")
+        rs.close()
+        per: dict[str, tuple[float, int, dict]] = {}
+        for r in rows:
+            if r["id"] in rejected:
+                continue
+            for c in json.loads(r["metrics_json"])["benchmark"]["configs"]:
+                if c["name"] not in per or c["speedup"] > per[c["name"]][0]:
+                    per[c["name"]] = (c["speedup"], r["id"], c)
+        return per
+
+    rs = ReadStore(tmp_path)
+    report = build_report(rs, "r1")
+    rs.close()
+    per = expected()
+    got = {c["name"]: c for c in report["best_per_config"]}
+    assert set(got) == set(per) and len(got) >= 2
+    assert len({c["candidate"] for c in got.values()}) >= 2, "the synthetic configs should disagree on the best"
+    for name, (ratio, cid, c) in per.items():
+        assert got[name]["candidate"] == cid and got[name]["speedup"] == ratio
+        window = c["baseline_ms"] - max(c["comp_ms"], c["comm_ms"])
+        assert got[name]["efficiency"] == pytest.approx((c["baseline_ms"] - c["candidate_ms"]) / window, abs=1e-3)
+    for c in report["best"]["configs"]:
+        assert c["efficiency"] is not None
+
+    # a rejected candidate is nobody's best
+    top = got[sorted(got)[0]]["candidate"]
+    store = await Store(tmp_path).open()
+    await control.reject(store, "r1", top, "not this one")
+    await store.close()
+    rs = ReadStore(tmp_path)
+    again = {c["name"]: c["candidate"] for c in build_report(rs, "r1")["best_per_config"]}
+    rs.close()
+    assert top not in again.values()
+    assert again == {name: cid for name, (_, cid, _) in expected(rejected={top}).items()}

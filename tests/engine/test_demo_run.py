@@ -34,7 +34,8 @@ def test_frozen_seed_copy_matches_the_shipped_seed():
 
 def test_demo_run_report_export_and_marks(tmp_path):
     home = tmp_path / "home"
-    cuco(home, "run", "demo", "--headless", "--max-evals", "6", "--name", "d1")
+    summary = cuco(home, "run", "demo", "--headless", "--max-evals", "6", "--name", "d1").stderr   # the display's stream
+    assert "per config" in summary and "eff" in summary     # the end-of-run table: overlap efficiency per config
     report = json.loads(cuco(home, "report", "d1", "--json").stdout)
     assert REPORT_FIELDS <= set(report)
     assert report["run"] == "d1" and report["workload"] == "demo" and report["state"] == "finished"
@@ -44,6 +45,10 @@ def test_demo_run_report_export_and_marks(tmp_path):
     best = report["best"]
     assert best["candidate"] and best["speedup"] > 0 and best["time_ms"] > 0
     assert len(best["configs"]) == 2 and all(c["bound"] >= 1.0 for c in best["configs"])
+    for c in best["configs"]:     # the harness's own numbers, combined as documented
+        window = c["baseline_ms"] - max(c["comp_ms"], c["comm_ms"])
+        assert c["efficiency"] == pytest.approx((c["baseline_ms"] - c["candidate_ms"]) / window, abs=1e-3)
+    assert {c["name"] for c in report["best_per_config"]} == {c["name"] for c in best["configs"]}
 
     listing = cuco(home, "ls").stdout
     assert "d1" in listing and "demo" in listing
@@ -55,12 +60,13 @@ def test_demo_run_report_export_and_marks(tmp_path):
 
     # No engine is running: marks go straight to the store.
     cuco(home, "accept", "d1", str(best["candidate"]), "--note", "fast and clean")
-    refused = cuco(home, "reject", "d1", "1", "--reason", "", check=False)
+    other = "1" if best["candidate"] != 1 else "2"    # the seed, unless it is the best (6 evaluations can leave it so)
+    refused = cuco(home, "reject", "d1", other, "--reason", "", check=False)
     assert refused.returncode == 2 and "reason" in refused.stderr
-    cuco(home, "reject", "d1", "1", "--reason", "the seed: nothing to keep")
+    cuco(home, "reject", "d1", other, "--reason", "nothing to keep")
     report = json.loads(cuco(home, "report", "d1", "--json").stdout)
     assert report["accepted"] == [best["candidate"]]
-    assert report["rejected"] == [{"candidate": 1, "reason": "the seed: nothing to keep"}]
+    assert report["rejected"] == [{"candidate": int(other), "reason": "nothing to keep"}]
     # export with no --candidate writes the accepted one
     exported = cuco(home, "export", "d1", "-o", "-").stdout
     assert "EVOLVE-BLOCK-START" in exported
