@@ -17,6 +17,7 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.text import Text
 
+from engine.harness_result import overlap_efficiency
 from engine.store import ReadStore
 
 CANDIDATE_WINDOW = 1000          # rows kept in the candidates table (newest); SQL pages the rest
@@ -340,6 +341,9 @@ class StoreView:
                     parts.append(f"bound {cfg['bound']:.3f}x")
                 if parts:
                     out.append("    " + "  ".join(parts) + "\n", style="dim")
+                eff = overlap_efficiency(cfg)
+                if eff is not None:   # 1: a perfect overlap of the baseline's own compute and communication
+                    out.append(f"    overlap efficiency {eff:.2f}\n", style="dim")
         rest = {k: v for k, v in metrics.items() if k not in ("configs", "flags")}
         if rest:
             out.append("\nharness\n", style="bold underline")
