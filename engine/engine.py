@@ -184,13 +184,8 @@ class Engine:
 
     @staticmethod
     async def _default_executor(home: Path, config: RunConfig) -> Executor:
-        if config.cluster:
-            from remote.cluster import executor_from_file   # the SSH executor
-            executor = executor_from_file(Path(config.cluster), Path(home))
-        else:
-            executor = LocalExecutor(work_dir=Path(home) / "jobs", extra_env={"CUCO_PYTHON": sys.executable})
-        await asyncio.wait_for(executor.start(), 120)
-        return executor
+        from .executors import open_executor   # the one rule shared with `cuco transform`
+        return await open_executor(Path(home), config.cluster)
 
     async def _setup_mutator(self, home: Path) -> None:
         if self.config.mutator == "llm" or self.config.llm:

@@ -1,0 +1,46 @@
+"""Which executor runs a verb's jobs: the SSH executor of a cluster.yaml, else local subprocesses.
+
+One rule for every verb that evaluates candidates (`cuco run`, `cuco transform`): the executor comes back
+started, and a start that fails or hangs leaves nothing open behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from remote.jobs import Executor
+from remote.local import LocalExecutor
+
+START_TIMEOUT_S = 120.0   # the SSH executor connects to every node in parallel, each under its own timeout
+CLOSE_TIMEOUT_S = 60.0
+
+log = logging.getLogger(__name__)
+
+
+async def open_executor(home: Path, cluster: str | Path | None) -> Executor:
+    """A started executor. `cluster`: a cluster.yaml (jobs run on its nodes over SSH); None: this machine,
+    with job directories under `home/jobs`. Raises InputError for a bad cluster.yaml and
+    remote.ssh_executor.NoUsableNode when no node can be used."""
+    if cluster:
+        from remote.cluster import executor_from_file   # asyncssh only when a cluster is asked for
+        executor = executor_from_file(Path(cluster), Path(home))
+    else:
+        # CUCO_PYTHON: the interpreter whose site-packages hold the NCCL wheel the builds link against.
+        executor = LocalExecutor(work_dir=Path(home) / "jobs", extra_env={"CUCO_PYTHON": sys.executable})
+    try:
+        await asyncio.wait_for(executor.start(), START_TIMEOUT_S)
+    except BaseException:
+        await close_executor(executor)   # connections a partial start opened
+        raise
+    return executor
+
+
+async def close_executor(executor: Executor) -> None:
+    """Close, bounded: a node that stopped answering must not keep the verb from exiting."""
+    try:
+        await asyncio.wait_for(executor.close(), CLOSE_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        log.warning("closing the executor took more than %.0f s; left behind", CLOSE_TIMEOUT_S)
