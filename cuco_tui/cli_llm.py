@@ -1,12 +1,16 @@
-"""`cuco transform WORKLOAD --llm MODEL [-o FILE]`: the fast path (host-driven -> device-initiated).
+"""`cuco transform WORKLOAD --llm MODEL [-o FILE] [--cluster FILE]`: the fast path (host-driven ->
+device-initiated). With --cluster every build and verify job runs on the GPU nodes of cluster.yaml over
+SSH (as `cuco run --cluster` does); API keys stay on this machine.
 
-Exit codes: 0 a verified, EVOLVE-BLOCK-marked program was written; 1 the rewrite failed; 2 bad input.
+Exit codes: 0 a verified, EVOLVE-BLOCK-marked program was written; 1 the rewrite failed or no node of the
+cluster could be used; 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -30,6 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-a", type=int, default=5, help="iterations of stage A (default 5)")
     p.add_argument("--max-b", type=int, default=10, help="iterations of stage B (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation inputs")
+    p.add_argument("--cluster", metavar="FILE",
+                   help="cluster.yaml: build and verify on GPU nodes over SSH (default: this machine)")
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     p.set_defaults(func=handler)
 
@@ -52,47 +58,73 @@ def handler(args: argparse.Namespace) -> int:
                 raise InputError(f"--{name.replace('_', '-')}", f"--{name.replace('_', '-')}", "must be >= 1")
         output = Path(args.output) if args.output else \
             Path.cwd() / f"{workload.name}-fast{Path(workload.candidate_file).suffix}"
+        cluster = _cluster(args.cluster)
         home = _home(args)
         from engine.llm.pricing import Pricing
         pricing = Pricing.load(home)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return asyncio.run(_transform(workload, specs[0], pricing, home, output, args))
+    return asyncio.run(_transform(workload, specs[0], pricing, home, output, cluster, args))
 
 
-async def _transform(workload, spec, pricing, home: Path, output: Path, args: argparse.Namespace) -> int:
+def _cluster(value: str | None) -> Path | None:
+    """The cluster.yaml given with --cluster, checked before any LLM call: the same rule as `cuco run`
+    for a missing file, and every field validated (InputError names the file and the field)."""
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise InputError(str(value), "--cluster", "no such file")
+    from remote.cluster import load_cluster
+    load_cluster(path)
+    return path.resolve()
+
+
+async def _transform(workload, spec, pricing, home: Path, output: Path, cluster: Path | None,
+                     args: argparse.Namespace) -> int:
     from engine.evaluation import evaluate_source
+    from engine.executors import START_TIMEOUT_S, close_executor, open_executor
     from engine.fast_path import FastPath
     from engine.llm.budget import Budget
     from engine.llm.service import LLMService
     from engine.store import Store
-    from remote.local import LocalExecutor
 
     run_id = f"transform-{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    store = await Store(home).open()
-    executor = LocalExecutor()
-    await executor.start()
-    service = LLMService([spec], pricing, Budget(args.budget_usd))
+    try:   # first, so that unusable nodes stop the verb before any LLM cost
+        executor = await open_executor(home, cluster)
+    except _nodes_unusable() as exc:   # every node refused (host key, auth, down): as `cuco run` reports it
+        print(f"cuco: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except asyncio.TimeoutError:
+        print(f"cuco: the nodes of {cluster} did not get ready within {START_TIMEOUT_S:.0f} s", file=sys.stderr)
+        return EXIT_FAILED
     counter = {"n": 0}
-
-    async def evaluate(source: str):
-        counter["n"] += 1
-        return await evaluate_source(workload, source, executor, job_prefix=f"{run_id}-{counter['n']}",
-                                     seed=args.seed + counter["n"])
+    verified_on: list[str] = []   # the node that verified each correct answer (the last is the result's)
 
     def log(text: str) -> None:
         print(f"cuco transform: {text}", file=sys.stderr)
 
-    try:
+    async def evaluate(source: str):
+        counter["n"] += 1
+        outcome = await evaluate_source(workload, source, executor, job_prefix=f"{run_id}-{counter['n']}",
+                                        seed=args.seed + counter["n"])
+        log(f"evaluation {counter['n']}: " + ", ".join(f"{s.stage} on {s.node}" for s in outcome.stages))
+        if outcome.status == "done":
+            verified_on.extend(s.node for s in outcome.stages if s.stage == "verify")
+        return outcome
+
+    log(f"building and verifying on {f'the nodes of {cluster}' if cluster else 'this machine'}")
+    async with contextlib.AsyncExitStack() as closing:   # each one closed on every path, even if another fails
+        closing.push_async_callback(close_executor, executor)
+        store = await Store(home).open()
+        closing.push_async_callback(store.close)
+        service = LLMService([spec], pricing, Budget(args.budget_usd))
+        closing.push_async_callback(service.close)
         fast = FastPath(service, spec.name, workload, evaluate, store=store, run_id=run_id,
                         budget_a=args.max_a, budget_b=args.max_b, log=log)
         result = await fast.run()
         cost = service.budget.spent_usd
-    finally:
-        await service.close()
-        await executor.close()
-        await store.close()
     iterations = ", ".join(f"{k}: {v}" for k, v in result.iterations.items())
     if not result.ok:
         print(f"cuco transform: failed at stage {result.stage} ({iterations}): {result.reason} "
@@ -101,5 +133,15 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, args: ar
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(result.source)
     speed = f", speedup {result.speedup:.3f}x" if result.speedup else ""
-    print(f"wrote {output} (verified{speed}; iterations {iterations}; LLM cost {cost:.4f} USD)")
+    where = f"on node {verified_on[-1]}" if cluster and verified_on else "on this machine"
+    print(f"wrote {output} (verified {where}{speed}; iterations {iterations}; LLM cost {cost:.4f} USD)")
     return EXIT_OK
+
+
+def _nodes_unusable() -> type[BaseException] | tuple[()]:
+    """The SSH executor's "no node can be used" error (nothing to catch without asyncssh installed)."""
+    try:
+        from remote.ssh_executor import NoUsableNode
+    except ImportError:   # pragma: no cover - asyncssh missing: no cluster could have been opened
+        return ()
+    return NoUsableNode
