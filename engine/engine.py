@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import json
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 
 from remote.errors import InputError
 from remote.jobs import Executor
-from remote.local import LocalExecutor
 
 from . import blocks, control
 from .archive import Archive
