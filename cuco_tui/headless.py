@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -89,22 +90,27 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
                      if best else "-")
         head.add_row("accepted", ", ".join(map(str, report["accepted"])) or "-", "LLM cost", f"${report['llm_cost_usd']:.4f}")
         console.print(head)
-        table = Table(title="top candidates (speedup = harness A B A B ratio)")
+        first = store.fetchone("SELECT id, descriptor_json FROM candidates WHERE run_id=? ORDER BY id LIMIT 1",
+                               (report["run"],))
+        reference = json.loads(first["descriptor_json"]) if first else {}
+        table = Table(title="top candidates (speedup = harness A B A B ratio)",
+                      caption=f"design point: what differs from #{first['id']}, the run's first candidate" if first else None)
         for col in ("id", "island", "gen", "operator", "design point", "speedup", "time ms"):
             table.add_column(col)
         rows = store.fetchall("SELECT * FROM candidates WHERE run_id=? AND status='done' ORDER BY fitness DESC LIMIT 8",
                               (report["run"],))
-        import json
         for r in rows:
-            d = json.loads(r["descriptor_json"])
-            table.add_row(str(r["id"]), str(r["island"]), str(r["generation"]), r["operator"],
-                          " ".join(f"{k}={v}" for k, v in d.items()), f"{r['speedup'] or 0:.3f}x", f"{r['time_ms'] or 0:.3f}")
+            point = _point_change(json.loads(r["descriptor_json"]), reference)
+            table.add_row(str(r["id"]), str(r["island"]), str(r["generation"]), r["operator"], point,
+                          f"{r['speedup'] or 0:.3f}x", f"{r['time_ms'] or 0:.3f}")
         console.print(table)
         if best.get("configs"):
             console.print(_config_table(f"best candidate #{best['candidate']} per config", best["configs"]))
         others = [c for c in report.get("best_per_config") or [] if c["candidate"] != best["candidate"]]
         if others:
             console.print(_config_table("configs where another candidate is faster", others, with_candidate=True))
+            for cid, point in {c["candidate"]: c.get("descriptor") or {} for c in others}.items():
+                console.print(f"  #{cid}: {_point_change(point, reference)}", style="dim")
         for flag in best.get("flags") or []:
             console.print(f"[yellow]⚑ the best beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
                           f"{flag['bound_ms']:.4g} ms): a faster computation or a gamed measurement; read its diff "
@@ -133,3 +139,10 @@ def _config_table(title: str, configs: list[dict], with_candidate: bool = False)
         lead = [str(c["name"])] + ([f"#{c['candidate']}"] if with_candidate else [])
         t.add_row(*lead, *cells)
     return t
+
+
+def _point_change(point: dict, reference: dict) -> str:
+    """The dimensions and knobs where `point` differs from the reference (the whole point, 10 of them on a
+    CUDA workload, wrapped into a tall unreadable cell at 80 columns)."""
+    changed = [f"{k}={v}" for k, v in point.items() if reference.get(k) != v]
+    return ", ".join(changed) if changed else "(same)"

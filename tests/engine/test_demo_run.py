@@ -36,6 +36,7 @@ def test_demo_run_report_export_and_marks(tmp_path):
     home = tmp_path / "home"
     summary = cuco(home, "run", "demo", "--headless", "--max-evals", "6", "--name", "d1").stderr   # the display's stream
     assert "per config" in summary and "eff" in summary     # the end-of-run table: overlap efficiency per config
+    assert "(same)" in summary and "differs from #1" in summary    # design points as changes from the seed
     report = json.loads(cuco(home, "report", "d1", "--json").stdout)
     assert REPORT_FIELDS <= set(report)
     assert report["run"] == "d1" and report["workload"] == "demo" and report["state"] == "finished"
