@@ -111,6 +111,35 @@ struct ChunkCountEpi {
   }
 };
 
+// The large path's GEMM: cuco_gemm::gemm_kernel plus a per-tile timeline (thread 0: %globaltimer at tile start
+// and after the mainloop, clock64 cycles, smid), written to `trace` only when it is not null; run_large passes
+// null. It is kept for its effect on the generated code: with these values live across the mainloop the
+// compiler interleaves the mainloop's LDSM and HMMA differently (SASS compared), and the one-launch hybrid
+// measured 46-58 us faster on m8k_k8192 (2x H200, efficiency 0.80 / 0.80 against 0.54 / 0.57 in the same job;
+// m8k_k4096 0.87-0.89 against 0.76). cuco_gemm::gemm_kernel<ChunkCountEpi>, or timer reads whose values are
+// unused (which compile to the same SASS), measured 0.49-0.59. A code-generation effect, so re-measure after
+// a compiler or GEMM change (docs/gpu-workloads.md, "m8k_k8192: device timeline").
+template <class Epi>
+__global__ void __launch_bounds__(cuco_gemm::THREADS, 2)
+ga_gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
+               int K, long long lda, long long ldb, int m_tile0, Epi epi, unsigned long long* trace) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int tn = blockIdx.x, tm = m_tile0 + blockIdx.y;
+  unsigned long long t0 = 0, t1 = 0; long long c0 = 0;
+  if (threadIdx.x == 0) { t0 = cuco_globaltimer_ns(); c0 = clock64(); }
+  float acc[4][4][4];
+  cuco_gemm::zero_acc(acc);
+  cuco_gemm::tile_mainloop(smem_raw, A + (long long)tm * cuco_gemm::BM * lda, B + (long long)tn * cuco_gemm::BN * ldb,
+                           lda, ldb, K / cuco_gemm::BK, acc);
+  if (threadIdx.x == 0) t1 = cuco_globaltimer_ns();
+  cuco_gemm::tile_epilogue(smem_raw, acc, tm, tn, epi);
+  if (threadIdx.x == 0 && trace) {
+    long long c2 = clock64(); unsigned long long t2 = cuco_globaltimer_ns(); unsigned sm; asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    unsigned long long* r = trace + ((size_t)tm * gridDim.x + tn) * 5;
+    r[0] = t0; r[1] = t1; r[2] = t2; r[3] = (unsigned long long)(c2 - c0); r[4] = sm;
+  }
+}
+
 // Small shapes: every finished tile goes to the local C and to every peer's C. Before its first remote
 // store a tile raises this rank's "ready" at every peer (idempotent) and waits (bounded) for theirs, so
 // no peer is still poisoning its C; the last tile of the call exchanges "done".
@@ -214,7 +243,7 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaEventCreateWithFlags(&s->ev_ready, cudaEventDisableTiming));
   CUCO_CK(cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming));
   // load the kernels now (a lazy load at the first launch would wait behind a spinning flag kernel)
-  CUCO_CK(cudaFuncSetAttribute(cuco_gemm::gemm_kernel<ChunkCountEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
+  CUCO_CK(cudaFuncSetAttribute(ga_gemm_kernel<ChunkCountEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
   CUCO_CK(cudaFuncSetAttribute(cuco_gemm::gemm_splitk_kernel<PushEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
   s->epoch = 0;
   return 0;
@@ -254,8 +283,10 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   epi.peers_ready = s->counters + 66; epi.tiles_done = s->counters + 64; epi.copies_done = s->counters + 72;
   epi.copy_streams = copy_streams; epi.epoch = s->epoch; epi.total_tiles = s->total_tiles;
   epi.tmo = ctx->spin_timeout_ns; epi.tflag = ctx->timeout_flag;
-  CUCO_CK(cuco_gemm::launch((const __nv_bfloat16*)ctx->inputs[0].ptr, (const __nv_bfloat16*)ctx->inputs[1].ptr,
-                            (int)s->N, (int)s->K, s->K, s->K, 0, (int)(s->M / cuco_gemm::BM), epi, ctx->stream));
+  ga_gemm_kernel<ChunkCountEpi><<<dim3((unsigned)(s->N / cuco_gemm::BN), (unsigned)(s->M / cuco_gemm::BM)), cuco_gemm::THREADS,
+                                  cuco_gemm::SMEM_BYTES, ctx->stream>>>((const __nv_bfloat16*)ctx->inputs[0].ptr,
+                                  (const __nv_bfloat16*)ctx->inputs[1].ptr, (int)s->K, s->K, s->K, 0, epi, nullptr);
+  CUCO_CK(cudaGetLastError());
   for (int k = 1; k < copy_streams; k++) CUCO_CK(cudaStreamWaitEvent(s->comm[k], s->ev_ready, 0));
   for (int c = 0; c < ce_chunks; c++)
     for (int k = 0; k < s->peers.n; k++) {
