@@ -118,7 +118,8 @@ struct ChunkCountEpi {
 // measured 46-58 us faster on m8k_k8192 (2x H200, efficiency 0.80 / 0.80 against 0.54 / 0.57 in the same job;
 // m8k_k4096 0.87-0.89 against 0.76). cuco_gemm::gemm_kernel<ChunkCountEpi>, or timer reads whose values are
 // unused (which compile to the same SASS), measured 0.49-0.59. A code-generation effect, so re-measure after
-// a compiler or GEMM change (docs/gpu-workloads.md, "m8k_k8192: device timeline").
+// a compiler or GEMM change (docs/gpu-workloads.md, "m8k_k8192: device timeline"); on one GPU,
+// `python3 tests/bench/bench_gemm_codegen.py --check` fails when this kernel loses that schedule.
 template <class Epi>
 __global__ void __launch_bounds__(cuco_gemm::THREADS, 2)
 ga_gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
