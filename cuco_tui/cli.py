@@ -11,14 +11,9 @@ import sys
 from pathlib import Path
 
 from remote.errors import InputError
+from remote.jobs import NoUsableNode
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-
-try:
-    from remote.ssh_executor import NoUsableNode as NodesUnusable
-except ImportError:   # pragma: no cover - asyncssh missing
-    class NodesUnusable(Exception):
-        pass
 
 
 def home_from(args: argparse.Namespace) -> Path:
@@ -319,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except NodesUnusable as exc:   # e.g. every node of the cluster refused (host key, auth, down)
+    except NoUsableNode as exc:   # every node refused (host key, auth, down), or none has the GPUs a job needs
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from remote.errors import InputError
+from remote.jobs import NoUsableNode
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -92,8 +93,8 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
 
     run_id = f"transform-{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:   # first, so that unusable nodes stop the verb before any LLM cost
-        executor = await open_executor(home, cluster)
-    except _nodes_unusable() as exc:   # every node refused (host key, auth, down): as `cuco run` reports it
+        executor = await open_executor(home, cluster, gpus_per_job=workload.launch_gpus, workload_name=workload.name)
+    except NoUsableNode as exc:   # every node refused, or none has the GPUs: as `cuco run` reports it
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except asyncio.TimeoutError:
@@ -136,12 +137,3 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
     where = f"on node {verified_on[-1]}" if cluster and verified_on else "on this machine"
     print(f"wrote {output} (verified {where}{speed}; iterations {iterations}; LLM cost {cost:.4f} USD)")
     return EXIT_OK
-
-
-def _nodes_unusable() -> type[BaseException] | tuple[()]:
-    """The SSH executor's "no node can be used" error (nothing to catch without asyncssh installed)."""
-    try:
-        from remote.ssh_executor import NoUsableNode
-    except ImportError:   # pragma: no cover - asyncssh missing: no cluster could have been opened
-        return ()
-    return NoUsableNode

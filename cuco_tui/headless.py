@@ -35,7 +35,11 @@ class HeadlessDisplay:
 
     def __exit__(self, *exc):
         self.live.update(self._render())
-        return self.live.__exit__(*exc)
+        try:
+            return self.live.__exit__(*exc)
+        finally:
+            if not self.console.is_terminal:
+                self.console.line()   # rich leaves a non-terminal's last line open: the summary would run on
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind, data = event["kind"], event["data"]

@@ -389,11 +389,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - report, never a bare traceback only
-        log.exception("engine daemon failed")
         from remote.errors import InputError
-        if isinstance(exc, InputError):
-            print(str(exc), file=sys.stderr)
-            return 2
+        from remote.jobs import NoUsableNode
+        if isinstance(exc, (InputError, NoUsableNode)):   # the user's to fix: the message, no traceback
+            print(f"cuco: {exc}", file=sys.stderr)
+            return 2 if isinstance(exc, InputError) else 1
+        log.exception("engine daemon failed")
         return 1
     finally:
         protocol.remove_run_info(Path(args.home).resolve(), args.run, pid=os.getpid())

@@ -76,10 +76,16 @@ def _fitness(c: Cand) -> float:
     return c.fitness or 0.0
 
 
+def _sized(workload: Workload, config: RunConfig) -> Workload:
+    """The workload as this run's jobs see it (--ranks N picks the configs and GPUs of N ranks)."""
+    if config.ranks is not None and config.ranks != workload.ranks:
+        return workload.with_ranks(config.ranks)
+    return workload
+
+
 class Engine:
     def __init__(self, store: Store, run_id: str, workload: Workload, config: RunConfig, executor: Executor):
-        if config.ranks is not None and config.ranks != workload.ranks:
-            workload = workload.with_ranks(config.ranks)
+        workload = _sized(workload, config)
         self.store = store
         self.run_id = run_id
         self.workload = workload
@@ -125,8 +131,9 @@ class Engine:
                      executor: Executor | None = None) -> "Engine":
         config.validate()
         owns = executor is None
-        # The executor first: a cluster nobody can reach must not leave a run behind.
-        executor = executor or await cls._default_executor(home, config)
+        # The executor first: a cluster nobody can reach, or no node with the GPUs the jobs need, must not
+        # leave a run behind.
+        executor = executor or await cls._default_executor(home, config, _sized(workload, config))
         store = await Store(home).open()
         try:
             now = time.time()
@@ -161,7 +168,7 @@ class Engine:
                 raise InputError("RUN", run_id, "no such run (see `cuco ls`)")
             config = RunConfig.from_json(row["config_json"])
             workload = load_workload(row["workload_path"])
-            executor = executor or await cls._default_executor(home, config)
+            executor = executor or await cls._default_executor(home, config, _sized(workload, config))
             engine = cls(store, run_id, workload, config, executor)
             engine._owns_executor = owns
             engine.elapsed_before = row["elapsed_s"] or 0.0
@@ -181,9 +188,10 @@ class Engine:
         return engine
 
     @staticmethod
-    async def _default_executor(home: Path, config: RunConfig) -> Executor:
+    async def _default_executor(home: Path, config: RunConfig, workload: Workload) -> Executor:
         from .executors import open_executor   # the one rule shared with `cuco transform`
-        return await open_executor(Path(home), config.cluster)
+        return await open_executor(Path(home), config.cluster, gpus_per_job=workload.launch_gpus,
+                                   workload_name=workload.name)
 
     async def _setup_mutator(self, home: Path) -> None:
         if self.config.mutator == "llm" or self.config.llm:
@@ -398,7 +406,7 @@ class Engine:
                         break
                     except _NotReady:
                         if not self._inflight:
-                            reason = self.stop_reason = "no correct candidate to evolve from (the seed failed)"
+                            reason = self.stop_reason = self._why_no_parent()
                         break
                     if cand is None:
                         empty += 1
@@ -422,6 +430,9 @@ class Engine:
                     raise self._write_error
                 await self._maybe_migrate()
             final = "stopped" if self._stop else "finished"
+            statuses = {c.status for c in self.cands.values()}
+            if not self._stop and statuses & set(FINAL_STATUSES) and DONE not in statuses:
+                final = "failed"   # evaluated, and not one correct candidate (the seed's included): nothing to search
         except Exception as exc:   # the run fails; the store keeps everything it had
             final, self.stop_reason = "failed", f"engine error: {type(exc).__name__}: {exc}"
             await self._log("error", self.stop_reason)
@@ -494,6 +505,14 @@ class Engine:
             pick = self._eligible[rng.choice(ids)]
             if pick is not parent:
                 return pick
+
+    def _why_no_parent(self) -> str:
+        if any(c.status == DONE for c in self.cands.values()):
+            return "no candidate to evolve from (every correct candidate is rejected)"
+        seed = min(self.cands.values(), key=lambda c: c.id, default=None)
+        first = (seed.reason or "").strip().splitlines()[0][:200] if seed is not None and (seed.reason or "").strip() else ""
+        why = f": {first}" if first else ""
+        return f"no correct candidate to evolve from (the seed failed{why})"
 
     async def _propose(self) -> Cand | None:
         number = self._next_number

@@ -181,11 +181,19 @@ def _record(stage: str, job: JobResult) -> StageRecord:
     return StageRecord(stage, status, job.rc, job.duration_s, job.node, job.attempts, job.log)
 
 
+def _first_error(log: str) -> str:
+    """': ' + the log's first line that reports an error (a compiler's `file:line: error: ...`), or ''."""
+    for line in (log or "").splitlines():
+        if "error" in line.lower() and line.strip():
+            return ": " + line.strip()[:200]
+    return ""
+
+
 def _failure(stage: str, rec: StageRecord, job: JobResult) -> EvalOutcome:
     if rec.status == "timeout":
         reason = f"{stage} timed out ({job.error or 'killed at its timeout'})"
     elif rec.status == "failed":
-        reason = f"{stage} failed with exit code {job.rc}"
+        reason = f"{stage} failed with exit code {job.rc}" + _first_error(job.log)
     else:
         reason = f"{stage}: {rec.status}: {job.error}".rstrip(": ")
     return EvalOutcome("failed", reason=reason, feedback=f"{reason}\n{trim(job.log)}", stages=[])

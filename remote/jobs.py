@@ -95,6 +95,10 @@ class NodeState:
     detail: str = ""
 
 
+class NoUsableNode(Exception):
+    """No node of an executor can run the jobs asked of it (all refused, or none has the GPUs a job needs)."""
+
+
 @runtime_checkable
 class Executor(Protocol):
     """What the engine needs from a place that runs jobs."""

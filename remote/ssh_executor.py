@@ -20,7 +20,7 @@ from pathlib import Path
 from .blobs import BlobUploadError
 from .cluster import ClusterConfig
 from .hostkeys import HostKeyRefused
-from .jobs import JobResult, JobSpec, JobStatus, NodeState, tail_text
+from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
 from .remote_job import EXIT_MISSING_BLOBS, JOB_ID_RE, MISSING_MARK, PLAIN_MARK, reconcile_script, run_script
 from .ssh_connect import SSHContext
 from .ssh_node import RemoteNode
@@ -31,8 +31,7 @@ SETUP_ALLOWANCE_S = 60.0     # local backstop beyond the remote timeout (setup l
 START_TIMEOUT_S = 60.0
 
 
-class NoUsableNode(Exception):
-    pass
+__all__ = ["NoUsableNode", "SSHExecutor"]
 
 
 class SSHExecutor:

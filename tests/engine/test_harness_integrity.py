@@ -17,7 +17,7 @@ import pytest
 
 from engine import blocks
 from engine.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
-from engine.workload import Workload, load_workload
+from engine.workload import load_workload
 from remote.local import LocalExecutor
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,17 +15,6 @@ import yaml
 from engine.workload import load_workload
 from remote.errors import InputError
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "workloads" / "demo"
-HARNESS = REPO / "workloads" / "_harness"
-
-
-@pytest.fixture
-def demo_copy(tmp_path: Path) -> Path:
-    """workloads/demo and the shared harness copied side by side (the yaml points at ../_harness)."""
-    shutil.copytree(DEMO, tmp_path / "demo")
-    shutil.copytree(HARNESS, tmp_path / "_harness")
-    return tmp_path / "demo"
 
 
 def edit_yaml(root: Path, change: Callable[[dict], None]) -> None:

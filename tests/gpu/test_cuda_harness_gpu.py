@@ -6,7 +6,6 @@ workloads/_harness/cuda/run_local.py, and asserts on result.json only.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

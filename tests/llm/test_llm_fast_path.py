@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
 
 from engine import blocks
 from engine.fast_path import FastPath, host_collectives

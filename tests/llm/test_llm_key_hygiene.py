@@ -6,7 +6,6 @@ import logging
 import sys
 from pathlib import Path
 
-import pytest
 
 from engine.evaluation import build_job, run_job
 from engine.llm.errors import LLMError

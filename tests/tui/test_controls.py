@@ -229,7 +229,7 @@ async def test_meta_summarizer_advice_is_shown(tmp_path):
     con.commit()
     con.close()
     app = CucoApp(tmp_path, "adv-1")
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30)):
         log = app.query_one("#engine-log", Log)
         assert await _until(lambda: any("advice:" in line for line in log.lines), 20)
         line = next(line for line in log.lines if "advice:" in line)
