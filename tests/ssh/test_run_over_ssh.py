@@ -35,3 +35,29 @@ def test_unknown_host_key_stops_the_run_with_the_trust_hint(nodes):
                                 "--max-evals", "2"], capture_output=True, text=True, timeout=300)
     assert run.returncode != 0
     assert "cuco nodes trust" in run.stderr
+
+
+def test_a_workload_needing_more_gpus_than_any_node_has_is_refused_before_any_job(nodes, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    import yaml
+    repo = Path(__file__).resolve().parents[2]
+    shutil.copytree(repo / "workloads" / "demo", tmp_path / "demo")
+    shutil.copytree(repo / "workloads" / "_harness", tmp_path / "_harness")
+    spec = yaml.safe_load((tmp_path / "demo" / "workload.yaml").read_text())
+    spec["launch"]["gpus"] = 2
+    (tmp_path / "demo" / "workload.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    first = sorted(nodes.sshds)[0]
+    cluster = nodes.cluster_yaml(node_extra={first: {"gpus": [0]}})   # one node with 1 GPU, the other none
+    run = subprocess.run(CLI + ["--home", str(nodes.home), "run", str(tmp_path / "demo"), "--headless",
+                                "--cluster", str(cluster), "--max-evals", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "demo needs 2 GPUs" in run.stderr and f"the most any usable node of {cluster} has is 1" in run.stderr
+    assert "Traceback" not in run.stderr
+    listing = subprocess.run(CLI + ["--home", str(nodes.home), "ls"], capture_output=True, text=True, timeout=60)
+    assert "no runs" in listing.stdout
+    for name in nodes.sshds:   # no job reached a node
+        jobs = nodes.work_dir(name) / "jobs"
+        assert not jobs.exists() or not any(jobs.iterdir())
