@@ -4,6 +4,8 @@ every variant (where the compiler is present), and a verify run of the seed wher
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import os
 import shutil
 import sys
 
@@ -36,7 +38,18 @@ def validate_workload(spec: str, compile_: bool = True) -> int:
     if shutil.which(compiler) is None:
         console.print(f"[yellow]spec OK; {compiler} is not on PATH here, so nothing was compiled[/]")
         return 0
+    if w.build_nccl and not _nccl_headers_here():
+        console.print("[yellow]spec OK; the NCCL headers are not found here (pip install 'cuco\\[cuda]', i.e. "
+                      "nvidia-nccl-cu13==2.28.9, or set NCCL_HOME), so nothing was compiled[/]")
+        return 0
     return asyncio.run(_compile_all(console, w, sources))
+
+
+def _nccl_headers_here() -> bool:
+    """Whether a local build finds NCCL as the build jobs look for it: $NCCL_HOME, else the wheel."""
+    if os.environ.get("NCCL_HOME"):
+        return True
+    return importlib.util.find_spec("nvidia.nccl") is not None if importlib.util.find_spec("nvidia") else False
 
 
 async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:

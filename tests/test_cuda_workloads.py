@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -167,3 +168,19 @@ def test_harness_links_and_its_json_writer_parses(tmp_path):
     res4 = json.loads((tmp_path / "r4.json").read_text())
     assert r.returncode == 2 and res4["correct"] is False and "nonce was missing" in res4["error"]
     assert res4["nonce"] is None
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+def test_validate_without_nccl_says_how_to_get_it_once(tmp_path):
+    # A regular `nvidia` package first on the path hides the wheel's namespace package: no nvidia.nccl here.
+    (tmp_path / "nvidia").mkdir()
+    (tmp_path / "nvidia" / "__init__.py").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "NCCL_HOME"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PATH"] = os.pathsep.join([str(Path(NVCC).parent), env.get("PATH", "")])
+    r = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path / "h"), "validate",
+                        str(WORKLOADS[0])], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())
+    assert "NCCL headers are not found here" in out and "cuco[cuda]" in out and "NCCL_HOME" in out
+    assert "compile failed" not in out   # one clear line, not one failure per source
