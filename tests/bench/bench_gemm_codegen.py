@@ -4,8 +4,9 @@ Builds tests/bench/gemm_codegen/bench_gemm_codegen.cu (it includes workloads/gem
 so it measures the shipped kernels) with the workload's build flags, runs it, prints a table and, with
 --check, exits 1 when a kernel is not bit-exact against the baseline's GEMM, a bounded wait expired, or the
 shipped hybrid's GEMM is slower than --max-ratio times the baseline's on any shape. Why it exists:
-docs/gpu-workloads.md, "m8k_k8192: device timeline, and the fix that shipped" (a code-generation effect
-that a compiler or cuco_gemm.cuh change can undo; this shows it on one GPU).
+docs/gpu-workloads.md, "The hybrid's GEMM schedule, on one GPU" (with cuco_gemm.cuh's first mainloop the
+epilogue's code moved the loop's schedule by 2-5 %; a compiler or mainloop change could bring that back,
+and this shows it on one GPU).
 
     python tests/bench/bench_gemm_codegen.py [--iters 41] [--json out.json] [--check --max-ratio R]
     python tests/bench/bench_gemm_codegen.py --build-only      # compiles only (no GPU needed)
@@ -92,8 +93,9 @@ def main() -> int:
                     help="per-rank GEMM shapes M:N:K (default: m8k_k4096, m8k_k8192, r4_m4k_k8192)")
     ap.add_argument("--json", type=Path, help="write the result (with the nvcc version) here")
     ap.add_argument("--check", action="store_true", help="exit 1 on a mismatch, an expired wait or a ratio over --max-ratio")
-    ap.add_argument("--max-ratio", type=float, default=1.035,
-                    help="the shipped hybrid GEMM measured 1.021x, the one before the fix 1.054x (H200, 2026-11-24)")
+    ap.add_argument("--max-ratio", type=float, default=1.02,
+                    help="H200, 2026-11-24: 1.001-1.005x with the current mainloop; 1.021x (and 1.054x for the "
+                         "form before 353b09f) with the first one")
     args = ap.parse_args()
 
     seconds = build(args.binary, args.nvcc)

@@ -1,14 +1,15 @@
 // One-GPU benchmark of the GEMM kernels that gemm_allgather's shipped code launches, alone (no peers, no
-// copies), on the per-rank shapes of its large configs. It guards a code-generation effect: the hybrid
-// variant's large path measured 46-58 us faster on m8k_k8192 once its GEMM became ga_gemm_kernel (the same
-// mainloop with a per-tile timeline whose values are live) instead of cuco_gemm::gemm_kernel
-// (docs/gpu-workloads.md, "m8k_k8192: device timeline"). Whether nvcc still schedules it so shows here, on
-// one GPU, without the multi-GPU machine the efficiency needs.
+// copies), on the per-rank shapes of its large configs. It guards what the hybrid's overlap efficiency
+// rests on: its GEMM, epilogue and all, as fast as the baseline's. With cuco_gemm.cuh's first mainloop it
+// was not (1.021x, and 1.054x before the hybrid launched ga_gemm_kernel: the epilogue's code moved the
+// loop's schedule; docs/gpu-workloads.md, "m8k_k8192: device timeline" and "The hybrid's GEMM schedule, on
+// one GPU"); with the current one every form is within 0.6 %. It shows here, on one GPU, without the
+// multi-GPU machine the efficiency needs.
 //
 // Kernels (A: M x K, B: N x K, C = A * B^T, bf16, fp32 accumulate; the same tile_mainloop in all of them):
 //   plain        cuco_gemm::gemm_kernel<StoreEpi>: the baseline's GEMM, the reference
 //   hybrid       ga_gemm_kernel<ChunkCountEpi>, trace null: the shipped hybrid's large-path GEMM
-//   hybrid_old   cuco_gemm::gemm_kernel<ChunkCountEpi>: the hybrid's GEMM before the fix
+//   hybrid_old   cuco_gemm::gemm_kernel<ChunkCountEpi>: the hybrid's GEMM before 353b09f
 //   plain_trace  ga_gemm_kernel<StoreEpi>, trace null: the timeline trick on the plain epilogue
 // The epilogue runs as in a job with no peers (P.n = 0, no copy streams): chunk counts, the tile counter,
 // the LSA-tail wait (on a word already past every epoch) and the last tile's fences all execute.

@@ -36,11 +36,19 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N)); }
+// the same two with a shared-space (32-bit) address, for addresses computed once
+__device__ __forceinline__ void cp_async16_s(uint32_t saddr, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(saddr), "l"(gmem));
+}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_s(uint32_t (&r)[4], uint32_t saddr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(saddr));
 }
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -62,44 +70,71 @@ struct StoreEpi {
 
 // acc += A_tile * B_tile^T over KT k tiles of one 128x128 tile; gA / gB point at the tile's first row of
 // A / B, at its first k column. Leaves the pipeline drained (every cp.async waited for, smem free for reuse).
+// Every shared-memory address is computed once: the swizzle phase ((row >> 1) & 3) is the same for rows 16
+// apart, so a warp's ldmatrix addresses are two per operand plus immediates, and a stage is a rolling byte
+// offset. Recomputing them per k step (the first version) spent about 70 of the loop's ~137 instructions on
+// address arithmetic, ran 8-9 % slower, and let the epilogue's code move the loop's schedule by up to 5 %
+// (docs/gpu-workloads.md, "The hybrid's GEMM schedule, on one GPU"); the arithmetic and its order are
+// unchanged (results bit-identical).
 __device__ __forceinline__ void tile_mainloop(unsigned char* smem_raw, const __nv_bfloat16* __restrict__ gA,
                                               const __nv_bfloat16* __restrict__ gB, long long lda, long long ldb,
                                               int KT, float (&acc)[4][4][4]) {
-  __nv_bfloat16* sA = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  __nv_bfloat16* sB = sA + STAGES * BM * BK;
+  constexpr uint32_t A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;   // bytes
+  const uint32_t sA = (uint32_t)__cvta_generic_to_shared(smem_raw), sB = sA + STAGES * A_STAGE;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps, each 64 x 32
-  auto load_stage = [&](int stage, int kt) {
+  // cp.async: two 16-byte chunks of A and two of B per thread per stage, at stage-invariant smem offsets
+  const __nv_bfloat16* ga[2];
+  const __nv_bfloat16* gb[2];
+  uint32_t soff[2];
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    int c = tid + i * THREADS, r = c >> 2, ch = c & 3;
+    ga[i] = gA + (long long)r * lda + ch * 8;
+    gb[i] = gB + (long long)r * ldb + ch * 8;
+    soff[i] = (uint32_t)swz(r, ch) * 2;
+  }
+  // ldmatrix: this lane's row of A (mi = 0) and of B (nj = 0) at k step ks; mi / nj add 16 rows
+  uint32_t aoff[2], boff[2];
+#pragma unroll
+  for (int ks = 0; ks < 2; ks++) {
+    aoff[ks] = (uint32_t)swz(wm * 64 + (lane & 15), ks * 2 + (lane >> 4)) * 2;
+    boff[ks] = (uint32_t)swz(wn * 32 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)) * 2;
+  }
+  auto load_stage = [&](uint32_t st_a, uint32_t st_b) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-      int c = tid + i * THREADS, r = c >> 2, ch = c & 3;
-      cp_async16(sA + stage * BM * BK + swz(r, ch), gA + (long long)r * lda + kt * BK + ch * 8);
-      cp_async16(sB + stage * BN * BK + swz(r, ch), gB + (long long)r * ldb + kt * BK + ch * 8);
+      cp_async16_s(sA + st_a + soff[i], ga[i]);
+      cp_async16_s(sB + st_b + soff[i], gb[i]);
+      ga[i] += BK;
+      gb[i] += BK;
     }
   };
+  uint32_t wa = 0, wb = 0;   // the stage written next (byte offsets)
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; s++) { if (s < KT) load_stage(s, s); cp_async_commit(); }
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < KT) load_stage(wa, wb);
+    cp_async_commit();
+    wa += A_STAGE;
+    wb += B_STAGE;
+  }
+  uint32_t ra = 0, rb = 0;   // the stage read
   for (int kt = 0; kt < KT; kt++) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    int nk = kt + STAGES - 1;
-    if (nk < KT) load_stage(nk % STAGES, nk);
+    if (kt + STAGES - 1 < KT) load_stage(wa, wb);
     cp_async_commit();
-    const __nv_bfloat16* a = sA + (kt % STAGES) * BM * BK;
-    const __nv_bfloat16* b = sB + (kt % STAGES) * BN * BK;
+    wa = wa + A_STAGE == STAGES * A_STAGE ? 0 : wa + A_STAGE;
+    wb = wb + B_STAGE == STAGES * B_STAGE ? 0 : wb + B_STAGE;
 #pragma unroll
     for (int ks = 0; ks < 2; ks++) {
       uint32_t af[4][4], bfr[4][2];
 #pragma unroll
-      for (int mi = 0; mi < 4; mi++) {
-        int row = wm * 64 + mi * 16 + (lane & 15);
-        ldmatrix_x4(af[mi], a + swz(row, ks * 2 + (lane >> 4)));
-      }
+      for (int mi = 0; mi < 4; mi++) ldmatrix_x4_s(af[mi], sA + ra + aoff[ks] + mi * 16 * BK * 2);
 #pragma unroll
       for (int nj = 0; nj < 2; nj++) {
-        int n = wn * 32 + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
         uint32_t r[4];
-        ldmatrix_x4(r, b + swz(n, ks * 2 + ((lane >> 3) & 1)));
+        ldmatrix_x4_s(r, sB + rb + boff[ks] + nj * 16 * BK * 2);
         bfr[nj * 2][0] = r[0]; bfr[nj * 2][1] = r[1]; bfr[nj * 2 + 1][0] = r[2]; bfr[nj * 2 + 1][1] = r[3];
       }
 #pragma unroll
@@ -107,6 +142,8 @@ __device__ __forceinline__ void tile_mainloop(unsigned char* smem_raw, const __n
 #pragma unroll
         for (int ni = 0; ni < 4; ni++) mma_bf16(acc[mi][ni], af[mi], bfr[ni]);
     }
+    ra = ra + A_STAGE == STAGES * A_STAGE ? 0 : ra + A_STAGE;
+    rb = rb + B_STAGE == STAGES * B_STAGE ? 0 : rb + B_STAGE;
   }
   cp_async_wait<0>();
   __syncthreads();

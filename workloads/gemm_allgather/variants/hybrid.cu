@@ -113,13 +113,11 @@ struct ChunkCountEpi {
 
 // The large path's GEMM: cuco_gemm::gemm_kernel plus a per-tile timeline (thread 0: %globaltimer at tile start
 // and after the mainloop, clock64 cycles, smid), written to `trace` only when it is not null; run_large passes
-// null. It is kept for its effect on the generated code: with these values live across the mainloop the
-// compiler interleaves the mainloop's LDSM and HMMA differently (SASS compared), and the one-launch hybrid
-// measured 46-58 us faster on m8k_k8192 (2x H200, efficiency 0.80 / 0.80 against 0.54 / 0.57 in the same job;
-// m8k_k4096 0.87-0.89 against 0.76). cuco_gemm::gemm_kernel<ChunkCountEpi>, or timer reads whose values are
-// unused (which compile to the same SASS), measured 0.49-0.59. A code-generation effect, so re-measure after
-// a compiler or GEMM change (docs/gpu-workloads.md, "m8k_k8192: device timeline"); on one GPU,
-// `python3 tests/bench/bench_gemm_codegen.py --check` fails when this kernel loses that schedule.
+// null, so it costs nothing and a probe build can pass a buffer. It came in for its effect on the generated
+// code under cuco_gemm.cuh's first mainloop (m8k_k8192 efficiency 0.80 against 0.54-0.57 for
+// gemm_kernel<ChunkCountEpi>, 2x H200); with the current mainloop both forms run within 0.6 % of the
+// baseline's GEMM (one H200). `python3 tests/bench/bench_gemm_codegen.py --check` watches that on one GPU
+// (docs/gpu-workloads.md, "The hybrid's GEMM schedule, on one GPU").
 template <class Epi>
 __global__ void __launch_bounds__(cuco_gemm::THREADS, 2)
 ga_gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
