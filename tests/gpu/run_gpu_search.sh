@@ -13,7 +13,8 @@
 #
 #   tests/gpu/run_gpu_search.sh ga2 ga4      # e.g. one call of the `run` tool
 #
-# The machine has no cuco dependencies beyond its image: the wheels in .whl/ (aiosqlite, asyncssh,
+# The machine has no cuco dependencies beyond its image: the wheels in .whl/ (made here by
+# tests/gpu/fetch_wheels.sh; carry them with the `run` call) (aiosqlite, asyncssh,
 # cryptography, cffi, pycparser, pytest-asyncio; pytest only if the image's is older than 8.4) are
 # installed into /tmp/site. Each search is bounded by --max-minutes/--max-evals and by `timeout` (SIGTERM:
 # the engine stops and cancels what is in flight). A GPU subset is given to the local executor by an
