@@ -49,7 +49,10 @@ def _nccl_headers_here() -> bool:
     """Whether a local build finds NCCL as the build jobs look for it: $NCCL_HOME, else the wheel."""
     if os.environ.get("NCCL_HOME"):
         return True
-    return importlib.util.find_spec("nvidia.nccl") is not None if importlib.util.find_spec("nvidia") else False
+    try:
+        return importlib.util.find_spec("nvidia.nccl") is not None
+    except ModuleNotFoundError:   # no `nvidia` package at all
+        return False
 
 
 async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:

@@ -510,8 +510,8 @@ class Engine:
         if any(c.status == DONE for c in self.cands.values()):
             return "no candidate to evolve from (every correct candidate is rejected)"
         seed = min(self.cands.values(), key=lambda c: c.id, default=None)
-        first = (seed.reason or "").strip().splitlines()[0][:200] if seed is not None and (seed.reason or "").strip() else ""
-        why = f": {first}" if first else ""
+        text = (seed.reason or "").strip() if seed is not None else ""
+        why = f": {text.splitlines()[0][:200]}" if text else ""
         return f"no correct candidate to evolve from (the seed failed{why})"
 
     async def _propose(self) -> Cand | None:

@@ -53,7 +53,7 @@ def require_gpus(executor: Executor, gpus: int, workload_name: str, cluster: str
     else:
         where = f"this machine has {have}"
     raise NoUsableNode(
-        f"{workload_name} needs {gpus} GPUs for each of its jobs ({gpus} ranks), but {where}. Run it on a machine "
+        f"{workload_name} needs {gpus} GPUs for each of its benchmark jobs, but {where}. Run it on a machine "
         f"with {gpus} GPUs, or with --cluster FILE naming nodes that have them, or with fewer ranks (--ranks N) "
         f"where the workload has configs for N")
 

@@ -8,6 +8,8 @@ import sqlite3
 import subprocess
 import sys
 
+from tests.engine.test_workload_errors import edit_yaml
+
 CLI = [sys.executable, "-m", "cuco_tui.cli"]
 
 
@@ -37,20 +39,11 @@ def test_unknown_host_key_stops_the_run_with_the_trust_hint(nodes):
     assert "cuco nodes trust" in run.stderr
 
 
-def test_a_workload_needing_more_gpus_than_any_node_has_is_refused_before_any_job(nodes, tmp_path):
-    import shutil
-    from pathlib import Path
-
-    import yaml
-    repo = Path(__file__).resolve().parents[2]
-    shutil.copytree(repo / "workloads" / "demo", tmp_path / "demo")
-    shutil.copytree(repo / "workloads" / "_harness", tmp_path / "_harness")
-    spec = yaml.safe_load((tmp_path / "demo" / "workload.yaml").read_text())
-    spec["launch"]["gpus"] = 2
-    (tmp_path / "demo" / "workload.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+def test_a_workload_needing_more_gpus_than_any_node_has_is_refused_before_any_job(nodes, demo_copy):
+    edit_yaml(demo_copy, lambda d: d["launch"].update(gpus=2))
     first = sorted(nodes.sshds)[0]
     cluster = nodes.cluster_yaml(node_extra={first: {"gpus": [0]}})   # one node with 1 GPU, the other none
-    run = subprocess.run(CLI + ["--home", str(nodes.home), "run", str(tmp_path / "demo"), "--headless",
+    run = subprocess.run(CLI + ["--home", str(nodes.home), "run", str(demo_copy), "--headless",
                                 "--cluster", str(cluster), "--max-evals", "2"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stderr[-3000:]

@@ -129,12 +129,14 @@ class Link {
     {
       std::lock_guard<std::mutex> g(mu_);
       auto at = std::max(now, free_at_[rank]);
-      for (int r0 = 0; r0 < rows || (rows == 0 && r0 == 0); r0 += block) {   // an empty put still raises its flag
+      int r0 = 0;
+      do {   // at least once: an empty put still raises its flag
         const int n = std::min(block, rows - r0);
         at += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>((double)n * row_bytes / bytes_per_s_));
         const bool last = r0 + block >= rows;
         pending_.push_back(Item{dst, row + r0, col, n, cols, last ? flag : -1, src + (size_t)r0 * src_ld, src_ld, at, rank});
-      }
+        r0 += block;
+      } while (r0 < rows);
       free_at_[rank] = at;
     }
     cv_.notify_all();

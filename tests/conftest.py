@@ -1,4 +1,4 @@
-"""Fixtures shared by the engine tests."""
+"""Fixtures shared by the tests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
