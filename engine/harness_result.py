@@ -25,15 +25,26 @@ def _positive(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def overlap_efficiency(config: dict[str, Any]) -> float | None:
-    """(T_base - T_cand) / (T_base - max(T_comp, T_comm)) of one config's benchmark numbers: the share of the
-    time a perfect overlap of the baseline's own compute and communication could save that the candidate
-    saved. 1 is the bound; above 1 is a faster computation (see `beyond_bound`); None without the parts."""
+def _bound(config: dict[str, Any]) -> tuple[float, float, float] | None:
+    """(T_base, T_cand, T_bound = max(T_comp, T_comm)) of one config, or None when the bound is not usable:
+    a part missing, or measured no shorter than the whole baseline (compute-only or communication-only
+    taking longer than both together is a noisy sample on a busy machine, not a bound to judge against)."""
     base, cand, comp, comm = (config.get(k) for k in ("baseline_ms", "candidate_ms", "comp_ms", "comm_ms"))
     if not all(_positive(v) for v in (base, cand, comp, comm)):
         return None
-    window = base - max(comp, comm)
-    return (base - cand) / window if window > 0 else None
+    bound = max(comp, comm)
+    return (base, cand, bound) if bound < base else None
+
+
+def overlap_efficiency(config: dict[str, Any]) -> float | None:
+    """(T_base - T_cand) / (T_base - max(T_comp, T_comm)) of one config's benchmark numbers: the share of the
+    time a perfect overlap of the baseline's own compute and communication could save that the candidate
+    saved. 1 is the bound; above 1 is a faster computation (see `beyond_bound`); None without a usable bound."""
+    parts = _bound(config)
+    if parts is None:
+        return None
+    base, cand, bound = parts
+    return (base - cand) / (base - bound)
 
 
 @dataclass
@@ -67,13 +78,14 @@ class HarnessResult:
         """Configs where the candidate beat the overlap bound: faster than max(compute-only, communication-
         only) of the baseline, the best a perfect overlap of the baseline's own work can reach. That is a
         different (faster) computation or a measurement the candidate gamed: flagged for a person to judge,
-        never rejected. `margin` keeps timing noise from flagging a candidate that merely reached it."""
+        never rejected. `margin` keeps timing noise from flagging a candidate that merely reached it; a config
+        without a usable bound (see `_bound`) is not judged."""
         flags = []
         for c in self.configs:
-            comp, comm, cand = c.get("comp_ms"), c.get("comm_ms"), c.get("candidate_ms")
-            if not all(_positive(v) for v in (comp, comm, cand)):
+            parts = _bound(c)
+            if parts is None:
                 continue
-            bound_ms = max(comp, comm)
+            _, cand, bound_ms = parts
             if cand < (1.0 - margin) * bound_ms:
                 flags.append({"kind": "beyond_overlap_bound", "config": c.get("name"),
                               "candidate_ms": cand, "bound_ms": bound_ms})

@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from pathlib import Path
 from statistics import mean
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run as a script from the tree, not installed
+from engine.harness_result import overlap_efficiency  # noqa: E402
+
 KEYS = ("baseline_ms", "candidate_ms", "comp_ms", "comm_ms")
-
-
-def efficiency(c: dict) -> float | None:
-    bound = max(c["comp_ms"], c["comm_ms"])
-    window = c["baseline_ms"] - bound
-    return (c["baseline_ms"] - c["candidate_ms"]) / window if window > 0 else None
 
 
 def short(desc: dict) -> str:
@@ -56,7 +54,7 @@ def load(db: str) -> tuple[str, list[dict]]:
             c["n"] = len(lists["baseline_ms"])
             c["speedup"] = c["baseline_ms"] / c["candidate_ms"]
             c["bound"] = (c["comp_ms"] + c["comm_ms"]) / max(c["comp_ms"], c["comm_ms"])
-            c["eff"] = efficiency(c)
+            c["eff"] = overlap_efficiency(c)   # the report's own formula
             configs[name] = c
         out.append({"id": cid, "seed": number == 0, "operator": op, "descriptor": json.loads(desc), "verified": verified,
                     "configs": configs})
