@@ -584,10 +584,11 @@ int main(int argc, char** argv) {
             tc.push_back(ms);
           }
         }
-        // The overlap bound's parts, on every other iteration: sampled among the A B pairs, under the
-        // same conditions (a burst after the loop met a different machine on a shared box, and a bound
-        // off by 2x flags honest candidates as beyond it).
-        if (ok && it % 2 == 0) {
+        // The overlap bound's parts, on every iteration: sampled among the A B pairs, under the same
+        // conditions (a burst after the loop met a different machine on a shared box, and a bound off by 2x
+        // flags honest candidates as beyond it). Every iteration, not every other: with 5 samples a busy
+        // moment once put the median compute-only time above the whole baseline's; 4 more cost ~50 ms a job.
+        if (ok) {
           b.fill(base_seed + 5000 + it, false);
           tcomp.push_back(run.baseline_call(b, baseline_compute_only));
           b.fill(base_seed + 6000 + it, false);
