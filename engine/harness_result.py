@@ -16,8 +16,9 @@ class ResultError(ValueError):
 
 
 # 10 %: the bound's parts are the baseline's own, sync included (a barrier before its copies, wake-ups),
-# which an overlapped schedule may legitimately skip: the demo's best sits 9 % under its square config's
-# communication-only time while moving its bytes at the link's modelled rate. Clearly beyond is flagged.
+# which an overlapped schedule may legitimately skip: the demo's best sits 1-3 % under its communication-only
+# time while moving its bytes at the link's modelled rate (9 % before the link landed bytes progressively).
+# Clearly beyond is flagged.
 BOUND_MARGIN = 0.10
 
 
