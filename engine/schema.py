@@ -6,7 +6,6 @@ is what attached TUIs replay with `hello{since}`.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
 
 # Candidate statuses. `pending` rows exist before evaluation so a crash never loses a proposal.
 PENDING, RUNNING, DONE, INCORRECT, FAILED = "pending", "running", "done", "incorrect", "failed"
@@ -158,4 +157,23 @@ SCHEMA_V2 = """
 CREATE INDEX IF NOT EXISTS candidates_run_island ON candidates(run_id, island, status, speedup);
 """
 
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2}
+# v3: what a failure was due to, external job ids (a scheduler's), per-config timelines, human review.
+SCHEMA_V3 = """
+ALTER TABLE evaluations ADD COLUMN fault TEXT;          -- candidate | environment (NULL: the stage passed)
+ALTER TABLE candidates ADD COLUMN fault TEXT;           -- why a final failure was the candidate's, or NULL
+ALTER TABLE jobs ADD COLUMN external_id TEXT;           -- e.g. a Slurm job id, for re-adoption after restart
+ALTER TABLE jobs ADD COLUMN executor TEXT;              -- local | ssh | slurm
+ALTER TABLE candidates ADD COLUMN review TEXT;          -- NULL | needs_review | accepted | rejected
+CREATE TABLE IF NOT EXISTS timelines (
+    candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+    config TEXT NOT NULL,
+    figures_json TEXT NOT NULL,                         -- derived figures per rank (small)
+    data BLOB NOT NULL,                                 -- zlib-compressed JSON of the raw per-rank records
+    PRIMARY KEY (candidate_id, config)
+);
+"""
+
+# Migrations by version. Numbers may leave gaps (a migration is only ever added, never renumbered); the
+# store applies every one above the database's version, in order.
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3}
+SCHEMA_VERSION = max(MIGRATIONS)

@@ -178,7 +178,7 @@ class Store:
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"{self.db_path}: schema version {version} is newer than this cuco "
                                f"({SCHEMA_VERSION}); upgrade cuco")
-        for v in range(version + 1, SCHEMA_VERSION + 1):
+        for v in sorted(m for m in MIGRATIONS if m > version):
             await self._db.executescript("BEGIN;" + MIGRATIONS[v] +
                                          f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{v}');COMMIT;")
 

@@ -50,8 +50,7 @@ async def test_new_store_is_wal_with_schema_version(store: Store):
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     finally:
         con.close()
-    assert SCHEMA_VERSION == 2
-    assert {"runs", "candidates", "evaluations", "jobs", "events", "marks", "llm_calls"} <= tables
+    assert {"runs", "candidates", "evaluations", "jobs", "events", "marks", "llm_calls", "timelines"} <= tables
 
 
 async def test_reopen_keeps_data_and_version(tmp_path: Path):
@@ -248,8 +247,10 @@ async def test_a_version_1_store_is_migrated_in_place(tmp_path: Path):
     con.close()
     s = await Store(home).open()
     try:
-        assert (await s.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == "2"
+        assert (await s.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == str(SCHEMA_VERSION)
         assert (await s.fetchone("SELECT id FROM runs"))["id"] == "old"
+        cols = {r["name"] for r in await s.fetchall("PRAGMA table_info(evaluations)")}
+        assert "fault" in cols   # v3's column on a v1 table
         idx = await s.fetchone("SELECT name FROM sqlite_master WHERE type='index' AND name='candidates_run_island'")
         assert idx is not None
     finally:
