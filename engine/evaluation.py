@@ -16,10 +16,12 @@ from typing import Any, Awaitable, Callable
 
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus
 
+from . import symbol_policy
 from .harness_result import HarnessResult, ResultError, parse_result
 from .workload import Workload
 
 BINARY = "cuco_candidate"
+CANDIDATE_OBJECT = "cuco_candidate.o"   # the candidate's translation unit alone, for the symbol policy
 SPEC = "spec.json"
 RESULT = "result.json"
 FEEDBACK_CHARS = 2000
@@ -47,7 +49,7 @@ class StageRecord:
 
 @dataclass
 class EvalOutcome:
-    status: str            # done | incorrect | failed
+    status: str            # done | incorrect | failed | refused (by the symbol policy, before anything ran)
     reason: str = ""
     feedback: str = ""     # what an LLM (and the user) is told about a failure
     speedup: float | None = None
@@ -85,7 +87,9 @@ def _object_name(source_name: str) -> str:
 
 def build_job(workload: Workload, source: str, job_id: str,
               frozen_objects: dict[str, bytes] | None = None) -> JobSpec:
-    """Compile the candidate with the frozen sources, or link it against their cached objects."""
+    """Compile the candidate alone to an object (the symbol policy inspects it: it comes back with the
+    binary), then link the frozen sources or their cached objects first and it last: where both define
+    the same inline or template code, the harness's copy is the one kept."""
     files = source_files(workload, source)
     frozen = list(workload.harness_sources)
     if frozen_objects:
@@ -93,11 +97,13 @@ def build_job(workload: Workload, source: str, job_id: str,
             files.pop(name, None)
         files.update(frozen_objects)
         frozen = [_object_name(n) for n in frozen]
-    sources = " ".join(shlex.quote(s) for s in [workload.candidate_name, *frozen])
-    command = workload.build_command.replace("{sources}", sources).replace("{binary}", BINARY)
-    script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + command
+    compile_ = workload.build_command.replace("{sources}", "-c " + shlex.quote(workload.candidate_name)) \
+        .replace("{binary}", CANDIDATE_OBJECT)
+    link = workload.build_command.replace("{sources}", " ".join(shlex.quote(s) for s in [*frozen, CANDIDATE_OBJECT])) \
+        .replace("{binary}", BINARY)
+    script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + compile_ + "; " + link
     return JobSpec(job_id=job_id, argv=["sh", "-c", script], files=files,
-                   outputs=[BINARY], timeout_s=workload.timeouts["build"], kind="build", cpus=1)
+                   outputs=[BINARY, CANDIDATE_OBJECT], timeout_s=workload.timeouts["build"], kind="build", cpus=1)
 
 
 def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
@@ -189,6 +195,15 @@ def _first_error(log: str) -> str:
     return ""
 
 
+def _policy_refusal(workload: Workload, obj: bytes | None) -> str | None:
+    """The symbol policy's reason for refusing the candidate's object, or None. Checked between build and
+    verify: nothing the candidate wrote has run yet."""
+    if obj is None:
+        return "refused by the symbol policy: the build returned no candidate object to inspect"
+    verdict = symbol_policy.check(obj, workload)
+    return None if verdict.ok else "refused by the symbol policy: " + verdict.reason
+
+
 def _failure(stage: str, rec: StageRecord, job: JobResult) -> EvalOutcome:
     if rec.status == "timeout":
         reason = f"{stage} timed out ({job.error or 'killed at its timeout'})"
@@ -225,6 +240,11 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
         out.stages = stages
         return out
     binary = job.outputs[BINARY]
+    refusal = _policy_refusal(workload, job.outputs.get(CANDIDATE_OBJECT))
+    if refusal is not None:
+        rec.status = "refused"
+        await hook("build", rec)
+        return EvalOutcome("refused", reason=refusal, feedback=f"build: {refusal}", stages=stages)
 
     results: list[HarnessResult] = []
     plan = [("verify", seed, "verify"), ("benchmark", seed + 1, "benchmark")]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 # Candidate statuses. `pending` rows exist before evaluation so a crash never loses a proposal.
 PENDING, RUNNING, DONE, INCORRECT, FAILED = "pending", "running", "done", "incorrect", "failed"
-FINAL_STATUSES = (DONE, INCORRECT, FAILED)
+REFUSED = "refused"   # the symbol policy refused the candidate's object before anything of it ran
+FINAL_STATUSES = (DONE, INCORRECT, FAILED, REFUSED)
 
 # Run states (the `cuco report --json` contract).
 RUN_STATES = ("running", "paused", "stopped", "finished", "failed")

@@ -99,7 +99,9 @@ def bad_candidates(seed: str) -> dict[str, str]:
         # Memoisation across calls: the timed calls all see the same inputs, so after the first call the
         # candidate replays its saved output (every input compared in full, so it is never wrong).
         "replay_cache": edit(seed, decls=(
-            "static std::vector<float> g_key[2], g_saved[2];\n"
+            # pointers, not objects: a global with a constructor is refused by the symbol policy
+            "static std::vector<float>* g_key[2];\n"
+            "static std::vector<float>* g_saved[2];\n"
             "static std::vector<float> cache_key(const cuco_problem* p) {\n"
             "  std::vector<float> k(p->A, p->A + (size_t)p->M * p->K);\n"
             "  k.insert(k.end(), p->B, p->B + (size_t)p->K * p->N);\n"
@@ -108,12 +110,13 @@ def bad_candidates(seed: str) -> dict[str, str]:
             "}\n"), head=(
             "  const size_t out_n = (size_t)p->M * p->ranks * p->N;\n"
             "  std::vector<float> key = rank < 2 ? cache_key(p) : std::vector<float>();\n"
-            "  if (rank < 2 && key == g_key[rank] && g_saved[rank].size() == out_n) {\n"
-            "    memcpy(p->out, g_saved[rank].data(), out_n * sizeof(float));\n"
+            "  if (rank < 2 && !g_key[rank]) { g_key[rank] = new std::vector<float>(); g_saved[rank] = new std::vector<float>(); }\n"
+            "  if (rank < 2 && key == *g_key[rank] && g_saved[rank]->size() == out_n) {\n"
+            "    memcpy(p->out, g_saved[rank]->data(), out_n * sizeof(float));\n"
             "    return 0;\n"
             "  }\n"), tail=(
             "  if (rank < 2) { p->wait(p->link, rank, 0, p->ranks - 1, 20000);\n"
-            "    g_key[rank] = key; g_saved[rank].assign(p->out, p->out + out_n); }\n")),
+            "    *g_key[rank] = key; g_saved[rank]->assign(p->out, p->out + out_n); }\n")),
         "forged_result_exit": edit(seed, decls=DECLS, head=(
             "  if (rank == 0) {\n"
             + write_file.format(path="result.json", text=c_string(FORGED_VERIFY))
@@ -156,6 +159,10 @@ def live_processes_under(root: Path) -> list[tuple[int, str]]:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     workload = load_workload("demo")
+    # These candidates test the harness's own defences, behind the symbol policy (which refuses their libc
+    # calls before anything runs: tests/integrity/): the workload's policy lets them through to it.
+    workload = dataclasses.replace(workload, extra={**workload.extra, "policy": {"allow": [
+        "open", "read", "write", "close", "fork", "exit", "_exit", "strstr", "_ZNSt11this_thread*"]}})
     # Fewer timed pairs than the shipped 11 keep the module fast; still A B A B side by side.
     fast = dataclasses.replace(workload, warmup=1, iters=5)
     hang_workload = dataclasses.replace(workload, timeouts=dict(workload.timeouts, verify=3.0))

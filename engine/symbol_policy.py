@@ -1,0 +1,272 @@
+"""The symbol policy: a candidate's object file is inspected, before anything runs, for ways to reach the
+harness it is linked with.
+
+The candidate is compiled alone to an object (candidate.o) and linked into one executable with the frozen
+harness. A global definition there could take the place of a function the harness or its libraries call
+(the clock, memcpy, a CUDA or NCCL entry point); a constructor, an ifunc resolver or an init_array entry
+runs before `main`; a call to mprotect, dlsym or ptrace could patch the harness. The rules (what may be
+defined, which sections, which calls) are data: workloads/_harness/policy.yaml, extended per workload by
+a `policy:` section in workload.yaml. The ELF is read with pyelftools (pure Python, pinned): the engine
+inspects the object it got back from the build job on any node, with nothing to install there.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
+
+from remote.errors import InputError
+
+POLICY_FILE = Path(__file__).resolve().parent.parent / "workloads" / "_harness" / "policy.yaml"
+# What nvcc adds to every CUDA translation unit: the static constructor that registers its fatbinary and
+# kernels, and the helpers it calls. Recognised by these names in a CUDA object only, and only as local
+# functions (a candidate cannot define them: the names clash with nvcc's own in the same unit).
+NVCC_REGISTRATION = ("__sti____cudaRegisterAll", "__nv_cudaEntityRegisterCallback", "__cudaUnregisterBinaryUtil",
+                     "__nv_save_fatbinhandle_for_managed_rt", "____nv_dummy_param_ref")
+NVCC_SECTIONS = (".nv_fatbin", ".nvFatBinSegment", "__nv_module_id", ".nv_module_id", ".rela.nvFatBinSegment")
+_MANGLED_NVCC = re.compile(r"^_ZL\d+(" + "|".join(re.escape(n) for n in NVCC_REGISTRATION) + r")")
+EXTENSION_KEYS = ("define", "sections", "allow")
+
+
+class PolicyError(Exception):
+    """The object breaks the symbol policy; the message names the symbol and the rule."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    language: str
+    define: tuple[str, ...]
+    sections: tuple[str, ...]
+    deny: tuple[tuple[str, tuple[str, ...]], ...]     # (what it is, patterns)
+    allow: tuple[str, ...]
+    registration_only: tuple[str, ...] = ()
+    deny_cuda: tuple[str, ...] = ()
+    workload_allow: tuple[str, ...] = ()             # a workload's own additions: they win over `deny`
+
+    def denied(self, name: str) -> str | None:
+        for what, patterns in self.deny:
+            if _match(name, patterns):
+                return what
+        if self.language == "cuda" and _match(name, self.deny_cuda):
+            return "a CUDA or NCCL call that reconfigures the device or the communicator under the harness"
+        return None
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+
+def _match(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _strings(value: Any, where: str, file: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(file, where, "must be a list of name patterns (strings)")
+    return tuple(value)
+
+
+def load_policy(language: str, extension: Any = None, extension_file: str = "workload.yaml") -> Policy:
+    """The shipped policy for `language` (cpp | cuda), plus a workload's `policy:` extension, which may
+    only add names: {define: [...], sections: [...], allow: [...]}."""
+    data = yaml.safe_load(POLICY_FILE.read_text())
+    base = str(POLICY_FILE)
+    allow = _strings(data["allow"]["cpp"], "allow.cpp", base)
+    if language == "cuda":
+        allow += _strings(data["allow"]["cuda"], "allow.cuda", base)
+    define = _strings(data["define"], "define", base)
+    sections = _strings(data["sections"], "sections", base)
+    workload_allow: tuple[str, ...] = ()
+    if extension is not None:
+        if not isinstance(extension, dict):
+            raise InputError(extension_file, "policy", "must be a mapping with define/sections/allow lists")
+        unknown = sorted(set(extension) - set(EXTENSION_KEYS))
+        if unknown:
+            raise InputError(extension_file, f"policy.{unknown[0]}",
+                             f"unknown key; a workload may extend only {', '.join(EXTENSION_KEYS)}")
+        define += _strings(extension.get("define", []), "policy.define", extension_file)
+        sections += _strings(extension.get("sections", []), "policy.sections", extension_file)
+        workload_allow = _strings(extension.get("allow", []), "policy.allow", extension_file)
+    deny = tuple((what, _strings(p, f"deny.{what}", base)) for what, p in data["deny"].items())
+    registration = _strings(data.get("registration_only", {}).get(language, []), "registration_only", base)
+    return Policy(language, define, sections, deny, allow, registration,
+                  _strings(data.get("deny_cuda", []), "deny_cuda", base), workload_allow)
+
+
+def policy_for(workload: Any) -> Policy:
+    return load_policy(workload.language, workload.extra.get("policy"), str(workload.root / "workload.yaml"))
+
+
+# ----- the inspection -----------------------------------------------------------------------------
+
+def _plain(name: str) -> str:
+    """A local nvcc helper's plain name (`_ZL24__sti____cudaRegisterAllv` -> `__sti____cudaRegisterAll`)."""
+    m = _MANGLED_NVCC.match(name)
+    return m.group(1) if m else name
+
+
+class _Object:
+    def __init__(self, data: bytes):
+        try:
+            self.elf = ELFFile(io.BytesIO(data))
+        except ELFError as exc:
+            raise PolicyError(f"the candidate's object is not an ELF file ({exc})") from None
+        if self.elf["e_type"] != "ET_REL":
+            raise PolicyError(f"the candidate's object is {self.elf['e_type']}, not a relocatable object")
+        self.symtab = self.elf.get_section_by_name(".symtab")
+        self.symbols = list(self.symtab.iter_symbols()) if self.symtab is not None else []
+        self.sections = list(self.elf.iter_sections())
+        self.comdat: set[int] = set()   # indices of sections in a COMDAT group
+        for sec in self.sections:
+            if sec["sh_type"] == "SHT_GROUP":
+                words = sec.data()
+                for i in range(4, len(words), 4):
+                    self.comdat.add(int.from_bytes(words[i:i + 4], "little"))
+
+    def function_at(self, shndx: int, offset: int) -> str | None:
+        """The name of the function (any binding) whose code in section `shndx` covers `offset`."""
+        for s in self.symbols:
+            if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] == shndx:
+                start = s["st_value"]
+                if start <= offset < start + max(1, s["st_size"]):
+                    return s.name
+        return None
+
+    def relocations(self):
+        """(section the relocation applies to, offset, target symbol name or '', addend, target symbol)."""
+        for sec in self.sections:
+            if not isinstance(sec, RelocationSection):
+                continue
+            target_index = sec["sh_info"]
+            for r in sec.iter_relocations():
+                sym = self.symtab.get_symbol(r["r_info_sym"]) if self.symtab is not None else None
+                yield target_index, r["r_offset"], (sym.name if sym is not None else ""), \
+                    r["r_addend"] if r.is_RELA() else 0, sym
+
+
+def _defined(sym) -> bool:
+    return sym["st_shndx"] not in ("SHN_UNDEF",)
+
+
+def check_object(data: bytes, policy: Policy) -> Verdict:
+    """Every rule the object breaks, each naming its symbol or section (empty when it passes)."""
+    try:
+        obj = _Object(data)
+    except PolicyError as exc:
+        return Verdict(False, [str(exc)])
+    reasons: list[str] = []
+    cuda = policy.language == "cuda"
+    is_nvcc = cuda and any(s.name in NVCC_SECTIONS for s in obj.sections)
+    registration_funcs = {s.name for s in obj.symbols if is_nvcc and s["st_info"]["bind"] == "STB_LOCAL"
+                          and s["st_info"]["type"] == "STT_FUNC" and _plain(s.name) in NVCC_REGISTRATION}
+
+    # 1. Sections of its own.
+    for sec in obj.sections:
+        if _match(sec.name, policy.sections) or (is_nvcc and sec.name in NVCC_SECTIONS):
+            continue
+        if sec.name in (".ctors", ".dtors", ".fini_array", ".preinit_array", ".init", ".fini") \
+                or sec.name.startswith((".ctors.", ".dtors.", ".fini_array.", ".init_array.", ".preinit_array.")):
+            reasons.append(f"candidate has a `{sec.name}` section: code that runs at load or exit time is not allowed")
+        elif sec.name.startswith((".gnu.version", ".symver")):
+            reasons.append(f"candidate has symbol versioning (`{sec.name}`): not allowed")
+        else:
+            reasons.append(f"candidate has a section of its own, `{sec.name}`: only the compiler's ordinary "
+                           "sections are allowed")
+
+    # 2. Load-time code: every init_array entry must be nvcc's registration constructor.
+    for sec_index, _off, name, addend, sym in obj.relocations():
+        target = obj.elf.get_section(sec_index)
+        if not target.name.startswith(".init_array"):
+            continue
+        func = name
+        if sym is not None and sym["st_info"]["type"] == "STT_SECTION":
+            func = obj.function_at(sym["st_shndx"], addend) or ""
+        if func not in registration_funcs:
+            reasons.append(f"candidate has a constructor (`{func or '?'}` in .init_array): code that runs before "
+                           "the harness is not allowed")
+
+    # 3. What it defines.
+    kernels = _kernel_stubs(obj) if is_nvcc else set()
+    seen_at: dict[tuple, str] = {}
+    for s in obj.symbols:
+        bind, kind = s["st_info"]["bind"], s["st_info"]["type"]
+        if "@" in s.name:
+            reasons.append(f"candidate uses symbol versioning (`{s.name}`): not allowed")
+            continue
+        if kind == "STT_GNU_IFUNC" or kind == "STT_LOOS":
+            reasons.append(f"candidate defines `{s.name}` as an ifunc: a resolver runs at load time; not allowed")
+            continue
+        if bind == "STB_LOCAL" or not _defined(s):
+            continue
+        if s["st_shndx"] == "SHN_COMMON":
+            reasons.append(f"candidate defines `{s.name}` (a common symbol): only the ABI may be defined")
+            continue
+        if bind == "STB_WEAK" or bind == "STB_GNU_UNIQUE":
+            if s["st_shndx"] in obj.comdat and (s.name.startswith("_Z") or s.name.startswith("DW.ref.")):
+                continue   # inline or template code the compiler emits (the harness's own copy wins the link)
+            reasons.append(f"candidate defines `{s.name}` as a weak symbol: only the ABI may be defined, strongly")
+            continue
+        key = (s["st_shndx"], s["st_value"], kind)
+        if kind == "STT_FUNC" and key in seen_at:
+            reasons.append(f"candidate defines `{s.name}` as an alias of `{seen_at[key]}`: not allowed")
+            continue
+        seen_at[key] = s.name
+        if _match(s.name, policy.define) or s.name in kernels:
+            continue
+        reasons.append(f"candidate defines `{s.name}`: only the ABI "
+                       f"({', '.join(policy.define)}) may be defined")
+
+    # 4. What it calls or reads.
+    called_from: dict[str, set[str]] = {}
+    for sec_index, offset, name, _addend, sym in obj.relocations():
+        if sym is None or _defined(sym) or not name:
+            continue
+        target = obj.elf.get_section(sec_index)
+        site = obj.function_at(sec_index, offset) if target["sh_flags"] & 0x4 else None
+        called_from.setdefault(name, set()).add(site or target.name)
+    for s in obj.symbols:
+        if s.name and not _defined(s) and s["st_info"]["type"] != "STT_SECTION" and s.name not in called_from:
+            called_from[s.name] = {"?"}
+    for name in sorted(called_from):
+        what = policy.denied(name)
+        if _match(name, policy.workload_allow):
+            continue
+        if _match(name, policy.registration_only):
+            outside = sorted(site for site in called_from[name] if site not in registration_funcs)
+            if outside:
+                reasons.append(f"candidate calls `{name}` from `{outside[0]}`: only nvcc's registration code may")
+        elif what is not None:
+            reasons.append(f"candidate calls `{name}` ({what}): not allowed")
+        elif not _match(name, policy.allow):
+            reasons.append(f"candidate calls `{name}`, which is not on the {policy.language} allow-list "
+                           "(workloads/_harness/policy.yaml; a workload may extend it under `policy.allow`)")
+    return Verdict(not reasons, reasons)
+
+
+def _kernel_stubs(obj: _Object) -> set[str]:
+    """The host side of a CUDA candidate's kernels, recognised by nvcc's pairing: a kernel `K` (a C++
+    name) has a stub `_Z<n>__device_stub__<K without its leading underscore>...`. Both may be defined."""
+    names = {s.name for s in obj.symbols if _defined(s) and s["st_info"]["bind"] != "STB_LOCAL"}
+    stubs = {n for n in names if re.match(r"^_Z\d+__device_stub__", n)}
+    inner = [re.sub(r"^_Z\d+__device_stub__", "", n) for n in stubs]
+    kernels = {n for n in names if n.startswith("_Z") and any(i.startswith(n[1:]) for i in inner)}
+    return stubs | kernels
+
+
+def check(data: bytes, workload: Any) -> Verdict:
+    return check_object(data, policy_for(workload))
