@@ -1,0 +1,690 @@
+"""`cuco analyze`: from the syntax trees of a host-driven CUDA + NCCL program to its program model.
+
+It follows main() statement by statement (in program order), records every NCCL, CUDA and MPI call, the
+buffers and which operation reads and writes them, picks the region that repeats (the timed or iterated
+loop around the collectives), and says what it could not resolve, with file:line. It never guesses: a
+collective it cannot see as a direct call (a function pointer, a macro, a helper function) is an error
+naming the place and what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from remote.errors import InputError
+
+from . import api
+from .evaluate import evaluate
+from .model import Buffer, Op, Program, Unresolved, Var
+from .source import (SourceFile, call_args, call_name, declarator_name, identifiers, kernel_config,
+                     parse_file, parse_text, walk)
+
+LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+WHAT_TO_DO = ("call the NCCL function directly from main() (that is the annotation the analysis needs), then run "
+              "the command again; or write the workload by hand (docs/workload-format.md)")
+
+
+def analyze_files(paths: list[str]) -> Program:
+    if not paths:
+        raise InputError("cuco analyze", "FILE", "name at least one .cu file")
+    sources = [parse_file(p) for p in paths]
+    return analyze_sources(sources)
+
+
+def analyze_sources(sources: list[SourceFile]) -> Program:
+    functions, macros, globals_ = _top_level(sources)
+    mains = [(s, f) for (name, (s, f)) in functions.items() if name == "main"]
+    if not mains:
+        raise InputError(", ".join(s.path for s in sources), "main",
+                         "no main() found: name the file that holds your program's main()")
+    main_src, main = mains[0]
+    _check_no_hidden_collectives(sources, functions, macros)
+    kernels = {n: sf for n, sf in functions.items() if _is_kernel(*sf)}
+    if not any(_has_comm_call(s, f) for (s, f) in functions.values()):
+        raise InputError(main_src.path, "NCCL",
+                         "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
+                         "cuco optimises programs whose GPUs communicate through NCCL")
+    return _Analyzer(sources, main_src, main, functions, macros, globals_, kernels).run()
+
+
+# ---------------------------------------------------------------- top level
+
+def _top_level(sources):
+    functions, macros, globals_ = {}, {}, {}
+    for src in sources:
+        for node in src.tree.root_node.named_children:
+            target = node
+            if node.type == "template_declaration":
+                target = next((c for c in node.named_children if c.type == "function_definition"), node)
+            if target.type == "function_definition":
+                name = declarator_name(target.child_by_field_name("declarator"), src)
+                if name:
+                    functions[name] = (src, target)
+            elif node.type in ("preproc_function_def", "preproc_def"):
+                name = src.text(node.child_by_field_name("name"))
+                macros[name] = (src, node)
+            elif node.type == "declaration":
+                for d in node.children_by_field_name("declarator"):
+                    name = declarator_name(d, src)
+                    if name:
+                        globals_[name] = (src, node, d)
+    return functions, macros, globals_
+
+
+def _is_kernel(src, fn) -> bool:
+    return any(c.type in ("storage_class_specifier", "attribute_specifier", "ms_declspec_modifier",
+                          "type_qualifier") and src.text(c) == "__global__" for c in fn.children) \
+        or src.text(fn).lstrip().startswith("__global__")
+
+
+def _has_comm_call(src, fn) -> bool:
+    return any(n.type == "call_expression" and call_name(n, src) in api.NCCL_COMM for n in walk(fn))
+
+
+def _check_no_hidden_collectives(sources, functions, macros) -> None:
+    """Collectives the analysis cannot follow are errors, never guesses: an NCCL function used as a value
+    (a function pointer: dynamic dispatch), inside a macro's body, or inside a helper function."""
+    for src in sources:
+        for n in identifiers(src.tree.root_node):
+            name = src.text(n)
+            if name not in api.NCCL_COMM:
+                continue
+            parent = n.parent
+            if parent is not None and parent.type == "call_expression" and parent.child_by_field_name("function") == n:
+                continue
+            raise InputError(src.at(n), name,
+                             f"{name} is used as a value (a function pointer or table entry): the collective is "
+                             f"chosen by dynamic dispatch and the analysis cannot tell which call runs; "
+                             f"{WHAT_TO_DO}")
+    for name, (src, node) in macros.items():
+        value = node.child_by_field_name("value")
+        if value is None:
+            continue
+        body = parse_text(src.text(value))
+        hidden = [n for n in walk(body.tree.root_node) if n.type == "identifier" and body.text(n) in api.NCCL_COMM]
+        if hidden:
+            raise InputError(src.at(node), name,
+                             f"the macro {name} hides {body.text(hidden[0])} in its body: the parser sees the "
+                             f"macro's uses, not the collective; {WHAT_TO_DO}")
+    for name, (src, fn) in functions.items():
+        if name == "main" or _is_kernel(src, fn):
+            continue
+        if _has_comm_call(src, fn):
+            raise InputError(src.at(fn), name,
+                             f"the helper function {name}() calls NCCL collectives; the analysis follows main() "
+                             f"only; {WHAT_TO_DO}")
+
+
+# ---------------------------------------------------------------- main()
+
+class _Analyzer:
+    def __init__(self, sources, src, main, functions, macros, globals_, kernels):
+        self.sources, self.src, self.main = sources, src, main
+        self.functions, self.macros, self.globals = functions, macros, globals_
+        self.kernels = kernels
+        self.body = main.child_by_field_name("body")
+        self.vars: dict[str, Var] = {}
+        self.ops: list[Op] = []
+        self.unresolved: list[Unresolved] = []
+        self.kernel_access = {name: _kernel_access(s, f) for name, (s, f) in kernels.items()}
+
+    def run(self) -> Program:
+        self._collect_vars()
+        self._collect_ops()
+        region_node = self._pick_region()
+        for op in self.ops:
+            op.in_region = region_node is not None and _inside(op.node, region_node)
+        buffers = self._collect_buffers()
+        self._reads_writes(buffers)
+        self._roles(buffers)
+        comms, ranks = self._communicators()
+        timed_stream = self._timed_stream()
+        prog = Program(
+            files=[s.path for s in self.sources], sources=self.sources, main_src=self.src, main=self.main,
+            vars=self.vars, ops=self.ops, buffers=buffers, communicators=comms, ranks=ranks,
+            region=self._region_json(region_node), region_node=region_node, params=[], check_macros=[],
+            kernels=self.kernels, kernel_access=self.kernel_access, timed_stream=timed_stream,
+            unresolved=self.unresolved)
+        prog.check_macros = self._check_macros()
+        prog.params = self._params(buffers)
+        self._region_notes(prog)
+        from .opportunities import dataflow, opportunities
+        prog.dataflow = dataflow(prog)
+        prog.opportunities = opportunities(prog)
+        prog.unresolved.sort(key=lambda u: (u.at.rsplit(":", 1)[0], int(u.at.rsplit(":", 1)[1]), u.what))
+        return prog
+
+    # -- variables
+    def _collect_vars(self) -> None:
+        top = set(id(c) for c in self.body.named_children)
+        for decl in walk(self.body):
+            if decl.type != "declaration":
+                continue
+            type_node = decl.child_by_field_name("type")
+            if type_node is None:
+                continue
+            base = self.src.text(type_node)
+            for d in decl.children_by_field_name("declarator"):
+                name = declarator_name(d, self.src)
+                if not name:
+                    continue
+                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+                value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                pointer = inner is not None and inner.type == "pointer_declarator"
+                array = None
+                if inner is not None and inner.type == "array_declarator":
+                    size = inner.child_by_field_name("size")
+                    array = self.src.text(size) if size is not None else ""
+                ctor = None
+                if inner is not None and inner.type == "function_declarator":   # `T v(n);` (vexing parse)
+                    params = inner.child_by_field_name("parameters")
+                    ctor = self.src.text(params)[1:-1]
+                self.vars[name] = Var(name, base + ("*" if pointer else ""), base, pointer, array, value, decl,
+                                      self.src.line(decl), id(decl) in top, ctor, d.start_byte)
+
+    # -- operations in program order
+    def _collect_ops(self) -> None:
+        for stmt in self.body.named_children:
+            for n in walk(stmt):
+                if n.type != "call_expression":
+                    continue
+                name = call_name(n, self.src)
+                if name is None:
+                    if self._mentions_nccl(n):
+                        raise InputError(self.src.at(n), "call",
+                                         f"a call through an expression ({self.src.text(n)[:50]!r}) the analysis "
+                                         f"cannot follow; {WHAT_TO_DO}")
+                    continue
+                kind = self._kind(n, name)
+                if kind is None:
+                    continue
+                op = Op(f"op{len(self.ops)}", kind, name, self.src.at(n), n, stmt)
+                self._describe(op)
+                self.ops.append(op)
+
+    def _mentions_nccl(self, n) -> bool:
+        return any(self.src.text(i) in api.NCCL_COMM for i in identifiers(n))
+
+    def _kind(self, n, name) -> str | None:
+        if kernel_config(n) is not None:
+            return "kernel"
+        if name in api.NCCL_COMM:
+            return "collective" if name not in ("ncclSend", "ncclRecv") else "p2p"
+        if name in api.NCCL_GROUP:
+            return "group"
+        if name in api.NCCL_INIT or name == "ncclGetUniqueId":
+            return "comm_init"
+        if name in api.DEVICE_ALLOC or name in api.HOST_ALLOC:
+            return "alloc"
+        if name in api.MEMCPY:
+            return "memcpy"
+        if name in api.MEMSET:
+            return "memset"
+        if name in api.SYNCS and name not in ("cudaEventSynchronize", "cudaStreamWaitEvent"):
+            return "sync"
+        if name in api.EVENTS:
+            return "event"
+        if name in api.STREAM_CREATE:
+            return "stream"
+        if name.startswith("MPI_"):
+            return "mpi"
+        if name in ("cudaFree", "ncclMemFree", "cudaFreeHost", "ncclCommDestroy", "ncclCommFinalize"):
+            return "free"
+        if name in api.DEVICE_SELECT:
+            return "device"
+        return None
+
+    def _arg(self, n, i):
+        args = call_args(n)
+        return args[i] if i is not None and i < len(args) else None
+
+    def _t(self, node) -> str | None:
+        return self.src.text(node) if node is not None else None
+
+    def _describe(self, op: Op) -> None:
+        n, t = op.node, self._t
+        if op.kind == "kernel":
+            cfg = [c for c in kernel_config(n).named_children if c.type != "comment"]
+            args = call_args(n)
+            op.detail = {"grid": t(cfg[0]) if cfg else None, "block": t(cfg[1]) if len(cfg) > 1 else None,
+                         "shared_bytes": t(cfg[2]) if len(cfg) > 2 else None,
+                         "stream": t(cfg[3]) if len(cfg) > 3 else None,
+                         "args": [t(a) for a in args]}
+        elif op.kind in ("collective", "p2p"):
+            spec = api.NCCL_COMM[op.name]
+            d = {k: t(self._arg(n, spec[k])) for k in ("send", "recv", "count", "dtype", "redop", "comm", "stream")}
+            if spec["peer"] is not None:
+                d["peer" if op.kind == "p2p" else "root"] = t(self._arg(n, spec["peer"]))
+            if op.name == "ncclBcast":
+                d["send"] = d["recv"]
+            d["group"] = None
+            op.detail = {k: v for k, v in d.items() if v is not None or k == "group"}
+        elif op.kind == "memcpy":
+            a = call_args(n)
+            op.detail = {"dst": t(a[0]) if a else None, "src": t(a[api.MEMCPY[op.name][1]]) if len(a) > 1 else None,
+                         "bytes": t(a[2]) if len(a) > 2 else None,
+                         "direction": next((t(x) for x in a if t(x).startswith("cudaMemcpy")), None)}
+        elif op.kind == "memset":
+            a = call_args(n)
+            op.detail = {"dst": t(a[0]) if a else None, "value": t(a[1]) if len(a) > 1 else None,
+                         "bytes": t(a[2]) if len(a) > 2 else None}
+        elif op.kind in ("event", "sync", "stream", "device", "mpi", "comm_init", "free", "group", "alloc"):
+            op.detail = {"args": [t(a) for a in call_args(n)]}
+
+    # -- the repeated region
+    def _pick_region(self):
+        loops = [n for n in walk(self.body) if n.type in LOOPS and self._loop_has_comm(n)]
+        outer = [l for l in loops if not any(o is not l and _inside(l, o) for o in loops)]
+        if not outer:
+            self.unresolved.append(Unresolved(self.src.at(self.main), "no loop around the collectives",
+                                              "the repeated region is one loop iteration; wrap the timed part "
+                                              "in a loop"))
+            return None
+        timed = [l for l in outer if self._preceded_by_event(l)]
+        return (timed or outer)[-1]
+
+    def _loop_has_comm(self, loop) -> bool:
+        return any(op.kind in ("collective", "p2p") and _inside(op.node, loop) for op in self.ops)
+
+    def _preceded_by_event(self, loop) -> bool:
+        prev = loop.prev_named_sibling
+        while prev is not None and prev.type == "comment":
+            prev = prev.prev_named_sibling
+        return prev is not None and any(
+            n.type == "call_expression" and call_name(n, self.src) == "cudaEventRecord" for n in walk(prev))
+
+    def _region_json(self, loop) -> dict | None:
+        if loop is None:
+            return None
+        timed = self._preceded_by_event(loop)
+        iterations = None
+        var = None
+        if loop.type == "for_statement":
+            cond = loop.child_by_field_name("condition")
+            if cond is not None and cond.type == "binary_expression":
+                iterations = self.src.text(cond.child_by_field_name("right"))
+            init = loop.child_by_field_name("initializer")
+            if init is not None:
+                var = next((declarator_name(d, self.src) for d in init.children_by_field_name("declarator")), None)
+        warmups = [self.src.at(o.node) for o in self.ops if o.kind in ("collective", "p2p")
+                   and not _inside(o.node, loop)]
+        return {"at": self.src.at(loop), "end": f"{self.src.path}:{loop.end_point[0] + 1}",
+                "kind": loop.type.replace("_statement", ""), "timed": timed, "iterations": iterations,
+                "loop_variable": var, "outside_collectives": warmups}
+
+    # -- buffers
+    def _collect_buffers(self) -> dict[str, Buffer]:
+        buffers: dict[str, Buffer] = {}
+        for op in self.ops:
+            if op.kind != "alloc" or op.name not in api.DEVICE_ALLOC:
+                continue
+            pi, bi = api.DEVICE_ALLOC[op.name]
+            ptr, size = self._arg(op.node, pi), self._arg(op.node, bi)
+            name = self._base_name(ptr)
+            if name is None or size is None:
+                self.unresolved.append(Unresolved(op.at, f"{op.name} of an expression the analysis cannot name",
+                                                  "allocate into a plain pointer variable"))
+                continue
+            var = self.vars.get(name)
+            elem = var.base_type if var is not None else "unknown"
+            count = None
+            if size.type == "binary_expression" and self._t(size.child_by_field_name("operator")) == "*":
+                left, right = size.child_by_field_name("left"), size.child_by_field_name("right")
+                if right.type == "sizeof_expression":
+                    count = self._t(left)
+                elif left.type == "sizeof_expression":
+                    count = self._t(right)
+            buffers[name] = Buffer(name, op.at, op.name, elem, self._t(size), count, alloc_stmt=op.stmt)
+            op.writes = []
+            op.detail = {"buffer": name, "bytes": self._t(size)}
+        return buffers
+
+    def _base_name(self, node) -> str | None:
+        """The variable a pointer expression is based on: `x`, `&x`, `(void**)&x`, `x + off`, `(char*)x`."""
+        if node is None:
+            return None
+        for i in identifiers(node):
+            name = self.src.text(i)
+            if name in self.vars and (self.vars[name].pointer or i.parent.type == "pointer_expression"):
+                return name
+        return None
+
+    def _reads_writes(self, buffers: dict[str, Buffer]) -> None:
+        def buf(node):
+            name = self._base_name(node)
+            return name if name in buffers else None
+        for op in self.ops:
+            n = op.node
+            if op.kind == "kernel":
+                access = self.kernel_access.get(op.name)
+                args = call_args(n)
+                if access is None:
+                    self.unresolved.append(Unresolved(op.at, f"kernel {op.name} is not defined in the given files",
+                                                      "pass the file that defines it to cuco analyze"))
+                    access = ["rw"] * len(args)
+                for a, acc in zip(args, access):
+                    b = buf(a)
+                    if b is None:
+                        continue
+                    if "r" in acc:
+                        op.reads.append(b)
+                    if "w" in acc:
+                        op.writes.append(b)
+                op.detail["reads"], op.detail["writes"] = list(op.reads), list(op.writes)
+            elif op.kind in ("collective", "p2p"):
+                spec = api.NCCL_COMM[op.name]
+                for key, out in (("send", op.reads), ("recv", op.writes)):
+                    b = buf(self._arg(n, spec[key]))
+                    if b is not None:
+                        out.append(b)
+                        op.detail[key + "_buffer"] = b
+                if op.name == "ncclBcast" and op.writes:
+                    op.reads = list(op.writes)
+            elif op.kind == "memcpy":
+                a = call_args(n)
+                d = buf(a[0]) if a else None
+                s = buf(a[api.MEMCPY[op.name][1]]) if len(a) > 1 else None
+                if d:
+                    op.writes.append(d)
+                if s:
+                    op.reads.append(s)
+            elif op.kind == "memset":
+                a = call_args(n)
+                d = buf(a[0]) if a else None
+                if d:
+                    op.writes.append(d)
+            for b in op.reads:
+                buffers[b].readers.append(op.id)
+            for b in op.writes:
+                buffers[b].writers.append(op.id)
+        self._groups()
+
+    def _groups(self) -> None:
+        group = None
+        for op in self.ops:
+            if op.kind == "group":
+                if op.name == "ncclGroupStart":
+                    group = op.id
+                else:
+                    op.detail["starts"] = group
+                    group = None
+            elif op.kind in ("collective", "p2p"):
+                op.detail["group"] = group
+
+    def _roles(self, buffers: dict[str, Buffer]) -> None:
+        region_ops = [o for o in self.ops if o.in_region]
+        for b in buffers.values():
+            seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]
+            seq = [s for s in seq if s]
+            if not seq:
+                b.role = "unused"
+                continue
+            first_write = next((i for i, s in enumerate(seq) if "w" in s), None)
+            if first_write is None:
+                b.role = "input"
+                continue
+            if any("r" in s and "w" not in s for s in seq[:first_write]) or seq[first_write] == "rw" \
+                    and first_write == 0 and self._rw_reads_first(b, region_ops):
+                b.role = "carried"
+                continue
+            last_write = max(i for i, s in enumerate(seq) if "w" in s)
+            b.role = "intermediate" if any("r" in s for s in seq[last_write + 1:]) else "output"
+
+    def _rw_reads_first(self, b, region_ops) -> bool:
+        """An op that reads and writes b first in the region (in place, e.g. ncclAllReduce(x, x)) reads a
+        value carried over from the previous iteration, unless it is a kernel (which may write first)."""
+        first = next(o for o in region_ops if b.name in o.writes or b.name in o.reads)
+        return first.kind in ("collective", "p2p", "memcpy")
+
+    # -- communicators and ranks
+    def _communicators(self):
+        comms, ranks = [], {"source": "unknown", "rank": None, "nranks": None, "ranks_per_process": 1}
+        id_exchange = self._id_exchange()
+        for op in self.ops:
+            if op.kind != "comm_init" or op.name == "ncclGetUniqueId":
+                continue
+            a = call_args(op.node)
+            t = self._t
+            entry = {"name": self._plain(a[0]) if a else None, "init": op.name, "at": op.at}
+            if op.name in ("ncclCommInitRank", "ncclCommInitRankConfig"):
+                entry.update(nranks=t(a[1]) if len(a) > 1 else None, unique_id=self._plain(a[2]) if len(a) > 2 else None,
+                             rank=t(a[3]) if len(a) > 3 else None, id_exchange=id_exchange, ranks_per_process=1)
+                ranks.update(rank=entry["rank"], nranks=entry["nranks"],
+                             source=self._rank_source(entry["rank"]))
+            elif op.name == "ncclCommInitAll":
+                entry.update(nranks=t(a[1]) if len(a) > 1 else None, id_exchange="none (one process)",
+                             ranks_per_process=t(a[1]) if len(a) > 1 else None)
+                ranks.update(source="single process", nranks=entry["nranks"],
+                             ranks_per_process=entry["ranks_per_process"])
+                self.unresolved.append(Unresolved(op.at, "ncclCommInitAll: several GPUs driven by one process",
+                                                  "the harness runs one process per GPU; restructure to one rank per "
+                                                  "process (ncclCommInitRank)"))
+            else:
+                entry.update(id_exchange=id_exchange)
+                self.unresolved.append(Unresolved(op.at, f"{op.name}: a communicator derived at run time",
+                                                  "the workload uses the harness's communicator of all ranks"))
+            comms.append(entry)
+        return comms, ranks
+
+    def _plain(self, node) -> str | None:
+        if node is None:
+            return None
+        ids = [self.src.text(i) for i in identifiers(node)]
+        return ids[0] if ids else self.src.text(node)
+
+    def _id_exchange(self) -> str:
+        ids = [v.name for v in self.vars.values() if v.base_type == "ncclUniqueId"]
+        if not ids:
+            return "unknown"
+        kinds = []
+        for n in walk(self.body):
+            if n.type != "call_expression":
+                continue
+            name = call_name(n, self.src)
+            if name in ("ncclGetUniqueId", "ncclCommInitRank", "ncclCommInitRankConfig") or name is None:
+                continue
+            if not any(self.src.text(i) in ids for a in call_args(n) for i in identifiers(a)):
+                continue
+            if name == "MPI_Bcast":
+                kinds.append("mpi_bcast")
+            elif name in api.FILE_IO or self._calls(name, api.FILE_IO):
+                kinds.append("file")
+            elif name.startswith("MPI_"):
+                kinds.append("mpi")
+        if any(n.type == "string_literal" and "NCCL_COMM_ID" in self.src.text(n) for s in self.sources
+               for n in walk(s.tree.root_node)):
+            kinds.append("environment")
+        return kinds[0] if kinds else "unknown"
+
+    def _calls(self, fn_name: str, callees: set) -> bool:
+        f = self.functions.get(fn_name)
+        if f is None:
+            return False
+        src, fn = f
+        return any(n.type == "call_expression" and call_name(n, src) in callees for n in walk(fn))
+
+    def _rank_source(self, rank_expr: str | None) -> str:
+        if not rank_expr:
+            return "unknown"
+        for n in walk(self.body):
+            if n.type == "call_expression" and call_name(n, self.src) == "MPI_Comm_rank" and \
+                    any(self.src.text(i) == rank_expr for a in call_args(n) for i in identifiers(a)):
+                return "mpi"
+        var = self.vars.get(rank_expr)
+        if var is not None and var.init is not None:
+            for n in walk(var.init):
+                if n.type == "call_expression":
+                    name = call_name(n, self.src)
+                    if name == "getenv" or self._calls(name, {"getenv"}):
+                        return "environment"
+        return "unknown"
+
+    def _timed_stream(self) -> str | None:
+        streams = [op.detail.get("stream") for op in self.ops if op.in_region and op.kind in ("collective", "p2p")]
+        streams = [s for s in streams if s]
+        return max(set(streams), key=streams.count) if streams else None
+
+    def _check_macros(self) -> list[str]:
+        """Function-like macros of one parameter that wrap a call (CUDACHECK(cudaMalloc(...))): the
+        analysis sees through them; the workload re-defines them to return the error to the harness."""
+        used = set()
+        for n in walk(self.body):
+            if n.type == "call_expression":
+                name = call_name(n, self.src)
+                args = call_args(n)
+                if name in self.macros and len(args) == 1 and args[0].type == "call_expression":
+                    used.add(name)
+        return sorted(used)
+
+    # -- size parameters
+    def _params(self, buffers) -> list[dict]:
+        roots: list[str] = []
+        exprs = [b.size for b in buffers.values() if b.role != "unused"]
+        exprs += [op.detail.get("count") for op in self.ops if op.in_region and op.kind in ("collective", "p2p")]
+        seen: set[str] = set()
+        todo = [i for e in exprs if e for i in _names_in(e)]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            var = self.vars.get(name)
+            if var is None or not var.top_level or var.init is None:
+                continue
+            if var.init is not None:
+                value = evaluate(var.init, self.src, {})
+                if value is not None and isinstance(value, int) and not var.pointer:
+                    roots.append(name)
+                    continue
+                todo.extend(self.src.text(i) for i in identifiers(var.init))
+        params = []
+        for name in sorted(set(roots), key=lambda n: self.vars[n].pos):
+            var = self.vars[name]
+            params.append({"name": name, "type": var.type, "default": evaluate(var.init, self.src, {}),
+                           "at": f"{self.src.path}:{var.line}"})
+        return params
+
+    def _region_notes(self, prog: Program) -> None:
+        """What the workload's region cannot take over as it is, each with its place."""
+        if prog.region_node is None:
+            return
+        var = prog.region.get("loop_variable")
+        body = prog.region_node.child_by_field_name("body")
+        if var and body is not None and any(self.src.text(i) == var for i in identifiers(body)):
+            self.unresolved.append(Unresolved(prog.region["at"], f"the loop variable {var} is used inside the region",
+                                              "the workload runs one iteration per call, with it fixed at 0"))
+        for op in self.ops:
+            if not op.in_region:
+                continue
+            if op.kind == "kernel" and not op.detail.get("stream"):
+                self.unresolved.append(Unresolved(op.at, f"kernel {op.name} is launched on the default stream",
+                                                  "the workload launches it on the timed stream"))
+            if op.kind in ("collective", "p2p", "kernel") and op.detail.get("stream") and \
+                    op.detail.get("stream") != prog.timed_stream:
+                self.unresolved.append(Unresolved(op.at, f"{op.name} runs on stream {op.detail['stream']}, "
+                                                  f"not on {prog.timed_stream}",
+                                                  "join that stream to the timed stream (an event) before run() returns"))
+            if op.kind == "mpi":
+                self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region",
+                                                  "the workload drops MPI calls; the harness aligns the ranks"))
+        for b in prog.buffers.values():
+            if b.role == "carried":
+                self.unresolved.append(Unresolved(b.at, f"buffer {b.name} is read before it is written in the region "
+                                                  "(its value is carried from one iteration to the next)",
+                                                  "the workload treats it as an output and gives every call the same "
+                                                  "starting value; check that this is what one iteration means"))
+            if b.elem_type == "unknown" or b.elem_type not in api.ELEM_BYTES and b.role != "unused":
+                self.unresolved.append(Unresolved(b.at, f"element type of buffer {b.name} ({b.elem_type}) is not "
+                                                  "one the harness fills and compares",
+                                                  "declare it as a float, half, bf16 or integer pointer"))
+        param_names = {p["name"] for p in prog.params}
+        for b in prog.buffers.values():
+            if b.role == "unused":
+                continue
+            deps = set(_names_in(b.size))
+            if evaluate_size_possible(deps, self.vars, param_names, prog.ranks) is False:
+                self.unresolved.append(Unresolved(b.at, f"the size of buffer {b.name} ({b.size}) is known only at "
+                                                  "run time", "give it a size the program computes from constants"))
+
+
+def evaluate_size_possible(deps, vars_, params, ranks) -> bool:
+    rank_vars = {ranks.get("rank"), ranks.get("nranks")}
+    for d in deps:
+        if d in params or d in rank_vars or d in vars_ and vars_[d].init is not None:
+            continue
+        if d not in vars_:
+            continue      # a type name (sizeof(float)) or a file-scope constant
+        return False
+    return True
+
+
+def _names_in(expr_text: str) -> list[str]:
+    src = parse_text(f"void f(){{ (void)({expr_text}); }}")
+    return [src.text(i) for i in identifiers(src.tree.root_node) if src.text(i) not in ("f",)]
+
+
+def _inside(node, outer) -> bool:
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
+
+
+def _kernel_access(src: SourceFile, fn) -> list[str]:
+    """Per parameter of a kernel: "r" (read), "w" (written), "rw", or "" for non-pointers. A const pointer
+    is read; a pointer is written when an assignment's left side indexes or dereferences it, and read when
+    it appears anywhere else (or passed on to another function: both, to be safe)."""
+    decl = fn.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    params = decl.child_by_field_name("parameters").named_children if decl is not None else []
+    body = fn.child_by_field_name("body")
+    out = []
+    for p in params:
+        if p.type != "parameter_declaration":
+            out.append("")
+            continue
+        d = p.child_by_field_name("declarator")
+        name = declarator_name(d, src) if d is not None else None
+        is_ptr = d is not None and (d.type == "pointer_declarator" or d.type == "array_declarator")
+        const = any(c.type == "type_qualifier" and src.text(c) == "const" for c in p.children)
+        if not is_ptr or name is None:
+            out.append("")
+            continue
+        if const:
+            out.append("r")
+            continue
+        reads = writes = False
+        for n in identifiers(body):
+            if src.text(n) != name:
+                continue
+            lhs = _assignment_target(n)
+            if lhs == "=":
+                writes = True
+            elif lhs == "op=":
+                writes = reads = True
+            elif n.parent.type == "argument_list":
+                writes = reads = True
+            else:
+                reads = True
+        out.append(("r" if reads else "") + ("w" if writes else ""))
+    return out
+
+
+def _assignment_target(ident) -> str | None:
+    """Whether an identifier is the base of an assignment's left side (`p[i] = ...`, `*p = ...`)."""
+    n = ident
+    while n.parent is not None and n.parent.type in ("subscript_expression", "pointer_expression",
+                                                      "parenthesized_expression", "field_expression",
+                                                      "subscript_argument_list") and n.parent.child_by_field_name("indices") != n:
+        if n.parent.type == "subscript_expression" and n.parent.child_by_field_name("argument") != n:
+            return None
+        n = n.parent
+    p = n.parent
+    if p is not None and p.type == "assignment_expression" and p.child_by_field_name("left") == n and n is not ident:
+        op = p.child_by_field_name("operator")
+        return "=" if op is not None and op.type == "=" else "op="
+    if p is not None and p.type == "update_expression" and n is not ident:
+        return "op="
+    return None
+
+
+def path_label(path: str) -> str:
+    return Path(path).name

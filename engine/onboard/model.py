@@ -1,0 +1,83 @@
+"""The program model the analysis builds: operations in program order, buffers, communicators, the
+repeated region, size parameters, and what could not be resolved. `init` scaffolds from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Var:
+    """A local variable of main() (or a file-scope constant)."""
+    name: str
+    type: str                 # the declared type, qualifiers dropped (`size_t`, `float*`, `std::vector<size_t>`)
+    base_type: str            # without pointer stars (`float`)
+    pointer: bool
+    array: str | None         # the array declarator's size text, for `T name[N]`
+    init: object | None       # the initializer node (expression, argument_list, initializer_list) or None
+    decl: object              # the declaration node
+    line: int
+    top_level: bool           # a direct statement of main's body
+    ctor_args: str | None = None   # `T name(args)` (parsed as a function declarator): the args text
+    pos: int = 0                   # byte offset of the declarator (program order)
+
+
+@dataclass
+class Op:
+    id: str
+    kind: str                 # kernel | collective | p2p | group | memcpy | memset | event | sync | mpi | ...
+    name: str
+    at: str
+    node: object              # the call node
+    stmt: object              # the statement of main's body (top level) that holds it
+    in_region: bool = False
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass
+class Buffer:
+    name: str
+    at: str
+    alloc: str
+    elem_type: str
+    size: str                 # bytes expression
+    count: str | None         # elements expression, where the bytes are `count * sizeof(T)`
+    role: str = "unused"      # input | output | intermediate | carried | unused
+    writers: list[str] = field(default_factory=list)
+    readers: list[str] = field(default_factory=list)
+    alloc_stmt: object = None
+
+
+@dataclass
+class Unresolved:
+    at: str
+    what: str
+    hint: str
+
+    def as_json(self) -> dict:
+        return {"at": self.at, "what": self.what, "hint": self.hint}
+
+
+@dataclass
+class Program:
+    files: list[str]
+    sources: list            # SourceFile objects (main's first)
+    main_src: object
+    main: object             # the function_definition node of main()
+    vars: dict[str, Var]
+    ops: list[Op]
+    buffers: dict[str, Buffer]
+    communicators: list[dict]
+    ranks: dict
+    region: dict | None
+    region_node: object | None
+    params: list[dict]
+    check_macros: list[str]
+    kernels: dict[str, object]            # kernel name -> (SourceFile, function_definition)
+    kernel_access: dict[str, list[str]]   # kernel name -> per parameter: "r" | "w" | "rw" | ""
+    timed_stream: str | None
+    unresolved: list[Unresolved] = field(default_factory=list)
+    opportunities: list[dict] = field(default_factory=list)
+    dataflow: list[dict] = field(default_factory=list)

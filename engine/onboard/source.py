@@ -1,0 +1,129 @@
+"""The parser front end: tree-sitter with the CUDA grammar (tree-sitter-cuda), and small helpers over its
+syntax tree. Nothing here looks at source text with regular expressions; structure comes from the tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+from remote.errors import InputError
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    try:
+        import tree_sitter_cuda
+        from tree_sitter import Language, Parser
+    except ImportError as exc:   # the dependency is pinned in pyproject.toml
+        raise InputError("cuco", "tree-sitter", f"the CUDA parser is not installed ({exc}); "
+                         "pip install -e . installs tree-sitter and tree-sitter-cuda") from None
+    return Parser(Language(tree_sitter_cuda.language()))
+
+
+@dataclass
+class SourceFile:
+    path: str          # as the user named it (reports print it)
+    data: bytes
+    tree: object
+
+    def text(self, node) -> str:
+        return self.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+    def at(self, node) -> str:
+        return f"{self.path}:{node.start_point[0] + 1}"
+
+    def line(self, node) -> int:
+        return node.start_point[0] + 1
+
+
+def parse_file(path: str | Path) -> SourceFile:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(str(path), "FILE", "no such file; name a .cu or .cpp source of your program")
+    data = p.read_bytes()
+    tree = _parser().parse(data)
+    src = SourceFile(str(path), data, tree)
+    bad = first_error(tree.root_node)
+    if bad is not None:
+        line = data.decode("utf-8", "replace").splitlines()[bad.start_point[0]].strip()
+        snippet = (f"missing {bad.type!r} in " if bad.is_missing else "") + repr(line[:70])
+        raise InputError(src.at(bad), "syntax",
+                         f"the parser cannot read this: {snippet}; fix the syntax (or expand the macro that "
+                         "hides it) and run the command again")
+    return src
+
+
+def parse_text(text: str, path: str = "<text>") -> SourceFile:
+    data = text.encode()
+    return SourceFile(path, data, _parser().parse(data))
+
+
+def first_error(node):
+    if not node.has_error:
+        return None
+    if node.type == "ERROR" or node.is_missing:
+        return node
+    for child in node.children:
+        found = first_error(child)
+        if found is not None:
+            return found
+    return node
+
+
+def walk(node) -> Iterator:
+    """Every node below `node` (inclusive), in source order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def identifiers(node) -> Iterator:
+    for n in walk(node):
+        if n.type == "identifier":
+            yield n
+
+
+def call_name(call, src: SourceFile) -> str | None:
+    fn = call.child_by_field_name("function")
+    if fn is None:
+        return None
+    if fn.type in ("identifier", "field_identifier"):
+        return src.text(fn)
+    if fn.type == "qualified_identifier":
+        return src.text(fn).split("::")[-1]
+    if fn.type == "template_function":
+        return src.text(fn.child_by_field_name("name"))
+    return None
+
+
+def call_args(call) -> list:
+    args = call.child_by_field_name("arguments")
+    if args is None:
+        return []
+    return [c for c in args.named_children if c.type != "comment"]
+
+
+def kernel_config(call):
+    for c in call.children:
+        if c.type == "kernel_call_syntax":
+            return c
+    return None
+
+
+def declarator_name(decl, src: SourceFile) -> str | None:
+    """The declared name under a declarator (init, pointer, array, reference, function declarators)."""
+    n = decl
+    while n is not None and n.type not in ("identifier", "field_identifier"):
+        if n.type in ("init_declarator", "pointer_declarator", "array_declarator", "reference_declarator",
+                      "function_declarator", "parenthesized_declarator"):
+            nxt = n.child_by_field_name("declarator")
+            if nxt is None:
+                nxt = next((c for c in n.named_children if c.type in ("identifier", "pointer_declarator")), None)
+            n = nxt
+        else:
+            return None
+    return src.text(n) if n is not None else None

@@ -1,0 +1,92 @@
+"""`cuco analyze` on the four test programs (MPI + allreduce, launcher + ring, all-to-all dispatch/combine,
+standalone gemm + all-gather): the JSON matches the hand-reviewed golden files, and bad input exits 2
+with file:line and what to do."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuco_tui.cli import main
+
+PROGRAMS = Path(__file__).parent / "programs"
+BAD = Path(__file__).parent / "bad"
+NAMES = ["mpi_allreduce", "env_ring", "moe_alltoall", "gemm_allgather"]
+
+
+def _analyze(capsys, *args) -> tuple[int, str, str]:
+    rc = main(["analyze", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_analysis_matches_golden(name, capsys, monkeypatch):
+    monkeypatch.chdir(PROGRAMS)
+    rc, out, err = _analyze(capsys, f"{name}.cu", "--json")
+    assert rc == 0, err
+    got = json.loads(out)
+    want = json.loads((PROGRAMS / f"{name}.json").read_text())
+    assert got == want
+
+
+def test_mpi_allreduce_facts(capsys, monkeypatch):
+    """The facts a user reads first, spelled out (the golden file holds them all)."""
+    monkeypatch.chdir(PROGRAMS)
+    rc, out, _ = _analyze(capsys, "mpi_allreduce.cu", "--json")
+    d = json.loads(out)
+    assert d["communicators"][0]["id_exchange"] == "mpi_bcast"
+    assert d["ranks"]["source"] == "mpi"
+    assert d["region"]["timed"] and d["region"]["at"] == "mpi_allreduce.cu:60"
+    roles = {b["name"]: b["role"] for b in d["buffers"]}
+    assert roles == {"x": "input", "y": "intermediate", "out": "output"}
+    chain = d["opportunities"][0]
+    assert (chain["producer"], chain["collective"], chain["consumer"]) == \
+        ("scale_kernel", "ncclAllReduce", "residual_kernel")
+    assert chain["bytes_value"] == (1 << 22) * 4
+
+
+def test_launcher_ring_and_alltoall_facts(capsys, monkeypatch):
+    monkeypatch.chdir(PROGRAMS)
+    _, out, _ = _analyze(capsys, "env_ring.cu", "--json")
+    ring = json.loads(out)
+    assert ring["ranks"]["source"] == "environment"
+    assert ring["communicators"][0]["id_exchange"] == "file"
+    calls = [c for c in ring["nccl_calls"] if c["name"] in ("ncclSend", "ncclRecv")]
+    assert all(c["group"] for c in calls) and {c["peer"] for c in calls} == {"peer_next", "peer_prev"}
+    _, out, _ = _analyze(capsys, "moe_alltoall.cu", "--json")
+    moe = json.loads(out)
+    assert [o["collective"] for o in moe["opportunities"]] == ["group(ncclRecv+ncclSend)"] * 2
+    assert moe["opportunities"][0]["producer"] == "pack_kernel"
+    assert moe["opportunities"][0]["consumer"] == "expert_kernel"
+    counts = {c["count"] for c in moe["nccl_calls"] if c["name"] == "ncclSend"}
+    assert counts == {"send_counts[p]", "recv_counts[p]"}      # uneven, per peer
+
+
+def test_terminal_tree(capsys, monkeypatch):
+    monkeypatch.chdir(PROGRAMS)
+    rc, out, _ = _analyze(capsys, "moe_alltoall.cu")
+    assert rc == 0
+    assert "overlap opportunities" in out and "send + send_offsets[p]" in out
+    assert "pack_kernel -> group(ncclRecv+ncclSend) -> expert_kernel" in out
+
+
+@pytest.mark.parametrize("file, where, words", [
+    ("syntax_error.cu", "syntax_error.cu:7", "cannot read"),
+    ("no_nccl.cu", "no_nccl.cu", "no NCCL communication call"),
+    ("dynamic_dispatch.cu", "dynamic_dispatch.cu:13", "dynamic dispatch"),
+    ("macro_collective.cu", "macro_collective.cu:4", "hides ncclAllReduce"),
+])
+def test_bad_input_exits_2_naming_the_place(file, where, words, capsys, monkeypatch):
+    monkeypatch.chdir(BAD)
+    rc, out, err = _analyze(capsys, file)
+    assert rc == 2
+    assert err.startswith(f"cuco: {where}: ") and words in err
+    assert "Traceback" not in err and out == ""
+
+
+def test_missing_file_exits_2(capsys, tmp_path):
+    rc, _, err = _analyze(capsys, str(tmp_path / "nope.cu"))
+    assert rc == 2 and "no such file" in err
