@@ -169,6 +169,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.timeline:
+        from .cli_timeline import report_timeline
+        return report_timeline(args)
     from engine.report import build_report
     from engine.store import ReadStore
     home = home_from(args)
@@ -187,6 +190,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.trace is not None:
+        from .cli_timeline import export_trace
+        return export_trace(args)
     from engine.report import build_report
     from engine.store import ReadStore
     home = home_from(args)
@@ -266,11 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("report", cmd_report, "a run's summary")
     p.add_argument("run", nargs="?", metavar="RUN")
     p.add_argument("--json", action="store_true", help="one JSON object (the contract in DESIGN.md)")
+    p.add_argument("--timeline", action="store_true",
+                   help="RUN is a CANDIDATE id: where its time goes, per config and rank (docs/timeline.md)")
 
     p = add("export", cmd_export, "write accepted (or the best, or one) candidate's source")
     p.add_argument("run", nargs="?", metavar="RUN")
     p.add_argument("--candidate", type=int)
     p.add_argument("-o", "--output", help="a file (one candidate), a folder, or - for stdout")
+    p.add_argument("--trace", metavar="CANDIDATE",
+                   help="write that candidate's timeline as Chrome trace-event JSON to -o FILE.json")
 
     p = add("validate", cmd_validate, "check a workload and compile it where the toolchain is present")
     p.add_argument("workload", metavar="WORKLOAD")

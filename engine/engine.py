@@ -20,7 +20,7 @@ from typing import Any
 from remote.errors import InputError
 from remote.jobs import Executor
 
-from . import blocks, control
+from . import blocks, control, timeline
 from .archive import Archive
 from .config import RunConfig
 from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, trim
@@ -463,7 +463,7 @@ class Engine:
             island=c.island, generation=c.generation, operator=c.operator, speedup=c.speedup, time_ms=c.time_ms,
             public_metrics={x["name"]: {k: x.get(k) for k in ("baseline_ms", "candidate_ms", "speedup")}
                             for x in bench if x.get("name") in public},
-            feedback=c.reason if c.status != DONE else "")
+            feedback=c.reason if c.status != DONE else "", timeline=c.metrics.get("timeline") or {})
 
     def _phase(self) -> str:
         if self.config.max_evals:
@@ -696,6 +696,8 @@ class Engine:
              reason, json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}), now, c.id))
         tx.event(self.run_id, "result", id=c.id, status=outcome.status, correct=outcome.correct,
                  speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness)
+        for sql, params in timeline.store_rows(c.id, outcome.timelines, (outcome.metrics or {}).get("timeline") or {}):
+            tx.execute(sql, params)   # with the result, in the same transaction
         if is_seed and outcome.baseline_ms is not None:
             self.baseline_ms = outcome.baseline_ms
             tx.execute("UPDATE runs SET baseline_time_ms=? WHERE id=?", (outcome.baseline_ms, self.run_id))

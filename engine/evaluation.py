@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus
 
 from . import symbol_policy
+from . import timeline
 from .harness_result import HarnessResult, ResultError, parse_result
 from .workload import Workload
 
@@ -57,6 +58,7 @@ class EvalOutcome:
     baseline_ms: float | None = None
     metrics: dict[str, Any] | None = None
     stages: list[StageRecord] = field(default_factory=list)
+    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)   # raw records per config (timeline.py)
 
     @property
     def correct(self) -> bool | None:
@@ -290,5 +292,7 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
     flags = best.beyond_bound()
     if flags:
         metrics["flags"] = flags
+    if best.timelines:
+        metrics["timeline"] = timeline.summarize(best.timelines)
     return EvalOutcome("done", speedup=best.speedup, time_ms=best.time_ms, baseline_ms=best.baseline_ms,
-                       metrics=metrics, stages=stages)
+                       metrics=metrics, stages=stages, timelines=best.timelines)

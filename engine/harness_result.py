@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .timeline import take_from_result
+
 
 class ResultError(ValueError):
     pass
@@ -56,6 +58,7 @@ class HarnessResult:
     configs: list[dict[str, Any]]
     env: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)   # the profiled call's, per config
 
     @property
     def speedup(self) -> float | None:
@@ -132,7 +135,8 @@ def parse_result(data: bytes | None, mode: str, expected_configs: list[str],
         raise ResultError("result.json does not carry this job's nonce: it was not written by the harness "
                           "(or the harness did not finish)")
     error = raw.get("error")
-    result = HarnessResult(mode, correct, str(error) if error else None, configs, raw.get("env") or {}, raw)
+    result = HarnessResult(mode, correct, str(error) if error else None, configs, raw.get("env") or {}, raw,
+                           take_from_result(raw))   # out of raw: the stored result stays small
     if not correct:
         return result
     names = [c.get("name") for c in configs]

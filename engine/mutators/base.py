@@ -31,6 +31,7 @@ class CandidateView:
     public_metrics: dict[str, Any] = field(default_factory=dict)   # per public config
     feedback: str = ""            # trimmed compile error / mismatch summary / timeout reason
     reject_reason: str = ""       # the operator's reason, for rejected candidates
+    timeline: dict[str, Any] = field(default_factory=dict)   # per config: engine/timeline.py's figures
 
 
 @dataclass

@@ -159,6 +159,11 @@ class Link {
       cv_.wait_until(lk, next);   // a landing is due then, or a new put arrives
     }
   }
+  // When this rank's link is done with everything queued so far (what a new put waits behind).
+  Clock::time_point busy_until(int rank) {
+    std::lock_guard<std::mutex> g(mu_);
+    return rank >= 0 && rank < ranks_ ? free_at_[rank] : Clock::time_point();
+  }
   int peek(int rank, int flag) {
     deliver_due();
     return flag >= 0 && flag < CUCO_FLAGS ? counters_[rank][flag].load() : -1;
@@ -240,6 +245,104 @@ int link_wait(void* l, int rank, int flag, int count, int timeout_ms) {
 }
 int link_peek(void* l, int rank, int flag) { return static_cast<Link*>(l)->peek(rank, flag); }
 void link_quiet(void* l, int rank) { static_cast<Link*>(l)->quiet(rank); }
+
+// Where the time goes: ONE untimed call per config, after the timed loop, is recorded (never a timed one).
+// The candidate's view of that call holds recording trampolines in place of the link's and the barrier's:
+// each put (queued, carried from, landed), each wait and quiet (entered, satisfied) and each barrier
+// (entered, left), per rank, on one clock. Compute is the rank's time outside them (engine/timeline.py).
+// A rank's helper threads are marked: their waits do not stop the rank's own thread from computing.
+thread_local int t_rank = -1;   // the rank whose pool thread this is (-1: a thread the candidate started)
+constexpr size_t kTimelineEvents = 20000;   // a candidate that puts a million times gets a cut timeline
+class TimelineRecorder {
+ public:
+  TimelineRecorder(int ranks, Link* link, SpinBarrier* barrier)
+      : link_(link), barrier_(barrier), views_(ranks), start_(ranks), ret_(ranks) {
+    for (int r = 0; r < ranks; ++r) views_[r] = View{this, r};
+  }
+  // A rank's problem with the recording trampolines (its link and barrier context point at this).
+  cuco_problem recording(const cuco_problem& q) {
+    cuco_problem v = q;
+    v.link = &views_[q.rank]; v.put = put; v.wait = wait; v.quiet = quiet; v.peek = peek;
+    v.barrier = barrier; v.barrier_ctx = &views_[q.rank];
+    return v;
+  }
+  void begin() { t0_ = Clock::now(); }
+  void rank_started(int r) { t_rank = r; start_[r] = Clock::now(); }
+  void rank_returned(int r) { ret_[r] = Clock::now(); t_rank = -1; }
+  std::string json(Clock::time_point end) const {
+    std::string o = "{\"source\": \"cpu-link\", \"unit\": \"us\", \"end\": " + num(us(end)) + ", \"dropped\": " +
+                    std::to_string(dropped_) + ", \"ranks\": [";
+    for (size_t r = 0; r < start_.size(); ++r)
+      o += std::string(r ? ", " : "") + "{\"rank\": " + std::to_string(r) + ", \"start\": " + num(us(start_[r])) +
+           ", \"return\": " + num(us(ret_[r])) + "}";
+    o += "], \"events\": [";
+    for (size_t i = 0; i < events_.size(); ++i) {
+      const Event& e = events_[i];
+      o += std::string(i ? ", " : "") + "{\"k\": \"" + e.kind + "\", \"rank\": " + std::to_string(e.rank) +
+           ", \"t0\": " + num(us(e.t0)) + ", \"t1\": " + num(us(e.t1)) + ", \"helper\": " + (e.helper ? "true" : "false");
+      if (!strcmp(e.kind, "put"))
+        o += ", \"dst\": " + std::to_string(e.peer) + ", \"carried\": " + num(us(e.t2)) + ", \"bytes\": " +
+             std::to_string(e.bytes);
+      o += "}";
+    }
+    return o + "]}";
+  }
+
+ private:
+  struct View { TimelineRecorder* rec; int rank; };
+  struct Event {
+    const char* kind;   // put | wait | quiet | barrier
+    int rank, peer;
+    Clock::time_point t0, t1, t2;   // put: queued, landed, carried from; others: entered, left
+    long bytes;
+    bool helper;
+  };
+  double us(Clock::time_point t) const { return std::chrono::duration<double, std::micro>(t - t0_).count(); }
+  void add(Event e) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (events_.size() < kTimelineEvents) events_.push_back(e); else ++dropped_;
+  }
+  static View* view(void* v) { return static_cast<View*>(v); }
+  static int put(void* v, int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld,
+                 int flag) {
+    TimelineRecorder* rec = view(v)->rec;
+    auto queued = Clock::now();
+    auto free_before = rec->link_->busy_until(rank);
+    int rc = rec->link_->put(rank, dst, row, col, rows, cols, src, src_ld, flag);
+    if (rc == 0)
+      rec->add({"put", rank, dst, queued, rec->link_->busy_until(rank), std::max(queued, free_before),
+                (long)rows * cols * (long)sizeof(float), t_rank != rank});
+    return rc;
+  }
+  static int wait(void* v, int rank, int flag, int count, int timeout_ms) {
+    TimelineRecorder* rec = view(v)->rec;
+    auto t0 = Clock::now();
+    int rc = rec->link_->wait(rank, flag, count, timeout_ms);
+    rec->add({"wait", rank, -1, t0, Clock::now(), t0, 0, t_rank != rank});
+    return rc;
+  }
+  static int peek(void* v, int rank, int flag) { return view(v)->rec->link_->peek(rank, flag); }
+  static void quiet(void* v, int rank) {
+    TimelineRecorder* rec = view(v)->rec;
+    auto t0 = Clock::now();
+    rec->link_->quiet(rank);
+    rec->add({"quiet", rank, -1, t0, Clock::now(), t0, 0, t_rank != rank});
+  }
+  static void barrier(void* v) {
+    View* me = view(v);
+    auto t0 = Clock::now();
+    me->rec->barrier_->wait();
+    me->rec->add({"barrier", me->rank, -1, t0, Clock::now(), t0, 0, t_rank != me->rank});
+  }
+  Link* link_;
+  SpinBarrier* barrier_;
+  std::vector<View> views_;
+  std::vector<Clock::time_point> start_, ret_;
+  Clock::time_point t0_;
+  std::vector<Event> events_;
+  long dropped_ = 0;
+  std::mutex mu_;
+};
 
 // Rank threads live for the whole process; each call is dispatched to all of them at once and
 // started together after an alignment barrier.
@@ -460,6 +563,7 @@ struct ConfigResult {
   bool timed = false;
   double base_ms = 0, cand_ms = 0, base_spread = 0, cand_spread = 0, comp_ms = 0, comm_ms = 0;
   double speedup = 0;  // the median of per-pair ratios (A B taken back to back): robust to load drift
+  std::string timeline;   // the profiled call's records (JSON), or empty
 };
 
 struct Runner {
@@ -480,6 +584,32 @@ struct Runner {
       return false;
     }
     if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
+    return true;
+  }
+  // The profiled call: untimed, after the timed loop, checked like every other; its records go to
+  // res->timeline. Every rank sees the recording trampolines (a problem of its own, built here).
+  bool profiled_call(Buffers& b, ConfigResult* res) {
+    b.poison();
+    TimelineRecorder rec(b.R, b.link.get(), &b.barrier);
+    std::vector<cuco_problem> views;
+    for (const auto& q : b.p) views.push_back(rec.recording(q));
+    int rc = 0;
+    bool leaked = false;
+    rec.begin();
+    pool.run([&](int r) {
+      rec.rank_started(r);
+      int rc_r = cuco_run(&views[r]);
+      rec.rank_returned(r);
+      return rc_r;
+    }, &rc, base_threads, &leaked, b.link.get());
+    auto end = Clock::now();
+    if (rc != 0 || leaked || !b.inputs_unchanged()) {
+      res->error = "the profiled call after the timed loop failed (" +
+                   std::string(rc ? "cuco_run returned " + std::to_string(rc) : leaked ? "a thread outlived it" :
+                               "it modified its inputs") + ")";
+      return false;
+    }
+    res->timeline = rec.json(end);
     return true;
   }
   double baseline_call(Buffers& b, int (*fn)(const cuco_problem*)) {
@@ -534,6 +664,7 @@ int main(int argc, char** argv) {
   const int R = (int)spec.number("ranks", 2);
   const int warmup = (int)spec.number("warmup", 2);
   const int iters = std::max(1, (int)spec.number("iters", 9));
+  const bool timeline = !spec.has("timeline") || spec.at("timeline").b;   // the profiled call (default on)
   double tol = 1e-4;
   if (spec.has("tolerances")) tol = spec.at("tolerances").number("fp32", tol);
 
@@ -604,6 +735,7 @@ int main(int argc, char** argv) {
       // After the timed loop: new inputs again, one more candidate call, every rank verified.
       if (ok) b.fill(base_seed + 999999);
       ok = ok && run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
+      if (ok && timeline) ok = run.profiled_call(b, &res) && b.verify(tol, &res.mismatch);
       res.correct = ok;
       if (ok) {
         res.timed = true;
@@ -638,6 +770,7 @@ int main(int argc, char** argv) {
            num(r.base_spread) + ", \"candidate_spread\": " + num(r.cand_spread) + ", \"comp_ms\": " +
            num(r.comp_ms) + ", \"comm_ms\": " + num(r.comm_ms) + ", \"bound\": " + num(bound);
     }
+    if (!r.timeline.empty()) o += ", \"timeline\": " + r.timeline;
     o += "}";
   }
   char host[256] = "";
