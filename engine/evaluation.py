@@ -197,9 +197,12 @@ def _first_error(log: str) -> str:
     return ""
 
 
-def _policy_refusal(workload: Workload, obj: bytes | None) -> str | None:
-    """The symbol policy's reason for refusing the candidate's object, or None. Checked between build and
-    verify: nothing the candidate wrote has run yet."""
+def _policy_refusal(workload: Workload, source: str, obj: bytes | None) -> str | None:
+    """The symbol policy's reason for refusing the candidate (its blocks' inline assembly, its object), or
+    None. Checked between build and verify: nothing the candidate wrote has run yet."""
+    asm = symbol_policy.check_source(source, workload.language)
+    if asm:
+        return "refused by the block rules: " + "; ".join(asm)
     if obj is None:
         return "refused by the symbol policy: the build returned no candidate object to inspect"
     verdict = symbol_policy.check(obj, workload)
@@ -242,7 +245,7 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
         out.stages = stages
         return out
     binary = job.outputs[BINARY]
-    refusal = _policy_refusal(workload, job.outputs.get(CANDIDATE_OBJECT))
+    refusal = _policy_refusal(workload, source, job.outputs.get(CANDIDATE_OBJECT))
     if refusal is not None:
         rec.status = "refused"
         await hook("build", rec)

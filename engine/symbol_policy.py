@@ -270,3 +270,46 @@ def _kernel_stubs(obj: _Object) -> set[str]:
 
 def check(data: bytes, workload: Any) -> Verdict:
     return check_object(data, policy_for(workload))
+
+
+# ----- the block rule for inline assembly ----------------------------------------------------------
+
+_ASM_RE = re.compile(r"\b(asm|__asm__|__asm)\b")
+_DEVICE_RE = re.compile(r"\b(__device__|__global__)\b")
+
+
+def _enclosing_headers(code: str, pos: int) -> list[str]:
+    """The text before each `{` still open at `pos` (a function's or a type's head), outermost first."""
+    stack: list[str] = []
+    start = 0
+    for i, ch in enumerate(code[:pos]):
+        if ch == "{":
+            stack.append(code[start:i])
+            start = i + 1
+        elif ch == "}":
+            if stack:
+                stack.pop()
+            start = i + 1
+        elif ch == ";":
+            start = i + 1
+    return stack
+
+
+def check_source(source: str, language: str) -> list[str]:
+    """Inline assembly in an EVOLVE-BLOCK is refused unless it is device PTX (inside a __device__ or
+    __global__ function of a CUDA candidate): host assembly could make system calls the object's symbol
+    table never shows."""
+    from .blocks import parse_blocks, strip_comments
+
+    reasons = []
+    for block in parse_blocks(source):
+        code, _ = strip_comments(block.body)
+        code = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', code)   # asm inside a string is no asm
+        for m in _ASM_RE.finditer(code):
+            line = block.start + 2 + code.count("\n", 0, m.start())
+            if language == "cuda" and any(_DEVICE_RE.search(h) for h in _enclosing_headers(code, m.start())):
+                continue
+            where = "host code" if language == "cuda" else "a C++ candidate"
+            reasons.append(f"line {line}: inline assembly (`{m.group(1)}`) in {where} is not allowed "
+                           f"(EVOLVE-BLOCK '{block.name}'): only device PTX may use asm")
+    return reasons
