@@ -9,6 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .clients import ChatRequest
+from ..timeline import prompt_summary
 from .prompts import scrub, trim
 
 if TYPE_CHECKING:
@@ -98,9 +99,26 @@ async def summary_prompt(store: "Store", run_id: str, workload: "Workload", prev
         parts.append("Latest evaluations:\n" + "\n".join(
             f"- #{r['id']} {r['operator']} [{point(r)}] {r['status']}"
             + (f" {r['speedup']:.3f}x" if r["speedup"] is not None else "") for r in recent))
+    if best:
+        timeline = await best_timeline(store, best[0]["id"], workload)
+        if timeline:
+            parts.append(f"Where the best program's time goes (#{best[0]['id']}, per problem size and rank):\n"
+                         + timeline)
     if previous:
         parts.append("Your previous recommendations:\n" + "\n".join(f"- {p}" for p in previous))
     return scrub("\n\n".join(parts), workload)
+
+
+async def best_timeline(store: "Store", candidate_id: int, workload: "Workload") -> str:
+    """The timeline figures of one candidate, public sizes only (hidden ones are not even named)."""
+    rows = await store.fetchall("SELECT config, figures_json FROM timelines WHERE candidate_id=?", (candidate_id,))
+    figs = {}
+    for r in rows:
+        try:
+            figs[r["config"]] = json.loads(r["figures_json"])
+        except ValueError:
+            continue
+    return trim(prompt_summary(figs, public={c.name for c in workload.public_configs}), 1500)
 
 
 class MetaSummarizer:

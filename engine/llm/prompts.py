@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .. import blocks
+from ..timeline import prompt_summary
 
 if TYPE_CHECKING:
     from ..mutators.base import CandidateView
@@ -22,6 +23,8 @@ FEEDBACK_CHARS = 1500
 INSPIRATION_CHARS = 6000
 REJECTED_CHARS = 1500
 HIDDEN = "<hidden config>"
+TIMELINE_HEAD = ("where its time went (one profiled call per size after the timed loop; per rank: communication not "
+                 "hidden behind compute, idle gaps, the dominant kernel or transfer):\n")
 
 DIFF_FORMAT = """Answer with one or more SEARCH/REPLACE edits, each exactly in this form:
 
@@ -135,6 +138,10 @@ def describe(c: "CandidateView", workload: "Workload", *, feedback: bool = True)
         lines.append("per-size results: " + scrub(json.dumps(metrics, sort_keys=True, default=str), workload))
     if feedback and c.feedback:
         lines.append("evaluation feedback:\n" + scrub(trim(c.feedback, FEEDBACK_CHARS), workload))
+    if feedback and c.timeline:
+        summary = prompt_summary(c.timeline, public={x.name for x in workload.public_configs})
+        if summary:
+            lines.append(TIMELINE_HEAD + scrub(trim(summary, FEEDBACK_CHARS), workload))
     return "\n".join(lines)
 
 
