@@ -23,6 +23,7 @@ from remote.jobs import Executor
 from . import blocks, control, timeline
 from .archive import Archive
 from .config import RunConfig
+from . import fault_policy
 from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, trim
 from .islands import IslandModel
 from .mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
@@ -123,6 +124,9 @@ class Engine:
         self._eligible: dict[int, Cand] = {}
         self._rejected: dict[int, Cand] = {}   # kept up to date, so a proposal never scans every candidate
         self._next_number = 0
+        self.faults = fault_policy.FaultPolicy()
+        self.exit_when_paused = False       # headless: a run that pauses itself ends, paused (`cuco resume`)
+        self._paused_itself = False
 
     # ----- construction -------------------------------------------------------------------------
 
@@ -429,21 +433,39 @@ class Engine:
                 if self._write_error is not None:
                     raise self._write_error
                 await self._maybe_migrate()
-            final = "stopped" if self._stop else "finished"
+            final = ("paused" if self._paused_itself else "stopped") if self._stop else "finished"
             statuses = {c.status for c in self.cands.values()}
             if not self._stop and statuses & set(FINAL_STATUSES) and DONE not in statuses:
                 final = "failed"   # evaluated, and not one correct candidate (the seed's included): nothing to search
-        except Exception as exc:   # the run fails; the store keeps everything it had
-            final, self.stop_reason = "failed", f"engine error: {type(exc).__name__}: {exc}"
-            await self._log("error", self.stop_reason)
+        except Exception as exc:   # the run fails (or pauses itself: a full disk); the store keeps what it had
+            final, self.stop_reason = fault_policy.end_state(exc)
+            await fault_policy.quietly(self._log("error", self.stop_reason))
         await self._cancel_inflight()
-        await self._persist_elapsed()   # also sends every write still queued
-        if self._write_error is not None and final != "failed":
-            final, self.stop_reason = "failed", f"engine error: a write failed: {self._write_error}"
-            await self._log("error", self.stop_reason)
+        try:
+            await self._persist_elapsed()   # also sends every write still queued
+        except Exception as exc:
+            final, self.stop_reason = fault_policy.end_state(exc)
+            if final == "failed":
+                raise
+        if self._write_error is not None and final not in ("failed", "paused"):
+            final, self.stop_reason = fault_policy.end_state(self._write_error)
+            await fault_policy.quietly(self._log("error", self.stop_reason))
         self.state = final
-        await control.set_state(self.store, self.run_id, final, self.stop_reason)
+        # a store that cannot take even this keeps the run 'running': `cuco resume` restarts it all the same
+        await fault_policy.quietly(control.set_state(self.store, self.run_id, final, self.stop_reason))
         return final
+
+    async def _pause_itself(self, reason: str) -> None:
+        """An environment fault persists: the run pauses (a headless one ends, paused) with the reason."""
+        if self._stop or self.state == "paused":
+            return
+        if self.exit_when_paused:
+            self._paused_itself, self._stop, self.stop_reason = True, True, reason
+        else:
+            self._resume.clear()
+            self.state = "paused"
+            await fault_policy.quietly(control.set_state(self.store, self.run_id, "paused", reason))
+        self._wake.set()
 
     async def _persist_elapsed(self) -> None:
         async with self.store.transaction() as tx:
@@ -636,17 +658,35 @@ class Engine:
                 self._write_behind(batch, lazy=True)
 
         seed_base = random.Random(f"{self.config.seed}:{self.run_id}:eval:{c.number}").randrange(1, 2**31)
+        def attempt(n: int):   # a retry after an environment fault gets fresh job ids
+            return evaluate_source(self.workload, source, self.executor, job_prefix=job_prefix + (f"-r{n}" if n else ""),
+                                   seed=seed_base, on_stage=on_stage, confirm_if=self._would_be_best,
+                                   frozen=self._frozen)
         try:
-            outcome = await evaluate_source(self.workload, source, self.executor, job_prefix=job_prefix,
-                                            seed=seed_base, on_stage=on_stage, confirm_if=self._would_be_best,
-                                            frozen=self._frozen)
+            outcome = await fault_policy.evaluate_with_retries(
+                self.faults, c.id, attempt, lambda out, decision: self._environment_fault(c, out, decision))
         except asyncio.CancelledError:
             # Cancelled (pause --hard, stop): the candidate stays pending and is evaluated on resume.
             await asyncio.shield(self._back_to_pending(c))
             raise
-        except Exception as exc:   # an executor bug must not take the run down
-            outcome = EvalOutcome("failed", reason=f"evaluation error: {type(exc).__name__}: {exc}")
-        self._record(c, outcome)
+        if outcome is not None:   # None: the run paused itself on the environment; the candidate waits
+            self._record(c, outcome)
+
+    async def _environment_fault(self, c: Cand, outcome: EvalOutcome, decision: fault_policy.Decision) -> None:
+        """Not the candidate's doing: the stage is kept for the report, and the candidate waits, pending,
+        when the run pauses."""
+        batch = Batch()
+        for sql, params in fault_policy.environment_rows(self.run_id, c.id, outcome, decision, self.store.blobs):
+            batch.execute(sql, params)
+        batch.event(self.run_id, "log", level="warning",
+                    message=f"candidate {c.id}: not its fault ({decision.fault.kind}): {decision.reason}"[:500])
+        if decision.action == fault_policy.PAUSE:
+            await self._pause_itself(decision.reason)   # first: nothing restarts the candidate meanwhile
+            c.status = PENDING
+            self._waiting.add(c.id)
+            batch.execute("UPDATE candidates SET status=? WHERE id=?", (PENDING, c.id))
+            batch.event(self.run_id, "candidate_status", id=c.id, status=PENDING, stage="paused")
+        self._write_behind(batch)
 
     def _write_behind(self, batch: Batch, lazy: bool = False) -> None:
         """Submit writes nobody waits for: anything acted on later is written later (one FIFO), so a crash
@@ -694,6 +734,8 @@ class Engine:
             "reason=?, metrics_json=?, finished_at=? WHERE id=?",
             (outcome.status, outcome.correct, outcome.speedup, outcome.time_ms, outcome.baseline_ms, fitness,
              reason, json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}), now, c.id))
+        for sql, params in fault_policy.verdict_rows(c.id, outcome):
+            tx.execute(sql, params)
         tx.event(self.run_id, "result", id=c.id, status=outcome.status, correct=outcome.correct,
                  speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness)
         for sql, params in timeline.store_rows(c.id, outcome.timelines, (outcome.metrics or {}).get("timeline") or {}):

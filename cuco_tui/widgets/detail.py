@@ -1,4 +1,4 @@
-"""Detail tabs of the selected candidate: diff, source, metrics, logs, LLM, plot."""
+"""Detail tabs of the selected candidate: diff, source, metrics, logs, LLM, plot, timeline."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
 from .scoreplot import ScorePlot
+from .timeline import TimelineView
 
 TABS = (("diff", "Diff"), ("source", "Source"), ("metrics", "Metrics"), ("logs", "Logs"), ("llm", "LLM"),
-        ("plot", "Plot"))
+        ("plot", "Plot"), ("timeline", "Timeline"))
 
 
 TEXT_TABS = ("diff", "source", "metrics", "logs", "llm")
@@ -32,6 +33,8 @@ class DetailTabs(Vertical):
                 with TabPane(title, id=f"tab-{key}"):
                     if key == "plot":
                         yield ScorePlot(id="score-plot")
+                    elif key == "timeline":
+                        yield TimelineView(id="timeline-view")
                     else:
                         with VerticalScroll():
                             yield Static("(select a candidate)", id=f"detail-{key}", classes="detail-body")
@@ -46,7 +49,7 @@ class DetailTabs(Vertical):
 
     def show(self, detail: Any) -> None:
         self._detail = detail
-        self._stale = set(TEXT_TABS)
+        self._stale = set(TEXT_TABS) | {"timeline"}
         self._fill(self.active.removeprefix("tab-"))
         if detail is not None:
             self.border_title = detail.title
@@ -55,6 +58,10 @@ class DetailTabs(Vertical):
         if key not in self._stale:
             return
         self._stale.discard(key)
+        if key == "timeline":    # read from the store by the tab itself, when it is shown
+            row = getattr(self._detail, "row", None) or {}
+            self.query_one(TimelineView).show_candidate(row.get("id"), row.get("parent_id"))
+            return
         body = "(no such candidate)" if self._detail is None else getattr(self._detail, key)
         self.query_one(f"#detail-{key}", Static).update(body)
 
