@@ -77,8 +77,8 @@ def _cluster(value: str | None) -> Path | None:
     path = Path(value).expanduser()
     if not path.is_file():
         raise InputError(str(value), "--cluster", "no such file")
-    from remote.cluster import load_cluster
-    load_cluster(path)
+    from remote.registry import load_config
+    load_config(path)
     return path.resolve()
 
 

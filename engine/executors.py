@@ -27,7 +27,7 @@ async def open_executor(home: Path, cluster: str | Path | None, *, gpus_per_job:
     remote.jobs.NoUsableNode when no node can be used, or none has the `gpus_per_job` GPUs the workload's
     benchmark jobs lease (checked before anything is built: those jobs would fail one by one)."""
     if cluster:
-        from remote.cluster import executor_from_file   # asyncssh only when a cluster is asked for
+        from remote.registry import executor_from_file   # asyncssh only when a cluster is asked for
         executor = executor_from_file(Path(cluster), Path(home))
     else:
         # CUCO_PYTHON: the interpreter whose site-packages hold the NCCL wheel the builds link against.

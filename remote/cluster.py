@@ -1,6 +1,7 @@
 """`cluster.yaml`: the GPU nodes the SSH executor dispatches to (see docs/cluster.md).
 
 Loading validates every field and raises `InputError(file, field, message)` naming the first bad one.
+A file's `kind` (ssh, the default, or slurm) picks its executor: see `remote.registry`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class QuarantinePolicy:
 class ClusterConfig:
     path: Path
     nodes: tuple[NodeConfig, ...]
+    kind = "ssh"
     ssh_config: Path | None = None          # None: ~/.ssh/config when it exists
     known_hosts: Path | None = None         # None: <home>/known_hosts
     max_attempts: int = 3
@@ -96,6 +98,14 @@ class _Reader:
         if not isinstance(v, str) or not v.strip():
             raise self.fail(fld, f"must be a non-empty string (got {v!r})")
         return v.strip()
+
+    def path_(self, d: dict, key: str, fld: str, base: Path) -> Path | None:
+        """A local file path: ~ expanded, relative to the cluster file's folder."""
+        v = self.str_(d, key, fld)
+        if v is None:
+            return None
+        p = Path(v).expanduser()
+        return p if p.is_absolute() else base / p
 
     def mapping(self, v: Any, fld: str, allowed: set[str]) -> dict:
         if v is None:
@@ -155,11 +165,10 @@ def _node(r: _Reader, raw: Any, i: int, defaults: dict) -> NodeConfig:
         max_connections=r.int_(d, "max_connections", f("max_connections"), 1, 64, default=8))
 
 
-def load_cluster(path: Path) -> ClusterConfig:
-    """Read and validate a cluster file; every problem is an `InputError` naming the file and field."""
+def read_cluster_yaml(path: Path) -> tuple[_Reader, Any]:
+    """The parsed YAML of a cluster file (any kind), or an `InputError` naming the file (and line)."""
     path = Path(path)
     file = str(path)
-    r = _Reader(file)
     try:
         text = path.read_text()
     except OSError as exc:
@@ -170,6 +179,22 @@ def load_cluster(path: Path) -> ClusterConfig:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(file)"
         raise InputError(file, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    return _Reader(file), raw
+
+
+def cluster_kind(r: _Reader, raw: Any, kinds: Any) -> str:
+    """The file's `kind` (default ssh), checked against the kinds there are."""
+    kind = raw.get("kind", "ssh") if isinstance(raw, dict) else "ssh"
+    if kind not in kinds:
+        raise r.fail("kind", f"must be one of: {', '.join(sorted(kinds))} (got {kind!r})")
+    return kind
+
+
+def load_cluster(path: Path) -> ClusterConfig:
+    """Read and validate an SSH cluster file; every problem is an `InputError` naming the file and field."""
+    path = Path(path)
+    r, raw = read_cluster_yaml(path)
+    cluster_kind(r, raw, {"ssh"})
     top = r.mapping(raw, "", TOP_KEYS)
     if not top:
         raise r.fail("nodes", "is required: a list of nodes (see docs/cluster.md)")
@@ -185,17 +210,9 @@ def load_cluster(path: Path) -> ClusterConfig:
         seen[n.name] = i
     q = r.mapping(top.get("quarantine"), "quarantine", {"failures", "window_s", "duration_s"})
     ka = r.mapping(top.get("keepalive"), "keepalive", {"interval", "count_max"})
-    base = path.parent
-
-    def opt_path(key: str) -> Path | None:
-        v = r.str_(top, key, key)
-        if v is None:
-            return None
-        p = Path(v).expanduser()
-        return p if p.is_absolute() else base / p
-
     return ClusterConfig(
-        path=path, nodes=nodes, ssh_config=opt_path("ssh_config"), known_hosts=opt_path("known_hosts"),
+        path=path, nodes=nodes, ssh_config=r.path_(top, "ssh_config", "ssh_config", path.parent),
+        known_hosts=r.path_(top, "known_hosts", "known_hosts", path.parent),
         max_attempts=r.int_(top, "max_attempts", "max_attempts", 1, 100, default=3),
         quarantine=QuarantinePolicy(
             failures=r.int_(q, "failures", "quarantine.failures", 1, default=3),
@@ -206,14 +223,3 @@ def load_cluster(path: Path) -> ClusterConfig:
         connect_timeout_s=r.num(top, "connect_timeout_s", "connect_timeout_s", 0.1, 15.0),
         kill_grace_s=r.num(top, "kill_grace_s", "kill_grace_s", 0.0, 2.0),
     )
-
-
-def executor_from_file(path: Path, home: Path):
-    """The engine's entry point: an SSH executor for the nodes in `path`.
-
-    `home` is the project's .cuco directory: its `known_hosts` is the application's trusted host keys
-    (unless cluster.yaml names another file). Call `await executor.start()` before `run`.
-    """
-    from .ssh_executor import SSHExecutor
-
-    return SSHExecutor(load_cluster(Path(path)), home=Path(home))

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from .blobs import BlobUploadError
-from .cluster import ClusterConfig
+from .cluster import ClusterConfig, load_cluster
 from .hostkeys import HostKeyRefused
 from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
 from .remote_job import EXIT_MISSING_BLOBS, JOB_ID_RE, MISSING_MARK, PLAIN_MARK, reconcile_script, run_script
@@ -31,7 +31,13 @@ SETUP_ALLOWANCE_S = 60.0     # local backstop beyond the remote timeout (setup l
 START_TIMEOUT_S = 60.0
 
 
-__all__ = ["NoUsableNode", "SSHExecutor"]
+__all__ = ["NoUsableNode", "SSHExecutor", "from_config", "load_config"]
+
+load_config = load_cluster   # the registry's entry points (remote.registry)
+
+
+def from_config(config: ClusterConfig, home: Path) -> "SSHExecutor":
+    return SSHExecutor(config, home=home)
 
 
 class SSHExecutor:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.cluster import executor_from_file, load_cluster
+from remote.cluster import load_cluster
+from remote.registry import executor_from_file
 from remote.errors import InputError
 
 

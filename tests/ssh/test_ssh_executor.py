@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.cluster import executor_from_file, load_cluster
+from remote.cluster import load_cluster
+from remote.registry import executor_from_file
 from remote.jobs import Executor, JobSpec, JobStatus
 from remote.ssh_executor import NoUsableNode, SSHExecutor
 
