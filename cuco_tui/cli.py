@@ -92,6 +92,7 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
         engine = await Engine.load(home, run_id)
     else:
         engine = await Engine.create(home, workload, config, run_id=run_id)
+    engine.exit_when_paused = True   # nobody is attached to resume it: a run that pauses itself ends, paused
     display = HeadlessDisplay(engine)
     engine.store.on_event = display.on_event
     loop = asyncio.get_running_loop()
@@ -105,7 +106,9 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
             loop.remove_signal_handler(sig)
         await engine.close()
     display.print_summary(home, run_id)
-    return EXIT_FAILED if state == "failed" else EXIT_OK
+    if state == "paused":   # it paused itself (a full disk, no node left): the reason says what to do
+        print(f"cuco: {run_id} {engine.stop_reason}", file=sys.stderr)
+    return EXIT_FAILED if state in ("failed", "paused") else EXIT_OK
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

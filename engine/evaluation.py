@@ -16,8 +16,9 @@ from typing import Any, Awaitable, Callable
 
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus
 
-from . import symbol_policy
+from . import faults, symbol_policy, wall_clock
 from . import timeline
+from .faults import Fault
 from .harness_result import HarnessResult, ResultError, parse_result
 from .workload import Workload
 
@@ -59,6 +60,7 @@ class EvalOutcome:
     metrics: dict[str, Any] | None = None
     stages: list[StageRecord] = field(default_factory=list)
     timelines: dict[str, dict[str, Any]] = field(default_factory=dict)   # raw records per config (timeline.py)
+    fault: Fault | None = None   # whose failure it was (faults.py); None when nothing failed
 
     @property
     def correct(self) -> bool | None:
@@ -210,6 +212,9 @@ def _policy_refusal(workload: Workload, source: str, obj: bytes | None) -> str |
 
 
 def _failure(stage: str, rec: StageRecord, job: JobResult) -> EvalOutcome:
+    fault = faults.of_job(stage, job)
+    if fault is not None and fault.environment:
+        return EvalOutcome("failed", reason=fault.reason, feedback=f"{fault.reason}\n{trim(job.log)}", fault=fault)
     if rec.status == "timeout":
         reason = f"{stage} timed out ({job.error or 'killed at its timeout'})"
     elif rec.status == "failed":
@@ -270,6 +275,9 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
         expected = [c.name for c in (workload.configs if mode == "verify" else workload.bench_configs)]
         try:
             result = parse_result(job.outputs.get(RESULT), mode, expected, nonce)
+            misfit = wall_clock.timings_misfit(result.raw, job.duration_s)   # timed from outside, by us
+            if misfit:
+                raise ResultError(misfit)
         except ResultError as exc:
             rec.status = "failed"
             await hook(mode, rec)

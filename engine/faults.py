@@ -1,0 +1,164 @@
+"""Whose fault a stage's failure was: the candidate's or the environment's. The one place that decides.
+
+The candidate's: a compile error, wrong output, a crash, a timeout of its own run, a refusal by the
+harness rules. Those mark it failed (or incorrect, or refused), and the search learns from them.
+
+The environment's: no space left, the host out of memory, a node or connection lost, the scheduler
+ending the job, a killed or missing toolchain, a GPU in a bad state, a store that cannot be written.
+None of those says anything about the candidate's design point, so it is never marked failed for them:
+its stage is retried (`fault_policy`) and the run pauses itself when the fault persists.
+
+Text in a job's log is written partly by the candidate (its compile errors, what it prints), so a
+candidate could dress its own failure up as the environment's. `fault_policy` bounds that: an
+environment fault that only one candidate keeps meeting while others evaluate cleanly is its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import re
+import sqlite3
+from dataclasses import dataclass
+
+from remote.jobs import JobResult, JobStatus, NoUsableNode
+
+CANDIDATE = "candidate"
+ENVIRONMENT = "environment"
+
+# kinds of environment fault (what the report and the TUI group them by)
+NO_SPACE = "no space"
+HOST_OOM = "host out of memory"
+NODE_LOST = "node lost"
+NO_NODE = "no usable node"
+SCHEDULER = "ended by the scheduler"
+TOOLCHAIN = "toolchain"
+GPU = "GPU"
+STORE = "store"
+EXECUTOR = "executor"
+
+# Kinds for which retrying at once is pointless: the run pauses itself after a short backoff instead of
+# working through every pending candidate (each would meet the same full disk or dead cluster).
+PERSISTENT = frozenset({NO_SPACE, STORE, NO_NODE})
+
+NOT_OURS_EXIT = 97          # evaluation.NCCL_PRELUDE: the node has no NCCL for the build
+SHELL_NOT_FOUND = 127       # sh: the compiler (or another tool) is not installed there
+KILLED = {-9, 128 + 9}      # SIGKILL, seen directly or through `sh -c` (OOM killer, an operator)
+
+_LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
+    (NO_SPACE, re.compile(r"No space left on device|Disk quota exceeded|database or disk is full", re.I)),
+    (HOST_OOM, re.compile(r"Cannot allocate memory|fork: retry: Resource temporarily unavailable|"
+                          r"virtual memory exhausted|Out of memory: Killed process", re.I)),
+    (GPU, re.compile(r"uncorrectable ECC|cudaErrorECCUncorrectable|GPU is lost|fallen off the bus|"
+                     r"all CUDA-capable devices are busy or unavailable|cudaErrorDevicesUnavailable|"
+                     r"no CUDA-capable device is detected|CUDA driver version is insufficient|"
+                     r"cudaErrorSystemNotReady|cudaErrorSystemDriverMismatch|Xid \d+", re.I)),
+)
+# A Slurm job that the scheduler (not the job) ended, as the Slurm executor names its state.
+_SLURM_ENDED = re.compile(r"\b(PREEMPTED|NODE_FAIL|BOOT_FAIL|DEADLINE|REVOKED|CANCELLED by \d+|"
+                          r"SPECIAL_EXIT|REQUEUED)\b")
+# SQLite's own words for a disk or a file it cannot use (not a bug in a statement)
+_STORE_TROUBLE = re.compile(r"disk is full|readonly|disk I/O error|database is locked|unable to open|"
+                            r"no such device", re.I)
+
+
+@dataclass(frozen=True)
+class Fault:
+    owner: str          # CANDIDATE | ENVIRONMENT
+    kind: str           # for an environment fault, one of the kinds above; for a candidate's, the stage's status
+    reason: str         # one line, for the log, the TUI and the report
+
+    @property
+    def environment(self) -> bool:
+        return self.owner == ENVIRONMENT
+
+    @property
+    def persistent(self) -> bool:
+        return self.environment and self.kind in PERSISTENT
+
+
+def candidate(kind: str, reason: str) -> Fault:
+    return Fault(CANDIDATE, kind, reason)
+
+
+def environment(kind: str, reason: str) -> Fault:
+    return Fault(ENVIRONMENT, kind, reason)
+
+
+def _first_match(pattern: re.Pattern, text: str) -> str:
+    for line in text.splitlines():
+        if pattern.search(line):
+            return line.strip()[:200]
+    return ""
+
+
+def of_job(stage: str, job: JobResult) -> Fault | None:
+    """The fault of a stage's job, or None when it ran and exited 0. Only what the executor itself
+    observed (status, exit code) and well-known system messages in the log are taken as the environment's."""
+    if job.status is JobStatus.LOST:
+        where = f" on {job.node}" if job.node else ""
+        if _SLURM_ENDED.search(job.error or ""):
+            return environment(SCHEDULER, f"{stage}: the scheduler ended the job{where} ({job.error})")
+        return environment(NODE_LOST, f"{stage}: the node or its connection was lost{where}"
+                                      + (f" ({job.error})" if job.error else ""))
+    if job.status is JobStatus.ERROR:
+        text = job.error or "the executor could not start it"
+        kind = NO_SPACE if _LOG_PATTERNS[0][1].search(text) else EXECUTOR
+        return environment(kind, f"{stage}: {text}")
+    if job.status is JobStatus.CANCELLED:
+        return environment(EXECUTOR, f"{stage}: cancelled by the engine")
+    if job.status is JobStatus.TIMEOUT:
+        return candidate("timeout", f"{stage} timed out ({job.error or 'killed at its timeout'})")
+    if job.rc == 0:
+        return None
+    log = job.log or ""
+    for kind, pattern in _LOG_PATTERNS:
+        line = _first_match(pattern, log)
+        if line:
+            return environment(kind, f"{stage}: {line}")
+    if stage == "build" and not log.strip():
+        # A compiler that fails says why; one that said nothing could not write its log (a full disk).
+        return environment(NO_SPACE, f"build: exit code {job.rc} and no output at all on {job.node or 'the node'}: "
+                                     "the job could not write its log (is the disk full?)")
+    if stage == "build" and job.rc == NOT_OURS_EXIT and "NCCL not found" in log:
+        return environment(TOOLCHAIN, f"build: {_first_match(re.compile('NCCL not found'), log)}")
+    if stage == "build" and job.rc == SHELL_NOT_FOUND:
+        line = _first_match(re.compile(r"not found|No such file", re.I), log)
+        return environment(TOOLCHAIN, f"build: the toolchain is missing on {job.node or 'the node'}"
+                                      + (f" ({line})" if line else ""))
+    if job.rc in KILLED:
+        what = "the compiler" if stage == "build" else "the job"
+        return environment(TOOLCHAIN if stage == "build" else HOST_OOM,
+                           f"{stage}: {what} was killed from outside (SIGKILL, not at its timeout: "
+                           "the host's OOM killer or an operator)")
+    return candidate("failed", f"{stage} failed with exit code {job.rc}")
+
+
+def of_exception(exc: BaseException) -> Fault:
+    """The fault of an exception raised while evaluating (by an executor, the store or the file system).
+    None of these come from the candidate's code, which only ever runs inside a job."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, NoUsableNode):
+        return environment(NO_NODE, f"no node can run the job: {exc}")
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return environment(NO_SPACE, f"no space left on device ({exc.filename or text})")
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return environment(HOST_OOM, f"the host is out of memory ({text})")
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return environment(STORE, f"cannot write {exc.filename or 'the project home'} ({exc.strerror})")
+    if isinstance(exc, MemoryError):
+        return environment(HOST_OOM, "the engine's host is out of memory")
+    if isinstance(exc, sqlite3.OperationalError) and _STORE_TROUBLE.search(str(exc)):
+        kind = NO_SPACE if "full" in str(exc) else STORE
+        return environment(kind, f"the store could not be written: {exc}")
+    if isinstance(exc, (ConnectionError, EOFError)) or type(exc).__module__.startswith("asyncssh"):
+        return environment(NODE_LOST, f"the connection to a node was lost ({text})")
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return environment(EXECUTOR, "the executor did not answer in time")
+    return environment(EXECUTOR, f"evaluation error: {text}")
+
+
+def is_environment_error(exc: BaseException) -> bool:
+    """An engine-side error (a failed write) the run should pause on rather than fail: the disk or the
+    store, not a bug."""
+    return of_exception(exc).kind in (NO_SPACE, STORE, HOST_OOM)
