@@ -10,6 +10,7 @@ import shutil
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 from engine import blocks
 from engine.evaluation import build_job, run_job
@@ -27,6 +28,8 @@ def validate_workload(spec: str, compile_: bool = True) -> int:
     console.print(f"  design space: {', '.join(f'{d.name}[{len(d.values)}]' for d in space.dimensions.values())}; "
                   f"archive cell: {', '.join(space.archive_dims)}")
     console.print(f"  seed point: {space.descriptor(w.seed_source)}")
+    for todo in todo_markers(w.root):
+        console.print(f"  [yellow]TODO[/] {escape(todo)}")
     sources = {"seed": w.seed_source}
     for v in space.variants:
         sources[v.name] = blocks.replace_blocks(w.seed_source, v.bodies)
@@ -43,6 +46,17 @@ def validate_workload(spec: str, compile_: bool = True) -> int:
                       "nvidia-nccl-cu13==2.28.9, or set NCCL_HOME), so nothing was compiled[/]")
         return 0
     return asyncio.run(_compile_all(console, w, sources))
+
+
+def todo_markers(root) -> list[str]:
+    """`CUCO-TODO` markers (left by `cuco init` where it could not place something) as file:line: text."""
+    found = []
+    for path in sorted(root.iterdir()):
+        if path.is_file() and path.suffix in (".cu", ".cpp", ".cuh", ".h", ".yaml"):
+            for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if "CUCO-TODO" in line:
+                    found.append(f"{path}:{i}: {line.split('CUCO-TODO', 1)[1].lstrip(':) ').strip()}")
+    return found
 
 
 def _nccl_headers_here() -> bool:

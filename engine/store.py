@@ -27,6 +27,7 @@ import aiosqlite
 
 from .blobs import BlobStore
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .store_check import check_store_file, not_usable
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +64,17 @@ class Store:
 
     async def open(self) -> "Store":
         self.home.mkdir(parents=True, exist_ok=True)
+        check_store_file(self.db_path)   # garbage, foreign or newer: a clear error, not a traceback
         self._db = await asyncio.wait_for(aiosqlite.connect(self.db_path, isolation_level=None),
                                           DB_TIMEOUT_S)
-        for pragma in _pragmas():
-            await self._db.execute(pragma)
-        await self._migrate()
+        try:
+            for pragma in _pragmas():
+                await self._db.execute(pragma)
+            await self._migrate()
+        except sqlite3.Error as exc:
+            await self._db.close()
+            self._db = None
+            raise (not_usable(self.db_path, exc) or exc) from None
         cur = await self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events")
         self._last_seq = (await cur.fetchone())[0]
         cur = await self._db.execute("SELECT COALESCE(MAX(id), 0) FROM candidates")
@@ -338,6 +345,7 @@ class ReadStore:
         self.db_path = self.home / DB_NAME
         if not self.db_path.exists():
             raise FileNotFoundError(f"{self.db_path}: no cuco store here (run `cuco run` first, or pass --home)")
+        check_store_file(self.db_path)
         self.blobs = BlobStore(self.home / "blobs")
         self._conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=DB_TIMEOUT_S,
                                      check_same_thread=False)

@@ -17,7 +17,7 @@ from . import api
 from .evaluate import evaluate
 from .model import Buffer, Op, Program, Unresolved, Var
 from .source import (SourceFile, call_args, call_name, declarator_name, identifiers, kernel_config,
-                     parse_file, parse_text, walk)
+                     names_in, parse_file, parse_text, walk)
 
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 WHAT_TO_DO = ("call the NCCL function directly from main() (that is the annotation the analysis needs), then run "
@@ -542,7 +542,7 @@ class _Analyzer:
         exprs = [b.size for b in buffers.values() if b.role != "unused"]
         exprs += [op.detail.get("count") for op in self.ops if op.in_region and op.kind in ("collective", "p2p")]
         seen: set[str] = set()
-        todo = [i for e in exprs if e for i in _names_in(e)]
+        todo = [i for e in exprs if e for i in names_in(e)]
         while todo:
             name = todo.pop()
             if name in seen:
@@ -601,7 +601,7 @@ class _Analyzer:
         for b in prog.buffers.values():
             if b.role == "unused":
                 continue
-            deps = set(_names_in(b.size))
+            deps = set(names_in(b.size))
             if evaluate_size_possible(deps, self.vars, param_names, prog.ranks) is False:
                 self.unresolved.append(Unresolved(b.at, f"the size of buffer {b.name} ({b.size}) is known only at "
                                                   "run time", "give it a size the program computes from constants"))
@@ -616,11 +616,6 @@ def evaluate_size_possible(deps, vars_, params, ranks) -> bool:
             continue      # a type name (sizeof(float)) or a file-scope constant
         return False
     return True
-
-
-def _names_in(expr_text: str) -> list[str]:
-    src = parse_text(f"void f(){{ (void)({expr_text}); }}")
-    return [src.text(i) for i in identifiers(src.tree.root_node) if src.text(i) not in ("f",)]
 
 
 def _inside(node, outer) -> bool:

@@ -127,3 +127,9 @@ def declarator_name(decl, src: SourceFile) -> str | None:
         else:
             return None
     return src.text(n) if n is not None else None
+
+
+def names_in(expr_text: str) -> list[str]:
+    """The identifiers of a C++ expression given as text (a size or count the analysis recorded)."""
+    src = parse_text(f"void f(){{ long long v_ = ({expr_text}); }}")
+    return [src.text(i) for i in identifiers(src.tree.root_node) if src.text(i) not in ("f", "v_")]

@@ -163,6 +163,7 @@ struct ConfigResult {
   bool timed = false;
   double baseline_ms = NAN, candidate_ms = NAN, baseline_spread = NAN, candidate_spread = NAN;
   double comp_ms = NAN, comm_ms = NAN;
+  std::string timeline, timeline_error;   // the profiled call's records (JSON), or why there are none
 };
 struct JobResult {
   std::string mode = "verify"; bool correct = false; std::string error; int ranks = 0;
@@ -200,6 +201,8 @@ static std::string result_json(const JobResult& r) {
     o += ", \"comp_ms\": " + jnum_or_null(t, c.comp_ms) + ", \"comm_ms\": " + jnum_or_null(t, c.comm_ms);
     o += ", \"bound\": " + jnum_or_null(t, bound);
     o += ", \"bound_ms\": " + jnum_or_null(t, mx);
+    if (!c.timeline.empty()) o += ", \"timeline\": " + c.timeline;
+    else if (!c.timeline_error.empty()) o += ", \"timeline_error\": " + jstr(c.timeline_error);
     o += "}";
   }
   o += "], \"env\": {";
@@ -225,6 +228,7 @@ struct SpecConfig { std::string name; std::vector<std::pair<std::string, long lo
 struct Spec {
   std::string mode = "verify"; unsigned long long seed = 1; int ranks = 0; int warmup = 2, iters = 9;
   double timeout_s = 240; double spin_timeout_ms = 2000;
+  bool timeline = true;   // one profiled call per config after the timed loop (CUPTI, where it loads)
   std::map<std::string, double> tol;
   std::vector<SpecConfig> configs;
 };
@@ -241,6 +245,7 @@ static bool parse_spec(const std::string& path, Spec& sp, std::string& err) {
   if (auto x = v.get("iters")) if (x->t == JVal::NUM) sp.iters = std::max(1, (int)x->n);
   if (auto x = v.get("timeout_s")) if (x->t == JVal::NUM && x->n > 0) sp.timeout_s = x->n;
   if (auto x = v.get("spin_timeout_ms")) if (x->t == JVal::NUM && x->n > 0) sp.spin_timeout_ms = x->n;
+  if (auto x = v.get("timeline")) if (x->t == JVal::BOOL) sp.timeline = x->b;
   if (auto x = v.get("tolerances")) if (x->t == JVal::OBJ) for (auto& kv : x->o) if (kv.second.t == JVal::NUM) sp.tol[kv.first] = kv.second.n;
   auto cs = v.get("configs");
   if (!cs || cs->t != JVal::ARR || cs->a.empty()) { err = "spec: configs must be a non-empty list"; return false; }
@@ -448,6 +453,179 @@ static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), boo
   return true;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Where the time goes: CUPTI activity records (kernels, memcpy incl. peer copies, memset) of ONE
+// profiled call per config, after the timed loop (never a timed call). libcupti is loaded with dlopen,
+// so a node without it builds and benchmarks as before and reports "no timeline: <why>". Its records
+// are written as `tl*` lines and turned into the config's "timeline" by the parent (one time base: the
+// node's, CUPTI's timestamps). The candidate's calls are told apart by time: everything recorded between
+// the host's start (after the alignment, synchronised) and the device-wide synchronize after the call.
+// ------------------------------------------------------------------------------------------------
+#if __has_include(<cupti_activity.h>)
+#include <cupti_activity.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <mutex>
+namespace cuco_tl {
+struct Api {
+  CUptiResult (*enable)(CUpti_ActivityKind);
+  CUptiResult (*disable)(CUpti_ActivityKind);
+  CUptiResult (*register_cb)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+  CUptiResult (*flush)(uint32_t);
+  CUptiResult (*next)(uint8_t*, size_t, CUpti_Activity**);
+  CUptiResult (*timestamp)(uint64_t*);
+};
+struct Ev { char kind; uint32_t stream; uint64_t t0, t1, bytes; int copy; std::string name; };
+constexpr size_t kMaxEvents = 20000;
+constexpr size_t kBufBytes = 8u << 20;
+static Api g_api; static bool g_loaded = false; static std::string g_why;
+static std::mutex g_mu; static std::vector<Ev> g_evs; static size_t g_dropped = 0;
+
+static bool load() {
+  if (g_loaded || !g_why.empty()) return g_loaded;
+  std::vector<std::string> names = {"libcupti.so", "libcupti.so.13", "libcupti.so.12"};
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* h = getenv(env)) { names.push_back(std::string(h) + "/extras/CUPTI/lib64/libcupti.so"); names.push_back(std::string(h) + "/lib64/libcupti.so"); }
+  names.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so");
+  names.push_back("/usr/local/cuda/lib64/libcupti.so");
+  void* h = nullptr; std::string last;
+  for (auto& n : names) { if ((h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL))) break; const char* e = dlerror(); if (e) last = e; }
+  if (!h) { g_why = "libcupti not found (" + last + "); install the CUDA toolkit's CUPTI or set CUDA_HOME"; return false; }
+  auto sym = [&](const char* s) { void* p = dlsym(h, s); if (!p && g_why.empty()) g_why = std::string("libcupti lacks ") + s; return p; };
+  g_api.enable = (CUptiResult (*)(CUpti_ActivityKind))sym("cuptiActivityEnable");
+  g_api.disable = (CUptiResult (*)(CUpti_ActivityKind))sym("cuptiActivityDisable");
+  g_api.register_cb = (CUptiResult (*)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc))sym("cuptiActivityRegisterCallbacks");
+  g_api.flush = (CUptiResult (*)(uint32_t))sym("cuptiActivityFlushAll");
+  g_api.next = (CUptiResult (*)(uint8_t*, size_t, CUpti_Activity**))sym("cuptiActivityGetNextRecord");
+  g_api.timestamp = (CUptiResult (*)(uint64_t*))sym("cuptiGetTimestamp");
+  return g_loaded = g_why.empty();
+}
+static void CUPTIAPI requested(uint8_t** buf, size_t* size, size_t* max_records) {
+  *buf = (uint8_t*)aligned_alloc(8, kBufBytes); *size = *buf ? kBufBytes : 0; *max_records = 0;
+}
+static std::string demangle(const char* n) {
+  if (!n) return "?";
+  int status = 0; char* d = abi::__cxa_demangle(n, nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : n; free(d);
+  size_t paren = s.find('(');   // the name without its parameter list
+  if (paren != std::string::npos && paren > 0) s = s.substr(0, paren);
+  return s.size() > 160 ? s.substr(0, 160) : s;
+}
+static void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
+  CUpti_Activity* r = nullptr;
+  std::lock_guard<std::mutex> g(g_mu);
+  while (g_api.next(buf, valid, &r) == CUPTI_SUCCESS) {
+    Ev e{0, 0, 0, 0, 0, 0, ""};
+    if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      auto* k = (CUpti_ActivityKernel10*)r; e = {'k', k->streamId, k->start, k->end, 0, 0, demangle(k->name)};
+    } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      auto* m = (CUpti_ActivityMemcpy6*)r; e = {'c', m->streamId, m->start, m->end, m->bytes, (int)m->copyKind, ""};
+    } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY2) {
+      auto* m = (CUpti_ActivityMemcpyPtoP4*)r; e = {'c', m->streamId, m->start, m->end, m->bytes, (int)m->copyKind, ""};
+    } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      auto* m = (CUpti_ActivityMemset4*)r; e = {'s', m->streamId, m->start, m->end, m->bytes, 0, ""};
+    } else continue;
+    if (g_evs.size() < kMaxEvents) g_evs.push_back(e); else g_dropped++;
+  }
+  free(buf);
+}
+static const CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                            CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET};
+static bool begin(uint64_t* t0) {
+  if (!load()) return false;
+  static bool registered = false;
+  if (!registered && g_api.register_cb(requested, completed) != CUPTI_SUCCESS) { g_why = "cuptiActivityRegisterCallbacks failed"; return false; }
+  registered = true;
+  { std::lock_guard<std::mutex> g(g_mu); g_evs.clear(); g_dropped = 0; }
+  for (auto k : kKinds) if (g_api.enable(k) != CUPTI_SUCCESS) { g_why = "cuptiActivityEnable failed (another profiler attached?)"; return false; }
+  return g_api.timestamp(t0) == CUPTI_SUCCESS;
+}
+static void end(uint64_t* t1) {
+  g_api.timestamp(t1);
+  g_api.flush(1);
+  for (auto k : kKinds) g_api.disable(k);
+}
+static const char* copy_name(int k) {
+  switch (k) { case 1: return "HtoD"; case 2: return "DtoH"; case 8: return "DtoD"; case 9: return "HtoH"; case 10: return "PtoP"; default: return "other"; }
+}
+}  // namespace cuco_tl
+#endif
+
+// The profiled call: poisoned outputs and aligned ranks as for a timed call, then the candidate alone under
+// CUPTI. A failing call fails the rank as any call does; a CUPTI that cannot record leaves "no timeline".
+static void profiled_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), const std::string& config) {
+  poison_outputs(st, ctx);
+  CKC(cudaMemsetAsync(st.timeout_flag, 0, 4, st.stream));
+  align_ranks(st);
+  CKC(cudaStreamSynchronize(st.stream));
+#if __has_include(<cupti_activity.h>)
+  uint64_t t0 = 0, t1 = 0;
+  bool on = cuco_tl::begin(&t0);
+#endif
+  ctx.error[0] = 0;
+  int rc = run(&ctx);
+  cudaError_t se = cudaDeviceSynchronize();
+#if __has_include(<cupti_activity.h>)
+  if (on) cuco_tl::end(&t1);
+#endif
+  unsigned tf = 0;
+  if (rc == 0 && se == cudaSuccess) CKC(cudaMemcpy(&tf, st.timeout_flag, 4, cudaMemcpyDeviceToHost));
+  if (rc != 0 || se != cudaSuccess || tf) {
+    std::string e = rc ? "run returned " + std::to_string(rc) : se != cudaSuccess ? std::string("CUDA error after run: ") + cudaGetErrorString(se) : "spin-wait timeout";
+    rec("fail\t%s\t%s", config.c_str(), clean("candidate (profiled call after timing): " + e).c_str());
+    _exit(4);
+  }
+#if __has_include(<cupti_activity.h>)
+  if (!on) { rec("tlerr\t%s\t%s", config.c_str(), clean("no timeline: " + cuco_tl::g_why).c_str()); return; }
+  std::lock_guard<std::mutex> g(cuco_tl::g_mu);
+  rec("tlrank\t%s\t%llu\t%llu\t%zu", config.c_str(), (unsigned long long)t0, (unsigned long long)t1, cuco_tl::g_dropped);
+  for (auto& e : cuco_tl::g_evs) {
+    if (e.t1 < t0 || e.t0 > t1) continue;   // the harness's own work before or after the call
+    rec("tlev\t%s\t%s\t%u\t%llu\t%llu\t%llu\t%s\t%s", config.c_str(), e.kind == 'k' ? "kernel" : e.kind == 'c' ? "memcpy" : "memset",
+        e.stream, (unsigned long long)e.t0, (unsigned long long)e.t1, (unsigned long long)e.bytes,
+        e.kind == 'c' ? cuco_tl::copy_name(e.copy) : "-", clean(e.name).c_str());
+  }
+#else
+  rec("tlerr\t%s\tno timeline: built without CUPTI's headers (cupti_activity.h)", config.c_str());
+#endif
+}
+
+// The parent's side: each rank's `tl*` lines of one config -> the config's "timeline" JSON (times in us
+// from the earliest rank's start), or its "timeline_error".
+struct TimelineParts {
+  std::string error; std::string events; size_t nevents = 0, dropped = 0;
+  std::vector<std::pair<int, std::pair<double, double>>> ranks;   // rank, (start ns, end ns)
+  std::vector<std::pair<int, std::vector<std::string>>> lines;    // rank, tlev fields
+};
+static void timeline_line(TimelineParts& tp, int rank, const std::vector<std::string>& l) {
+  if (l[0] == "tlerr" && l.size() >= 3) { if (tp.error.empty()) tp.error = "rank " + std::to_string(rank) + ": " + l[2]; }
+  else if (l[0] == "tlrank" && l.size() >= 5) {
+    tp.ranks.push_back({rank, {strtod(l[2].c_str(), nullptr), strtod(l[3].c_str(), nullptr)}});
+    tp.dropped += strtoull(l[4].c_str(), nullptr, 10);
+  } else if (l[0] == "tlev" && l.size() >= 9) tp.lines.push_back({rank, l});
+}
+static void timeline_json(const TimelineParts& tp, size_t nranks, ConfigResult& c) {
+  if (!tp.error.empty()) { c.timeline_error = tp.error; return; }
+  if (tp.ranks.empty()) return;   // not profiled (verify mode, or the spec turned it off)
+  if (tp.ranks.size() != nranks) { c.timeline_error = "no timeline: only " + std::to_string(tp.ranks.size()) + " rank(s) recorded one"; return; }
+  double base = tp.ranks[0].second.first;
+  for (auto& r : tp.ranks) base = std::min(base, r.second.first);
+  auto us = [&](double ns) { return jnum((ns - base) / 1e3); };
+  std::string o = "{\"source\": \"cupti\", \"unit\": \"us\", \"dropped\": " + std::to_string(tp.dropped) + ", \"ranks\": [";
+  for (size_t i = 0; i < tp.ranks.size(); i++)
+    o += std::string(i ? ", " : "") + "{\"rank\": " + std::to_string(tp.ranks[i].first) + ", \"start\": " +
+         us(tp.ranks[i].second.first) + ", \"end\": " + us(tp.ranks[i].second.second) + "}";
+  o += "], \"events\": [";
+  for (size_t i = 0; i < tp.lines.size(); i++) {
+    const auto& l = tp.lines[i].second;
+    o += std::string(i ? ", " : "") + "{\"k\": " + jstr(l[2]) + ", \"rank\": " + std::to_string(tp.lines[i].first) +
+         ", \"stream\": " + std::to_string(strtoull(l[3].c_str(), nullptr, 10)) + ", \"t0\": " + us(strtod(l[4].c_str(), nullptr)) + ", \"t1\": " +
+         us(strtod(l[5].c_str(), nullptr)) + ", \"bytes\": " + std::to_string(strtoull(l[6].c_str(), nullptr, 10)) + (l[7] != "-" ? ", \"copy\": " + jstr(l[7]) : "") +
+         (l[8].empty() ? "" : ", \"name\": " + jstr(l[8])) + "}";
+  }
+  c.timeline = o + "]}";
+}
+
 static void run_child(int rank, const std::string& spec_path, const std::string& iddir, const std::string& outpath) {
   g_rank = rank;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -636,6 +814,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
         add("baseline", tb); add("candidate", tc); add("comp", tcomp); add("comm", tcomm);
         rec("%s", line.c_str());
         rec("escape\t%s\t%.6f\t%.6f", sc.name.c_str(), escaped, cm);
+        if (st.spec.timeline) profiled_call(st, cctx, cand.run, sc.name);   // after the timed loop, untimed
       } else {
         all_ok = false;
       }
@@ -684,6 +863,7 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
     if (want != 0 && want != sp.ranks) continue;  // not for this job's rank count
     std::vector<std::vector<double>> per_rank[4];  // baseline, candidate, comp, comm
     bool all_ok = true, any_seen = false;
+    TimelineParts tl_parts;
     for (size_t r = 0; r < rf.size(); r++) {
       bool ok_seen = false, begun = false;
       for (auto& l : rf[r].lines) {
@@ -711,6 +891,8 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
             char* e; while (true) { double x = strtod(p, &e); if (e == p) break; v.push_back(x); p = e; }
             per_rank[slot].push_back(v);
           }
+        } else if (l[0].compare(0, 2, "tl") == 0) {
+          timeline_line(tl_parts, (int)r, l);
         } else if (l[0] == "escape" && l.size() >= 4) {
           double esc = strtod(l[2].c_str(), nullptr), cm = strtod(l[3].c_str(), nullptr);
           if (esc > std::max(0.05, 0.5 * cm)) {
@@ -740,6 +922,7 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
         c.baseline_spread = spr[0]; c.candidate_spread = spr[1];
       } else { c.correct = false; c.error = "timings missing from some rank"; }
     }
+    if (c.correct) timeline_json(tl_parts, rf.size(), c);
     jr.configs.push_back(c);
   }
   if (!rf.empty()) {

@@ -1,0 +1,335 @@
+"""The user's program rewritten behind the harness ABI: its repeated region becomes `run()` of a
+`Program` struct whose members are main()'s locals, so the region's own text is kept as written. `setup()`
+is main()'s code before the region with what the harness owns taken out (MPI, the communicator, events,
+device selection, the input preparation: the harness makes inputs from its seed), and `teardown()` frees
+what setup allocated. Variants of run() without the collectives (compute only) and without the kernels
+(communication only) give the baseline's overlap bound.
+
+Whatever cannot be placed mechanically is kept visible as `CUCO-TODO` comments (cuco validate lists them
+by file and line), never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import api
+from .source import call_name, identifiers, kernel_config, names_in, walk
+
+TODO = "CUCO-TODO"
+DROP_TYPES = ("ncclUniqueId", "cudaEvent_t", "MPI_", "FILE", "ncclComm_t", "ncclConfig_t")
+DROP_KINDS = {"mpi", "comm_init", "event", "device", "free"}
+
+
+@dataclass
+class ProgramText:
+    members: list[str]
+    setup: list[str]
+    run: str
+    run_compute: str
+    run_comm: str
+    teardown: list[str]
+    todos: list[str] = field(default_factory=list)      # messages, also written into the code
+
+
+class ProgramWriter:
+    def __init__(self, prog, inputs, outputs):
+        self.p, self.src = prog, prog.main_src
+        self.inputs, self.outputs = inputs, outputs
+        self.todos: list[str] = []
+        comm = prog.communicators[0] if prog.communicators else {}
+        self.comm_var = comm.get("name")
+        self.rank_var = prog.ranks.get("rank")
+        self.nranks_var = prog.ranks.get("nranks")
+        ts = prog.timed_stream
+        self.stream_var = ts if ts in prog.vars else "cuco_stream"
+        self.params = {p["name"]: p for p in prog.params}
+        self.region = prog.region_node
+        self.dropped_vars = {v.name for v in prog.vars.values() if v.type.startswith(DROP_TYPES)
+                             and v.name != self.comm_var}
+        self.needed = self._needed_vars()
+
+    def _prelude(self):
+        for stmt in self.p.main.child_by_field_name("body").named_children:
+            if self.region is not None and stmt.start_byte >= self.region.start_byte:
+                return
+            yield stmt
+
+    def _needed_vars(self) -> set[str]:
+        """main()'s locals the workload needs: those the region uses, what their initialisers use, and
+        what the setup statements that produce them use, to a fixed point. The rest (the device index,
+        host copies of the inputs, timers) is left out."""
+        names = {self.rank_var, self.nranks_var, self.comm_var, self.stream_var} - {None}
+        names |= {b.name for b in self.inputs + self.outputs}
+        if self.region is not None:
+            names |= {self.src.text(i) for i in identifiers(self.region.child_by_field_name("body"))}
+        changed = True
+        while changed:
+            changed = False
+            todo = list(names)
+            while todo:
+                v = self.p.vars.get(todo.pop())
+                if v is None:
+                    continue
+                deps = [self.src.text(i) for i in identifiers(v.init)] if v.init is not None else []
+                for text in (v.ctor_args, v.array):
+                    deps += names_in(text) if text else []
+                for n in deps:
+                    if n not in names:
+                        names.add(n)
+                        todo.append(n)
+            for stmt in self._prelude():
+                if stmt.type in ("declaration", "comment") or self._drop_reason(stmt) or \
+                        not self._produces_needed(stmt, names):
+                    continue
+                ids = {self.src.text(i) for i in identifiers(stmt)}
+                if not ids <= names:
+                    names |= ids
+                    changed = True
+        return names
+
+    def _targets(self, stmt) -> set[str]:
+        """What a statement writes: assignment targets, `&x` handed to a call, buffers its ops write."""
+        out = set()
+        for n in walk(stmt):
+            if n.type == "assignment_expression":
+                out |= {self.src.text(i) for i in identifiers(n.child_by_field_name("left"))}
+            elif n.type == "update_expression":
+                out |= {self.src.text(i) for i in identifiers(n)}
+            elif n.type == "pointer_expression" and self.src.text(n).startswith("&") and \
+                    n.parent is not None and n.parent.type in ("argument_list", "cast_expression"):
+                out |= {self.src.text(i) for i in identifiers(n)}
+        for op in self._ops_in(stmt):
+            out |= set(op.writes)
+        loop_vars = {self.src.text(i) for n in walk(stmt) if n.type == "declaration" for i in identifiers(n)}
+        return out - loop_vars
+
+    def _produces_needed(self, stmt, names) -> bool:
+        targets = self._targets(stmt)
+        return not targets or bool(targets & names)
+
+    # -- members
+    def members(self) -> list[str]:
+        out = ["cuco_ctx* cuco_c = nullptr;"]
+        if self.stream_var == "cuco_stream":
+            out.append("cudaStream_t cuco_stream = nullptr;")
+        for v in sorted(self.p.vars.values(), key=lambda v: v.pos):
+            if not v.top_level or v.name in self.dropped_vars or v.name not in self.needed:
+                continue
+            if v.type.startswith("auto"):
+                out.append(f"// {TODO}: {v.name} is declared auto at {self.src.path}:{v.line}; give it a type")
+                self._todo(f"{self.src.path}:{v.line}: {v.name} is declared auto; give it a type")
+                continue
+            decl = f"{v.base_type}{'*' if v.pointer else ''} {v.name}"
+            if v.array is not None:
+                decl += f"[{v.array}]" if v.array else "[1]"
+            out.append(decl + "{};" if v.array is None else decl + ";")
+        return out
+
+    # -- setup
+    def setup(self) -> list[str]:
+        lines = []
+        if self.stream_var:
+            lines.append(f"{self.stream_var} = cuco_c->stream;")
+        if self.comm_var:
+            lines.append(f"{self.comm_var} = cuco_c->comm;")
+        if self.rank_var in self.p.vars:
+            lines.append(f"{self.rank_var} = cuco_c->rank;")
+        if self.nranks_var in self.p.vars:
+            lines.append(f"{self.nranks_var} = cuco_c->nranks;")
+        for i, b in enumerate(self.inputs):
+            lines.append(f"{b.name} = ({b.elem_type}*)cuco_c->inputs[{i}].ptr;")
+        for i, b in enumerate(self.outputs):
+            lines.append(f"{b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;")
+        for stmt in self._prelude():
+            lines.extend(self._setup_stmt(stmt))
+        return lines
+
+    def _setup_stmt(self, stmt) -> list[str]:
+        t = self.src.text
+        if stmt.type == "comment":
+            return []
+        if stmt.type == "declaration":
+            out = []
+            for d in stmt.children_by_field_name("declarator"):
+                name = next((v.name for v in self.p.vars.values() if v.decl == stmt and v.pos == d.start_byte), None)
+                v = self.p.vars.get(name) if name else None
+                if v is None or v.name in self.dropped_vars or v.name not in self.needed or v.name in (
+                        self.rank_var, self.nranks_var,
+                                                                          self.comm_var, self.stream_var):
+                    continue
+                if v.name in self.params:
+                    out.append(f"{v.name} = ({v.base_type})cuco_param_get(cuco_c, \"{v.name}\", "
+                               f"{self.params[v.name]['default']});   // from {self.src.path}:{v.line}")
+                elif any(b.name == v.name for b in self.inputs + self.outputs):
+                    continue
+                elif v.init is not None:
+                    if self._uses_environment(v.init):
+                        out.append(f"{v.name} = {{}};   // {TODO}: {t(v.init)} ({self.src.path}:{v.line}) reads the "
+                                   "environment or the command line; give it a value")
+                        self._todo(f"{self.src.path}:{v.line}: {v.name} = {t(v.init)} reads the environment or "
+                                   "the command line")
+                    elif v.init.type == "initializer_list" and v.array is not None:
+                        out.append(f"{{ const {v.base_type} cuco_init_[] = {t(v.init)}; "
+                                   f"for (size_t i_ = 0; i_ < sizeof cuco_init_ / sizeof *cuco_init_; i_++) "
+                                   f"{v.name}[i_] = cuco_init_[i_]; }}")
+                    elif v.init.type in ("argument_list", "initializer_list"):
+                        out.append(f"{v.name} = {v.base_type}{t(v.init)};")
+                    else:
+                        out.append(f"{v.name} = {t(v.init)};")
+                elif v.ctor_args is not None:
+                    out.append(f"{v.name} = {v.base_type}({v.ctor_args});")
+            return out
+        reason = self._drop_reason(stmt) or (None if self._produces_needed(stmt, self.needed)
+                                             else "the region does not need what this makes")
+        if reason:
+            first = t(stmt).splitlines()[0].strip()
+            return [f"// ({reason}) {first[:90]}"]
+        return t(stmt).splitlines()
+
+    def _ops_in(self, node):
+        return [o for o in self.p.ops if node.start_byte <= o.node.start_byte and o.node.end_byte <= node.end_byte]
+
+    def _drop_reason(self, stmt) -> str | None:
+        harness = {b.name for b in self.inputs + self.outputs}
+        ops = self._ops_in(stmt)
+        if any(op.kind in ("collective", "p2p") for op in ops):
+            return "communication outside the repeated region (a warm-up: the harness warms up)"
+        for op in ops:
+            if op.kind in DROP_KINDS:
+                return "the harness owns this"
+            if op.kind in ("collective", "p2p", "group"):
+                return "communication outside the repeated region"
+            if op.kind == "stream" and self._stream_target(op) in (self.stream_var, None):
+                return "the harness gives the timed stream"
+            if op.kind == "alloc" and set(op.detail.get("buffer", "").split()) & harness:
+                return "the harness allocates inputs and outputs"
+            if set(op.writes) & harness:
+                return "input preparation: the harness makes the inputs from its seed"
+            if op.kind == "sync":
+                return "the harness synchronises"
+        names = {self.src.text(i) for i in identifiers(stmt)}
+        if names & self.dropped_vars or any(n.startswith("MPI_") for n in names):
+            return "the harness owns this"
+        for n in walk(stmt):
+            if n.type == "call_expression":
+                name = call_name(n, self.src)
+                if name in ("printf", "fprintf", "puts", "fflush", "exit", "abort", "getenv", "sleep", "usleep"):
+                    return "host output and process control are the harness's"
+        return None
+
+    def _stream_target(self, op):
+        args = op.detail.get("args") or []
+        return args[0].lstrip("&").strip() if args else None
+
+    def _uses_environment(self, node) -> bool:
+        for n in walk(node):
+            if n.type == "identifier" and self.src.text(n) in ("argv", "argc"):
+                return True
+            if n.type == "call_expression":
+                name = call_name(n, self.src)
+                if name == "getenv" or name in self.p.kernels and False:
+                    return True
+                f = _function(self.p, name)
+                if f is not None and any(c.type == "call_expression" and call_name(c, f[0]) == "getenv"
+                                         for c in walk(f[1])):
+                    return True
+        return False
+
+    # -- the region
+    def region_body(self, drop: set[str] = frozenset()) -> str:
+        """The loop body's text with edits: default streams made the timed stream, host-only calls taken
+        out, and the op kinds in `drop` removed (compute-only / communication-only variants)."""
+        if self.region is None:
+            return f"// {TODO}: no repeated region was found; write one iteration here\n"
+        body = self.region.child_by_field_name("body")
+        edits = []
+        for op in self.p.ops:
+            if not op.in_region:
+                continue
+            if op.kind in drop or op.kind in ("mpi", "event") or (op.kind == "group" and "collective" in drop):
+                stmt = _enclosing_statement(op.node)
+                edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"
+                              if op.kind in drop or op.kind == "group" else f"/* {op.name}: the harness's */;"))
+                continue
+            if op.kind == "kernel":
+                cfg = kernel_config(op.node)
+                parts = [self.src.text(c) for c in cfg.named_children if c.type != "comment"]
+                if len(parts) < 4:
+                    parts = (parts + ["0"] * (3 - len(parts)))[:3] + [self.stream_var]
+                    edits.append((cfg.start_byte, cfg.end_byte, f"<<<{', '.join(parts)}>>>"))
+                elif parts[3] in ("0", "NULL", "nullptr", "cudaStreamDefault", "cudaStreamLegacy"):
+                    edits.append((cfg.start_byte, cfg.end_byte, f"<<<{', '.join(parts[:3] + [self.stream_var])}>>>"))
+            if op.kind in ("collective", "p2p"):
+                spec = api.NCCL_COMM[op.name]
+                args = [a for a in op.node.child_by_field_name("arguments").named_children if a.type != "comment"]
+                if spec["stream"] < len(args) and self.src.text(args[spec["stream"]]) in (
+                        "0", "NULL", "nullptr", "cudaStreamDefault", "cudaStreamLegacy"):
+                    a = args[spec["stream"]]
+                    edits.append((a.start_byte, a.end_byte, self.stream_var))
+        text = _apply(self.src.data, body, edits)
+        if body.type == "compound_statement":
+            text = text.strip()[1:-1]
+        var = (self.p.region or {}).get("loop_variable")
+        lead = ""
+        if var and any(self.src.text(i) == var for i in identifiers(body)):
+            lead = f"\n    const int {var} = 0;   // {TODO}: the region used its loop variable; one call is iteration 0"
+            self._todo(f"{self.p.region['at']}: the loop variable {var} is used inside the region (fixed at 0)")
+        return lead + text
+
+    def teardown(self) -> list[str]:
+        out = []
+        harness = {b.name for b in self.inputs + self.outputs}
+        for b in self.p.buffers.values():
+            if b.name in harness:
+                continue
+            free = "ncclMemFree" if b.alloc == "ncclMemAlloc" else "cudaFree"
+            out.append(f"{free}({b.name});")
+        for op in self.p.ops:
+            if op.kind == "stream" and self._stream_target(op) not in (self.stream_var, None) and not op.in_region:
+                out.append(f"cudaStreamDestroy({self._stream_target(op)});")
+        return out
+
+    def _todo(self, message: str) -> None:
+        if message not in self.todos:
+            self.todos.append(message)
+
+    def build(self) -> ProgramText:
+        members, setup = self.members(), self.setup()
+        run = self.region_body()
+        compute = self.region_body({"collective", "p2p"})
+        comm = self.region_body({"kernel", "memcpy", "memset"})
+        return ProgramText(members, setup, run, compute, comm, self.teardown(), self.todos)
+
+
+def _function(prog, name):
+    for s in prog.sources:
+        for node in s.tree.root_node.named_children:
+            if node.type == "function_definition":
+                d = node.child_by_field_name("declarator")
+                while d is not None and d.type != "function_declarator":
+                    d = d.child_by_field_name("declarator")
+                if d is not None and s.text(d.child_by_field_name("declarator")) == name:
+                    return s, node
+    return None
+
+
+def _enclosing_statement(node):
+    n = node
+    while n.parent is not None and not n.type.endswith("_statement"):
+        n = n.parent
+    return n
+
+
+def _apply(data: bytes, node, edits) -> str:
+    start, end = node.start_byte, node.end_byte
+    out, pos = [], start
+    for a, b, repl in sorted((e for e in edits if start <= e[0] and e[1] <= end), key=lambda e: e[0]):
+        if a < pos:
+            continue          # nested in an edit already made
+        out.append(data[pos:a].decode())
+        out.append(repl)
+        pos = b
+    out.append(data[pos:end].decode())
+    return "".join(out)
+

@@ -1,0 +1,167 @@
+"""`cuco init`: a workload folder for the CUDA harness from the analysis of a user's program.
+
+  candidate.cu   the user's kernels (EVOLVE-BLOCK `kernels`) and the repeated region behind the ABI
+                 (EVOLVE-BLOCK `schedule`, with the design-space annotation and knobs)
+  baseline.cu    the same code, frozen (cuco_baseline_*), plus run_compute (the region without its
+                 collectives) and run_comm (without its kernels) for the overlap bound
+  problem.cu     the buffers per config, inputs from the harness's seed, and verification of every rank's
+                 outputs against the frozen baseline run in the same process (bit-exact for what only
+                 data movement produced, the dtype tolerance for computed values)
+  workload.yaml  configs from the program's sizes (one hidden at other sizes), tolerances, design space,
+                 the LLM's task text written from the analysis
+
+The folder is written to a temporary sibling and renamed into place, so an existing folder is never
+overwritten and a failure leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remote.errors import InputError
+
+from . import api, workload_text
+from .program_text import TODO, ProgramWriter
+from .source import walk
+
+HARNESS_DIR = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness" / "cuda"
+MAX_BUFFERS = 8
+
+
+@dataclass
+class InitResult:
+    name: str
+    root: Path
+    todos: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
+    out = Path(out)
+    if out.exists():
+        raise InputError(str(out), "-o", "already exists; init never writes over a folder: remove it or "
+                         "pass another -o DIR")
+    if not _valid_name(name):
+        raise InputError(name, "--name", "must match [a-z0-9_-]+")
+    files, todos = render_workload(prog, name, ranks, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for rel, text in files.items():
+            (tmp / rel).write_text(text)
+        os.rename(tmp, out)       # atomic on one file system; fails if out appeared meanwhile
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(str(out), "-o", f"cannot write the workload there ({exc})") from None
+    return InitResult(name, out, todos, files)
+
+
+def _valid_name(name: str) -> bool:
+    return bool(name) and all(c.isdigit() or c in "_-" or "a" <= c <= "z" for c in name)
+
+
+def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, str], list[str]]:
+    if prog.region_node is None:
+        raise InputError(prog.region and prog.region["at"] or prog.main_src.path, "region",
+                         "no loop around the collectives: init needs the region that repeats; wrap one "
+                         "iteration of your program in a loop and run cuco init again")
+    inputs = [b for b in prog.buffers.values() if b.role == "input"]
+    outputs = [b for b in prog.buffers.values() if b.role in ("output", "carried")]
+    if not outputs:
+        raise InputError(prog.region["at"], "outputs",
+                         "the repeated region writes no buffer that outlives it; nothing could be verified")
+    for what, bufs in (("inputs", inputs), ("outputs", outputs)):
+        if len(bufs) > MAX_BUFFERS:
+            raise InputError(prog.region["at"], what, f"{len(bufs)} {what}; the harness takes at most {MAX_BUFFERS}")
+        for b in bufs:
+            if b.elem_type not in api.ELEM_BYTES:
+                raise InputError(b.at, b.name, f"element type {b.elem_type!r} is not one the harness can fill "
+                                 "and compare (float, double, half, bf16, integers); declare the pointer with one")
+    text = ProgramWriter(prog, inputs, outputs).build()
+    todos = list(text.todos) + [f"{u.at}: {u.what}" for u in prog.unresolved
+                                if not u.what.startswith("the loop variable")]
+    rel_harness = os.path.relpath(HARNESS_DIR, out.resolve())
+    top = _top_level_code(prog)
+    files = {
+        "candidate.cu": workload_text.candidate(prog, text, top, name),
+        "baseline.cu": workload_text.baseline(prog, text, top, name),
+        "problem.cu": workload_text.problem(prog, inputs, outputs, top, name),
+        "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, rel_harness),
+    }
+    return files, todos
+
+
+@dataclass
+class TopLevel:
+    includes: list[str]
+    macros: list[str]           # #define lines the kernels may need (check macros are re-defined instead)
+    check_macros: list[str]
+    device_code: list[str]      # kernels, device functions, structs, constants
+    constants: list[str]        # file-scope constants (for problem.cu's sizes)
+
+
+def _top_level(prog) -> TopLevel:
+    return _top_level_code(prog)
+
+
+def _top_level_code(prog) -> TopLevel:
+    includes, macros, code, constants = [], [], [], []
+    for src in prog.sources:
+        for node in src.tree.root_node.named_children:
+            t = src.text(node).rstrip()
+            if node.type == "preproc_include":
+                if "mpi.h" not in t and t not in includes:
+                    includes.append(t)
+            elif node.type in ("preproc_def", "preproc_function_def"):
+                name = src.text(node.child_by_field_name("name"))
+                if name not in prog.check_macros:
+                    macros.append(t)
+            elif node.type == "comment":
+                continue
+            elif node.type in ("function_definition", "template_declaration"):
+                if node == prog.main or _is_host_helper(prog, src, node):
+                    continue
+                code.append(_pragmas_as_operators(src, node))
+            elif node.type == "declaration" and ("const" in t.split("=")[0] or "constexpr" in t):
+                code.append(t)
+                constants.append(t)
+            elif node.type in ("struct_specifier", "class_specifier", "type_definition", "alias_declaration",
+                               "enum_specifier", "declaration", "namespace_definition"):
+                if "ncclUniqueId" in t or "MPI_" in t:
+                    continue
+                code.append(t)
+            else:
+                code.append(f"// {TODO}: top-level {node.type} at {src.at(node)} left out; add it if the "
+                            f"kernels need it\n// {t.splitlines()[0][:100]}")
+    return TopLevel(includes, macros, list(prog.check_macros), code, constants)
+
+
+def _is_host_helper(prog, src, node) -> bool:
+    """A host function (not a kernel, not __device__) the workload does not need: the id exchange, the
+    environment readers. The kept code never calls one (setup drops those statements)."""
+    text = src.text(node)
+    head = text.split("{", 1)[0]
+    return "__global__" not in head and "__device__" not in head
+
+
+def _pragmas_as_operators(src, node) -> str:
+    """`#pragma unroll` inside a kernel becomes `_Pragma("unroll")`: the same directive, and no
+    preprocessor line inside an EVOLVE-BLOCK (the block rules forbid them)."""
+    edits = []
+    for n in walk(node):
+        if n.type == "preproc_call" and src.text(n.child_by_field_name("directive")) == "#pragma":
+            arg = n.child_by_field_name("argument")
+            arg_text = src.text(arg).strip() if arg is not None else ""
+            edits.append((n.start_byte, n.end_byte, f'_Pragma("{arg_text}")\n'))
+    text, pos, base = [], node.start_byte, node.start_byte
+    for a, b, r in sorted(edits):
+        text.append(src.data[pos:a].decode())
+        text.append(r)
+        pos = b
+    text.append(src.data[pos:node.end_byte].decode())
+    del base
+    return "".join(text)

@@ -1,0 +1,405 @@
+"""The text of the files `cuco init` writes: candidate.cu, baseline.cu, problem.cu and workload.yaml."""
+
+from __future__ import annotations
+
+import yaml
+
+from . import api
+from .design import design_space, seed_annotation, seed_knob_lines
+from .source import names_in
+
+ELEM_CANON = {"half": "__half", "nv_bfloat16": "__nv_bfloat16"}
+STD_INCLUDES = ["#include <cuda_runtime.h>", "#include <nccl.h>", "#include <cstdio>", "#include <cstdlib>",
+                "#include <cstring>"]
+
+
+def _indent(lines, n=4) -> str:
+    pad = " " * n
+    return "\n".join(pad + l if l.strip() else "" for l in lines)
+
+
+def _check_macro_defs(top) -> list[str]:
+    """The program's checking macros (NCCLCHECK(cmd), ...) re-defined to hand the error to the harness
+    (ctx->error, a non-zero return) instead of aborting the process."""
+    return [f'#define {m}(cmd) do {{ auto cuco_r_ = (cmd); if ((int)cuco_r_ != 0) {{ snprintf(cuco_c->error, '
+            f'sizeof cuco_c->error, "%s failed (%d)", #cmd, (int)cuco_r_); return 1; }} }} while (0)'
+            for m in top.check_macros]
+
+
+def _head(prog, top, title: str) -> list[str]:
+    files = ", ".join(prog.files)
+    lines = [f"// {title}", f"// Made by `cuco init` from {files}.", '#include "cuco_abi.h"']
+    lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes
+    lines += top.macros + _check_macro_defs(top)
+    return lines
+
+
+def _struct(text, extra: bool) -> list[str]:
+    lines = ["struct Program {"]
+    lines += ["  " + m for m in text.members]
+    lines += ["", "  int setup() {", _indent(text.setup), "    return 0;", "  }"]
+    lines += ["", "  // one iteration of the program's repeated region", "  int run() {" + text.run.rstrip(),
+              "    return 0;", "  }"]
+    if extra:
+        lines += ["", "  // the region without its collectives (the overlap bound's compute-only time)",
+                  "  int run_compute() {" + text.run_compute.rstrip(), "    return 0;", "  }",
+                  "", "  // the region without its kernels (the overlap bound's communication-only time)",
+                  "  int run_comm() {" + text.run_comm.rstrip(), "    return 0;", "  }"]
+    lines += ["", "  int teardown() {", _indent(text.teardown), "    return 0;", "  }", "};"]
+    return lines
+
+
+def candidate(prog, text, top, name: str) -> str:
+    lines = _head(prog, top, f"candidate.cu of workload {name}: the program's kernels and its repeated region "
+                              "behind the harness ABI (cuco_abi.h).")
+    lines += ["// Only the EVOLVE-BLOCKs change; the harness calls the cuco_candidate_* functions at the bottom.",
+              f"// Inputs: {', '.join(f'ctx->inputs[{i}] = {b}' for i, b in enumerate(_names(prog, 'input'))) or 'none'}; "
+              f"outputs: {', '.join(f'ctx->outputs[{i}] = {b}' for i, b in enumerate(_names(prog, 'output')))}.",
+              "// Both are NCCL symmetric windows (ctx->inputs[i].win); the program's other buffers are its own.",
+              "", "namespace {", "// EVOLVE-BLOCK-START kernels"]
+    lines += top.device_code
+    lines += ["// EVOLVE-BLOCK-END", "", "// EVOLVE-BLOCK-START schedule", seed_annotation(prog)]
+    lines += seed_knob_lines()
+    lines += _struct(text, extra=False)
+    lines += ["",
+              "int impl_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; ctx->state = p; return p->setup(); }",
+              "int impl_run(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p->run(); }",
+              "int impl_teardown(cuco_ctx* ctx) {",
+              "  Program* p = (Program*)ctx->state;",
+              "  int rc = p ? (p->cuco_c = ctx, p->teardown()) : 0;",
+              "  delete p;", "  ctx->state = nullptr;", "  return rc;", "}",
+              "// EVOLVE-BLOCK-END", "}  // namespace", "",
+              'extern "C" int cuco_candidate_setup(cuco_ctx* ctx) { return impl_setup(ctx); }',
+              'extern "C" int cuco_candidate_run(cuco_ctx* ctx) { return impl_run(ctx); }',
+              'extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) { return impl_teardown(ctx); }', ""]
+    return "\n".join(lines)
+
+
+def baseline(prog, text, top, name: str) -> str:
+    lines = _head(prog, top, f"baseline.cu of workload {name}: the frozen reference (cuco_baseline_*), the same "
+                              "code as the seed candidate, plus its compute-only and communication-only halves.")
+    lines += ["", "namespace {"] + top.device_code + [""] + _struct(text, extra=True)
+    lines += ["Program* program(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p; }",
+              "}  // namespace", "",
+              'extern "C" int cuco_baseline_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; '
+              'ctx->state = p; return p->setup(); }',
+              'extern "C" int cuco_baseline_run(cuco_ctx* ctx) { return program(ctx)->run(); }',
+              'extern "C" int cuco_baseline_run_compute(cuco_ctx* ctx) { return program(ctx)->run_compute(); }',
+              'extern "C" int cuco_baseline_run_comm(cuco_ctx* ctx) { return program(ctx)->run_comm(); }',
+              'extern "C" int cuco_baseline_teardown(cuco_ctx* ctx) {',
+              "  Program* p = (Program*)ctx->state;",
+              "  int rc = p ? (p->cuco_c = ctx, p->teardown()) : 0;",
+              "  delete p;", "  ctx->state = nullptr;", "  return rc;", "}", ""]
+    return "\n".join(lines)
+
+
+def _names(prog, role) -> list[str]:
+    roles = ("output", "carried") if role == "output" else (role,)
+    return [b.name for b in prog.buffers.values() if b.role in roles]
+
+
+# ---------------------------------------------------------------- problem.cu
+
+def _size_code(prog, bufs) -> tuple[list[str], list[str]]:
+    """Declarations computing the harness buffers' sizes from the config's params and the rank count,
+    in program order, and the TODOs for sizes that depend on anything else."""
+    params = {p["name"]: p for p in prog.params}
+    rank_vars = {prog.ranks.get("rank"): "cuco_c->rank", prog.ranks.get("nranks"): "cuco_c->nranks"}
+    need, todo, problems = set(), [n for b in bufs for n in names_in(b.size)], []
+    while todo:
+        n = todo.pop()
+        if n in need or n not in prog.vars:
+            continue
+        need.add(n)
+        v = prog.vars[n]
+        if n in params or n in rank_vars:
+            continue
+        if v.init is None:
+            problems.append(f"{n} ({prog.main_src.path}:{v.line}) has no initialiser")
+            continue
+        todo.extend(names_in(prog.main_src.text(v.init)))
+    lines = []
+    for v in sorted((prog.vars[n] for n in need), key=lambda v: v.pos):
+        if v.name in rank_vars:
+            lines.append(f"const int {v.name} = {rank_vars[v.name]};")
+        elif v.name in params:
+            lines.append(f"const {v.base_type} {v.name} = ({v.base_type})cuco_param_get(cuco_c, \"{v.name}\", "
+                         f"{params[v.name]['default']});")
+        elif v.init is not None:
+            lines.append(f"const {v.type} {v.name} = {prog.main_src.text(v.init)};")
+    return lines, problems
+
+
+def problem(prog, inputs, outputs, top, name: str) -> str:
+    size_lines, problems = _size_code(prog, inputs + outputs)
+    dtype = next((api.FLOAT_TOLERANCE_KEY[b.elem_type] for b in outputs if b.elem_type in api.FLOAT_TOLERANCE_KEY),
+                 "fp32")
+    exact = _exact_outputs(prog, outputs)
+    lines = [f"// problem.cu of workload {name}: buffers, seeded inputs and verification (frozen; made by cuco init).",
+             "// Every rank's outputs are checked against the frozen baseline run here, in the same process, on",
+             "// the same inputs: bit-exact for outputs only data movement produced, the dtype tolerance otherwise.",
+             '#include "cuco_problem.h"', "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", "#include <cmath>",
+             "#include <cstdint>", "#include <vector>"]
+    lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes
+    lines += ["", "namespace {"] + top.constants + [""]
+    lines += ["int sizes(const cuco_ctx* cuco_c, size_t* in_bytes, size_t* out_bytes, char* err, size_t errn) {"]
+    lines += ["  " + l for l in size_lines]
+    if problems:
+        lines.append(f'  // CUCO-TODO: the sizes depend on values init could not compute: {"; ".join(problems)}')
+        lines.append(f'  snprintf(err, errn, "CUCO-TODO: buffer sizes unknown ({"; ".join(problems)[:120]})");')
+        lines.append("  return 1;")
+    else:
+        for i, b in enumerate(inputs):
+            lines.append(f"  in_bytes[{i}] = (size_t)({b.size});")
+        for i, b in enumerate(outputs):
+            lines.append(f"  out_bytes[{i}] = (size_t)({b.size});")
+        lines.append(f"  for (int i = 0; i < {len(inputs)}; i++) if (in_bytes[i] == 0) {{ snprintf(err, errn, "
+                     f"\"input %d has no bytes for these params\", i); return 1; }}")
+        lines.append(f"  for (int i = 0; i < {len(outputs)}; i++) if (out_bytes[i] == 0) {{ snprintf(err, errn, "
+                     f"\"output %d has no bytes for these params\", i); return 1; }}")
+        lines.append("  (void)cuco_c;")
+        lines.append("  return 0;")
+    lines += ["}", "", PROBLEM_HELPERS, "}  // namespace", ""]
+    in_names = ", ".join(f'"{b.name}"' for b in inputs)
+    out_names = ", ".join(f'"{b.name}"' for b in outputs)
+    in_kinds = ", ".join(_kind(b.elem_type) for b in inputs) or "0"
+    out_kinds = ", ".join(_kind(b.elem_type) for b in outputs)
+    out_exact = ", ".join("1" if b.name in exact else "0" for b in outputs)
+    out_elem = ", ".join(str(api.ELEM_BYTES[b.elem_type]) for b in outputs)
+    in_elem = ", ".join(str(api.ELEM_BYTES[b.elem_type]) for b in inputs) or "1"
+    lines += [f"static const char* kInputs[] = {{{in_names or 'nullptr'}}};",
+              f"static const char* kOutputs[] = {{{out_names}}};",
+              f"static const int kInputKind[] = {{{in_kinds}}}, kInputElem[] = {{{in_elem}}};",
+              f"static const int kOutputKind[] = {{{out_kinds}}}, kOutputElem[] = {{{out_elem}}}, "
+              f"kOutputExact[] = {{{out_exact}}};",
+              f"enum {{ kNumInputs = {len(inputs)}, kNumOutputs = {len(outputs)} }};",
+              f'static const char* kDtype = "{dtype}";', "", PROBLEM_ENTRY_POINTS]
+    return "\n".join(lines)
+
+
+def _kind(elem: str) -> str:
+    e = ELEM_CANON.get(elem, elem)
+    return {"float": "K_F32", "double": "K_F64", "__half": "K_F16", "__nv_bfloat16": "K_BF16"}.get(e, "K_INT")
+
+
+def _exact_outputs(prog, outputs) -> set[str]:
+    """Outputs that only data movement produced from the inputs (no kernel and no reduction upstream)."""
+    computed: set[str] = set()
+    for op in prog.ops:
+        if not op.in_region:
+            continue
+        pure = op.kind in ("p2p", "memcpy") or op.kind == "collective" and api.NCCL_COMM[op.name]["moves"]
+        if not pure or set(op.reads) & computed:
+            computed |= set(op.writes)
+    return {b.name for b in outputs if b.name not in computed}
+
+
+PROBLEM_HELPERS = r"""enum { K_F32 = 0, K_F64 = 1, K_F16 = 2, K_BF16 = 3, K_INT = 4 };
+
+__device__ unsigned long long mix64(unsigned long long x) {
+  x += 0x9E3779B97F4A7C15ULL; x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL; return x ^ (x >> 31);
+}
+
+// Seeded inputs: uniform in [-1, 1) for floating types, integers in [0, 64).
+__global__ void fill(void* p, size_t n, int kind, int elem, unsigned long long seed, unsigned sid) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned long long h = mix64(seed ^ ((unsigned long long)sid << 40) ^ i);
+    float u = (float)(h >> 40) / (float)(1ULL << 24) * 2.0f - 1.0f;
+    switch (kind) {
+      case K_F32: ((float*)p)[i] = u; break;
+      case K_F64: ((double*)p)[i] = u; break;
+      case K_F16: ((__half*)p)[i] = __float2half(u); break;
+      case K_BF16: ((__nv_bfloat16*)p)[i] = __float2bfloat16(u); break;
+      default: {
+        unsigned long long v = h % 64;
+        if (elem == 1) ((unsigned char*)p)[i] = (unsigned char)v;
+        else if (elem == 2) ((unsigned short*)p)[i] = (unsigned short)v;
+        else if (elem == 4) ((unsigned int*)p)[i] = (unsigned int)v;
+        else ((unsigned long long*)p)[i] = v;
+      }
+    }
+  }
+}
+
+double value(const unsigned char* p, size_t i, int kind) {
+  switch (kind) {
+    case K_F32: { float f; memcpy(&f, p + 4 * i, 4); return f; }
+    case K_F64: { double d; memcpy(&d, p + 8 * i, 8); return d; }
+    case K_BF16: { uint16_t b; memcpy(&b, p + 2 * i, 2); uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
+    case K_F16: {
+      uint16_t h; memcpy(&h, p + 2 * i, 2);
+      int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+      double v = e == 0 ? ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 1024), e - 25);
+      return s ? -v : v;
+    }
+    default: return 0;
+  }
+}
+
+// First element of got that differs from ref (bit-exact, or within tol * (|ref| + 10% of ref's rms)).
+long long compare(const std::vector<unsigned char>& got, const std::vector<unsigned char>& ref, size_t n, int elem,
+                  int kind, bool exact, double tol, double* e, double* g) {
+  double ss = 0; size_t cnt = 0;
+  if (!exact && kind != K_INT)
+    for (size_t i = 0; i < n; i++) { double r = value(ref.data(), i, kind); if (std::isfinite(r)) { ss += r * r; cnt++; } }
+  const double scale = cnt ? 0.1 * sqrt(ss / cnt) : 0.0;
+  for (size_t i = 0; i < n; i++) {
+    if (memcmp(got.data() + i * elem, ref.data() + i * elem, elem) == 0) continue;
+    if (kind == K_INT) { *e = 0; *g = 0; memcpy(e, ref.data() + i * elem, elem < 8 ? elem : 8); memcpy(g, got.data() + i * elem, elem < 8 ? elem : 8); return (long long)i; }
+    double r = value(ref.data(), i, kind), x = value(got.data(), i, kind);
+    if (exact || !std::isfinite(r) || !std::isfinite(x) || fabs(x - r) > tol * (fabs(r) + scale)) { *e = r; *g = x; return (long long)i; }
+  }
+  return -1;
+}
+"""
+
+PROBLEM_ENTRY_POINTS = r"""extern "C" int cuco_problem_describe(const cuco_ctx* ctx, cuco_problem* p) {
+  size_t in_bytes[CUCO_MAX_BUFFERS] = {0}, out_bytes[CUCO_MAX_BUFFERS] = {0};
+  if (sizes(ctx, in_bytes, out_bytes, p->error, sizeof p->error) != 0) return 1;
+  p->ninputs = kNumInputs; p->noutputs = kNumOutputs; p->dtype = kDtype;
+  for (int i = 0; i < kNumInputs; i++) { p->input_names[i] = kInputs[i]; p->input_bytes[i] = in_bytes[i]; }
+  for (int i = 0; i < kNumOutputs; i++) { p->output_names[i] = kOutputs[i]; p->output_bytes[i] = out_bytes[i]; }
+  return 0;
+}
+
+extern "C" int cuco_problem_make_inputs(const cuco_ctx* ctx, void* const* pristine, unsigned long long seed, cudaStream_t s) {
+  size_t in_bytes[CUCO_MAX_BUFFERS] = {0}, out_bytes[CUCO_MAX_BUFFERS] = {0};
+  char err[256];
+  if (sizes(ctx, in_bytes, out_bytes, err, sizeof err) != 0) return 1;
+  for (int i = 0; i < kNumInputs; i++) {
+    fill<<<512, 256, 0, s>>>(pristine[i], in_bytes[i] / kInputElem[i], kInputKind[i], kInputElem[i], seed,
+                             1000u * (unsigned)(i + 1) + (unsigned)ctx->rank);
+  }
+  return cudaGetLastError() != cudaSuccess;
+}
+
+// The reference: the frozen baseline run once more, here, on copies of the pristine inputs (collective:
+// every rank calls verify, so the baseline's own NCCL calls run on the harness's communicator).
+extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t s,
+                                   double tol, cuco_mismatch* mm) {
+  mm->found = 0;
+  cuco_ctx ref = *ctx;
+  ref.comm = hcomm; ref.stream = s; ref.state = nullptr; ref.error[0] = 0;
+  int rc = 0;
+  for (int i = 0; i < kNumInputs && !rc; i++) {
+    ref.inputs[i].win = nullptr;
+    rc |= cudaMalloc(&ref.inputs[i].ptr, ctx->inputs[i].bytes) != cudaSuccess;
+    if (!rc) rc |= cudaMemcpyAsync(ref.inputs[i].ptr, pristine[i], ctx->inputs[i].bytes, cudaMemcpyDeviceToDevice, s) != cudaSuccess;
+  }
+  for (int i = 0; i < kNumOutputs && !rc; i++) {
+    ref.outputs[i].win = nullptr;
+    rc |= cudaMalloc(&ref.outputs[i].ptr, ctx->outputs[i].bytes) != cudaSuccess;
+    if (!rc) rc |= cudaMemsetAsync(ref.outputs[i].ptr, 0xFF, ctx->outputs[i].bytes, s) != cudaSuccess;  // poisoned like the harness's
+  }
+  if (!rc) rc |= cuco_baseline_setup(&ref) != 0;
+  if (!rc) rc |= cuco_baseline_run(&ref) != 0;
+  if (!rc) rc |= cudaStreamSynchronize(s) != cudaSuccess;
+  if (!rc) rc |= cuco_baseline_teardown(&ref) != 0;
+  if (rc) fprintf(stderr, "[rank %d] verify: the reference run failed: %s\n", ctx->rank, ref.error);
+  for (int i = 0; i < kNumOutputs && !rc && !mm->found; i++) {
+    size_t bytes = ctx->outputs[i].bytes, n = bytes / kOutputElem[i];
+    std::vector<unsigned char> got(bytes), want(bytes);
+    rc |= cudaMemcpy(got.data(), ctx->outputs[i].ptr, bytes, cudaMemcpyDeviceToHost) != cudaSuccess;
+    rc |= cudaMemcpy(want.data(), ref.outputs[i].ptr, bytes, cudaMemcpyDeviceToHost) != cudaSuccess;
+    if (rc) break;
+    double e = 0, g = 0;
+    long long bad = compare(got, want, n, kOutputElem[i], kOutputKind[i], kOutputExact[i] != 0, tol, &e, &g);
+    if (bad >= 0) {
+      mm->found = 1; mm->index = bad; mm->expected = e; mm->got = g;
+      strcpy(mm->what, kOutputExact[i] ? "transfer" : "compute");
+      snprintf(mm->buffer, sizeof mm->buffer, "%s", kOutputs[i]);
+    }
+  }
+  for (int i = 0; i < kNumInputs; i++) if (ref.inputs[i].ptr) cudaFree(ref.inputs[i].ptr);
+  for (int i = 0; i < kNumOutputs; i++) if (ref.outputs[i].ptr) cudaFree(ref.outputs[i].ptr);
+  return rc;
+}
+"""
+
+
+# ---------------------------------------------------------------- workload.yaml
+
+def workload_yaml(prog, name: str, ranks: int, inputs, outputs, rel_harness: str) -> str:
+    h = rel_harness.rstrip("/")
+    public = {p["name"]: p["default"] for p in prog.params}
+    configs = [{"name": "program", "public": True, "bench": True, "params": dict(public)}]
+    if public:
+        configs.append({"name": "hidden_scaled", "public": False, "bench": False,
+                        "params": {k: _scaled(v) for k, v in public.items()}})
+    space = design_space(prog)
+    spec = {
+        "name": name,
+        "description": f"{', '.join(prog.files)} as a workload (made by cuco init): " + _summary(prog),
+        "language": "cuda",
+        "ranks": ranks,
+        "candidate": "candidate.cu",
+        "harness": {"sources": [f"{h}/harness.cu", "problem.cu", "baseline.cu"],
+                    "headers": [f"{h}/cuco_abi.h", f"{h}/cuco_device.cuh", f"{h}/cuco_problem.h"],
+                    "nonce": True},
+        "build": {"command": 'nvcc -std=c++17 -arch=sm_90 -O3 -I"$NCCL_HOME/include" {sources} -o {binary} '
+                             '-L"$NCCL_HOME/lib" -l:libnccl.so.2 -Xlinker -rpath,"$NCCL_HOME/lib"',
+                  "nccl": True, "cache_frozen": True},
+        "launch": {"command": ["./{binary}", "--spec", "{spec}", "--result", "{result}"], "gpus": ranks,
+                   "env": {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                           "NVSHMEM_DISABLE_NVLS": "1"}},
+        "timeouts": {"build": 300, "verify": 180, "benchmark": 420},
+        "benchmark": {"warmup": 5, "iters": 21},
+        "configs": configs,
+        "tolerances": {"fp32": 1.0e-4, "fp64": 1.0e-9, "fp16": 1.0e-2, "bf16": 1.6e-2},
+        "design_space": space,
+        "llm": {"task": task_text(prog, inputs, outputs), "api_notes": API_NOTES},
+    }
+    head = (f"# {name}: made by `cuco init` from {', '.join(prog.files)}. The baseline is the program's own\n"
+            "# repeated region (baseline.cu, frozen); candidate.cu is the seed the search starts from.\n")
+    return head + yaml.safe_dump(spec, sort_keys=False, width=110, default_flow_style=None)
+
+
+def _scaled(v: int) -> int:
+    """A hidden size: three quarters of the program's, kept a multiple of the same power of two (<= 256)."""
+    if not isinstance(v, int) or v < 8:
+        return v
+    g = 1
+    while v % (g * 2) == 0 and g < 256:
+        g *= 2
+    return max(g, (v * 3 // 4) // g * g)
+
+
+def _summary(prog) -> str:
+    steps = [f"{s['name']}" for s in prog.dataflow]
+    return " -> ".join(steps) + " per iteration"
+
+
+def task_text(prog, inputs, outputs) -> str:
+    lines = [f"The program ({', '.join(prog.files)}) repeats this region on every rank (one call of run() is one "
+             "iteration):"]
+    for s in prog.dataflow:
+        lines.append(f"  - {s['name']} ({s['kind']}) reads {', '.join(s['reads']) or 'nothing'}, writes "
+                     f"{', '.join(s['writes']) or 'nothing'}   [{s['at']}]")
+    lines.append(f"Inputs (read-only, made by the harness): {', '.join(b.name for b in inputs) or 'none'}. "
+                 f"Outputs (verified on every rank against the frozen baseline): {', '.join(b.name for b in outputs)}.")
+    if prog.opportunities:
+        lines.append("Overlap opportunities the analysis found, largest first:")
+        for o in prog.opportunities:
+            size = f"{o['bytes_value']} bytes" if o["bytes_value"] is not None else o["bytes"]
+            lines.append(f"  {o['rank']}. {o['producer'] or '-'} -> {o['collective']} -> {o['consumer'] or '-'} "
+                         f"({size}, {o['pattern']}): " + "; ".join(x["design"] for x in o["options"]))
+    lines.append("The seed runs every step on one stream, so communication waits for the computation. Make the "
+                 "whole iteration faster by overlapping the communication with the kernels (device-initiated LSA "
+                 "stores into the peers' NCCL windows, copy-engine copies per chunk on a second stream, or a fused "
+                 "kernel), without changing any output beyond the tolerance.")
+    return "\n".join(lines) + "\n"
+
+
+API_NOTES = """\
+- ABI: cuco_abi.h. run() enqueues one iteration and returns; join all work to ctx->stream before returning.
+  Outputs are poisoned (0xFF) before every call; inputs must not change. The Program struct's members are the
+  program's own variables; setup() allocates its scratch buffers, teardown() frees them.
+- ctx->inputs[i] / ctx->outputs[i] are NCCL symmetric windows (ncclWindow_t win): in a kernel,
+  ncclGetPeerPointer(win, offset, peer) is a plain device address of the peer's copy (LSA over NVLink).
+  Scratch the candidate reaches from peers must be ncclMemAlloc'd and registered in setup
+  (ncclCommWindowRegister(comm, p, bytes, &w, NCCL_WIN_COLL_SYMMETRIC), collective).
+- Producers fence (__threadfence_system) before raising a flag; consumers acquire. Bound every spin-wait with
+  cuco_wait_geq (cuco_device.cuh) and raise ctx->timeout_flag on expiry.
+- NCCL 2.28.9; never use multimem / NVLS. No preprocessor lines inside EVOLVE-BLOCKs.
+"""
