@@ -29,6 +29,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))   # the repository, for engine.wall_clock
+from engine.wall_clock import timings_misfit  # noqa: E402
+
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
@@ -138,7 +141,7 @@ def main() -> int:
     if (spec.get("harness") or {}).get("nonce"):   # as the engine does: a per-job nonce on stdin, echoed back
         nonce = secrets.token_hex(16)
         argv = [*argv, "--nonce-stdin"]
-    t0 = time.time()
+    t0 = time.monotonic()
     p = subprocess.Popen(argv, cwd=run_dir, env=env, start_new_session=True,
                          stdin=subprocess.PIPE if nonce else None)
     if nonce:
@@ -154,7 +157,7 @@ def main() -> int:
         p.wait()
         print(f"stage timeout after {stage_timeout:.0f} s: process group killed", file=sys.stderr)
         rc = -9
-    wall = time.time() - t0
+    wall = time.monotonic() - t0
     res_path = run_dir / "result.json"
     if not res_path.exists():
         print(json.dumps({"error": f"no result.json (exit {rc}, {wall:.1f} s)"}))
@@ -166,6 +169,9 @@ def main() -> int:
     if nonce and res.get("nonce") != nonce:
         res = {"correct": False, "configs": [], "error": "result.json does not carry this job's nonce: it was not "
                f"written by the harness (exit {rc}); not believed"}
+    misfit = timings_misfit(res, wall)   # this process timed the job from outside, as the engine does
+    if misfit:
+        res = {**res, "correct": False, "error": misfit}
     print(json.dumps(res, indent=1))
     print(f"# {spec['name']} {source.name} mode={a.mode} ranks={ranks} exit={rc} wall={wall:.1f}s correct={res['correct']}",
           file=sys.stderr)
