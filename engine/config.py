@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from remote.errors import InputError
+from remote.textfiles import read_text
 
 SELECTIONS = ("weighted", "power_law")
 MUTATORS = ("design-space", "llm")
@@ -165,9 +166,7 @@ def load_config_file(path: Path) -> dict[str, Any]:
     Dashes in names are read as underscores; a relative `cluster:` path is relative to the file."""
     source = str(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(source, "--config", f"cannot read it ({exc.strerror or exc})") from None
+        data = yaml.safe_load(read_text(path, "--config"))   # unreadable or not UTF-8: an InputError
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from remote.errors import InputError
+from remote.textfiles import read_text
 
 from . import blocks
 from .design_space import DesignSpace, Dimension, Variant
@@ -143,14 +144,14 @@ class _Fields:
 def _read_text(file: Path, yaml_file: Path, field_name: str) -> str:
     if not file.is_file():
         raise InputError(str(yaml_file), field_name, f"file {file} does not exist")
-    return file.read_text()
+    return read_text(file, field_name)
 
 
 def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     root = resolve_workload_path(str(spec), cwd)
     yaml_file = root / "workload.yaml"
     try:
-        data = yaml.safe_load(yaml_file.read_text())
+        data = yaml.safe_load(read_text(yaml_file))   # unreadable or not UTF-8: an InputError naming it
     except yaml.YAMLError as exc:
         raise InputError(str(yaml_file), "(syntax)", f"not valid YAML: {exc}") from None
     f = _Fields(yaml_file, data)

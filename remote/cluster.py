@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import InputError
+from .textfiles import load_yaml
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -169,17 +168,7 @@ def read_cluster_yaml(path: Path) -> tuple[_Reader, Any]:
     """The parsed YAML of a cluster file (any kind), or an `InputError` naming the file (and line)."""
     path = Path(path)
     file = str(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(file, "(file)", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(file)"
-        raise InputError(file, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    return _Reader(file), raw
+    return _Reader(file), load_yaml(path)   # unreadable, not UTF-8, not YAML: an InputError naming it
 
 
 def cluster_kind(r: _Reader, raw: Any, kinds: Any) -> str:

@@ -1,0 +1,116 @@
+// problem.cu -- frozen problem definition of attention_allgather for the CUDA harness (its own TU).
+//
+// Context parallel attention: params S (sequence length, split evenly over the ranks: rank r holds
+// positions [r*S/n, (r+1)*S/n)), HQ query heads, HKV key/value heads (GQA; head dim 128), causal (0/1).
+// Inputs of a rank: its block's Q (S/n x HQ x 128), K and V (S/n x HKV x 128), bf16, from the seed
+// (stream ids 5000+r, 6000+r, 7000+r; Q and K in [-2, 2) so the softmax is peaked enough that a wrong
+// merge of partial results shows). Output: O (S/n x HQ x 128, bf16) = softmax(Q K^T / sqrt(128)) V over
+// the whole sequence's keys (causal: keys at positions <= the query's).
+// Verification: the full K and V are gathered on the harness's own communicator and O is checked against
+// an fp32 reference computed here (scores, exact softmax, weighted sum in fp32): bf16 tolerance.
+#include "cuco_problem.h"
+#include "cuco_check.cuh"
+#include "attn_flash.cuh"
+#include <cuda_runtime.h>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+enum { IN_Q = 0, IN_K = 1, IN_V = 2 };
+
+static attn::Shape shape_of(const cuco_ctx* ctx) {
+  return attn::Shape{cuco_param_get(ctx, "S", 0), cuco_param_get(ctx, "HQ", 32), cuco_param_get(ctx, "HKV", 8),
+                     cuco_param_get(ctx, "causal", 0), ctx->nranks, ctx->rank};
+}
+
+extern "C" int cuco_problem_describe(const cuco_ctx* ctx, cuco_problem* p) {
+  attn::Shape s = shape_of(ctx);
+  if (cuco_param_get(ctx, "D", attn::D) != attn::D || !attn::shape_ok(s)) {
+    snprintf(p->error, sizeof p->error, "need D = 128, S a multiple of 64 * ranks (ranks <= 16), HQ a multiple of HKV "
+             "(HQ <= 128), causal 0 or 1 (got S=%lld HQ=%lld HKV=%lld causal=%lld ranks=%d)", s.S, s.HQ, s.HKV, s.causal, s.n);
+    return 1;
+  }
+  p->ninputs = 3; p->noutputs = 1; p->dtype = "bf16";
+  p->input_names[IN_Q] = "Q"; p->input_bytes[IN_Q] = (size_t)(s.S_loc() * s.HQ * attn::D * 2);
+  p->input_names[IN_K] = "K"; p->input_bytes[IN_K] = (size_t)(s.kv_elems() * 2);
+  p->input_names[IN_V] = "V"; p->input_bytes[IN_V] = (size_t)(s.kv_elems() * 2);
+  p->output_names[0] = "O"; p->output_bytes[0] = (size_t)(s.S_loc() * s.HQ * attn::D * 2);
+  return 0;
+}
+
+extern "C" int cuco_problem_make_inputs(const cuco_ctx* ctx, void* const* pristine, unsigned long long seed, cudaStream_t st) {
+  attn::Shape s = shape_of(ctx);
+  return cuco_h_fill_bf16(pristine[IN_Q], (size_t)(s.S_loc() * s.HQ * attn::D), seed, 5000 + s.rank, 2.0f, st) |
+         cuco_h_fill_bf16(pristine[IN_K], (size_t)s.kv_elems(), seed, 6000 + s.rank, 2.0f, st) |
+         cuco_h_fill_bf16(pristine[IN_V], (size_t)s.kv_elems(), seed, 7000 + s.rank, 1.0f, st);
+}
+
+// fp32 reference: one CTA of 128 threads per (query row, head); scores in shared memory.
+__global__ void attn_reference(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K,
+                               const __nv_bfloat16* __restrict__ V, int HQ, int HKV, int q_pos0, int S, int causal,
+                               float* __restrict__ O) {
+  extern __shared__ float sc[];
+  __shared__ float q[attn::D], red[32];
+  const int i = blockIdx.x, h = blockIdx.y, hk = h / (HQ / HKV), tid = threadIdx.x;
+  const int nk = causal ? q_pos0 + i + 1 : S;
+  q[tid] = __bfloat162float(Q[((long long)i * HQ + h) * attn::D + tid]);
+  __syncthreads();
+  const float scale = 1.f / sqrtf((float)attn::D);
+  float mx = -INFINITY;
+  for (int j = tid; j < nk; j += blockDim.x) {
+    const __nv_bfloat16* kr = K + ((long long)j * HKV + hk) * attn::D;
+    float d = 0.f;
+    for (int c = 0; c < attn::D; c++) d += q[c] * __bfloat162float(kr[c]);
+    sc[j] = d * scale;
+    mx = fmaxf(mx, d * scale);
+  }
+  for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if ((tid & 31) == 0) red[tid >> 5] = mx;
+  __syncthreads();
+  mx = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  __syncthreads();
+  float sum = 0.f;
+  for (int j = tid; j < nk; j += blockDim.x) { float p = expf(sc[j] - mx); sc[j] = p; sum += p; }
+  for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if ((tid & 31) == 0) red[tid >> 5] = sum;
+  __syncthreads();
+  sum = red[0] + red[1] + red[2] + red[3];
+  float acc = 0.f;
+  for (int j = 0; j < nk; j++) acc += sc[j] * __bfloat162float(V[((long long)j * HKV + hk) * attn::D + tid]);
+  O[((long long)i * HQ + h) * attn::D + tid] = acc / sum;
+}
+
+extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t st,
+                                   double tol, cuco_mismatch* mm) {
+  attn::Shape s = shape_of(ctx);
+  mm->found = 0;
+  void *kall = nullptr, *vall = nullptr; float* ref = nullptr;
+  const size_t n_out = (size_t)(s.S_loc() * s.HQ * attn::D);
+  if (cudaMalloc(&kall, s.kv_elems() * s.n * 2) != cudaSuccess || cudaMalloc(&vall, s.kv_elems() * s.n * 2) != cudaSuccess ||
+      cudaMalloc(&ref, n_out * 4) != cudaSuccess)
+    return 1;
+  int rc = 0;
+  rc |= ncclGroupStart() != ncclSuccess;
+  rc |= ncclAllGather(pristine[IN_K], kall, (size_t)s.kv_elems() * 2, ncclInt8, hcomm, st) != ncclSuccess;
+  rc |= ncclAllGather(pristine[IN_V], vall, (size_t)s.kv_elems() * 2, ncclInt8, hcomm, st) != ncclSuccess;
+  rc |= ncclGroupEnd() != ncclSuccess;
+  const size_t smem = (size_t)s.S * sizeof(float);
+  rc |= cudaFuncSetAttribute(attn_reference, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess;
+  if (!rc) {
+    attn_reference<<<dim3((unsigned)s.S_loc(), (unsigned)s.HQ), attn::D, smem, st>>>(
+        (const __nv_bfloat16*)pristine[IN_Q], (const __nv_bfloat16*)kall, (const __nv_bfloat16*)vall, (int)s.HQ, (int)s.HKV,
+        (int)(s.rank * s.S_loc()), (int)s.S, (int)s.causal, ref);
+    rc |= cudaGetLastError() != cudaSuccess;
+  }
+  if (!rc) {
+    double ex = 0, got = 0;
+    long long bad = cuco_check::bf16_vs_f32(ctx->outputs[0].ptr, ref, n_out, tol, st, &ex, &got);
+    if (bad < -1) rc = 1;
+    else if (bad >= 0) {
+      mm->found = 1; mm->index = bad; mm->expected = ex; mm->got = got;
+      strcpy(mm->what, "compute"); strcpy(mm->buffer, "O");
+    }
+  }
+  cudaFree(kall); cudaFree(vall); cudaFree(ref);
+  return rc;
+}
