@@ -115,6 +115,7 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
             console.print(_config_table("configs where another candidate is faster", others, with_candidate=True))
             for cid, point in {c["candidate"]: c.get("descriptor") or {} for c in others}.items():
                 console.print(f"  #{cid}: {_point_change(point, reference)}", style="dim")
+        _print_waiting(report, console)
         for flag in best.get("flags") or []:
             console.print(f"[yellow]⚑ the best beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
                           f"{flag['bound_ms']:.4g} ms): a faster computation or a gamed measurement; read its diff "
@@ -122,6 +123,18 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
     finally:
         if own:
             store.close()
+
+
+def _print_waiting(report: dict, console: Console) -> None:
+    """The results that wait for a person (they do not count until accepted), and the refused candidates."""
+    for c in report.get("needs_review") or []:
+        why = "; ".join(f"beat the overlap bound on {f['config']} ({f['candidate_ms']:.4g} ms < {f['bound_ms']:.4g} ms)"
+                        for f in c["flags"] if "bound_ms" in f) or "flagged"
+        console.print(f"[yellow]needs review: #{c['candidate']} {c['speedup'] or 0:.3f}x: {why}. It is not the best, "
+                      f"a parent or an inspiration until accepted (`cuco accept {report['run']} {c['candidate']}`, or `a` in the "
+                      "TUI's review queue)[/]")
+    for r in report.get("refused") or []:
+        console.print(f"[magenta]refused: #{r['candidate']}: {r['reason']}[/]")
 
 
 _CONFIG_COLUMNS = (("baseline ms", "baseline_ms", "{:.3f}"), ("best ms", "candidate_ms", "{:.3f}"),

@@ -12,6 +12,7 @@ import time
 from remote.errors import InputError
 
 from .config import RunConfig
+from .counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
 from .runids import new_run_id
 from .schema import DONE, RUN_STATES
 from .store import Store, Tx
@@ -33,10 +34,8 @@ async def latest_verdict(tx: Tx, candidate_id: int) -> str | None:
 async def recompute_cell(tx: Tx, run_id: str, cell: str) -> None:
     """The cell's elite is its best correct candidate that no one rejected."""
     best = await tx.fetchone(
-        "SELECT c.id, c.fitness FROM candidates c WHERE c.run_id=? AND c.cell=? AND c.status=? "
-        "AND c.fitness IS NOT NULL AND COALESCE((SELECT verdict FROM marks m WHERE m.candidate_id=c.id "
-        "ORDER BY m.id DESC LIMIT 1), '') != 'reject' ORDER BY c.fitness DESC, c.id LIMIT 1",
-        (run_id, cell, DONE))
+        f"SELECT c.id, c.fitness FROM candidates c WHERE c.run_id=? AND c.cell=? AND {COUNTS_SQL} "
+        "ORDER BY c.fitness DESC, c.id LIMIT 1", (run_id, cell))
     if best is None:
         await tx.execute("DELETE FROM archive WHERE run_id=? AND cell=?", (run_id, cell))
     else:
@@ -48,10 +47,17 @@ async def recompute_cell(tx: Tx, run_id: str, cell: str) -> None:
 
 async def accept(store: Store, run_id: str, candidate_id: int, note: str = "") -> None:
     async with store.transaction() as tx:
-        await _candidate_in_run(tx, run_id, candidate_id)
+        row = await _candidate_in_run(tx, run_id, candidate_id)
         await tx.insert("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
                         (run_id, candidate_id, "accept", note, time.time()))
+        await _decide_review(tx, candidate_id, ACCEPTED)
         await tx.event(run_id, "mark", id=candidate_id, verdict="accept", text=note)
+        await recompute_cell(tx, run_id, row["cell"])   # an accepted result joins the search
+
+
+async def _decide_review(tx: Tx, candidate_id: int, state: str) -> None:
+    """A person's verdict closes the candidate's review, if it was waiting for one."""
+    await tx.execute("UPDATE candidates SET review=? WHERE id=? AND review IS NOT NULL", (state, candidate_id))
 
 
 async def reject(store: Store, run_id: str, candidate_id: int, reason: str) -> None:
@@ -61,6 +67,7 @@ async def reject(store: Store, run_id: str, candidate_id: int, reason: str) -> N
         row = await _candidate_in_run(tx, run_id, candidate_id)
         await tx.insert("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
                         (run_id, candidate_id, "reject", reason.strip(), time.time()))
+        await _decide_review(tx, candidate_id, REJECTED)
         await tx.event(run_id, "mark", id=candidate_id, verdict="reject", text=reason.strip())
         await recompute_cell(tx, run_id, row["cell"])
 
@@ -89,8 +96,8 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
     async with store.transaction() as tx:
         if from_candidate is None:
             best = await tx.fetchone(
-                "SELECT id FROM candidates WHERE run_id=? AND status=? AND fitness IS NOT NULL "
-                "ORDER BY fitness DESC, id LIMIT 1", (run_id, DONE))
+                f"SELECT c.id FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} "
+                "ORDER BY c.fitness DESC, c.id LIMIT 1", (run_id,))
             if best is None:
                 raise InputError("RUN", run_id, "has no correct candidate to fork from yet; pass --from CANDIDATE")
             from_candidate = best["id"]
@@ -111,13 +118,13 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
             await tx.execute(
                 "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
                 "source_hash, descriptor_json, cell, status, correct, speedup, time_ms, baseline_ms, fitness, "
-                "reason, metrics_json, origin_id, created_at, finished_at) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "reason, metrics_json, origin_id, created_at, finished_at, review) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (new_cid, new_id, number, number % max(1, config.islands), 0, None, "fork", "fork", src["source_hash"],
                  src["descriptor_json"], src["cell"], src["status"], src["correct"], src["speedup"],
                  src["time_ms"], src["baseline_ms"], src["fitness"], src["reason"], src["metrics_json"],
-                 cid, now, now))
-            if src["status"] == DONE and src["fitness"] is not None:
+                 cid, now, now, src["review"]))
+            if src["status"] == DONE and src["fitness"] is not None and src["review"] != NEEDS_REVIEW:
                 await tx.execute(
                     "INSERT INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?) "
                     "ON CONFLICT(run_id, cell) DO UPDATE SET candidate_id=excluded.candidate_id, "

@@ -20,7 +20,7 @@ from typing import Any
 from remote.errors import InputError
 from remote.jobs import Executor
 
-from . import blocks, control, timeline
+from . import blocks, control, counting, timeline
 from .archive import Archive
 from .config import RunConfig
 from . import fault_policy
@@ -64,13 +64,12 @@ class Cand:
     metrics: dict[str, Any] = field(default_factory=dict)
     children: int = 0
     forked: bool = False
+    review: str | None = None
 
     @property
     def eligible(self) -> bool:
-        """May be a parent or an inspiration: correct and not rejected (accepted ones always are)."""
-        if self.verdict == "reject":
-            return False
-        return self.status == DONE and self.fitness is not None
+        """May be the best, a parent or an inspiration (engine/counting.py decides)."""
+        return counting.counts(self.status, self.fitness, self.verdict, self.review)
 
 
 def _fitness(c: Cand) -> float:
@@ -246,7 +245,7 @@ class Engine:
                     cell=r["cell"], operator=r["operator"], fitness=r["fitness"], speedup=r["speedup"],
                     time_ms=r["time_ms"], reason=r["reason"] or "",
                     metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else {},
-                    forked=r["origin_id"] is not None)
+                    forked=r["origin_id"] is not None, review=r["review"])
 
     def _account(self, c: Cand) -> None:
         """Fold a candidate loaded from the store into the counters, archive and best."""
@@ -322,6 +321,8 @@ class Engine:
             if c.eligible:
                 self._eligible[c.id] = c
                 self.archive.offer(c.cell, c.id, c.fitness or 0.0)
+                if self.best is None or (c.fitness or 0) > (self.best.fitness or 0):
+                    self.best = c
 
     async def reject(self, candidate_id: int, reason: str) -> None:
         await control.reject(self.store, self.run_id, candidate_id, reason)
@@ -702,7 +703,8 @@ class Engine:
             self._wake.set()
 
     def _would_be_best(self, speedup: float) -> bool:
-        return self.config.reverify_best and (self.best is None or speedup > (self.best.speedup or 0))
+        return self.config.reverify_best and counting.remeasure_before_best(
+            speedup, None if self.best is None else (self.best.speedup or 0))
 
     async def _back_to_pending(self, c: Cand) -> None:
         c.status = PENDING
@@ -729,11 +731,13 @@ class Engine:
                 (c.id, self.run_id, rec.stage, rec.status, rec.rc, rec.duration_s, rec.node, rec.attempt,
                  log_hash, json.dumps(rec.result) if rec.result else None, now))
         reason = outcome.reason or ""
+        c.review = counting.review_state(outcome.status, outcome.metrics)
         tx.execute(
             "UPDATE candidates SET status=?, correct=?, speedup=?, time_ms=?, baseline_ms=?, fitness=?, "
-            "reason=?, metrics_json=?, finished_at=? WHERE id=?",
+            "reason=?, metrics_json=?, finished_at=?, review=? WHERE id=?",
             (outcome.status, outcome.correct, outcome.speedup, outcome.time_ms, outcome.baseline_ms, fitness,
-             reason, json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}), now, c.id))
+             reason, json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}), now, c.review,
+             c.id))
         for sql, params in fault_policy.verdict_rows(c.id, outcome):
             tx.execute(sql, params)
         tx.event(self.run_id, "result", id=c.id, status=outcome.status, correct=outcome.correct,
@@ -767,7 +771,7 @@ class Engine:
             tx.event(self.run_id, "log", level="warning", message=(
                 f"candidate {c.id} beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
                 f"{flag['bound_ms']:.4g} ms, the baseline's compute or communication alone): a faster "
-                "computation or a gamed measurement; check its diff before trusting it"))
+                "computation or a gamed measurement: it waits in the review queue and does not count until accepted"))
         self._write_behind(tx)
 
     # ----- migration ----------------------------------------------------------------------------

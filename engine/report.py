@@ -6,12 +6,11 @@ import json
 from typing import Any
 
 from .harness_result import overlap_efficiency
-from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT
+from .counting import COUNTS_SQL, NEEDS_REVIEW
+from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, REFUSED
 from .store import ReadStore
 
 CONFIG_KEYS = ("name", "baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")
-NOT_REJECTED = ("COALESCE((SELECT verdict FROM marks m WHERE m.candidate_id=c.id ORDER BY m.id DESC LIMIT 1), '') "
-                "!= 'reject'")
 
 
 def _config_row(c: dict[str, Any]) -> dict[str, Any]:
@@ -37,8 +36,7 @@ def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     another design than a large one)."""
     best: dict[str, dict[str, Any]] = {}
     for r in store.fetchall(f"SELECT c.id, c.descriptor_json, c.metrics_json FROM candidates c WHERE c.run_id=? "
-                            f"AND c.status=? AND c.fitness IS NOT NULL AND {NOT_REJECTED} ORDER BY c.id",
-                            (run_id, DONE)):
+                            f"AND {COUNTS_SQL} ORDER BY c.id", (run_id,)):
         for c in _bench_configs(r["metrics_json"]):
             ratio = c.get("speedup")
             if not isinstance(ratio, (int, float)):
@@ -50,6 +48,18 @@ def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     return list(best.values())
 
 
+def needs_review(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
+    """Verified results that wait for a person (faster than the overlap bound, or flagged otherwise): they
+    are not the best, a parent or an inspiration until accepted (engine/counting.py)."""
+    out = []
+    for r in store.fetchall("SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? "
+                            "ORDER BY id", (run_id, NEEDS_REVIEW)):
+        metrics = json.loads(r["metrics_json"]) if r["metrics_json"] else {}
+        out.append({"candidate": r["id"], "speedup": r["speedup"], "time_ms": r["time_ms"],
+                    "flags": metrics.get("flags") or [], "measurements": metrics.get("measurements")})
+    return out
+
+
 def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
     run = store.run(run_id)
     if run is None:
@@ -58,8 +68,8 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         "SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? AND origin_id IS NULL GROUP BY status",
         (run_id,))}
     best = store.fetchone(
-        f"SELECT c.* FROM candidates c WHERE c.run_id=? AND c.status=? AND c.fitness IS NOT NULL AND {NOT_REJECTED} "
-        "ORDER BY c.fitness DESC, c.id LIMIT 1", (run_id, DONE))
+        f"SELECT c.* FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} ORDER BY c.fitness DESC, c.id LIMIT 1",
+        (run_id,))
     marks = store.fetchall(
         "SELECT m.candidate_id, m.verdict, m.text FROM marks m WHERE m.run_id=? AND m.id = "
         "(SELECT MAX(id) FROM marks m2 WHERE m2.candidate_id=m.candidate_id)", (run_id,))
@@ -91,6 +101,10 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         "baseline_time_ms": run["baseline_time_ms"],
         "best": best_obj,
         "best_per_config": best_per_config(store, run_id),
+        "needs_review": needs_review(store, run_id),
+        "refused": [{"candidate": r["id"], "reason": r["reason"]} for r in store.fetchall(
+            "SELECT id, reason FROM candidates WHERE run_id=? AND status=? AND origin_id IS NULL ORDER BY id",
+            (run_id, REFUSED))],
         "accepted": [m["candidate_id"] for m in marks if m["verdict"] == "accept"],
         "rejected": [{"candidate": m["candidate_id"], "reason": m["text"]} for m in marks if m["verdict"] == "reject"],
         "llm_cost_usd": round(float(cost["usd"]), 6) if cost else 0.0,

@@ -7,11 +7,27 @@ where what is measured is the engine, not the harness. The real harness is teste
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 from remote.jobs import JobResult, JobSpec, JobStatus, NodeState
+
+
+@functools.lru_cache(maxsize=1)
+def abi_object() -> bytes:
+    """An object file that defines the CPU ABI and nothing else (compiled once per process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "abi.cpp"
+        src.write_text('extern "C" int cuco_setup(const void*) { return 0; }\n'
+                       'extern "C" int cuco_run(const void*) { return 0; }\n'
+                       'extern "C" void cuco_teardown(void) {}\n')
+        subprocess.run(["g++", "-O2", "-c", str(src), "-o", str(src.with_suffix(".o"))], check=True, timeout=60)
+        return src.with_suffix(".o").read_bytes()
 
 
 class SyntheticExecutor:
@@ -64,10 +80,11 @@ class SyntheticExecutor:
 
     def _outputs(self, spec: JobSpec, stage: str) -> dict[str, bytes]:
         if stage == "build":
-            if spec.kind == "build" and len(spec.outputs) > 1 or any(o.endswith(".o") for o in spec.outputs):
+            if "cuco_candidate" not in spec.outputs:   # the frozen harness's objects
                 return {o: b"obj" for o in spec.outputs}
             source = b"".join(v for k, v in sorted(spec.files.items()) if k.startswith("candidate"))
-            return {"cuco_candidate": hashlib.sha256(source).hexdigest().encode()}
+            # the candidate's object, for the symbol policy: a real one that defines only the ABI
+            return {"cuco_candidate": hashlib.sha256(source).hexdigest().encode(), "cuco_candidate.o": abi_object()}
         digest = spec.files["cuco_candidate"].decode()
         request = json.loads(spec.files["spec.json"])
         wrong = self.fail_every and int(digest[:6], 16) % self.fail_every == 0

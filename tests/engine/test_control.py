@@ -283,9 +283,27 @@ async def test_candidates_faster_than_the_overlap_bound_are_flagged_not_dropped(
     warnings = [e["data"]["message"] for e in rs.events_since(0)
                 if e["kind"] == "log" and "overlap bound" in e["data"]["message"]]
     assert len(warnings) >= len(flagged)
+    # they wait for a person: stored and listed, but not the best, a parent, an inspiration or an elite
+    waiting = {r["id"] for r in rs.fetchall("SELECT id FROM candidates WHERE run_id='r1' AND review='needs_review'")}
+    assert waiting == flagged
     report = build_report(rs, "r1")
-    best = report["best"]
-    assert (best["candidate"] in flagged) == bool(best["flags"])
+    assert {c["candidate"] for c in report["needs_review"]} == flagged
+    assert report["best"]["candidate"] not in flagged and not report["best"]["flags"]
+    parents = {r["parent_id"] for r in rs.fetchall("SELECT parent_id FROM candidates WHERE run_id='r1'")}
+    assert not parents & flagged
+    assert not {r["candidate_id"] for r in rs.fetchall("SELECT candidate_id FROM archive WHERE run_id='r1'")} & flagged
+    rs.close()
+    # an accepted one joins the search: it becomes the best when it is the fastest
+    fastest = max(flagged, key=lambda i: engine.cands[i].fitness or 0)
+    engine2 = await Engine.load(tmp_path, "r1", executor=SyntheticExecutor(slots=2))
+    assert engine2.best.id not in flagged
+    await engine2.accept(fastest, "read the diff: a real algorithmic change")
+    assert engine2.best.id == fastest
+    await engine2.close()
+    rs = ReadStore(tmp_path)
+    report = build_report(rs, "r1")
+    assert report["best"]["candidate"] == fastest and fastest not in {c["candidate"] for c in report["needs_review"]}
+    assert rs.fetchone("SELECT review FROM candidates WHERE id=?", (fastest,))["review"] == "accepted"
     rs.close()
 
 
@@ -299,7 +317,7 @@ async def test_report_gives_the_best_candidate_of_every_config_with_its_overlap_
     def expected(rejected=()):
         rs = ReadStore(tmp_path)
         rows = rs.fetchall("SELECT id, metrics_json FROM candidates WHERE run_id='r1' AND status='done' "
-                           "AND fitness IS NOT NULL")
+                           "AND fitness IS NOT NULL AND COALESCE(review, '') != 'needs_review'")
         rs.close()
         per: dict[str, tuple[float, int, dict]] = {}
         for r in rows:
