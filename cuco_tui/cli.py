@@ -289,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("workload", metavar="WORKLOAD")
     p.add_argument("--no-compile", action="store_true", help="check the spec and blocks only")
 
-    for module in ("cuco_tui.cli_control", "cuco_tui.cli_nodes", "cuco_tui.cli_llm", "cuco_tui.cli_onboard"):
+    for module in ("cuco_tui.cli_control", "cuco_tui.cli_nodes", "cuco_tui.cli_llm", "cuco_tui.cli_onboard",
+                   "cuco_tui.cli_timeline"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -153,7 +153,10 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     try:
         data = yaml.safe_load(read_text(yaml_file))   # unreadable or not UTF-8: an InputError naming it
     except yaml.YAMLError as exc:
-        raise InputError(str(yaml_file), "(syntax)", f"not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)   # one line: where, and what the parser expected
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise InputError(str(yaml_file), "(syntax)",
+                         f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     f = _Fields(yaml_file, data)
 
     name = f.get("name", str)
