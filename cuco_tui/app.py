@@ -35,7 +35,9 @@ from .messages import (CandidateSelected, CandidatesLoaded, CommandDone, DetailL
 from .screens import (ConfirmModal, ForkModal, ForkRequest, HelpScreen, NodesScreen, NoteModal, ReasonModal,
                       RunsScreen)
 from .screens.help import describe_bindings
+from .screens.lineage import LineageScreen
 from .settings import TuiSettings
+from .toasts import Toast, ToastWatcher
 from .widgets import CandidatesTable, DetailTabs, IslandsTable, KeyFooter, RunHeader, ScorePlot
 
 LOG_LINES = 2000
@@ -107,6 +109,8 @@ class CucoApp(App):
         Binding("f", "fork", "Fork", id="fork"),
         Binding("e", "edit", "Edit", id="edit", show=False),
         Binding("slash", "filter", "Filter", id="filter"),
+        Binding("b", "jump_to_best", "Best", id="best", show=False),
+        Binding("L", "show_lineage", "Lineage", id="lineage", show=False),
         Binding("n", "show_nodes", "Nodes", id="nodes", show=False),
         Binding("r", "show_runs", "Runs", id="runs", show=False),
         Binding("t", "toggle_theme", "Theme", id="theme", show=False),
@@ -132,6 +136,7 @@ class CucoApp(App):
         self.client: EngineClient | None = None
         self.summary: dict[str, Any] = {"run": run_id}
         self.filter_text = ""
+        self.sort: tuple[str, bool] | None = None     # the candidates table's order; None: proposal order
         self.selected_id: int | None = None
         self.detail: Any = None
         self._since = since
@@ -145,6 +150,8 @@ class CucoApp(App):
         self._pending_detail: int | None = None
         self.events_applied = 0
         self.detached = False
+        self.toasts = ToastWatcher()
+        self._best_wanted: int | None = None      # `b` reloads the table to find the best: select it then
         for theme in THEMES:
             self.register_theme(theme)
 
@@ -219,7 +226,7 @@ class CucoApp(App):
 
     def _start_loads(self) -> None:
         self._candidates_busy = self._summary_busy = True
-        self._load_candidates(self.filter_text)
+        self._load_candidates(self.filter_text, self.sort)
         self._load_summary()
 
     @work(thread=True, exclusive=True, group="summary", exit_on_error=False)
@@ -233,14 +240,14 @@ class CucoApp(App):
         self.post_message(SummaryLoaded(summary, islands, time.perf_counter() - t0))
 
     @work(thread=True, exclusive=True, group="candidates", exit_on_error=False)
-    def _load_candidates(self, filter_text: str) -> None:
+    def _load_candidates(self, filter_text: str, sort: tuple[str, bool] | None = None) -> None:
         t0 = time.perf_counter()
         try:
-            rows = self.view.candidates(self.run_id, filter_text)
+            rows = self.view.candidates(self.run_id, filter_text, sort=sort)
         except BaseException:
             self._candidates_busy = False
             raise
-        self.post_message(CandidatesLoaded(rows, filter_text, time.perf_counter() - t0))
+        self.post_message(CandidatesLoaded(rows, filter_text, time.perf_counter() - t0, sort))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def _load_detail(self, candidate_id: int) -> None:
@@ -262,7 +269,7 @@ class CucoApp(App):
         if self._filter_dirty and not self._candidates_busy and now >= self._candidates_next:
             self._filter_dirty = False
             self._candidates_busy = True
-            self._load_candidates(self.filter_text)
+            self._load_candidates(self.filter_text, self.sort)
 
     @staticmethod
     def _next_refresh(elapsed_s: float) -> float:
@@ -283,15 +290,30 @@ class CucoApp(App):
         header.live = self.live
         header.summary = self.summary
         self._main.query_one(IslandsTable).show(message.islands)
+        self.toasts.know_best((self.summary.get("best") or {}).get("id"))
+        self._toast(self.toasts.nodes(self.summary.get("nodes") or []))
+        self._toast(self.toasts.reviews(self.summary.get("needs_review") or []))
+
+    def _toast(self, toasts: list[Toast]) -> None:
+        for text, severity in toasts:
+            self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
 
     @_ui_guard
     @on(CandidatesLoaded)
     def _candidates_loaded(self, message: CandidatesLoaded) -> None:
         self._candidates_busy = False
         self._candidates_next = self._next_refresh(message.elapsed_s)
-        if message.filter_text != self.filter_text:
-            return                                    # a newer filter is on its way
-        self._main.query_one(CandidatesTable).load(message.rows, message.filter_text)
+        if message.filter_text != self.filter_text or message.sort != self.sort:
+            return                                    # a newer filter or order is on its way
+        self._main.query_one(CandidatesTable).load(message.rows, message.filter_text, message.sort)
+        if self._best_wanted is not None:
+            self._select_best(self._best_wanted)
+
+    @on(CandidatesTable.SortRequested)
+    def _sort_requested(self, message: CandidatesTable.SortRequested) -> None:
+        self.sort = message.sort
+        self._candidates_busy = True
+        self._load_candidates(self.filter_text, self.sort)
 
     @on(CandidateSelected)
     def _candidate_selected(self, message: CandidateSelected) -> None:
@@ -368,6 +390,7 @@ class CucoApp(App):
         if status.get("state"):
             self.summary["state"] = status["state"]
         self.summary["nodes"] = status.get("nodes") or self.summary.get("nodes") or []
+        self._toast(self.toasts.nodes(self.summary["nodes"]))
         header = self._main.query_one(RunHeader)
         header.live = True
         header.summary = self.summary
@@ -392,6 +415,7 @@ class CucoApp(App):
     def _events(self, message: EngineEvents) -> None:
         table = self._main.query_one(CandidatesTable)
         lines: list[str] = []
+        toasts: list[Toast] = []
         selected_touched = False
         with self.batch_update():
             table.begin_batch()
@@ -399,7 +423,7 @@ class CucoApp(App):
                 kind = event.get("kind")
                 d = event.get("data") or {}
                 if kind == "candidate":
-                    if self.filter_text:
+                    if self.filter_text or self.sort:   # where a new row goes is the query's to say
                         self._filter_dirty = True
                         table.upsert(d, add=False)
                     else:
@@ -422,9 +446,13 @@ class CucoApp(App):
                         if isinstance(screen, NodesScreen):
                             screen.update_nodes(self.summary["nodes"])
                 elif kind in ("best", "llm_call", "migration", "archive"):
+                    if kind == "best" and d.get("id") is not None:   # `b` goes to it before the next reload
+                        self.summary["best"] = {"id": d["id"], "speedup": d.get("speedup"),
+                                                "time_ms": d.get("time_ms")}
                     self._dirty = True
                 elif kind == "fork":
                     self.notify(f"fork {d.get('new_run')} created (start it: cuco resume {d.get('new_run')})")
+                toasts += self.toasts.event(event)
                 line = event_line(event)
                 if line:
                     lines.append(line)
@@ -434,6 +462,7 @@ class CucoApp(App):
             header = self._main.query_one(RunHeader)
             header.summary = self.summary
         self.events_applied += len(message.events)
+        self._toast(toasts)
         if selected_touched and self.selected_id is not None:
             self._schedule_detail(self.selected_id, throttle=True)
 
@@ -584,7 +613,7 @@ class CucoApp(App):
         event.input.remove_class("shown")
         self._main.query_one(CandidatesTable).focus()
         self._candidates_busy = True
-        self._load_candidates(text)
+        self._load_candidates(text, self.sort)
 
     def on_key(self, event: Any) -> None:
         if event.key == "escape":
@@ -593,6 +622,34 @@ class CucoApp(App):
                 box.remove_class("shown")
                 self._main.query_one(CandidatesTable).focus()
                 event.stop()
+
+    def action_jump_to_best(self) -> None:
+        best = self.summary.get("best") or {}
+        cid = best.get("id", best.get("candidate"))
+        if cid is None:
+            self.notify("best: no correct candidate yet", severity="warning")
+            return
+        self._select_best(int(cid))
+
+    def _select_best(self, cid: int) -> None:
+        """Select the best; if it is not among the rows shown, show the run sorted by speedup (once)."""
+        table = self._main.query_one(CandidatesTable)
+        if table.select(cid):
+            self._best_wanted = None
+            table.focus()
+            return
+        if self._best_wanted == cid:
+            self._best_wanted = None
+            self.notify(f"best #{cid} is hidden by the filter /{self.filter_text}", severity="warning")
+            return
+        self._best_wanted = cid
+        self.sort = ("speedup", True)
+        self._candidates_busy = True
+        self._load_candidates(self.filter_text, self.sort)
+
+    def action_show_lineage(self) -> None:
+        """The selected candidate's lineage (none selected: the best's)."""
+        self.push_screen(LineageScreen(self.view, self.run_id, self._main.query_one(CandidatesTable).selected_id()))
 
     def action_show_nodes(self) -> None:
         self.push_screen(NodesScreen(self.view, self.run_id))

@@ -20,6 +20,8 @@ from rich.text import Text
 from engine.harness_result import overlap_efficiency
 from engine.store import ReadStore
 
+from .lineage_data import lineage_text
+
 CANDIDATE_WINDOW = 1000          # rows kept in the candidates table (newest); SQL pages the rest
 SPARK = "▁▂▃▄▅▆▇█"
 MAX_SOURCE_CHARS = 400_000
@@ -39,6 +41,10 @@ _FIELDS = {
     "mutator": "c.mutator", "cell": "c.cell", "parent": "c.parent_id", "time": "c.time_ms",
     "mark": "m.verdict", "verdict": "m.verdict",
 }
+# The candidates table's columns (widgets/candidates.py COLUMNS keys) as SQL sort expressions.
+SORT_COLUMNS = {"id": "c.id", "island": "c.island", "generation": "c.generation", "operator": "c.operator",
+                "status": "c.status", "speedup": "c.speedup", "verdict": "(c.status || COALESCE(c.reason, ''))",
+                "mark": "m.verdict"}
 _TERM = re.compile(r"^(?P<field>[a-z]+)(?P<op>>=|<=|!=|=|>|<|~)(?P<value>.+)$")
 
 
@@ -87,6 +93,7 @@ class CandidateDetail:
     logs: Text
     llm: Text
     row: dict[str, Any] = field(default_factory=dict)
+    lineage: Text = field(default_factory=Text)
 
 
 class StoreView:
@@ -197,10 +204,14 @@ class StoreView:
         best = self._one("SELECT id, speedup, time_ms FROM candidates WHERE run_id=? AND status='done' "
                          "AND fitness IS NOT NULL AND speedup IS NOT NULL ORDER BY fitness DESC LIMIT 1", (run_id,))
         cost = self._one("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (run_id,)) or {}
+        # Held for a person (a flagged result): few, so the newest 50 are enough for the toasts.
+        review = self._all("SELECT id FROM candidates WHERE run_id=? AND status='done' AND review='needs_review' "
+                           "ORDER BY id DESC LIMIT 50", (run_id,))
         return {"run": run_id, "workload": run.get("workload", "?"), "state": run.get("state", "?"),
                 "parent_run": run.get("parent_run"), "evaluated": done + bad, "correct": done, "failed": bad,
                 "in_flight": by_status.get("pending", 0) + by_status.get("running", 0),
-                "best": best, "llm_cost_usd": float(cost.get("c") or 0.0), "nodes": self.nodes()}
+                "best": best, "llm_cost_usd": float(cost.get("c") or 0.0), "nodes": self.nodes(),
+                "needs_review": [r["id"] for r in review]}
 
     def nodes(self) -> list[dict[str, Any]]:
         out = []
@@ -243,15 +254,28 @@ class StoreView:
 
     # ---- candidates
 
-    def candidates(self, run_id: str, filter_text: str = "", limit: int = CANDIDATE_WINDOW) -> list[dict[str, Any]]:
-        """The newest `limit` candidates (proposal order: UNIQUE(run_id, number) read backwards, no sort)."""
+    def candidates(self, run_id: str, filter_text: str = "", limit: int = CANDIDATE_WINDOW,
+                   sort: tuple[str, bool] | None = None) -> list[dict[str, Any]]:
+        """The newest `limit` candidates (proposal order: UNIQUE(run_id, number) read backwards, no sort),
+        oldest first; or, with `sort` = (column, descending), the first `limit` of the whole run in that
+        order (a top-N sort in SQL: the best of the run, not of the newest window), NULLs last."""
         where, params = parse_filter(filter_text)
+        if sort is None:
+            order = "c.number DESC"
+        else:
+            column, descending = sort
+            expr = SORT_COLUMNS.get(column)
+            if expr is None:
+                raise FilterError(f"cannot sort by {column!r} (columns: {', '.join(SORT_COLUMNS)})")
+            way = "DESC" if descending else "ASC"
+            order = f"{expr} IS NULL, {expr} {way}, c.id {way}"
         rows = self._all(
             "SELECT c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, "
             "m.verdict AS mark, m.text AS mark_text FROM candidates c "
             "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id) "
-            f"WHERE c.run_id=? AND {where} ORDER BY c.number DESC LIMIT ?", [run_id, *params, limit])
-        rows.reverse()
+            f"WHERE c.run_id=? AND {where} ORDER BY {order} LIMIT ?", [run_id, *params, limit])
+        if sort is None:
+            rows.reverse()
         return rows
 
     def scores(self, run_id: str, limit: int = 5000) -> list[tuple[int, float]]:
@@ -281,21 +305,32 @@ class StoreView:
         else:
             source_view = Syntax(source[:MAX_SOURCE_CHARS], "cuda", theme=theme,
                                  line_numbers=False).highlight(source[:MAX_SOURCE_CHARS])
-        parent = self._one("SELECT id, source_hash FROM candidates WHERE id=?", (row["parent_id"],)) \
-            if row["parent_id"] is not None else None
-        if parent is None:
-            diff_view = Text("(no parent: this is a seed)", style="italic")
-        else:
-            parent_src = self._blob(parent["source_hash"]) or ""
-            lines = list(difflib.unified_diff(parent_src.splitlines(), source_text.splitlines(),
-                                              f"#{parent['id']}", f"#{row['id']}", lineterm="", n=3))
-            diff_text = "\n".join(lines) or "(identical to its parent)"
-            diff_view = Syntax(diff_text, "diff", theme=theme).highlight(diff_text)
+        diff_view = self._parent_diff(row, source_text, theme)
         title = (f"#{row['id']} island {row['island']} gen {row['generation']} {row['operator']} "
                  f"({row['mutator']}) {row['status']}")
         return CandidateDetail(id=row["id"], title=title, diff=diff_view, source=source_view,
                                source_text=source_text, metrics=self._metrics(row),
-                               logs=self._logs(candidate_id), llm=self._llm(candidate_id), row=row)
+                               logs=self._logs(candidate_id), llm=self._llm(candidate_id), row=row,
+                               lineage=lineage_text(self._all, row["run_id"], candidate_id))
+
+    def parent_diff(self, candidate_id: int, dark: bool = True) -> Text:
+        """The candidate's diff against its parent (a fork's copy: against its original), highlighted."""
+        row = self._one("SELECT * FROM candidates WHERE id=?", (candidate_id,))
+        if row is None:
+            return Text(f"(no candidate #{candidate_id})", style="italic")
+        return self._parent_diff(row, self._blob(row["source_hash"]) or "", "monokai" if dark else "default")
+
+    def _parent_diff(self, row: dict[str, Any], source_text: str, theme: str) -> Text:
+        parent_id = row["parent_id"] if row["parent_id"] is not None else row.get("origin_id")
+        parent = self._one("SELECT id, source_hash FROM candidates WHERE id=?", (parent_id,)) \
+            if parent_id is not None else None
+        if parent is None:
+            return Text("(no parent: this is a seed)", style="italic")
+        parent_src = self._blob(parent["source_hash"]) or ""
+        lines = list(difflib.unified_diff(parent_src.splitlines(), source_text.splitlines(),
+                                          f"#{parent['id']}", f"#{row['id']}", lineterm="", n=3))
+        diff_text = "\n".join(lines) or "(identical to its parent)"
+        return Syntax(diff_text, "diff", theme=theme).highlight(diff_text)
 
     def _metrics(self, row: dict[str, Any]) -> Text:
         out = Text()

@@ -174,7 +174,12 @@ CREATE TABLE IF NOT EXISTS timelines (
 );
 """
 
+# v8: a candidate's children by index (the TUI's lineage tree opens one parent at a time in a big run).
+SCHEMA_V8 = """
+CREATE INDEX IF NOT EXISTS candidates_parent ON candidates(parent_id);
+"""
+
 # Migrations by version. Numbers may leave gaps (a migration is only ever added, never renumbered); the
 # store applies every one above the database's version, in order.
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3}
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 8: SCHEMA_V8}
 SCHEMA_VERSION = max(MIGRATIONS)

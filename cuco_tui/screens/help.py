@@ -40,7 +40,8 @@ def describe_bindings(app: Any) -> list[tuple[str, str, str]]:
     """(key, description, id) for the app's bindings, with the user's keymap applied."""
     rows = []
     keymap = getattr(app, "_keymap", {}) or {}
-    for binding in app.BINDINGS:
+    from ..widgets.candidates import CandidatesTable     # its own keys (sorting) are the user's to remap too
+    for binding in [*app.BINDINGS, *CandidatesTable.BINDINGS]:
         if not isinstance(binding, Binding) or not binding.id:
             continue
         key = keymap.get(binding.id, binding.key)

@@ -17,6 +17,7 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -29,6 +30,8 @@ COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
 TRIM_SLACK = 250     # rows beyond the window before the oldest are dropped (in one pass)
 STATUS_STYLE = {"done": "green", "incorrect": "red", "failed": "red", "running": "yellow", "pending": "dim"}
 CELL_PADDING = 1     # blank columns either side of a cell, as DataTable draws them
+DESCENDING_FIRST = {"speedup", "id", "generation"}   # a first sort by these shows the largest on top
+SORT_ARROW = {True: " ▼", False: " ▲"}
 
 Cell = tuple[str, str]   # (text, rich style string; "" for the row's style)
 
@@ -123,7 +126,17 @@ class CandidatesTable(ScrollView, can_focus=True):
         Binding("end", "scroll_end", "End", show=False),
         Binding("left", "scroll_left", "Scroll left", show=False),
         Binding("right", "scroll_right", "Scroll right", show=False),
+        Binding("s", "sort_next", "Sort", id="sort", show=False),
+        Binding("S", "sort_flip", "Sort reverse", id="sort_reverse", show=False),
     ]
+
+    class SortRequested(Message):
+        """The user asked for another order (`s`, `S`, or a click on a column header); None: proposal order.
+        The app reloads the table in that order from the store."""
+
+        def __init__(self, sort: tuple[str, bool] | None) -> None:
+            super().__init__()
+            self.sort = sort
 
     def __init__(self, window: int = CANDIDATE_WINDOW, **kw: Any) -> None:
         super().__init__(**kw)
@@ -142,6 +155,7 @@ class CandidatesTable(ScrollView, can_focus=True):
         self._follow = False
         self._added = 0
         self._announced: int | None = None      # the candidate the last CandidateSelected named
+        self.sort: tuple[str, bool] | None = None   # (column key, descending) of the rows shown; None: proposal order
 
     # ---- what the app reads
 
@@ -168,20 +182,31 @@ class CandidatesTable(ScrollView, can_focus=True):
 
     # ---- loading and updating
 
-    def load(self, rows: list[dict[str, Any]], filter_text: str) -> None:
-        """Show a fresh result set (the first load, or a new filter)."""
+    def load(self, rows: list[dict[str, Any]], filter_text: str, sort: tuple[str, bool] | None = None) -> None:
+        """Show a fresh result set (the first load, a new filter or a new order)."""
         keep = self.selected_id()
+        resorted = sort != self.sort
         self.filter_text = filter_text
+        self.sort = sort
+        if sort is not None:
+            i = COLUMN_KEYS.index(sort[0])
+            self._grow(i, (COLUMNS[i][1] + SORT_ARROW[sort[1]], ""))
         self._order, self._rows, self._seq, self._base = [], {}, {}, 0
         for row in rows:
             self._append(row)
         self.border_title = f"candidates  /{filter_text}" if filter_text else "candidates"
         self._restyle()
         self._resize()
-        if keep is not None and keep in self._seq:
+        if resorted and sort is not None:
+            self.move_cursor(row=0)             # a new order: its top (the best, sorted by speedup)
+        elif keep is not None and keep in self._seq:
             self.move_cursor(row=self._index(keep))
+        elif sort is not None:
+            self.move_cursor(row=0)
         else:
             self.move_cursor(row=max(0, self.row_count - 1))
+        if resorted:
+            self._header = None
         # Scroll again once laid out: before the first layout the height of the view is not known.
         self.call_after_refresh(self._scroll_to_cursor)
         self.refresh()
@@ -327,8 +352,48 @@ class CandidatesTable(ScrollView, can_focus=True):
     def action_last(self) -> None:
         self.move_cursor(row=self.row_count - 1)
 
+    # ---- sorting (the app reloads the rows in the order asked for)
+
+    def request_sort(self, column: str | None, descending: bool | None = None) -> None:
+        if column is None:
+            self.post_message(self.SortRequested(None))
+            return
+        if descending is None:
+            descending = column in DESCENDING_FIRST
+        self.post_message(self.SortRequested((column, descending)))
+
+    def action_sort_next(self) -> None:
+        """Next column (speedup first), then back to proposal order."""
+        if self.sort is None:
+            self.request_sort("speedup")
+            return
+        start = COLUMN_KEYS.index("speedup")
+        order = COLUMN_KEYS[start:] + COLUMN_KEYS[:start]
+        nxt = order.index(self.sort[0]) + 1
+        self.request_sort(order[nxt] if nxt < len(order) else None)
+
+    def action_sort_flip(self) -> None:
+        if self.sort is not None:
+            self.request_sort(self.sort[0], not self.sort[1])
+
+    def column_at(self, x: int) -> str | None:
+        """The column key under content column `x` (scrolled)."""
+        x += round(self.scroll_x)
+        for key, width in zip(COLUMN_KEYS, self._widths):
+            width += 2 * CELL_PADDING
+            if x < width:
+                return key
+            x -= width
+        return None
+
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
+        if offset is not None and offset.y == 0:
+            column = self.column_at(offset.x)
+            if column is not None:      # a second click on the sorted column flips it
+                flip = self.sort is not None and self.sort[0] == column
+                self.request_sort(column, (not self.sort[1]) if flip and self.sort else None)
+            return
         if offset is None or offset.y < 1:
             return
         row = round(self.scroll_y) + offset.y - 1
@@ -404,13 +469,20 @@ class CandidatesTable(ScrollView, can_focus=True):
             row.lines[look] = line
         return line
 
+    def _header_cells(self) -> Iterable[Cell]:
+        for key, label in COLUMNS:
+            if self.sort is not None and self.sort[0] == key:
+                yield label + SORT_ARROW[self.sort[1]], "bold"
+            else:
+                yield label, ""
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         looks = self._looks()
         scroll_x = round(self.scroll_x)
         if y == 0:
             if self._header is None or self._header[0] != self._generation:
-                self._header = (self._generation, self._draw(((label, "") for _, label in COLUMNS), looks["header"]))
+                self._header = (self._generation, self._draw(self._header_cells(), looks["header"]))
             line, fill = self._header[1], looks["header"]
         else:
             index = round(self.scroll_y) + y - 1

@@ -1,4 +1,4 @@
-"""Detail tabs of the selected candidate: diff, source, metrics, logs, LLM, plot, timeline."""
+"""Detail tabs of the selected candidate: diff, source, metrics, logs, LLM, plot, timeline, lineage."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from .scoreplot import ScorePlot
 from .timeline import TimelineView
 
 TABS = (("diff", "Diff"), ("source", "Source"), ("metrics", "Metrics"), ("logs", "Logs"), ("llm", "LLM"),
-        ("plot", "Plot"), ("timeline", "Timeline"))
+        ("plot", "Plot"), ("timeline", "Timeline"), ("lineage", "Lineage"))
 
 
-TEXT_TABS = ("diff", "source", "metrics", "logs", "llm")
+TEXT_TABS = ("diff", "source", "metrics", "logs", "llm", "lineage")
 
 
 class DetailTabs(Vertical):

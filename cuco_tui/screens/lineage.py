@@ -1,0 +1,162 @@
+"""`L`: how a candidate came about. Its ancestors back to generation 0 (the spine, seed first), then its
+descendants as a tree opened one level at a time; each line shows the operator and mutator that made the
+node, its speedup and the change over its parent, its inspirations and migrations. Nodes on the path from
+the seed to the run's best carry a star; `b` shows the best's own lineage. The highlighted node's diff
+against its parent is shown beside the tree.
+
+Everything is read in thread workers through cuco_tui.lineage_data (lazy: usable at 100,000 candidates).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Static, Tree
+
+from .. import lineage_data
+from ..lineage_data import Lineage, LineageNode
+from ..widgets import KeyFooter
+
+DIFF_DEBOUNCE_S = 0.15
+
+
+class LineageScreen(Screen):
+    BINDINGS = [Binding("escape,L,q", "app.pop_screen", "Back", id="lineage.back"),
+                Binding("b", "show_best", "Best", id="lineage.best")]
+    DEFAULT_CSS = """
+    LineageScreen #lineage-body { height: 1fr; }
+    LineageScreen #lineage-tree { width: 3fr; border: round $primary; }
+    LineageScreen #lineage-diff-box { width: 2fr; border: round $secondary; }
+    """
+
+    def __init__(self, view: Any, run_id: str, candidate_id: int | None) -> None:
+        super().__init__()
+        self.view = view
+        self.run_id = run_id
+        self.focus_id = candidate_id
+        self.lineage: Lineage | None = None
+        self.diff_for: int | None = None           # the candidate whose diff is shown
+        self._diff_timer: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"lineage in {self.run_id}", id="lineage-title", classes="title")
+        with Horizontal(id="lineage-body"):
+            tree: Tree[LineageNode] = Tree("lineage", id="lineage-tree")
+            tree.show_root = False
+            tree.auto_expand = False
+            tree.guide_depth = 2
+            yield tree
+            with VerticalScroll(id="lineage-diff-box"):
+                yield Static("(highlight a node: its diff against its parent)", id="lineage-diff")
+        yield KeyFooter()
+
+    def on_mount(self) -> None:
+        self.query_one(Tree).focus()
+        if self.focus_id is None:
+            self.action_show_best()
+        else:
+            self._load(self.focus_id)
+
+    # ---- loading
+
+    @work(thread=True, exclusive=True, group="lineage", exit_on_error=False)
+    def _load(self, candidate_id: int) -> None:
+        data = lineage_data.lineage(self.view._all, self.run_id, candidate_id)
+        self.app.call_from_thread(self._show, data)
+
+    @work(thread=True, exclusive=True, group="lineage", exit_on_error=False)
+    def _load_best(self) -> None:
+        best = lineage_data.best_id(self.view._all, self.run_id)
+        if best is None:
+            self.app.call_from_thread(self.notify, "lineage: no correct candidate yet", severity="warning")
+            return
+        self.app.call_from_thread(self._show, lineage_data.lineage(self.view._all, self.run_id, best))
+
+    @work(thread=True, group="lineage-children", exit_on_error=False)
+    def _load_children(self, node: Any) -> None:
+        parent: LineageNode = node.data
+        kids = lineage_data.children(self.view._all, parent)
+        lineage_data.decorate(self.view._all, self.run_id, kids, self.lineage.best_path if self.lineage else set())
+        self.app.call_from_thread(self._add_children, node, parent, kids)
+
+    @work(thread=True, exclusive=True, group="lineage-diff", exit_on_error=False)
+    def _load_diff(self, candidate_id: int) -> None:
+        diff = self.view.parent_diff(candidate_id, dark=self.app.current_theme.dark)
+        self.app.call_from_thread(self._show_diff, candidate_id, diff)
+
+    # ---- showing
+
+    def _show(self, data: Lineage) -> None:
+        self.lineage = data
+        self.focus_id = data.focus
+        tree = self.query_one(Tree)
+        tree.clear()
+        if not data.chain:
+            tree.root.add_leaf(f"(no candidate #{data.focus})")
+            return
+        on_path = sum(1 for n in data.chain if n.on_best_path)
+        title = Text(f"#{data.focus}: {len(data.chain) - 1} ancestors back to generation 0", style="bold")
+        if data.best is not None:
+            title.append(f"   ★ path to the best #{data.best} ({on_path} shared)", style="yellow")
+        self.query_one("#lineage-title", Static).update(title)
+        focus_node = None
+        for node in data.chain:                    # the spine: one line per ancestor, seed first
+            if node.id == data.focus:
+                focus_node = tree.root.add(node.label(focus=True), data=node, expand=True,
+                                           allow_expand=bool(node.children))
+            else:
+                tree.root.add_leaf(node.label(), data=node)
+        if focus_node is not None:
+            self._add_children(focus_node, data.chain[-1], data.children)
+            # once the tree's lines exist (they are built on refresh): the cursor on the focus, its diff shown
+            self.call_after_refresh(tree.move_cursor, focus_node, animate=False)
+
+    def _add_children(self, tree_node: Any, parent: LineageNode, kids: list[LineageNode]) -> None:
+        tree_node.remove_children()
+        for kid in kids:
+            tree_node.add(kid.label(), data=kid, allow_expand=bool(kid.children))
+        if parent.children > len(kids):
+            tree_node.add_leaf(Text(f"… {parent.children - len(kids)} more (the best "
+                                    f"{len(kids)} by speedup are shown)", style="dim"))
+        tree_node.expand()
+
+    def _schedule_diff(self, candidate_id: int) -> None:
+        if self._diff_timer is not None:
+            self._diff_timer.stop()
+        self._diff_timer = self.set_timer(DIFF_DEBOUNCE_S, lambda: self._load_diff(candidate_id))
+
+    def _show_diff(self, candidate_id: int, diff: Text) -> None:
+        self.diff_for = candidate_id
+        box = self.query_one("#lineage-diff-box", VerticalScroll)
+        box.border_title = f"#{candidate_id} vs its parent"
+        self.query_one("#lineage-diff", Static).update(diff)
+
+    # ---- events and keys
+
+    @on(Tree.NodeExpanded)
+    def _expanded(self, event: Tree.NodeExpanded) -> None:
+        node = event.node
+        data = node.data
+        if isinstance(data, LineageNode) and data.children and not node.children:
+            self._load_children(node)
+
+    @on(Tree.NodeHighlighted)
+    def _highlighted(self, event: Tree.NodeHighlighted) -> None:
+        if isinstance(event.node.data, LineageNode):
+            self._schedule_diff(event.node.data.id)
+
+    @on(Tree.NodeSelected)
+    def _selected(self, event: Tree.NodeSelected) -> None:
+        """enter: the lineage of that node instead (space opens a node's children in place)."""
+        data = event.node.data
+        if isinstance(data, LineageNode) and data.id != self.focus_id:
+            self._load(data.id)
+
+    def action_show_best(self) -> None:
+        self._load_best()
