@@ -118,10 +118,11 @@ class _Reader:
         return v
 
 
-def _node(r: _Reader, raw: Any, i: int, defaults: dict) -> NodeConfig:
-    where = f"nodes[{i}]"
+def _node(r: _Reader, raw: Any, i: int, defaults: dict, where: str = "", keys: set[str] = NODE_KEYS) -> NodeConfig:
+    """One node's fields; `where` names it in errors (default nodes[i])."""
+    where = where or f"nodes[{i}]"
     d = dict(defaults)
-    d.update(r.mapping(raw, where, NODE_KEYS))
+    d.update(r.mapping(raw, where, keys))
 
     def f(key: str) -> str:
         return f"{where}.{key}"

@@ -18,8 +18,10 @@ adopted (waited for), anything else is started fresh. Its stdout is a tar stream
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
+import tarfile
 from typing import Iterable, Mapping, Sequence
 
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -69,8 +71,8 @@ def upload_script(work_dir: str, sha: str) -> str:
             f"T=\"$B.tmp.$$\"; cat > \"$T\" && chmod 444 \"$T\" && mv -f \"$T\" \"$B\" || {{ rm -f \"$T\"; exit 1; }}")
 
 
-def _wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str], timeout_s: float,
-             kill_grace_s: float) -> str:
+def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str], timeout_s: float,
+                kill_grace_s: float) -> str:
     """The job's own shell (a session leader under setsid): few forks, since every fork costs ~2 ms."""
     exports = "".join(f"export {k}={q(v)}\n" for k, v in env.items())
     setup_lines = "".join(
@@ -116,23 +118,8 @@ def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]
         'else',
         '  [ -e "$J" ] && rm -rf "$J"',
     ]
-    if links:
-        shas = " ".join(sorted({sha for sha, _, _ in links}))
-        out += [
-            "  m=",
-            f"  for h in {shas}; do [ -f \"$W/blobs/$h\" ] || m=\"$m $h\"; done",
-            f"  if [ -n \"$m\" ]; then echo \"{MISSING_MARK}$m\" >&2; exit {EXIT_MISSING_BLOBS}; fi",
-        ]
-    dirs = sorted({rel.rsplit("/", 1)[0] for _, rel, _ in links if "/" in rel})
-    out.append('  mkdir -p "$J/work" ' + " ".join(f'"$J/work/"{q(d)}' for d in dirs) + " || exit 96")
-    for sha, rel, executable in links:
-        dest = f"\"$J/work/\"{q(rel)}"
-        src = f"\"$W/blobs/{sha}\""
-        if executable:
-            out.append(f"  cp {src} {dest} && chmod 755 {dest} || exit 96")
-        else:
-            out.append(f"  ln -f {src} {dest} 2>/dev/null || cp {src} {dest} || exit 96")
-    wrapper = _wrapper(argv, env, setup, timeout_s, kill_grace_s)
+    out += ["  " + line for line in stage_lines(links)]
+    wrapper = job_wrapper(argv, env, setup, timeout_s, kill_grace_s)
     out += [
         '  cd "$J/work" || exit 96',
         f'  setsid -w sh -c {q(wrapper)} </dev/null >"$J/log" 2>&1',
@@ -148,15 +135,65 @@ def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]
             "exit 0",
         ]
         return "\n".join(out) + "\n"
-    out += [
+    out += result_lines(outputs) + ["exit 0"]
+    return "\n".join(out) + "\n"
+
+
+def stage_lines(links: Sequence[tuple[str, str, bool]]) -> list[str]:
+    """Shell lines that fill "$J/work" from the blobs in "$W/blobs" (`links`: sha256, relative path,
+    executable). Missing blobs: exit EXIT_MISSING_BLOBS with MISSING_MARK + their hashes on stderr."""
+    out: list[str] = []
+    if links:
+        shas = " ".join(sorted({sha for sha, _, _ in links}))
+        out += [
+            "m=",
+            f"for h in {shas}; do [ -f \"$W/blobs/$h\" ] || m=\"$m $h\"; done",
+            f"if [ -n \"$m\" ]; then echo \"{MISSING_MARK}$m\" >&2; exit {EXIT_MISSING_BLOBS}; fi",
+        ]
+    dirs = sorted({rel.rsplit("/", 1)[0] for _, rel, _ in links if "/" in rel})
+    out.append('mkdir -p "$J/work" ' + " ".join(f'"$J/work/"{q(d)}' for d in dirs) + " || exit 96")
+    for sha, rel, executable in links:
+        dest = f"\"$J/work/\"{q(rel)}"
+        src = f"\"$W/blobs/{sha}\""
+        if executable:
+            out.append(f"cp {src} {dest} && chmod 755 {dest} || exit 96")
+        else:
+            out.append(f"ln -f {src} {dest} 2>/dev/null || cp {src} {dest} || exit 96")
+    return out
+
+
+def result_lines(outputs: Sequence[str]) -> list[str]:
+    """Shell lines that print a tar of job "$J"'s log tail, rc, timedout and `outputs` (see read_result)."""
+    return [
         f'tail -c {LOG_TAIL_BYTES} "$J/log" > "$J/logtail" 2>/dev/null',
         'cd "$J" || exit 96',
         'set -- logtail; [ -f rc ] && set -- "$@" rc; [ -f timedout ] && set -- "$@" timedout',
     ] + [f'[ -e work/{q(o)} ] && set -- "$@" work/{q(o)}' for o in outputs] + [
         'tar -cf - "$@" 2>/dev/null',
-        "exit 0",
     ]
-    return "\n".join(out) + "\n"
+
+
+def read_result(raw: bytes) -> dict[str, bytes]:
+    """The files of a job's result stream: a tar (result_lines), or the CUCO-RESULT header line and the log
+    tail of a job without outputs. Keys: logtail, rc, timedout, work/<output>. Raises tarfile.TarError."""
+    members: dict[str, bytes] = {}
+    if raw.startswith(PLAIN_MARK.encode()):
+        header, _, log_bytes = raw.partition(b"\n")
+        fields = dict(f.split("=", 1) for f in header.decode().split()[1:] if "=" in f)
+        members["logtail"] = log_bytes
+        if fields.get("rc"):
+            members["rc"] = fields["rc"].encode()
+        if fields.get("timedout") == "1":
+            members["timedout"] = b""
+        return members
+    if raw:
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
+            for m in tar.getmembers():
+                if m.isfile():
+                    f = tar.extractfile(m)
+                    if f is not None:
+                        members[m.name] = f.read()
+    return members
 
 
 def kill_script(work_dir: str, job_id: str, kill_grace_s: float, remove: bool = True) -> str:

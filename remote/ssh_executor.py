@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import re
 import tarfile
 import time
@@ -21,7 +20,7 @@ from .blobs import BlobUploadError
 from .cluster import ClusterConfig, load_cluster
 from .hostkeys import HostKeyRefused
 from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
-from .remote_job import EXIT_MISSING_BLOBS, JOB_ID_RE, MISSING_MARK, PLAIN_MARK, reconcile_script, run_script
+from .remote_job import EXIT_MISSING_BLOBS, JOB_ID_RE, MISSING_MARK, read_result, reconcile_script, run_script
 from .ssh_connect import SSHContext
 from .ssh_node import RemoteNode
 from .ssh_pool import NodeDown
@@ -263,24 +262,8 @@ class SSHExecutor:
             err = (res.stderr or b"").decode("utf-8", "replace").strip()
             return JobResult(spec.job_id, JobStatus.ERROR, node=node.name, gpus=gpus, duration_s=duration,
                              error=f"the job wrapper failed on {node.name} (exit {res.exit_status}): {err}")
-        members: dict[str, bytes] = {}
-        raw = res.stdout or b""
-        if raw.startswith(PLAIN_MARK.encode()):
-            header, _, log_bytes = raw.partition(b"\n")
-            fields = dict(f.split("=", 1) for f in header.decode().split()[1:] if "=" in f)
-            members["logtail"] = log_bytes
-            if fields.get("rc"):
-                members["rc"] = fields["rc"].encode()
-            if fields.get("timedout") == "1":
-                members["timedout"] = b""
-            raw = b""
         try:
-            with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") if raw else contextlib.nullcontext() as tar:
-                for m in tar.getmembers() if tar is not None else ():
-                    if m.isfile():
-                        f = tar.extractfile(m)
-                        if f is not None:
-                            members[m.name] = f.read()
+            members = read_result(res.stdout or b"")
         except tarfile.TarError as exc:
             return JobResult(spec.job_id, JobStatus.ERROR, node=node.name, gpus=gpus, duration_s=duration,
                              error=f"unreadable result from {node.name}: {exc}")

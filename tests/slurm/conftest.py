@@ -1,0 +1,60 @@
+"""A real single-node Slurm (munged, slurmctld, slurmd on 127.0.0.1) for the Slurm executor's tests.
+
+Needs root and Debian's slurmctld, slurmd, slurm-client and munge (`.ci/run` installs them); otherwise
+every test here is skipped with the reason. One cluster serves the session (starting it takes seconds);
+each test gets its own work dir and cluster file. Daemons are stopped by their pids on teardown.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+import slurm_cluster
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = slurm_cluster.skip_reason()
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.fspath)).parent == here and reason:
+            item.add_marker(pytest.mark.skip(reason=f"Slurm tests skipped: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    cluster = slurm_cluster.start_cluster()
+    try:
+        yield cluster
+    finally:
+        slurm_cluster.remove(cluster)
+
+
+@pytest.fixture
+def slurm_env(slurm, monkeypatch):
+    """This process (and the cuco processes it starts) talks to the test cluster."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    return slurm
+
+
+def write_cluster_yaml(path: Path, work_dir: Path, **fields) -> Path:
+    doc = {"kind": "slurm", "login": "local", "work_dir": str(work_dir), "partition": "gpu",
+           "build": {"partition": "cpu"}, "poll": {"min_s": 0.2, "max_s": 1.0}, "kill_grace_s": 0.5}
+    doc.update(fields)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def slurm_yaml(slurm_env, tmp_path):
+    """A local-login cluster file for the test cluster (fields may be overridden)."""
+    work = tmp_path / "shared"
+    work.mkdir()
+    os.chmod(tmp_path, 0o755)
+
+    def make(**fields) -> Path:
+        return write_cluster_yaml(tmp_path / "slurm.yaml", work, **fields)
+    return make

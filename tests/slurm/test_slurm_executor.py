@@ -1,0 +1,135 @@
+"""The Slurm executor against a real single-node Slurm: submission, results, GPUs, cancel, jobs Slurm
+kills, re-adoption by a second executor, refused partitions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from remote.errors import InputError
+from remote.jobs import JobSpec, JobStatus
+from remote.registry import executor_from_file
+
+
+async def started(path, home):
+    ex = executor_from_file(path, home)
+    await asyncio.wait_for(ex.start(), 60)
+    return ex
+
+
+async def test_job_runs_through_slurm_with_files_outputs_and_gpus(slurm_yaml, tmp_path):
+    ex = await started(slurm_yaml(), tmp_path / ".cuco")
+    try:
+        assert ex.max_gpus_per_job == 4          # from sinfo: the node's GPU GRES
+        spec = JobSpec("t1-run", ["sh", "-c", "cat in.txt > out.txt; echo gpus=$CUDA_VISIBLE_DEVICES; exit 3"],
+                       files={"in.txt": b"hello"}, outputs=["out.txt"], gpus=2, timeout_s=30)
+        res = await asyncio.wait_for(ex.run(spec), 60)
+        assert res.status is JobStatus.OK and res.rc == 3, res
+        assert res.outputs == {"out.txt": b"hello"}
+        assert "gpus=0,1" in res.log            # Slurm allocated two GPUs and said which
+        assert res.node.startswith("slurm:")
+        assert ex.submissions == 1
+    finally:
+        await ex.close()
+
+
+async def wait_for_state(slurm, name: str, state: str, timeout: float = 30) -> str:
+    """The Slurm id of job `name` once squeue shows it in `state`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for sid, st, n in slurm.queue():
+            if n == name and st == state:
+                return sid
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} never reached {state}: {slurm.queue()}")
+
+
+def submissions_named(slurm, name: str) -> int:
+    """How many jobs of that name Slurm has seen (finished ones from jobcomp, plus those still queued)."""
+    finished = sum(1 for j in slurm.finished_jobs() if j.get("Name") == name)
+    return finished + sum(1 for _, _, n in slurm.queue() if n == name)
+
+
+async def test_cancel_runs_scancel_and_leaves_nothing_queued(slurm_yaml, slurm, tmp_path):
+    ex = await started(slurm_yaml(), tmp_path / ".cuco")
+    try:
+        task = asyncio.create_task(ex.run(JobSpec("t2-run", ["sleep", "300"], timeout_s=600)))
+        await wait_for_state(slurm, "cuco.t2-run", "RUNNING")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not [j for j in slurm.queue() if j[2] == "cuco.t2-run"]
+        assert not (tmp_path / "shared" / "jobs" / "t2-run").exists()
+    finally:
+        await ex.close()
+
+
+async def test_a_job_cancelled_outside_cuco_is_submitted_again(slurm_yaml, slurm, tmp_path):
+    ex = await started(slurm_yaml(), tmp_path / ".cuco")
+    try:
+        task = asyncio.create_task(ex.run(JobSpec("t3-run", ["sh", "-c", "sleep 2; echo done"], timeout_s=60)))
+        first = await wait_for_state(slurm, "cuco.t3-run", "RUNNING")
+        slurm.cmd("scancel", first)                   # the cluster takes the job away
+        res = await asyncio.wait_for(task, 90)
+        assert res.status is JobStatus.OK and res.rc == 0 and "done" in res.log, res
+        assert res.attempts == 2 and res.node != f"slurm:{first}"
+        assert ex.failures == 1
+    finally:
+        await ex.close()
+
+
+async def test_a_second_executor_adopts_the_job_the_first_submitted(slurm_yaml, slurm, tmp_path):
+    path = slurm_yaml()
+    spec = JobSpec("t4-run", ["sh", "-c", "sleep 2; echo adopted > out.txt"], outputs=["out.txt"], timeout_s=60)
+    first = await started(path, tmp_path / ".cuco")
+    task = asyncio.create_task(first.run(spec))
+    await wait_for_state(slurm, "cuco.t4-run", "RUNNING")
+    # The first engine dies without cancelling anything (no close()).
+    task.cancel()
+    first._closing = True   # noqa: SLF001 - as if the process were gone: its cancel hook must not scancel
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    second = await started(path, tmp_path / ".cuco")
+    try:
+        assert await second.reconcile({"t4-run"}) == []
+        res = await asyncio.wait_for(second.run(spec), 60)
+        assert res.ok and res.outputs == {"out.txt": b"adopted\n"}, res
+        assert second.submissions == 0                 # adopted, not submitted again
+        assert submissions_named(slurm, "cuco.t4-run") == 1
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_reconcile_cancels_jobs_the_engine_no_longer_wants(slurm_yaml, slurm, tmp_path):
+    path = slurm_yaml()
+    first = await started(path, tmp_path / ".cuco")
+    task = asyncio.create_task(first.run(JobSpec("t5-run", ["sleep", "300"], timeout_s=600)))
+    await wait_for_state(slurm, "cuco.t5-run", "RUNNING")
+    first._closing = True   # noqa: SLF001 - gone without cancelling
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    second = await started(path, tmp_path / ".cuco")
+    try:
+        assert await second.reconcile(set()) == ["t5-run"]
+        assert not [j for j in slurm.queue() if j[2] == "cuco.t5-run"]
+    finally:
+        await second.close()
+        await first.close()
+
+
+@pytest.mark.parametrize("fields, field", [({"partition": "nosuch"}, "partition"),
+                                           ({"run": {"partition": "nosuch"}}, "run.partition"),
+                                           ({"build": {"partition": "nosuch"}}, "build.partition")])
+async def test_a_partition_slurm_does_not_know_is_an_input_error_naming_the_field(slurm_yaml, tmp_path,
+                                                                                  fields, field):
+    ex = executor_from_file(slurm_yaml(**fields), tmp_path / ".cuco")
+    try:
+        with pytest.raises(InputError) as err:
+            await asyncio.wait_for(ex.start(), 60)
+        assert err.value.field == field and "nosuch" in err.value.message
+    finally:
+        await ex.close()
