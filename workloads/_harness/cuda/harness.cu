@@ -495,9 +495,12 @@ static bool load() {
   if (g_loaded || !g_why.empty()) return g_loaded;
   std::vector<std::string> names = {"libcupti.so", "libcupti.so.13", "libcupti.so.12"};
   for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* h = getenv(env)) { names.push_back(std::string(h) + "/extras/CUPTI/lib64/libcupti.so"); names.push_back(std::string(h) + "/lib64/libcupti.so"); }
-  names.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so");
-  names.push_back("/usr/local/cuda/lib64/libcupti.so");
+    if (const char* h = getenv(env))
+      for (const char* sub : {"/extras/CUPTI/lib64", "/lib64", "/lib", "/targets/x86_64-linux/lib"})
+        names.push_back(std::string(h) + sub + "/libcupti.so");
+  for (const char* dir : {"/usr/local/cuda/extras/CUPTI/lib64", "/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+                          "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu"})
+    names.push_back(std::string(dir) + "/libcupti.so");
   void* h = nullptr; std::string last;
   for (auto& n : names) { if ((h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL))) break; const char* e = dlerror(); if (e) last = e; }
   if (!h) { g_why = "libcupti not found (" + last + "); install the CUDA toolkit's CUPTI or set CUDA_HOME"; return false; }
