@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from remote.errors import InputError
 from engine.schema import SCHEMA_VERSION
 from engine.store import DB_NAME, ReadStore, Store
 
@@ -77,7 +78,7 @@ async def test_newer_schema_is_refused(tmp_path: Path):
     con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     con.commit()
     con.close()
-    with pytest.raises(RuntimeError, match="newer"):
+    with pytest.raises(InputError, match="newer cuco"):   # the CLI's exit 2, naming the file
         s2 = Store(home)
         try:
             await s2.open()

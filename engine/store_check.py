@@ -1,0 +1,68 @@
+"""Is `cuco.db` a store this cuco can use? Says so before anything reads or writes it.
+
+A garbage file, someone else's SQLite database, a store from a newer cuco, or one another process holds
+locked each end in an `InputError` naming the file and what to do (the CLI exits 2), never a traceback.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from remote.errors import InputError
+
+from .schema import SCHEMA_VERSION
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+PROBE_TIMEOUT_S = 5.0
+
+
+def _error(db_path: Path, message: str) -> InputError:
+    return InputError(str(db_path), "(store)", message)
+
+
+def not_usable(db_path: Path, exc: BaseException) -> InputError | None:
+    """The InputError for a store SQLite refused to open or read (None: not a problem with the file)."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+        return _error(db_path, "not a cuco database, or a damaged one: move it aside (`mv cuco.db cuco.db.bad`) "
+                               "and run again, or pass another --home")
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+        return _error(db_path, "locked by another process (another cuco engine, or a program holding it open): "
+                               "wait for it to end or stop it (`cuco ls` shows the runs), then try again")
+    if isinstance(exc, sqlite3.OperationalError) and ("unable to open" in text or "readonly" in text):
+        return _error(db_path, f"cannot be opened ({text}): check the permissions of the file and its folder")
+    return None
+
+
+def check_store_file(db_path: Path) -> None:
+    """Raise InputError when the file at `db_path` (if any) is not a cuco store this version can use."""
+    db_path = Path(db_path)
+    if not db_path.exists():
+        return
+    try:
+        with open(db_path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise _error(db_path, f"cannot be read ({exc.strerror}): check its permissions") from None
+    if head and head != SQLITE_HEADER:
+        raise not_usable(db_path, sqlite3.DatabaseError("file is not a database"))
+    if not head:
+        return   # an empty file: SQLite makes a fresh database of it
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=PROBE_TIMEOUT_S)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+                if "meta" in tables else None
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise (not_usable(db_path, exc) or _error(db_path, f"cannot be read: {exc}")) from None
+    if tables and ("meta" not in tables or "runs" not in tables):
+        raise _error(db_path, "an SQLite database that is not cuco's (no runs or schema version in it): "
+                              "pass another --home, or move it aside")
+    version = int(row[0]) if row and str(row[0]).isdigit() else 0
+    if version > SCHEMA_VERSION:
+        raise _error(db_path, f"written by a newer cuco (store schema v{version}; this cuco reads up to "
+                              f"v{SCHEMA_VERSION}): upgrade cuco (`pip install -U cuco`), or pass another --home")
