@@ -8,6 +8,11 @@
 #          built in parallel first); on a machine of fewer than 4 GPUs the search alone (add `tests`)
 #   ga4    `cuco run gemm_allgather --headless --ranks 4` on GPUs 0-3
 #   kv2    `cuco run kv_transfer --headless --ranks 2` on GPUs 0,1
+#   moe2 / attn2   `cuco run moe_dispatch_combine` / `attention_allgather --headless --ranks 2` on GPUs 0,1,
+#          then that workload's GPU tests (tests/gpu/test_moe_attention_gpu.py) at 2 ranks
+#   moe4 / attn4   the same at 4 ranks on GPUs 0-3
+#   ma1    one GPU (kind nvidia-h200 or nvidia-h100-x1): the kernel TFLOP/s benchmark
+#          (tests/bench/bench_moe_attn_kernels.py), then both workloads' GPU tests at 1 rank
 #   tests  the GPU tests alone, on GPUs 0,1
 #   ssh    tests/gpu/test_ssh_gpu_e2e.py alone
 #
@@ -131,6 +136,38 @@ gpu_tests() {   # gpu_tests GPUS(comma list)
     stamp "gpu tests done"
 }
 
+ma_tests() {   # ma_tests RANKS GPUS WORKLOAD... : build seed, variants, bad candidates in parallel; run the tests
+    local ranks=$1 gpus=$2 b=/tmp/cuco-cuda-build rl=workloads/_harness/cuda/run_local.py k=""
+    shift 2
+    stamp "moe/attention tests ($*, $ranks ranks): building in parallel"
+    {
+        for w in "$@"; do
+            echo "workloads/$w -"
+            for f in workloads/$w/variants/*.cu; do echo "workloads/$w $f"; done
+        done
+        case " $* " in *" moe_dispatch_combine "*)
+            echo "workloads/moe_dispatch_combine tests/gpu/bad_candidates/moe_drop_tokens.cu"
+            echo "workloads/moe_dispatch_combine tests/gpu/bad_candidates/moe_double_count.cu";; esac
+        case " $* " in *" attention_allgather "*)
+            echo "workloads/attention_allgather tests/gpu/bad_candidates/attn_lse_skip.cu";; esac
+    } | CUCO_BUILD_DIR=$b timeout -k 5 300 xargs -P 12 -L 1 sh -c \
+        'if [ "$1" = - ]; then python3 '"$rl"' "$0" --build-only; else python3 '"$rl"' "$0" --source "$1" --build-only; fi' \
+        > "$BUNDLE/ma-tests-$ranks.build.log" 2>&1
+    stamp "moe/attention tests: builds done (exit $?)"
+    [ $# -eq 1 ] && k="-k $1"
+    CUDA_VISIBLE_DEVICES=$gpus CUCO_TEST_RANKS=$ranks CUCO_BUILD_DIR=$b timeout -k 10 "$TESTS_LIMIT_S" \
+        python3 -m pytest -p no:cacheprovider -m gpu -rA -v -s $k tests/gpu/test_moe_attention_gpu.py 2>&1 \
+        | tee "$BUNDLE/test_moe_attention_gpu-$ranks.log" | grep -v '^{"source"' | tail -n 40
+    grep '^{"source"' "$BUNDLE/test_moe_attention_gpu-$ranks.log"
+    stamp "moe/attention tests done"
+}
+
+kernel_bench() {
+    stamp "kernel TFLOP/s: tests/bench/bench_moe_attn_kernels.py"
+    timeout -k 5 240 python3 tests/bench/bench_moe_attn_kernels.py --json "$BUNDLE/moe_attn_kernels.json" 2>&1 \
+        | tee "$BUNDLE/moe_attn_kernels.log"
+}
+
 pack() {
     python3 - "$BUNDLE" "$OUT/summary.json" <<'EOF'
 import glob, json, os, sys
@@ -173,6 +210,11 @@ for phase in "$@"; do
             ;;
         ga4) search ga-r4 gemm_allgather 4 all ;;
         kv2) search kv-r2 kv_transfer 2 0,1 ;;
+        moe2) search moe-r2 moe_dispatch_combine 2 0,1; ma_tests 2 0,1 moe_dispatch_combine ;;
+        attn2) search attn-r2 attention_allgather 2 0,1; ma_tests 2 0,1 attention_allgather ;;
+        moe4) search moe-r4 moe_dispatch_combine 4 all; ma_tests 4 0,1,2,3 moe_dispatch_combine ;;
+        attn4) search attn-r4 attention_allgather 4 all; ma_tests 4 0,1,2,3 attention_allgather ;;
+        ma1) kernel_bench; ma_tests 1 0 moe_dispatch_combine attention_allgather ;;
         ssh) ssh_test ;;
         tests) gpu_tests 0,1 ;;
         *) echo "unknown phase $phase" ;;

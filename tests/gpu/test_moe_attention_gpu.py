@@ -85,10 +85,10 @@ def test_variant_verifies_on_every_config(source):
 
 
 @pytest.mark.parametrize("bad,workload,what,buffer", [
-    ("moe_drop_tokens.cu", MOE, "transfer", "RECV"),
-    ("moe_double_count.cu", MOE, "compute", "Y"),
-    ("attn_lse_skip.cu", ATTN, "compute", "O"),
-], ids=lambda x: x if isinstance(x, str) and x.endswith(".cu") else "")
+    pytest.param(b, w, what, buf, id=f"{w.name}/{b[:-3]}")
+    for b, w, what, buf in [("moe_drop_tokens.cu", MOE, "transfer", "RECV"),
+                            ("moe_double_count.cu", MOE, "compute", "Y"),
+                            ("attn_lse_skip.cu", ATTN, "compute", "O")]])
 def test_incorrect_candidate_is_caught_with_rank_config_and_index(bad, workload, what, buffer):
     names = configs(workload)
     res = run(workload, BAD / bad, "verify", names)

@@ -7,7 +7,10 @@
 // merge of partial results shows). Output: O (S/n x HQ x 128, bf16) = softmax(Q K^T / sqrt(128)) V over
 // the whole sequence's keys (causal: keys at positions <= the query's).
 // Verification: the full K and V are gathered on the harness's own communicator and O is checked against
-// an fp32 reference computed here (scores, exact softmax, weighted sum in fp32): bf16 tolerance.
+// an fp32 reference computed here (scores, exact softmax, weighted sum in fp32): bf16 tolerance relative to
+// |O| plus the magnitude of its terms, sqrt(sum_j (p_j v_j)^2) / sum_j p_j (cuco_check.cuh): O is a sum that
+// cancels (a query over few keys sums terms near 0.5 to about 0.01), and a bf16 P moves it by about 2^-9
+// of the terms, not of O.
 #include "cuco_problem.h"
 #include "cuco_check.cuh"
 #include "attn_flash.cuh"
@@ -48,7 +51,7 @@ extern "C" int cuco_problem_make_inputs(const cuco_ctx* ctx, void* const* pristi
 // fp32 reference: one CTA of 128 threads per (query row, head); scores in shared memory.
 __global__ void attn_reference(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K,
                                const __nv_bfloat16* __restrict__ V, int HQ, int HKV, int q_pos0, int S, int causal,
-                               float* __restrict__ O) {
+                               float* __restrict__ O, float* __restrict__ O_scale) {
   extern __shared__ float sc[];
   __shared__ float q[attn::D], red[32];
   const int i = blockIdx.x, h = blockIdx.y, hk = h / (HQ / HKV), tid = threadIdx.x;
@@ -75,19 +78,23 @@ __global__ void attn_reference(const __nv_bfloat16* __restrict__ Q, const __nv_b
   if ((tid & 31) == 0) red[tid >> 5] = sum;
   __syncthreads();
   sum = red[0] + red[1] + red[2] + red[3];
-  float acc = 0.f;
-  for (int j = 0; j < nk; j++) acc += sc[j] * __bfloat162float(V[((long long)j * HKV + hk) * attn::D + tid]);
+  float acc = 0.f, acc2 = 0.f;
+  for (int j = 0; j < nk; j++) {
+    float t = sc[j] * __bfloat162float(V[((long long)j * HKV + hk) * attn::D + tid]);
+    acc += t; acc2 += t * t;
+  }
   O[((long long)i * HQ + h) * attn::D + tid] = acc / sum;
+  O_scale[((long long)i * HQ + h) * attn::D + tid] = sqrtf(acc2) / sum;
 }
 
 extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t st,
                                    double tol, cuco_mismatch* mm) {
   attn::Shape s = shape_of(ctx);
   mm->found = 0;
-  void *kall = nullptr, *vall = nullptr; float* ref = nullptr;
+  void *kall = nullptr, *vall = nullptr; float *ref = nullptr, *ref_scale = nullptr;
   const size_t n_out = (size_t)(s.S_loc() * s.HQ * attn::D);
   if (cudaMalloc(&kall, s.kv_elems() * s.n * 2) != cudaSuccess || cudaMalloc(&vall, s.kv_elems() * s.n * 2) != cudaSuccess ||
-      cudaMalloc(&ref, n_out * 4) != cudaSuccess)
+      cudaMalloc(&ref, n_out * 4) != cudaSuccess || cudaMalloc(&ref_scale, n_out * 4) != cudaSuccess)
     return 1;
   int rc = 0;
   rc |= ncclGroupStart() != ncclSuccess;
@@ -99,18 +106,18 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
   if (!rc) {
     attn_reference<<<dim3((unsigned)s.S_loc(), (unsigned)s.HQ), attn::D, smem, st>>>(
         (const __nv_bfloat16*)pristine[IN_Q], (const __nv_bfloat16*)kall, (const __nv_bfloat16*)vall, (int)s.HQ, (int)s.HKV,
-        (int)(s.rank * s.S_loc()), (int)s.S, (int)s.causal, ref);
+        (int)(s.rank * s.S_loc()), (int)s.S, (int)s.causal, ref, ref_scale);
     rc |= cudaGetLastError() != cudaSuccess;
   }
   if (!rc) {
     double ex = 0, got = 0;
-    long long bad = cuco_check::bf16_vs_f32(ctx->outputs[0].ptr, ref, n_out, tol, st, &ex, &got);
+    long long bad = cuco_check::bf16_vs_f32(ctx->outputs[0].ptr, ref, n_out, tol, st, &ex, &got, ref_scale);
     if (bad < -1) rc = 1;
     else if (bad >= 0) {
       mm->found = 1; mm->index = bad; mm->expected = ex; mm->got = got;
       strcpy(mm->what, "compute"); strcpy(mm->buffer, "O");
     }
   }
-  cudaFree(kall); cudaFree(vall); cudaFree(ref);
+  cudaFree(kall); cudaFree(vall); cudaFree(ref); cudaFree(ref_scale);
   return rc;
 }
