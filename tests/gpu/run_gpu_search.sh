@@ -15,6 +15,10 @@
 #          (tests/bench/bench_moe_attn_kernels.py), then both workloads' GPU tests at 1 rank
 #   tests  the GPU tests alone, on GPUs 0,1
 #   ssh    tests/gpu/test_ssh_gpu_e2e.py alone
+#   tl2    the per-rank timelines (CUPTI: kernels, peer copies, NCCL's kernels) of gemm_allgather's and
+#          kv_transfer's seeds and shipped variants at 2 ranks on GPUs 0,1, where overlap is real, and the
+#          A B A B of timelines off/on (tests/gpu/timeline_gpu.py; docs/timeline.md)
+#   tl4    the same for gemm_allgather at 4 ranks on GPUs 0-3
 #
 #   tests/gpu/run_gpu_search.sh ga2 ga4      # e.g. one call of the `run` tool
 #
@@ -168,6 +172,19 @@ kernel_bench() {
         | tee "$BUNDLE/moe_attn_kernels.log"
 }
 
+timelines() {   # timelines RANKS GPUS WORKLOAD... : every shipped source's timeline at RANKS ranks
+    local ranks=$1 gpus=$2 d=/tmp/cuco-tl-bin-$1
+    shift 2
+    stamp "timelines ($*, $ranks ranks, GPUs $gpus): building"
+    timeout -k 5 300 python3 tests/gpu/timeline_gpu.py build "$d" "$@" > "$BUNDLE/tl-$ranks.build.log" 2>&1
+    stamp "timelines: builds done (exit $?)"
+    CUDA_VISIBLE_DEVICES=$gpus timeout -k 10 300 python3 tests/gpu/timeline_gpu.py run "$d" "$BUNDLE/tl-$ranks" \
+        --ranks "$ranks" 2>&1 | tee "$BUNDLE/tl-$ranks.log" | cut -c1-600
+    CUDA_VISIBLE_DEVICES=$gpus timeout -k 10 200 python3 tests/gpu/timeline_gpu.py abab "$d" "$BUNDLE/tl-$ranks-abab" \
+        gemm_allgather/bench.lsa_fused 2 "$ranks" 2>&1 | tail -n 3
+    stamp "timelines done"
+}
+
 pack() {
     python3 - "$BUNDLE" "$OUT/summary.json" <<'EOF'
 import glob, json, os, sys
@@ -216,6 +233,8 @@ for phase in "$@"; do
         attn4) search attn-r4 attention_allgather 4 all; ma_tests 4 0,1,2,3 attention_allgather ;;
         ma1) kernel_bench; ma_tests 1 0 moe_dispatch_combine attention_allgather ;;
         ssh) ssh_test ;;
+        tl2) timelines 2 0,1 gemm_allgather kv_transfer ;;
+        tl4) timelines 4 0,1,2,3 gemm_allgather ;;
         tests) gpu_tests 0,1 ;;
         *) echo "unknown phase $phase" ;;
     esac
