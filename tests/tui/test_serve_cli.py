@@ -1,0 +1,62 @@
+"""`cuco serve`: loopback by default; another address needs --public and says why; a busy port is named."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from storefill import fill_store
+
+
+def _serve(home: Path, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "cuco_tui.cli", "--home", str(home), "serve", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            **kw)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_non_loopback_host_needs_public_and_says_why(tmp_path):
+    fill_store(tmp_path, run_id="srv-1", n=4)
+    refused = _serve(tmp_path, "--host", "0.0.0.0")
+    out, _ = refused.communicate(timeout=60)
+    assert refused.returncode == 2
+    assert "--host" in out and "not a loopback address" in out and "ssh -L" in out and "--public" in out
+    assert "Traceback" not in out
+
+    port = _free_port()
+    public = _serve(tmp_path, "srv-1", "--host", "0.0.0.0", "--port", str(port), "--public")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("cuco serve --public did not listen")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+            page = b""
+            while chunk := conn.recv(65536):
+                page += chunk
+        assert b"200 OK" in page.split(b"\r\n", 1)[0] and b"/ws" in page
+    finally:
+        os.killpg(public.pid, 15)
+        out, _ = public.communicate(timeout=30)
+    assert "WARNING" in out and "anyone who reaches this port" in out
+
+    with socket.socket() as busy:                  # a port already taken: named, exit 2
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = _serve(tmp_path, "srv-1", "--port", str(busy.getsockname()[1]))
+        out, _ = taken.communicate(timeout=60)
+    assert taken.returncode == 2 and "--port" in out and "pick another" in out
