@@ -28,7 +28,7 @@ from . import api, workload_text
 from .program_text import TODO, ProgramWriter
 from .source import walk
 
-HARNESS_DIR = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness" / "cuda"
+HARNESS_DIR = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness"
 MAX_BUFFERS = 8
 
 
@@ -84,13 +84,13 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
     text = ProgramWriter(prog, inputs, outputs).build()
     todos = list(text.todos) + [f"{u.at}: {u.what}" for u in prog.unresolved
                                 if not u.what.startswith("the loop variable")]
-    rel_harness = os.path.relpath(HARNESS_DIR, out.resolve())
+    harness_root = os.path.relpath(HARNESS_DIR, out.resolve())
     top = _top_level_code(prog)
     files = {
         "candidate.cu": workload_text.candidate(prog, text, top, name),
         "baseline.cu": workload_text.baseline(prog, text, top, name),
         "problem.cu": workload_text.problem(prog, inputs, outputs, top, name),
-        "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, rel_harness),
+        "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, harness_root),
     }
     return files, todos
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from . import api
@@ -62,9 +64,9 @@ def candidate(prog, text, top, name: str) -> str:
     lines += seed_knob_lines()
     lines += _struct(text, extra=False)
     lines += ["",
-              "int impl_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; ctx->state = p; return p->setup(); }",
-              "int impl_run(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p->run(); }",
-              "int impl_teardown(cuco_ctx* ctx) {",
+              "static int impl_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; ctx->state = p; return p->setup(); }",
+              "static int impl_run(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p->run(); }",
+              "static int impl_teardown(cuco_ctx* ctx) {",
               "  Program* p = (Program*)ctx->state;",
               "  int rc = p ? (p->cuco_c = ctx, p->teardown()) : 0;",
               "  delete p;", "  ctx->state = nullptr;", "  return rc;", "}",
@@ -79,7 +81,7 @@ def baseline(prog, text, top, name: str) -> str:
     lines = _head(prog, top, f"baseline.cu of workload {name}: the frozen reference (cuco_baseline_*), the same "
                               "code as the seed candidate, plus its compute-only and communication-only halves.")
     lines += ["", "namespace {"] + top.device_code + [""] + _struct(text, extra=True)
-    lines += ["Program* program(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p; }",
+    lines += ["static Program* program(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p; }",
               "}  // namespace", "",
               'extern "C" int cuco_baseline_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; '
               'ctx->state = p; return p->setup(); }',
@@ -320,8 +322,19 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
 
 # ---------------------------------------------------------------- workload.yaml
 
-def workload_yaml(prog, name: str, ranks: int, inputs, outputs, rel_harness: str) -> str:
-    h = rel_harness.rstrip("/")
+# The shipped CUDA workload whose harness files, build line, launch and timeouts an init-made workload
+# takes over (so it follows the frozen harness as that changes).
+TEMPLATE = Path(__file__).resolve().parent.parent.parent / "workloads" / "gemm_allgather" / "workload.yaml"
+
+
+def _rebase(entry: str, harness_root: str) -> str:
+    """A template path under ../_harness/ made relative to the new folder; the workload's own files
+    (problem.cu, baseline.cu) keep their names."""
+    return f"{harness_root}/{entry[len('../_harness/'):]}" if entry.startswith("../_harness/") else entry
+
+
+def workload_yaml(prog, name: str, ranks: int, inputs, outputs, harness_root: str) -> str:
+    template = yaml.safe_load(TEMPLATE.read_text())
     public = {p["name"]: p["default"] for p in prog.params}
     configs = [{"name": "program", "public": True, "bench": True, "params": dict(public)}]
     if public:
@@ -334,16 +347,12 @@ def workload_yaml(prog, name: str, ranks: int, inputs, outputs, rel_harness: str
         "language": "cuda",
         "ranks": ranks,
         "candidate": "candidate.cu",
-        "harness": {"sources": [f"{h}/harness.cu", "problem.cu", "baseline.cu"],
-                    "headers": [f"{h}/cuco_abi.h", f"{h}/cuco_device.cuh", f"{h}/cuco_problem.h"],
+        "harness": {"sources": [_rebase(x, harness_root) for x in template["harness"]["sources"]],
+                    "headers": [_rebase(x, harness_root) for x in template["harness"]["headers"]],
                     "nonce": True},
-        "build": {"command": 'nvcc -std=c++17 -arch=sm_90 -O3 -I"$NCCL_HOME/include" {sources} -o {binary} '
-                             '-L"$NCCL_HOME/lib" -l:libnccl.so.2 -Xlinker -rpath,"$NCCL_HOME/lib"',
-                  "nccl": True, "cache_frozen": True},
-        "launch": {"command": ["./{binary}", "--spec", "{spec}", "--result", "{result}"], "gpus": ranks,
-                   "env": {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                           "NVSHMEM_DISABLE_NVLS": "1"}},
-        "timeouts": {"build": 300, "verify": 180, "benchmark": 420},
+        "build": dict(template["build"]),
+        "launch": {**template["launch"], "gpus": ranks},
+        "timeouts": dict(template["timeouts"]),
         "benchmark": {"warmup": 5, "iters": 21},
         "configs": configs,
         "tolerances": {"fp32": 1.0e-4, "fp64": 1.0e-9, "fp16": 1.0e-2, "bf16": 1.6e-2},

@@ -5,15 +5,19 @@ validate lists by file and line."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from cuco_tui.cli import main
-from engine import blocks
+from engine import blocks, symbol_policy
+from engine.evaluation import build_job
 from engine.workload import load_workload
+from remote.local import LocalExecutor
 
 HERE = Path(__file__).parent
 PROGRAMS = HERE / "programs"
@@ -108,6 +112,20 @@ def test_validate_compiles_the_init_made_workload(name, tmp_path, capsys, monkey
     text = capsys.readouterr().out
     assert rc == 0, text
     assert "compiled seed" in text and "workload OK" in text
+    # and the seed passes the symbol policy the engine applies between build and verify
+    obj = asyncio.run(_build_object(load_workload(str(out))))
+    verdict = symbol_policy.check(obj, load_workload(str(out)))
+    assert verdict.ok, verdict.reason
+
+
+async def _build_object(w) -> bytes:
+    executor = LocalExecutor(extra_env={"CUCO_PYTHON": sys.executable})
+    try:
+        res = await executor.run(build_job(w, w.seed_source, "onboard-policy"))
+    finally:
+        await executor.close()
+    assert res.ok, res.log[-2000:]
+    return res.outputs["cuco_candidate.o"]
 
 
 def test_init_never_writes_over_a_folder(tmp_path, capsys):
