@@ -35,6 +35,7 @@ from .messages import (CandidateSelected, CandidatesLoaded, CommandDone, DetailL
 from .screens import (ConfirmModal, ForkModal, ForkRequest, HelpScreen, NodesScreen, NoteModal, ReasonModal,
                       RunsScreen)
 from .screens.help import describe_bindings
+from .screens.insight import ConfigsScreen, LlmScreen
 from .screens.lineage import LineageScreen
 from .settings import TuiSettings
 from .toasts import Toast, ToastWatcher
@@ -111,6 +112,8 @@ class CucoApp(App):
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("b", "jump_to_best", "Best", id="best", show=False),
         Binding("L", "show_lineage", "Lineage", id="lineage", show=False),
+        Binding("C", "show_configs", "Per config", id="configs", show=False),
+        Binding("M", "show_llm", "LLMs", id="llm", show=False),
         Binding("n", "show_nodes", "Nodes", id="nodes", show=False),
         Binding("r", "show_runs", "Runs", id="runs", show=False),
         Binding("t", "toggle_theme", "Theme", id="theme", show=False),
@@ -650,6 +653,12 @@ class CucoApp(App):
     def action_show_lineage(self) -> None:
         """The selected candidate's lineage (none selected: the best's)."""
         self.push_screen(LineageScreen(self.view, self.run_id, self._main.query_one(CandidatesTable).selected_id()))
+
+    def action_show_configs(self) -> None:
+        self.push_screen(ConfigsScreen(self.view, self.run_id))
+
+    def action_show_llm(self) -> None:
+        self.push_screen(LlmScreen(self.view, self.run_id))
 
     def action_show_nodes(self) -> None:
         self.push_screen(NodesScreen(self.view, self.run_id))

@@ -101,9 +101,10 @@ class LineageScreen(Screen):
             tree.root.add_leaf(f"(no candidate #{data.focus})")
             return
         on_path = sum(1 for n in data.chain if n.on_best_path)
-        title = Text(f"#{data.focus}: {len(data.chain) - 1} ancestors back to generation 0", style="bold")
+        title = Text()
+        title.append(f"#{data.focus}: {len(data.chain) - 1} ancestors back to generation 0", style="bold")
         if data.best is not None:
-            title.append(f"   ★ path to the best #{data.best} ({on_path} shared)", style="yellow")
+            title.append(f"   ★ the path to the best #{data.best}: {on_path} of these on it", style="yellow")
         self.query_one("#lineage-title", Static).update(title)
         focus_node = None
         for node in data.chain:                    # the spine: one line per ancestor, seed first

@@ -103,7 +103,7 @@ async def test_lineage_screen(tmp_path):
         assert await _until(lambda: screen.focus_id == best)
         labels = _labels(tree)
         assert all(labels[cid].startswith("★") for cid in _chain(con, best))
-        assert f"path to the best #{best}" in str(screen.query_one("#lineage-title", Static).render())
+        assert f"the path to the best #{best}" in str(screen.query_one("#lineage-title", Static).render())
         await pilot.press("escape")
         assert await _until(lambda: not isinstance(app.screen, LineageScreen))
 
