@@ -49,6 +49,8 @@ _LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     (NO_SPACE, re.compile(r"No space left on device|Disk quota exceeded|database or disk is full", re.I)),
     (HOST_OOM, re.compile(r"Cannot allocate memory|fork: retry: Resource temporarily unavailable|"
                           r"virtual memory exhausted|Out of memory: Killed process", re.I)),
+    (TOOLCHAIN, re.compile(r"Killed signal terminated program|internal compiler error: Killed|"
+                           r"nvcc error\s*: '[^']+' died due to signal 9", re.I)),
     (GPU, re.compile(r"uncorrectable ECC|cudaErrorECCUncorrectable|GPU is lost|fallen off the bus|"
                      r"all CUDA-capable devices are busy or unavailable|cudaErrorDevicesUnavailable|"
                      r"no CUDA-capable device is detected|CUDA driver version is insufficient|"
