@@ -8,7 +8,9 @@
 // (KvList): block b holds keys [pos0, pos0 + len) at its own k / v pointers (a gathered buffer, a peer's
 // window, a slice), processed in list order with one online softmax across all of them, so any order is
 // exact. causal: key position <= query position (query positions start at q_pos0). A block may carry a
-// flag: the CTA waits (bounded, cuco_wait_geq) until *flag >= target before loading its first tile.
+// flag: the CTA waits (bounded, cuco_wait_geq) until *flag >= target before loading its first tile; with
+// heads_per_flag > 0 the block has one flag per group of that many query heads (flag[h / heads_per_flag]),
+// so K/V that land head group by head group are used as soon as their group is in.
 // Output: final (o: bf16, normalised) or partial (o_part: fp32 normalised over this call's keys, lse:
 // log2-domain log-sum-exp per row and head, -inf where no key was visible) for a later LSE merge.
 #ifndef ATTN_FLASH_CUH
@@ -32,6 +34,7 @@ struct KvBlock {
   const __nv_bfloat16* k; const __nv_bfloat16* v;   // key pos0's row of this block
   int pos0, len;                                     // len: a multiple of 64
   const unsigned* flag; unsigned target;             // optional: wait until *flag >= target
+  int heads_per_flag;                                // 0: one flag for the block
 };
 struct KvList { KvBlock b[kMaxBlocks]; int n; };
 
@@ -94,7 +97,7 @@ __global__ void __launch_bounds__(THREADS) flash_fwd(Args a, KvList kv) {
   auto load = [&](int b, int t, int stage) {
     const KvBlock& B = kv.b[b];
     if (t == 0 && B.flag) {
-      if (tid == 0) cuco_wait_geq(B.flag, B.target, a.tmo, a.tflag);
+      if (tid == 0) cuco_wait_geq(B.flag + (B.heads_per_flag ? h / B.heads_per_flag : 0), B.target, a.tmo, a.tflag);
       __syncthreads();
     }
     const __nv_bfloat16* kg = B.k + (long long)t * BKV * kvstride + (long long)hk * D;
@@ -249,7 +252,7 @@ inline Args args_for(const Shape& s, const __nv_bfloat16* q, __nv_bfloat16* o, u
 // Block j of a gathered [S][HKV][D] pair: keys j*S_loc ..
 inline KvBlock gathered_block(const Shape& s, const __nv_bfloat16* kall, const __nv_bfloat16* vall, int j) {
   long long off = (long long)j * s.kv_elems();
-  return KvBlock{kall + off, vall + off, (int)(j * s.S_loc()), (int)s.S_loc(), nullptr, 0u};
+  return KvBlock{kall + off, vall + off, (int)(j * s.S_loc()), (int)s.S_loc(), nullptr, 0u, 0};
 }
 
 }  // namespace attn

@@ -32,8 +32,11 @@ static attn::Shape attn_shape(const cuco_ctx* ctx) {
 // the local block at once and waits (bounded) on each remote block's counter before loading it: one
 // online softmax over all blocks, so no merge. Before pushing, a rank waits for the peer's "ready" for
 // this call (its previous call is done reading the buffers).
-// Flag window of each rank (4 KiB): word src = "src is ready for this call", word 64 + src = CTAs of src's
-// push that have landed here. Values are call epochs (monotonic; landed counts epoch * push CTAs).
+// Per-head-group chunking (knob head_groups): the push goes KV-head group by group (group-major, so every
+// peer gets group 0 first) with one counter per (block, group), and a CTA waits only for its head's group.
+// Flag window of each rank (4 KiB): word src = "src is ready for this call", word 64 + src * groups + g =
+// CTAs of src's push of head group g that have landed here. Values are call epochs (monotonic; landed
+// counts epoch * push CTAs).
 struct AttnPeers {
   __nv_bfloat16* kall[attn::kMaxBlocks];
   __nv_bfloat16* vall[attn::kMaxBlocks];
@@ -50,29 +53,36 @@ __global__ void lsa_ready(AttnPeers peers, int me, int n, unsigned epoch) {
   int p = threadIdx.x;
   if (p < n && p != me) cuco_st_release_sys(peers.flags[p] + me, epoch);
 }
+// k, v: this rank's block, tokens x (groups x gvec) int4 vectors.
 __global__ void __launch_bounds__(512) lsa_push(AttnPeers peers, const int4* __restrict__ k, const int4* __restrict__ v,
-                                                long long vecs, int me, int n, int causal, const unsigned* my_flags,
-                                                unsigned epoch, unsigned long long tmo, unsigned* tflag) {
-  for (int s = 1; s < n; s++) {
-    const int p = (me + s) % n;
-    if (causal && me > p) continue;      // p's queries all come before our keys
-    if (threadIdx.x == 0) cuco_wait_geq(my_flags + p, epoch, tmo, tflag);
-    __syncthreads();
-    int4* dk = reinterpret_cast<int4*>(peers.kall[p]) + me * vecs;
-    int4* dv = reinterpret_cast<int4*>(peers.vall[p]) + me * vecs;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < vecs; i += (long long)gridDim.x * blockDim.x) {
-      int4 a = k[i], b = v[i];
-      dk[i] = a; dv[i] = b;
+                                                long long tokens, int groups, int gvec, int me, int n, int causal,
+                                                const unsigned* my_flags, unsigned epoch, unsigned long long tmo,
+                                                unsigned* tflag) {
+  const long long row = (long long)groups * gvec, vecs = tokens * gvec;
+  for (int g = 0; g < groups; g++)
+    for (int s = 1; s < n; s++) {
+      const int p = (me + s) % n;
+      if (causal && me > p) continue;      // p's queries all come before our keys
+      if (g == 0 && threadIdx.x == 0) cuco_wait_geq(my_flags + p, epoch, tmo, tflag);
+      __syncthreads();
+      int4* dk = reinterpret_cast<int4*>(peers.kall[p]) + me * tokens * row;
+      int4* dv = reinterpret_cast<int4*>(peers.vall[p]) + me * tokens * row;
+      for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < vecs; i += (long long)gridDim.x * blockDim.x) {
+        const long long o = (i / gvec) * row + (long long)g * gvec + i % gvec;
+        int4 a = k[o], b = v[o];
+        dk[o] = a; dv[o] = b;
+      }
+      __threadfence_system();
+      __syncthreads();
+      if (threadIdx.x == 0) cuco_atomic_add_release_sys(peers.flags[p] + 64 + me * groups + g, 1u);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) { __threadfence_system(); cuco_atomic_add_release_sys(peers.flags[p] + 64 + me, 1u); }
-  }
 }
 // EVOLVE-BLOCK-END
 
 // EVOLVE-BLOCK-START schedule
 // cuco:design backend=lsa placement=fused merge=single_pass issuer=kernel
 constexpr int kPushCtas = 16;  // cuco:knob push_ctas
+constexpr int kHeadGroups = 2;  // cuco:knob head_groups
 struct AttnState {
   attn::Shape s;
   void *kall, *vall, *flags;
@@ -118,26 +128,29 @@ static int impl_run(cuco_ctx* ctx) {
   const long long kv = s.kv_elems();
   const unsigned epoch = ++st->epoch;
   const int ctas = kPushCtas < 1 ? 1 : kPushCtas;
+  const int groups = kHeadGroups >= 1 && s.HKV % kHeadGroups == 0 ? kHeadGroups : 1;
   lsa_ready<<<1, 32, 0, ctx->stream>>>(st->peers, s.rank, s.n, epoch);
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaEventRecord(st->ev_start, ctx->stream));
   CUCO_CK(cudaStreamWaitEvent(st->comm, st->ev_start, 0));
   if (s.n > 1) {
     lsa_push<<<ctas, 512, 0, st->comm>>>(st->peers, (const int4*)ctx->inputs[1].ptr, (const int4*)ctx->inputs[2].ptr,
-                                        kv * 2 / 16, s.rank, s.n, (int)s.causal, (const unsigned*)st->flags, epoch,
-                                        ctx->spin_timeout_ns, ctx->timeout_flag);
+                                        s.S_loc(), groups, (int)(s.HKV / groups * attn::D / 8), s.rank, s.n,
+                                        (int)s.causal, (const unsigned*)st->flags, epoch, ctx->spin_timeout_ns,
+                                        ctx->timeout_flag);
     CUCO_CK(cudaGetLastError());
   }
   CUCO_CK(cudaEventRecord(st->ev_done, st->comm));
   attn::KvList list{};
   list.b[list.n++] = attn::KvBlock{(const __nv_bfloat16*)ctx->inputs[1].ptr, (const __nv_bfloat16*)ctx->inputs[2].ptr,
-                                   (int)(s.rank * s.S_loc()), (int)s.S_loc(), nullptr, 0u};
+                                   (int)(s.rank * s.S_loc()), (int)s.S_loc(), nullptr, 0u, 0};
   for (int k = 1; k < s.n; k++) {
     int j = (s.rank - k + s.n) % s.n;
     if (s.causal && j > s.rank) continue;
     attn::KvBlock b = attn::gathered_block(s, (const __nv_bfloat16*)st->kall, (const __nv_bfloat16*)st->vall, j);
-    b.flag = (const unsigned*)st->flags + 64 + j;
+    b.flag = (const unsigned*)st->flags + 64 + j * groups;
     b.target = epoch * (unsigned)ctas;
+    b.heads_per_flag = (int)(s.HQ / groups);
     list.b[list.n++] = b;
   }
   attn::Args a = attn::args_for(s, (const __nv_bfloat16*)ctx->inputs[0].ptr, (__nv_bfloat16*)ctx->outputs[0].ptr,

@@ -118,7 +118,7 @@ static int impl_run(cuco_ctx* ctx) {
       attn::KvList list{};
       list.n = 1;
       list.b[0] = attn::KvBlock{kb + c * sub * s.HKV * attn::D, vb + c * sub * s.HKV * attn::D,
-                                (int)(j * s.S_loc() + c * sub), (int)sub, nullptr, 0u};
+                                (int)(j * s.S_loc() + c * sub), (int)sub, nullptr, 0u, 0};
       attn::Args a = attn::args_for(s, (const __nv_bfloat16*)ctx->inputs[0].ptr, nullptr, ctx->spin_timeout_ns, ctx->timeout_flag);
       a.o_part = st->opart + pieces * rows_heads * attn::D;
       a.lse = st->lse + pieces * rows_heads;
