@@ -139,6 +139,26 @@ def test_a_person_in_tmux(tmp_path):
         assert _wait(lambda: db.fetchone("SELECT COUNT(*) AS n FROM marks WHERE verdict='reject' AND "
                                          "text='too slow'")["n"] == 1, 20)
 
+        # the selected candidate's lineage, then the best's: the path from the seed is starred; still 80x24
+        # on 16 colours
+        t.keys("L")
+        screen = t.wait_for("ancestors back to generation 0", 20)
+        assert "seed" in screen and all(len(line) <= 80 for line in screen.splitlines()), screen
+        assert "esc Back" in screen.splitlines()[-1] and "b Best" in screen.splitlines()[-1], screen
+        best_sql = ("SELECT id FROM candidates WHERE run_id=? AND status='done' AND fitness IS NOT NULL "
+                    "ORDER BY fitness DESC LIMIT 1")
+        best_before = db.fetchone(best_sql, (run,))["id"]
+        t.keys("b")
+        screen = t.wait_for("★ ● #", 20)                  # the focus (●) is now on the path to the best (★)
+        focus = next(line for line in screen.splitlines() if "★ ● #" in line).split("★ ● #")[1].split()[0]
+        assert int(focus) in (best_before, db.fetchone(best_sql, (run,))["id"]), screen   # (a job may finish)
+        starred = [line for line in screen.splitlines() if "★" in line]
+        assert any("seed" in line for line in starred), screen        # the path reaches generation 0
+        raw = t.screen(escapes=True)
+        assert "38;5;" not in raw and "48;5;" not in raw and "38;2;" not in raw and "48;2;" not in raw, raw[:2000]
+        t.keys("Escape")
+        t.wait_live("paused", 20)
+
         # fork from the selected candidate
         t.keys("f")
         t.wait_for("Fork this run", 10)
