@@ -24,7 +24,7 @@ from engine import timeline as tl
 
 LABEL = 11          # lane label columns
 MAX_ZOOM = 4096.0
-GLYPHS = {tl.COMPUTE: "█", tl.COMM: "█", tl.WAIT: "▒", "idle": "░"}
+GLYPHS = {tl.COMPUTE: "█", tl.COMM: "█", tl.WAIT: "░", "idle": "▓"}
 HELP = "+/- zoom  ←/→ pan  0 all  c config  p parent"
 
 
@@ -60,7 +60,11 @@ def render_config(timeline: tl.ConfigTimeline, window: tuple[float, float], widt
         for iv in rt.intervals:
             lane = f"<{iv.lane}" if iv.args.get("incoming") else iv.lane
             lanes.setdefault(lane, []).append(iv)
-        for n, (lane, ivs) in enumerate(lanes.items()):
+        # The rank's own thread or stream first (idle is drawn there), then its links / copy engines, then
+        # what lands on it from its peers.
+        order = sorted(lanes, key=lambda lane: (lane.startswith("<"), not lane.startswith(("rank", "stream")), lane))
+        for n, lane in enumerate(order):
+            ivs = lanes[lane]
             out.append(f"{lane[:LABEL - 1]:<{LABEL}}", style="bold" if n == 0 else "")
             by_kind = {k: tl.union((iv.start, iv.end) for iv in ivs if iv.kind == k) for k in (tl.COMPUTE, tl.COMM, tl.WAIT)}
             if n == 0:
@@ -68,7 +72,7 @@ def render_config(timeline: tl.ConfigTimeline, window: tuple[float, float], widt
             for c in range(cells):
                 a, b = t0 + c * step, t0 + (c + 1) * step
                 cover = {k: _coverage(s, a, b) for k, s in by_kind.items()}
-                kind, amount = max(cover.items(), key=lambda kv: (kv[1], kv[0] != "idle"))
+                kind, amount = max(cover.items(), key=lambda kv: (kv[1], kv[0] == "idle"))   # idle wins a tie with a wait
                 if amount < 0.25 * step:
                     out.append(" ")
                 else:
