@@ -89,6 +89,9 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         head.add_row("run", report["run"], "workload", report["workload"])
         head.add_row("state", f"{report['state']} ({report['stop_reason'] or ''})", "parent", report["parent_run"] or "-")
         head.add_row("evaluated", str(report["evaluated"]), "correct / failed", f"{report['correct']} / {report['failed']}")
+        if report.get("faults"):
+            from engine.fault_report import fault_line
+            head.add_row("failures", fault_line(report["faults"]), "", "")
         head.add_row("baseline", f"{report['baseline_time_ms'] or 0:.3f} ms", "best",
                      f"#{best.get('candidate')} {best.get('speedup') or 0:.3f}x ({best.get('time_ms') or 0:.3f} ms)"
                      if best else "-")

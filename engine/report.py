@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .fault_report import fault_summary
 from .harness_result import overlap_efficiency
 from .counting import COUNTS_SQL, NEEDS_REVIEW
 from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, REFUSED
@@ -101,6 +102,7 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         "baseline_time_ms": run["baseline_time_ms"],
         "best": best_obj,
         "best_per_config": best_per_config(store, run_id),
+        "faults": fault_summary(store, run_id),   # which failures were whose
         "needs_review": needs_review(store, run_id),
         "refused": [{"candidate": r["id"], "reason": r["reason"]} for r in store.fetchall(
             "SELECT id, reason FROM candidates WHERE run_id=? AND status=? AND origin_id IS NULL ORDER BY id",
