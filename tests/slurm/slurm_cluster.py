@@ -139,7 +139,9 @@ class SlurmCluster:
         return out
 
 
-def start_cluster(extra_partitions: str = "") -> SlurmCluster:
+def start_cluster(scheduler: str = "batch_sched_delay=0", extra_partitions: str = "") -> SlurmCluster:
+    """Start a cluster. `scheduler`: SchedulerParameters; Slurm's default batch_sched_delay=3 holds a
+    submitted batch job up to 3 s before the scheduler looks at it (the bench measures both)."""
     base = Path(tempfile.mkdtemp(prefix="cuco-slurm-"))
     os.chmod(base, 0o755)
     node = socket.gethostname().split(".")[0]
@@ -174,6 +176,7 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={base / 'log' / 'jobcomp.txt'}
 SchedulerType=sched/backfill
+SchedulerParameters={scheduler}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
