@@ -33,7 +33,7 @@ from .data import FilterError, StoreView, parse_filter
 from .messages import (CandidateSelected, CandidatesLoaded, CommandDone, DetailLoaded, EngineConnected,
                        EngineEvents, EngineLost, ScoresLoaded, SummaryLoaded)
 from .screens import (ConfirmModal, ForkModal, ForkRequest, HelpScreen, NodesScreen, NoteModal, ReasonModal,
-                      RunsScreen)
+                      ReviewScreen, RunsScreen)
 from .screens.help import describe_bindings
 from .screens.insight import ConfigsScreen, LlmScreen
 from .screens.lineage import LineageScreen
@@ -116,6 +116,7 @@ class CucoApp(App):
         Binding("M", "show_llm", "LLMs", id="llm", show=False),
         Binding("n", "show_nodes", "Nodes", id="nodes", show=False),
         Binding("r", "show_runs", "Runs", id="runs", show=False),
+        Binding("v", "show_review", "Review queue", id="review", show=False),
         Binding("t", "toggle_theme", "Theme", id="theme", show=False),
         Binding("1", "focus_pane('islands')", "Islands", id="pane.islands", show=False),
         Binding("2", "focus_pane('candidates')", "Candidates", id="pane.candidates", show=False),
@@ -665,6 +666,9 @@ class CucoApp(App):
 
     def action_show_runs(self) -> None:
         self.push_screen(RunsScreen(self.view, self.run_id))
+
+    def action_show_review(self) -> None:
+        self.push_screen(ReviewScreen(self.view, self.run_id))
 
     def action_toggle_theme(self) -> None:
         self.theme = DEFAULT_LIGHT if self.current_theme.dark else DEFAULT_DARK

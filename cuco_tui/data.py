@@ -17,6 +17,7 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.text import Text
 
+from engine.counting import COUNTS_SQL, NEEDS_REVIEW
 from engine.harness_result import overlap_efficiency
 from engine.store import ReadStore
 
@@ -201,8 +202,8 @@ class StoreView:
         done = by_status.get("done", 0)
         bad = by_status.get("incorrect", 0) + by_status.get("failed", 0)
         # The best correct candidate: the top of candidates_run_fitness (the engine's fitness is the speedup).
-        best = self._one("SELECT id, speedup, time_ms FROM candidates WHERE run_id=? AND status='done' "
-                         "AND fitness IS NOT NULL AND speedup IS NOT NULL ORDER BY fitness DESC LIMIT 1", (run_id,))
+        best = self._one(f"SELECT c.id, c.speedup, c.time_ms FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} "
+                         "AND c.speedup IS NOT NULL ORDER BY c.fitness DESC LIMIT 1", (run_id,))
         cost = self._one("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (run_id,)) or {}
         # Held for a person (a flagged result): few, so the newest 50 are enough for the toasts.
         review = self._all("SELECT id FROM candidates WHERE run_id=? AND status='done' AND review='needs_review' "
@@ -212,6 +213,20 @@ class StoreView:
                 "in_flight": by_status.get("pending", 0) + by_status.get("running", 0),
                 "best": best, "llm_cost_usd": float(cost.get("c") or 0.0), "nodes": self.nodes(),
                 "needs_review": [r["id"] for r in review]}
+
+    def review_queue(self, run_id: str) -> list[dict[str, Any]]:
+        """The verified results that wait for a person (engine/counting.py), oldest first."""
+        rows = self._all("SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? "
+                         "ORDER BY id", (run_id, NEEDS_REVIEW))
+        out = []
+        for r in rows:
+            try:
+                metrics = json.loads(r["metrics_json"]) if r["metrics_json"] else {}
+            except ValueError:
+                metrics = {}
+            out.append({"candidate": r["id"], "speedup": r["speedup"], "time_ms": r["time_ms"],
+                        "flags": metrics.get("flags") or [] if isinstance(metrics, dict) else []})
+        return out
 
     def nodes(self) -> list[dict[str, Any]]:
         out = []

@@ -3,7 +3,8 @@
 from .help import HelpScreen
 from .modals import ConfirmModal, ForkModal, ForkRequest, NoteModal, ReasonModal
 from .nodes import NodesScreen
+from .review import ReviewScreen
 from .runs import RunsScreen
 
 __all__ = ["HelpScreen", "ConfirmModal", "ForkModal", "ForkRequest", "NoteModal", "ReasonModal", "NodesScreen",
-           "RunsScreen"]
+           "ReviewScreen", "RunsScreen"]

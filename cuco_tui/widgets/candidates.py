@@ -28,7 +28,8 @@ COLUMNS = (("id", "id"), ("island", "isl"), ("generation", "gen"), ("operator", 
            ("status", "status"), ("speedup", "speedup"), ("verdict", "verdict"), ("mark", "mark"))
 COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
 TRIM_SLACK = 250     # rows beyond the window before the oldest are dropped (in one pass)
-STATUS_STYLE = {"done": "green", "incorrect": "red", "failed": "red", "running": "yellow", "pending": "dim"}
+STATUS_STYLE = {"done": "green", "incorrect": "red", "failed": "red", "refused": "magenta", "running": "yellow",
+                "pending": "dim"}
 CELL_PADDING = 1     # blank columns either side of a cell, as DataTable draws them
 DESCENDING_FIRST = {"speedup", "id", "generation"}   # a first sort by these shows the largest on top
 SORT_ARROW = {True: " ▼", False: " ▲"}
@@ -39,9 +40,11 @@ Cell = tuple[str, str]   # (text, rich style string; "" for the row's style)
 def verdict_of(row: dict[str, Any]) -> str:
     status = row.get("status")
     if status == "done":
-        return "ok"
+        return "review" if row.get("review") == "needs_review" else "ok"   # waits for a person (v)
     if status == "incorrect":
         return "wrong"
+    if status == "refused":
+        return "refused"   # by the symbol policy: the reason is in the detail
     if status == "failed":
         reason = (row.get("reason") or "").split(":")[0].strip()
         return f"fail {reason}"[:12] if reason else "fail"
