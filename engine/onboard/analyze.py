@@ -78,14 +78,14 @@ def _is_kernel(src, fn) -> bool:
 
 
 def _has_comm_call(src, fn) -> bool:
-    return any(n.type == "call_expression" and call_name(n, src) in api.NCCL_COMM for n in walk(fn))
+    return any(call_name(n, src) in api.NCCL_COMM for n in src.nodes("call_expression", fn))
 
 
 def _check_no_hidden_collectives(sources, functions, macros) -> None:
     """Collectives the analysis cannot follow are errors, never guesses: an NCCL function used as a value
     (a function pointer: dynamic dispatch), inside a macro's body, or inside a helper function."""
     for src in sources:
-        for n in identifiers(src.tree.root_node):
+        for n in src.nodes("identifier"):
             name = src.text(n)
             if name not in api.NCCL_COMM:
                 continue
@@ -156,10 +156,8 @@ class _Analyzer:
 
     # -- variables
     def _collect_vars(self) -> None:
-        top = set(id(c) for c in self.body.named_children)
-        for decl in walk(self.body):
-            if decl.type != "declaration":
-                continue
+        top = {(c.start_byte, c.end_byte) for c in self.body.named_children}
+        for decl in self.src.nodes("declaration", self.body):
             type_node = decl.child_by_field_name("type")
             if type_node is None:
                 continue
@@ -180,14 +178,12 @@ class _Analyzer:
                     params = inner.child_by_field_name("parameters")
                     ctor = self.src.text(params)[1:-1]
                 self.vars[name] = Var(name, base + ("*" if pointer else ""), base, pointer, array, value, decl,
-                                      self.src.line(decl), id(decl) in top, ctor, d.start_byte)
+                                      self.src.line(decl), (decl.start_byte, decl.end_byte) in top, ctor, d.start_byte)
 
     # -- operations in program order
     def _collect_ops(self) -> None:
         for stmt in self.body.named_children:
-            for n in walk(stmt):
-                if n.type != "call_expression":
-                    continue
+            for n in self.src.nodes("call_expression", stmt):
                 name = call_name(n, self.src)
                 if name is None:
                     if self._mentions_nccl(n):
@@ -273,7 +269,8 @@ class _Analyzer:
 
     # -- the repeated region
     def _pick_region(self):
-        loops = [n for n in walk(self.body) if n.type in LOOPS and self._loop_has_comm(n)]
+        loops = [n for t in LOOPS for n in self.src.nodes(t, self.body) if self._loop_has_comm(n)]
+        loops.sort(key=lambda n: n.start_byte)
         outer = [l for l in loops if not any(o is not l and _inside(l, o) for o in loops)]
         if not outer:
             self.unresolved.append(Unresolved(self.src.at(self.main), "no loop around the collectives",
@@ -291,7 +288,7 @@ class _Analyzer:
         while prev is not None and prev.type == "comment":
             prev = prev.prev_named_sibling
         return prev is not None and any(
-            n.type == "call_expression" and call_name(n, self.src) == "cudaEventRecord" for n in walk(prev))
+            call_name(n, self.src) == "cudaEventRecord" for n in self.src.nodes("call_expression", prev))
 
     def _region_json(self, loop) -> dict | None:
         if loop is None:
@@ -477,9 +474,7 @@ class _Analyzer:
         if not ids:
             return "unknown"
         kinds = []
-        for n in walk(self.body):
-            if n.type != "call_expression":
-                continue
+        for n in self.src.nodes("call_expression", self.body):
             name = call_name(n, self.src)
             if name in ("ncclGetUniqueId", "ncclCommInitRank", "ncclCommInitRankConfig") or name is None:
                 continue
@@ -491,8 +486,7 @@ class _Analyzer:
                 kinds.append("file")
             elif name.startswith("MPI_"):
                 kinds.append("mpi")
-        if any(n.type == "string_literal" and "NCCL_COMM_ID" in self.src.text(n) for s in self.sources
-               for n in walk(s.tree.root_node)):
+        if any("NCCL_COMM_ID" in s.text(n) for s in self.sources for n in s.nodes("string_literal")):
             kinds.append("environment")
         return kinds[0] if kinds else "unknown"
 
@@ -501,13 +495,13 @@ class _Analyzer:
         if f is None:
             return False
         src, fn = f
-        return any(n.type == "call_expression" and call_name(n, src) in callees for n in walk(fn))
+        return any(call_name(n, src) in callees for n in src.nodes("call_expression", fn))
 
     def _rank_source(self, rank_expr: str | None) -> str:
         if not rank_expr:
             return "unknown"
-        for n in walk(self.body):
-            if n.type == "call_expression" and call_name(n, self.src) == "MPI_Comm_rank" and \
+        for n in self.src.nodes("call_expression", self.body):
+            if call_name(n, self.src) == "MPI_Comm_rank" and \
                     any(self.src.text(i) == rank_expr for a in call_args(n) for i in identifiers(a)):
                 return "mpi"
         var = self.vars.get(rank_expr)
@@ -528,12 +522,11 @@ class _Analyzer:
         """Function-like macros of one parameter that wrap a call (CUDACHECK(cudaMalloc(...))): the
         analysis sees through them; the workload re-defines them to return the error to the harness."""
         used = set()
-        for n in walk(self.body):
-            if n.type == "call_expression":
-                name = call_name(n, self.src)
-                args = call_args(n)
-                if name in self.macros and len(args) == 1 and args[0].type == "call_expression":
-                    used.add(name)
+        for n in self.src.nodes("call_expression", self.body):
+            name = call_name(n, self.src)
+            args = call_args(n)
+            if name in self.macros and len(args) == 1 and args[0].type == "call_expression":
+                used.add(name)
         return sorted(used)
 
     # -- size parameters

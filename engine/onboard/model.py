@@ -22,7 +22,7 @@ class Var:
     pos: int = 0                   # byte offset of the declarator (program order)
 
 
-@dataclass
+@dataclass(eq=False)
 class Op:
     id: str
     kind: str                 # kernel | collective | p2p | group | memcpy | memset | event | sync | mpi | ...

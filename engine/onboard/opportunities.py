@@ -83,12 +83,13 @@ def dataflow(prog) -> list[dict]:
 
 def opportunities(prog) -> list[dict]:
     region = [o for o in prog.ops if o.in_region]
+    position = {id(o): i for i, o in enumerate(region)}
     found = []
     for step in comm_steps(prog):
         first, last = step["ops"][0], step["ops"][-1]
         reads = {b for o in step["ops"] for b in o.reads}
         writes = {b for o in step["ops"] for b in o.writes}
-        i0, i1 = region.index(first), region.index(last)
+        i0, i1 = position[id(first)], position[id(last)]
         producer = next((o for o in reversed(region[:i0]) if o.kind == "kernel" and reads & set(o.writes)), None)
         consumer = next((o for o in region[i1 + 1:] if o.kind == "kernel" and writes & set(o.reads)), None)
         if producer is None and consumer is None:

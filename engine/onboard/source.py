@@ -3,7 +3,8 @@ syntax tree. Nothing here looks at source text with regular expressions; structu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_left
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
@@ -27,6 +28,30 @@ class SourceFile:
     path: str          # as the user named it (reports print it)
     data: bytes
     tree: object
+    _index: dict | None = field(default=None, repr=False)
+
+    def nodes(self, node_type: str, within=None) -> list:
+        """Every node of a type (in source order), inside `within` when given: one walk of the tree serves
+        every later question (a 2,000-line program is asked thousands)."""
+        if self._index is None:
+            index: dict[str, tuple[list, list]] = {}
+            for n in walk(self.tree.root_node):
+                entry = index.setdefault(n.type, ([], []))
+                entry[0].append(n.start_byte)
+                entry[1].append(n)
+            self._index = index
+        starts, found = self._index.get(node_type, ([], []))
+        if within is None:
+            return found
+        lo = bisect_left(starts, within.start_byte)
+        out = []
+        for i in range(lo, len(found)):
+            n = found[i]
+            if n.start_byte >= within.end_byte:
+                break
+            if n.end_byte <= within.end_byte:
+                out.append(n)
+        return out
 
     def text(self, node) -> str:
         return self.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
