@@ -12,10 +12,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from remote.cluster import load_cluster
 from remote.errors import InputError
 from remote.hostkeys import fingerprint, write_trusted_key
 from remote.nodecheck import NodeReport, check_cluster
+from remote.registry import load_config
 from remote.ssh_connect import NodeUnreachable, SSHContext, fetch_host_key
 
 
@@ -53,7 +53,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace, path: str):
-    cluster = load_cluster(Path(path))
+    cluster = load_config(Path(path))
     if getattr(args, "known_hosts", None):
         from dataclasses import replace
         cluster = replace(cluster, known_hosts=Path(args.known_hosts))
@@ -86,12 +86,44 @@ def _render(reports: list[NodeReport]) -> None:
             console.print(f"[yellow]{r.name}: {w}[/]", highlight=False)
 
 
+def _render_slurm(r) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    yes, no = "[green]yes[/]", "[red]no[/]"
+    table = Table(title="cuco nodes (Slurm)", show_header=False)
+    table.add_column("check")
+    table.add_column("result")
+    table.add_row(r.name, yes if r.reachable else no)
+    table.add_row("work dir", r.work_dir or "-")
+    table.add_row("shared with the compute nodes", {True: yes, False: no, None: "not confirmed"}[r.shared])
+    table.add_row("GPUs per node", str(r.gpus_per_node))
+    for p in r.partitions:
+        table.add_row("partition", p)
+    for a in r.accepted:
+        table.add_row("sbatch --test-only", a)
+    for reason, n in sorted(r.pending.items(), key=lambda kv: -kv[1]):
+        table.add_row("cuco jobs pending", f"{n}: {reason}")
+    table.add_row("status", "[green]ok[/]" if r.usable else "[red]unusable[/]")
+    console = Console()
+    console.print(table)
+    for p in r.problems:
+        console.print(f"[red]{r.name}: unusable: {p}[/]", markup=True, highlight=False)
+    for w in r.warnings:
+        console.print(f"[yellow]{r.name}: {w}[/]", highlight=False)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     try:
         cluster = _load(args, args.cluster)
     except InputError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    if cluster.kind == "slurm":
+        from remote.slurm_check import check_slurm
+        report = asyncio.run(check_slurm(cluster, _home(args), _user_known_hosts(args)))
+        _render_slurm(report)
+        return 0 if report.usable else 1
     reports = asyncio.run(check_cluster(cluster, _home(args), _user_known_hosts(args)))
     _render(reports)
     return 0 if all(r.usable for r in reports) else 1

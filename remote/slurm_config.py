@@ -64,6 +64,13 @@ class SlurmClusterConfig:
     kill_grace_s: float = 2.0
     kind = "slurm"
 
+    def node(self, name: str) -> NodeConfig:
+        """The login node, for `cuco nodes trust login --cluster FILE`."""
+        if self.login is None or name != self.login.name:
+            raise InputError(str(self.path), "login", f"no SSH login node named {name!r} (the login node is "
+                             f"{'this machine' if self.login is None else repr(self.login.name)})")
+        return self.login
+
     def placement(self, job_kind: str) -> StagePlacement:
         return self.build if job_kind == "build" else self.run
 
