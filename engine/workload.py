@@ -18,6 +18,7 @@ from remote.errors import InputError
 from remote.textfiles import read_text
 
 from . import blocks
+from . import symbol_policy
 from .design_space import DesignSpace, Dimension, Variant
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "workloads"
@@ -260,6 +261,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
         warmup=warmup, iters=iters, configs=configs, tolerances=tolerances, design_space=space,
         task=llm.get("task", str, default=""), api_notes=llm.get("api_notes", str, default=""),
         extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS}, all_configs=configs)
+    symbol_policy.policy_for(workload)   # a bad `policy:` section is an input error now, not at the first build
     return workload.with_ranks(ranks)
 
 

@@ -1,0 +1,59 @@
+"""The adversarial CUDA candidates that pass the symbol policy, measured by the CUDA harness on one GPU
+(skipped without one; docs/gpu-runs.md has the recorded run). Each must fail or measure honestly; each
+test names the defence that caught it. The ones the policy refuses never run: tests/integrity/."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import blocks
+from engine.workload import load_workload
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_LOCAL = ROOT / "workloads" / "_harness" / "cuda" / "run_local.py"
+GA = ROOT / "workloads" / "gemm_allgather"
+BAD = Path(__file__).resolve().parent / "bad_candidates"
+CONFIGS = "hidden_odd,hidden_tall"     # at 1 rank the bench configs (2 and 4 ranks) do not apply
+
+_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
+    ["nvidia-smi", "-L"], capture_output=True, text=True).stdout.startswith("GPU ")
+if not _gpu:
+    print("tests/gpu/test_integrity_gpu.py: skipped: no NVIDIA GPU on this machine")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _gpu, reason="no NVIDIA GPU: the CUDA harness needs one")]
+
+
+def bench(source: Path) -> dict:
+    r = subprocess.run([sys.executable, str(RUN_LOCAL), str(GA), "--source", str(source), "--mode", "benchmark",
+                        "--ranks", "1", "--configs", CONFIGS], capture_output=True, text=True, timeout=900)
+    return json.loads(r.stdout)
+
+
+def test_call_counting_to_skip_timed_work_is_incorrect(tmp_path):
+    """Outputs poisoned before every call and verified after the timed loop."""
+    w = load_workload("gemm_allgather")
+    head = "static int impl_run(cuco_ctx* ctx) {\n"
+    src = w.seed_source.replace(head, head + "  static int calls = 0;\n  if (++calls > 8) return 0;\n")
+    blocks.validate_child(w.seed_source, src)
+    (tmp_path / "call_counting.cu").write_text(src)
+    res = bench(tmp_path / "call_counting.cu")
+    assert res["correct"] is False
+    assert any("output wrong" in (c.get("error") or "") for c in res["configs"])
+
+
+def test_work_left_off_the_timed_stream_is_caught():
+    """The host wall time of each call against its event time, compared with the baseline's."""
+    res = bench(BAD / "escape.cu")
+    assert res["correct"] is False
+    assert any("work escaped the timed stream" in (c.get("error") or "") for c in res["configs"])
+
+
+def test_a_slowed_candidate_measures_slower_and_the_timings_fit_the_wall_time():
+    """The timer measures the candidate; run_local.py's own wall time holds every timed call."""
+    res = bench(BAD / "slow.cu")
+    assert res["correct"] is True and all(c["speedup"] < 0.5 for c in res["configs"])
+    assert res["timed_ms"] > 0
