@@ -93,6 +93,9 @@ class NodeState:
     running_jobs: int = 0
     failures: int = 0
     detail: str = ""
+    # A scheduler's queue (Slurm): its reason -> jobs pending for it, and job id -> "STATE" or "STATE: reason".
+    pending: dict[str, int] = field(default_factory=dict)
+    queue: dict[str, str] = field(default_factory=dict)
 
 
 class NoUsableNode(Exception):

@@ -28,6 +28,28 @@ ACTIVE_STATES = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
 # Ended by the cluster, not by the job: the job is submitted again (JobStatus.LOST).
 LOST_STATES = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED"}
 SQUEUE_FORMAT = "%i|%T|%r|%j"
+# What Slurm's commonest pending reasons mean for a cuco user (the TUI's nodes screen and docs/cluster.md).
+PENDING_REASONS = {
+    "None": "just submitted: the scheduler has not looked at it yet",
+    "Priority": "jobs of higher priority are ahead in the queue; it starts when their turn is over",
+    "Resources": "waiting for the GPUs/CPUs/memory it asks for to free up",
+    "QOSMaxJobsPerUserLimit": "your QoS allows no more running jobs: lower max_jobs, or wait",
+    "AssocMaxJobsLimit": "your account allows no more running jobs: lower max_jobs, or wait",
+    "QOSMaxGRESPerUser": "your QoS allows no more GPUs at once: fewer jobs run together",
+    "AssocGrpGRES": "your account's group has used its GPUs: wait, or use another account",
+    "ReqNodeNotAvail": "the nodes it may use are down, drained or reserved",
+    "PartitionTimeLimit": "its --time exceeds the partition's limit: lower the stage's time_limit or timeout",
+    "QOSMaxWallDurationPerJobLimit": "its --time exceeds the QoS's limit: lower the stage's time_limit",
+    "BeginTime": "it may not start before its begin time",
+    "Dependency": "it waits for another job",
+    "JobHeldUser": "held by you (scontrol release ID)",
+    "JobHeldAdmin": "held by an administrator",
+    "BadConstraints": "no node has the constraint (features) it asks for: check constraint",
+}
+
+
+def explain_reason(reason: str) -> str:
+    return PENDING_REASONS.get(reason, "see `man squeue`, JOB REASON CODES")
 
 # sbatch's refusals of a configured value -> the cluster file's field that holds it.
 REFUSED_FIELDS = (

@@ -162,13 +162,10 @@ class SlurmExecutor:
         if self._note:
             detail += f"; {self._note}"
         name = f"slurm:{self.cfg.run.partition or 'default'}"
+        queue = {t.job_id: t.state + (f": {t.reason}" if t.state == "PENDING" and t.reason else "") for t in states}
         return [NodeState(name=name, healthy=not self._note.startswith("squeue"), gpus_total=self._gpus,
-                          gpus_busy=0, running_jobs=running, failures=self.failures, detail=detail)]
-
-    def pending_reasons(self) -> dict[str, str]:
-        """cuco job id -> Slurm's reason for each job still pending (Priority, Resources, ...)."""
-        return {t.job_id: t.reason for t in self._tracked.values()
-                if not t.done.done() and t.state == "PENDING"}
+                          gpus_busy=0, running_jobs=running, failures=self.failures, detail=detail,
+                          pending=dict(pending), queue=queue)]
 
     async def run(self, spec: JobSpec) -> JobResult:
         bad = self._check_spec(spec)

@@ -15,6 +15,16 @@ from ..widgets import KeyFooter
 NODE_COLUMNS = ("node", "health", "gpus busy", "cpus busy", "jobs", "failures", "detail")
 
 
+def pending_text(nodes: list[dict[str, Any]]) -> str:
+    """Why a scheduler's jobs wait, most common reason first, each with what it means for the user."""
+    from remote.slurm_commands import explain_reason
+    lines = []
+    for n in nodes:
+        for reason, count in sorted((n.get("pending") or {}).items(), key=lambda kv: -kv[1]):
+            lines.append(f"{n.get('name', '?')}: {count} pending for {reason}: {explain_reason(reason)}")
+    return "\n".join(lines)
+
+
 class NodesScreen(Screen):
     BINDINGS = [Binding("escape,n,q", "app.pop_screen", "Back", id="nodes.back"),
                 Binding("r", "reload", "Reload", id="nodes.reload")]
@@ -27,6 +37,7 @@ class NodesScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(f"nodes of {self.run_id}", classes="title")
         yield DataTable(id="nodes-table", cursor_type="row")
+        yield Static("", id="pending-reasons")    # a scheduler's pending reasons; hidden when there are none
         yield Static("running jobs", classes="title")
         yield DataTable(id="jobs-table", cursor_type="row")
         yield KeyFooter()
@@ -58,10 +69,18 @@ class NodesScreen(Screen):
                     table.update_cell(key, col, value)
             else:
                 table.add_row(*cells, key=key)
+        pending = self.query_one("#pending-reasons", Static)
+        text = pending_text(nodes)
+        pending.update(text)
+        pending.display = bool(text)
+        queue = {job: state for n in nodes for job, state in (n.get("queue") or {}).items()}
         jt = self.query_one("#jobs-table", DataTable)
         jt.clear()
         for j in jobs[:500]:
-            jt.add_row(j["id"], j["stage"], j.get("node") or "", str(j["attempts"]), str(j["candidate_id"]))
+            node = j.get("node") or ""
+            if j["id"] in queue:   # a scheduler's job: its queue state (and why it waits)
+                node = f"{node} {queue[j['id']]}".strip()
+            jt.add_row(j["id"], j["stage"], node, str(j["attempts"]), str(j["candidate_id"]))
 
     def update_nodes(self, nodes: list[dict[str, Any]]) -> None:
         self.show(nodes, [])

@@ -133,3 +133,22 @@ async def test_a_partition_slurm_does_not_know_is_an_input_error_naming_the_fiel
         assert err.value.field == field and "nosuch" in err.value.message
     finally:
         await ex.close()
+
+
+async def test_pending_reasons_reach_the_nodes_state(slurm_yaml, slurm, tmp_path):
+    ex = await started(slurm_yaml(), tmp_path / ".cuco")
+    try:
+        # Two jobs that each want all 4 GPUs: the second waits for Resources.
+        tasks = [asyncio.create_task(ex.run(JobSpec(f"t6-{i}-run", ["sleep", "3"], gpus=4, timeout_s=60)))
+                 for i in range(2)]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "Resources" not in ex.nodes()[0].pending:
+            await asyncio.sleep(0.1)
+        state = ex.nodes()[0]
+        assert state.pending.get("Resources") == 1, state
+        assert sorted(state.queue.values()) == ["PENDING: Resources", "RUNNING"], state.queue
+        assert "1 running, 1 pending (Resources: 1)" in state.detail
+        results = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        assert all(r.ok for r in results), results
+    finally:
+        await ex.close()
