@@ -20,7 +20,8 @@ def pytest_collection_modifyitems(config, items):
     reason = slurm_cluster.skip_reason()
     here = Path(__file__).parent
     for item in items:
-        if Path(str(item.fspath)).parent == here and reason:
+        uses_slurm = {"slurm", "slurm_env", "slurm_yaml"} & set(getattr(item, "fixturenames", ()))
+        if Path(str(item.fspath)).parent == here and reason and uses_slurm:
             item.add_marker(pytest.mark.skip(reason=f"Slurm tests skipped: {reason}"))
 
 

@@ -152,3 +152,17 @@ async def test_pending_reasons_reach_the_nodes_state(slurm_yaml, slurm, tmp_path
         assert all(r.ok for r in results), results
     finally:
         await ex.close()
+
+
+async def test_builds_placed_on_the_login_node_run_there_without_slurm(slurm_yaml, slurm, tmp_path):
+    ex = await started(slurm_yaml(build={"where": "login"}), tmp_path / ".cuco")
+    try:
+        build = JobSpec("t7-build", ["sh", "-c", "echo built > out.txt"], outputs=["out.txt"], kind="build",
+                        timeout_s=30)
+        res = await asyncio.wait_for(ex.run(build), 60)
+        assert res.ok and res.outputs == {"out.txt": b"built\n"} and res.node == "login", res
+        assert ex.submissions == 0 and submissions_named(slurm, "cuco.t7-build") == 0
+        run = await asyncio.wait_for(ex.run(JobSpec("t7-run", ["true"], timeout_s=30)), 60)
+        assert run.ok and run.node.startswith("slurm:") and ex.submissions == 1
+    finally:
+        await ex.close()
