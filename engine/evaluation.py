@@ -250,7 +250,8 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
         out.stages = stages
         return out
     binary = job.outputs[BINARY]
-    refusal = _policy_refusal(workload, source, job.outputs.get(CANDIDATE_OBJECT))
+    # off the event loop: reading a CUDA object takes a few hundred ms
+    refusal = await asyncio.to_thread(_policy_refusal, workload, source, job.outputs.get(CANDIDATE_OBJECT))
     if refusal is not None:
         rec.status = "refused"
         await hook("build", rec)

@@ -13,7 +13,9 @@ inspects the object it got back from the build job on any node, with nothing to 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import io
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +74,13 @@ class Verdict:
 
 
 def _match(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    return _pattern(patterns).match(name) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(patterns: tuple[str, ...]) -> re.Pattern:
+    """The shell patterns as one regular expression (compiled once per list)."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or r"(?!)")
 
 
 def _strings(value: Any, where: str, file: str) -> tuple[str, ...]:
@@ -109,7 +117,15 @@ def load_policy(language: str, extension: Any = None, extension_file: str = "wor
 
 
 def policy_for(workload: Any) -> Policy:
-    return load_policy(workload.language, workload.extra.get("policy"), str(workload.root / "workload.yaml"))
+    extension = workload.extra.get("policy")
+    return _cached_policy(workload.language, json.dumps(extension, sort_keys=True),
+                          str(workload.root / "workload.yaml"))
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_policy(language: str, extension_json: str, extension_file: str) -> Policy:
+    """Read once per (language, extension): the engine checks every candidate against the same policy."""
+    return load_policy(language, json.loads(extension_json), extension_file)
 
 
 # ----- the inspection -----------------------------------------------------------------------------
@@ -131,6 +147,7 @@ class _Object:
         self.symtab = self.elf.get_section_by_name(".symtab")
         self.symbols = list(self.symtab.iter_symbols()) if self.symtab is not None else []
         self.sections = list(self.elf.iter_sections())
+        self._functions: dict[Any, list[tuple[int, int, str]]] | None = None
         self.comdat: set[int] = set()   # indices of sections in a COMDAT group
         for sec in self.sections:
             if sec["sh_type"] == "SHT_GROUP":
@@ -140,11 +157,15 @@ class _Object:
 
     def function_at(self, shndx: int, offset: int) -> str | None:
         """The name of the function (any binding) whose code in section `shndx` covers `offset`."""
-        for s in self.symbols:
-            if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] == shndx:
-                start = s["st_value"]
-                if start <= offset < start + max(1, s["st_size"]):
-                    return s.name
+        if self._functions is None:
+            self._functions = {}
+            for s in self.symbols:
+                if s["st_info"]["type"] == "STT_FUNC":
+                    self._functions.setdefault(s["st_shndx"], []).append(
+                        (s["st_value"], s["st_value"] + max(1, s["st_size"]), s.name))
+        for start, end, name in self._functions.get(shndx, ()):
+            if start <= offset < end:
+                return name
         return None
 
     def relocations(self):
@@ -154,7 +175,8 @@ class _Object:
                 continue
             target_index = sec["sh_info"]
             for r in sec.iter_relocations():
-                sym = self.symtab.get_symbol(r["r_info_sym"]) if self.symtab is not None else None
+                index = r["r_info_sym"]
+                sym = self.symbols[index] if index < len(self.symbols) else None
                 yield target_index, r["r_offset"], (sym.name if sym is not None else ""), \
                     r["r_addend"] if r.is_RELA() else 0, sym
 
@@ -232,22 +254,20 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
                        f"({', '.join(policy.define)}) may be defined")
 
     # 4. What it calls or reads.
-    called_from: dict[str, set[str]] = {}
+    called_at: dict[str, list[tuple[int, int]]] = {}   # name -> (section, offset) of each reference
     for sec_index, offset, name, _addend, sym in obj.relocations():
-        if sym is None or _defined(sym) or not name:
-            continue
-        target = obj.elf.get_section(sec_index)
-        site = obj.function_at(sec_index, offset) if target["sh_flags"] & 0x4 else None
-        called_from.setdefault(name, set()).add(site or target.name)
+        if sym is not None and not _defined(sym) and name:
+            called_at.setdefault(name, []).append((sec_index, offset))
     for s in obj.symbols:
-        if s.name and not _defined(s) and s["st_info"]["type"] != "STT_SECTION" and s.name not in called_from:
-            called_from[s.name] = {"?"}
-    for name in sorted(called_from):
+        if s.name and not _defined(s) and s["st_info"]["type"] != "STT_SECTION":
+            called_at.setdefault(s.name, [])
+    for name in sorted(called_at):
         what = policy.denied(name)
         if _match(name, policy.workload_allow):
             continue
         if _match(name, policy.registration_only):
-            outside = sorted(site for site in called_from[name] if site not in registration_funcs)
+            sites = {obj.function_at(sec, off) or obj.elf.get_section(sec).name for sec, off in called_at[name]}
+            outside = sorted(site for site in sites if site not in registration_funcs)
             if outside:
                 reasons.append(f"candidate calls `{name}` from `{outside[0]}`: only nvcc's registration code may")
         elif what is not None:
