@@ -176,7 +176,9 @@ def summarize_ncu_csv(text: str) -> list[dict[str, Any]]:
                 return None
         dur = value(NCU_METRICS[0])
         if dur is not None:
-            scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}.get(units[col[NCU_METRICS[0]]], 1e-6)
+            unit = units[col[NCU_METRICS[0]]]
+            scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0, "s": 1e3,
+                     "second": 1e3}.get(unit, 1e-6)
             k["duration_ms"] += dur * scale
         for key, metric in (("_sm", NCU_METRICS[1]), ("_mem", NCU_METRICS[2]), ("_dram", NCU_METRICS[3])):
             v = value(metric)

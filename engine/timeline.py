@@ -308,7 +308,8 @@ def summarize(raws: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         try:
             out[config] = figures(parse(config, raw))
         except TimelineError as exc:
-            out[config] = {"error": f"no timeline: {exc}"}
+            why = str(exc)
+            out[config] = {"error": why if "no timeline" in why else f"no timeline: {why}"}
     return out
 
 
@@ -341,7 +342,8 @@ def load_parsed(store: Any, candidate_id: int) -> dict[str, ConfigTimeline | str
         try:
             out[config] = parse(config, raw)
         except TimelineError as exc:
-            out[config] = f"no timeline: {exc}"
+            why = str(exc)
+            out[config] = why if "no timeline" in why else f"no timeline: {why}"
     return out
 
 

@@ -1,6 +1,7 @@
 """`cuco profile CANDIDATE`: the checks a user meets before anything runs (a CPU workload has no kernels to
 count; without Nsight Compute on the machine, a clear message, not a traceback), and the per-kernel summary
-read from ncu's raw CSV page as recorded on an H100 (tests/gpu/data/ncu_raw_page.csv)."""
+read from ncu's raw CSV page as recorded on an H100 (tests/gpu/data/ncu_raw_page.csv: gemm_allgather's
+lsa_fused at one rank, config small_m1k, verify mode, 2026-11-24)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,5 @@ def test_summary_of_a_recorded_ncu_raw_page():
     assert any(k["sm_throughput_pct"] is not None and k["memory_throughput_pct"] is not None for k in kernels)
     assert kernels == sorted(kernels, key=lambda k: -k["duration_ms"])
     assert NCU_METRICS[1] in data.read_text()
+    gemm = next(k for k in kernels if "gemm_kernel<FusedPushEpi>" in k["kernel"])   # the candidate's own kernel
+    assert gemm["launches"] == 2 and 0.05 < gemm["duration_ms"] / 2 < 1.0          # ~86 us a launch (us in the CSV)
