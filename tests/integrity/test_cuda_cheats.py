@@ -111,7 +111,7 @@ def test_cuda_cheat_is_refused_naming_the_symbol(cheat_verdicts, name):
     assert any(EXPECTED[name] in r for r in reasons), reasons
 
 
-@pytest.mark.parametrize("workload_name", ["gemm_allgather", "kv_transfer"])
+@pytest.mark.parametrize("workload_name", ["gemm_allgather", "kv_transfer", "moe_dispatch_combine", "attention_allgather"])
 def test_cuda_seeds_and_variants_pass_the_policy(workload_name, tmp_path):
     w = load_workload(workload_name)
     sources = {"seed": w.seed_source, **{v.name: blocks.replace_blocks(w.seed_source, v.bodies)
