@@ -19,17 +19,9 @@ from engine.engine import Engine
 from engine.store import ReadStore
 from engine.workload import load_workload
 from tests.engine.synthetic import SyntheticExecutor
+from tests.tui.waiting import until
 
 RUN = "review-1"
-
-
-async def _until(predicate, timeout=60.0, step=0.1):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(step)
-    return False
 
 
 @pytest.fixture
@@ -38,7 +30,7 @@ async def live(tmp_path):
     engine = await Engine.create(tmp_path, load_workload("demo"), RunConfig(max_evals=4000, concurrency=2),
                                  run_id=RUN, executor=ex)
     task = asyncio.create_task(serve(engine, tmp_path, RUN))
-    assert await _until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
+    assert await until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
     yield tmp_path, protocol.live_run_info(tmp_path, RUN), engine
     await engine.stop()
     try:
@@ -55,7 +47,7 @@ def waiting(db: ReadStore) -> list[int]:
 async def test_review_queue_shows_numbers_and_diff_and_a_x_decide(live):
     home, info, engine = live
     db = ReadStore(home)
-    assert await _until(lambda: len(waiting(db)) >= 2, 60), "the synthetic run flagged nothing"
+    assert await until(lambda: len(waiting(db)) >= 2, 60), "the synthetic run flagged nothing"
     await engine.pause(hard=True)          # nothing in flight: the queue stops growing
     queue = waiting(db)
     for _ in range(20):                     # results are written behind: until two reads agree
@@ -66,17 +58,17 @@ async def test_review_queue_shows_numbers_and_diff_and_a_x_decide(live):
     assert engine.best is None or engine.best.id not in queue       # they do not count yet
     app = CucoApp(home, RUN, socket_path=info.socket, settings=TuiSettings(theme="cuco-dark"))
     async with app.run_test(size=(120, 36)) as pilot:
-        assert await _until(lambda: app.live, 20)
+        assert await until(lambda: app.live, 20)
         await pilot.press("v")
         screen = app.screen
         assert isinstance(screen, ReviewScreen)
         table = screen.query_one("#review-table")
-        assert await _until(lambda: table.row_count == len(queue), 10)
+        assert await until(lambda: table.row_count == len(queue), 10)
         first = queue[0]
         assert "beat the overlap bound" in str(table.get_row(str(first))[2])
         # the numbers (per config, the flag) and the diff against the parent of the highlighted one
         numbers = screen.query_one("#review-numbers")
-        assert await _until(lambda: "beyond the overlap bound" in str(numbers.render()), 30)
+        assert await until(lambda: "beyond the overlap bound" in str(numbers.render()), 30)
         assert "#" in str(screen.query_one("#review-diff").render())
 
         # a: accept, with a note; it leaves the queue and counts
@@ -85,9 +77,9 @@ async def test_review_queue_shows_numbers_and_diff_and_a_x_decide(live):
         await pilot.press("a")
         assert isinstance(app.screen, NoteModal)
         await pilot.press(*"checked the diff", "enter")
-        assert await _until(lambda: db.fetchone("SELECT review FROM candidates WHERE id=?", (first,))["review"]
+        assert await until(lambda: db.fetchone("SELECT review FROM candidates WHERE id=?", (first,))["review"]
                             == "accepted", 20)
-        assert await _until(lambda: engine.cands[first].eligible, 10)
+        assert await until(lambda: engine.cands[first].eligible, 10)
         assert table.row_count == len(queue) - 1
 
         # x: reject, with a reason; it never counts
@@ -95,7 +87,7 @@ async def test_review_queue_shows_numbers_and_diff_and_a_x_decide(live):
         await pilot.press("x")
         assert isinstance(app.screen, ReasonModal)
         await pilot.press(*"times a cached answer", "enter")
-        assert await _until(lambda: db.fetchone("SELECT review FROM candidates WHERE id=?", (second,))["review"]
+        assert await until(lambda: db.fetchone("SELECT review FROM candidates WHERE id=?", (second,))["review"]
                             == "rejected", 20)
         assert not engine.cands[second].eligible
         assert (db.latest_mark(second) or {}).get("text") == "times a cached answer"
