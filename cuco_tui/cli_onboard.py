@@ -57,6 +57,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     try:
         if args.ranks < 1:
             raise InputError("--ranks", "--ranks", "must be >= 1")
+        model = None
+        if args.llm:
+            from engine.llm.models import parse_models
+            model = parse_models([args.llm])[0]      # a bad model name is bad input: nothing written
         prog = analyze_files(list(args.files))
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
         out = Path(args.output) if args.output else Path.cwd() / "workloads" / name
@@ -67,8 +71,50 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"wrote workload {result.name} to {result.root}")
     for todo in result.todos:
         print(f"  TODO {todo}")
-    if args.llm:
-        from cuco_tui.cli_llm_todo import complete_todos
-        return complete_todos(result, args)
+    if model is not None and result.todos:
+        import asyncio
+        rc = asyncio.run(_complete(result, model, args))
+        if rc != EXIT_OK:
+            return rc
+    elif model is not None:
+        print("nothing to complete: init placed everything")
     print(f"next: cuco validate {result.root}   then: cuco run {result.root}")
+    return EXIT_OK
+
+
+async def _complete(result, model, args: argparse.Namespace) -> int:
+    """--llm: the model completes the TODOs; every answer is built and verified on this machine's GPUs."""
+    from cuco_tui.launch import resolve_home
+    from engine.evaluation import evaluate_source
+    from engine.executors import close_executor, open_executor
+    from engine.llm.budget import Budget
+    from engine.llm.pricing import Pricing
+    from engine.llm.service import LLMService
+    from engine.onboard.complete import chat_with, complete_todos
+    from engine.workload import load_workload
+    from remote.jobs import NoUsableNode
+    home = resolve_home(getattr(args, "home", None))
+    workload = load_workload(str(result.root))
+    try:   # first, so that a machine that cannot verify stops before any LLM cost
+        executor = await open_executor(home, None, gpus_per_job=workload.launch_gpus, workload_name=workload.name)
+    except NoUsableNode as exc:
+        print(f"cuco: --llm: {exc}; the workload is written, its TODOs stay", file=sys.stderr)
+        return EXIT_FAILED
+    service = LLMService([model], Pricing.load(home), Budget(None))
+    counter = {"n": 0}
+
+    async def evaluate(source: str):
+        counter["n"] += 1
+        return await evaluate_source(workload, source, executor, job_prefix=f"init-{workload.name}-{counter['n']}",
+                                     seed=counter["n"])
+    try:
+        done = await complete_todos(result.root, result.todos, chat_with(service, model.name), evaluate,
+                                    log=lambda text: print(f"cuco init --llm: {text}", file=sys.stderr))
+    finally:
+        await service.close()
+        await close_executor(executor)
+    if not done.ok:
+        print(f"cuco init --llm: {done.reason}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"the model completed the TODOs (verified, attempt {done.attempts})")
     return EXIT_OK

@@ -70,11 +70,11 @@ def render_tree(data: dict):
         args = ", ".join(f"{k}={c[k]}" for k in ("send", "recv", "count", "dtype", "redop", "peer", "root")
                          if c.get(k) is not None)
         calls.add(f"{c['name']}({args}) comm={c.get('comm')} stream={c.get('stream')}"
-                  f"{' [region]' if c['in_region'] else ''}  [dim]{c['at']}[/]")
+                  f"{' (in region)' if c['in_region'] else ''}  [dim]{c['at']}[/]")
     kern = root.add("[bold]kernel launches[/]")
     for k in data["kernel_launches"]:
         kern.add(f"{k['name']}<<<{k['grid']}, {k['block']}>>> stream={k['stream']} reads {k.get('reads')} "
-                 f"writes {k.get('writes')}{' [region]' if k['in_region'] else ''}  [dim]{k['at']}[/]")
+                 f"writes {k.get('writes')}{' (in region)' if k['in_region'] else ''}  [dim]{k['at']}[/]")
     if data["params"]:
         params = root.add("[bold]size parameters[/] (become the workload's problem configs)")
         for p in data["params"]:

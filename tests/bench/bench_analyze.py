@@ -1,6 +1,6 @@
 """`cuco analyze` speed (a script, not a unit test): a host-driven program of about 2,000 lines (130
-kernels, a main() with an MPI unique-id exchange, 60 buffers and a timed loop of 120 kernel launches and
-60 collectives, grouped send/recv among them) analysed end to end: tree-sitter parse, the analysis, the
+kernels, a main() with an MPI unique-id exchange, 66 buffers and a timed loop of 130 kernel launches and
+161 NCCL calls, grouped send/recv among them) analysed end to end: tree-sitter parse, the analysis, the
 JSON. Target < 1 s. Prints the median and the worst of the runs.
 
     python tests/bench/bench_analyze.py [--kernels 130] [--runs 7]

@@ -1,0 +1,113 @@
+"""`cuco init --llm MODEL`: the model completes the CUCO-TODO parts, through the project's LLM service and
+a real HTTP server speaking the OpenAI wire protocol (tests/llm/fake_llm.py); every answer is compiled
+(real nvcc) before it is taken, and the frozen baseline gets the same setup()."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cuco_tui.cli import main
+from engine.evaluation import build_job
+from engine.llm.budget import Budget
+from engine.llm.models import parse_model
+from engine.llm.pricing import Pricing
+from engine.llm.retry import RetryPolicy
+from engine.llm.service import LLMService
+from engine.onboard.complete import chat_with, complete_todos, setup_body
+from engine.workload import load_workload
+from remote.local import LocalExecutor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm"))
+from fake_llm import FakeLLMServer, Reply   # noqa: E402
+
+TODO_PROGRAM = Path(__file__).parent / "todo" / "loopvar_env.cu"
+
+
+def _gpus() -> int:
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
+
+
+def fenced(src: str) -> str:
+    return f"```cpp\n{src}```\n"
+
+
+def completed(source: str) -> str:
+    out = []
+    for line in source.splitlines(keepends=True):
+        if "CUCO-TODO" in line and "stride = {};" in line:
+            line = "    stride = 1;\n"
+        elif "CUCO-TODO" in line:
+            line = line.split("//")[0].rstrip() + "\n"
+        out.append(line)
+    return "".join(out)
+
+
+@pytest.mark.skipif(_gpus() > 0, reason="this machine has a GPU: the completion would run")
+def test_init_llm_without_a_gpu_stops_before_any_llm_call(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    out = tmp_path / "w"
+    with FakeLLMServer(script=[]) as srv:
+        rc = main(["init", str(TODO_PROGRAM), "-o", str(out), "--ranks", "1",
+                   "--llm", f"openai-compat:coder@{srv.url}/v1", "--home", str(tmp_path / "home")])
+        assert srv.requests == []
+    err = capsys.readouterr().err
+    assert rc == 1 and "--llm" in err and "GPU" in err and "its TODOs stay" in err
+    assert "CUCO-TODO" in (out / "candidate.cu").read_text()     # the workload is written, TODOs kept
+
+
+def test_init_llm_bad_model_is_bad_input_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "w"
+    rc = main(["init", str(TODO_PROGRAM), "-o", str(out), "--llm", "nope:x"])
+    assert rc == 2 and "--llm" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@dataclass
+class Compiled:
+    status: str
+    reason: str = ""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: answers cannot be compiled here")
+@pytest.mark.skipif(importlib.util.find_spec("nvidia") is None, reason="the NCCL headers are not installed")
+async def test_completion_is_compiled_and_copied_into_the_baseline(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    root = tmp_path / "w"
+    assert main(["init", str(TODO_PROGRAM), "-o", str(root), "--ranks", "1"]) == 0
+    todos = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("TODO")]
+    seed = (root / "candidate.cu").read_text()
+    w = load_workload(str(root))
+    executor = LocalExecutor(extra_env={"CUCO_PYTHON": sys.executable})
+    compiled = []
+
+    async def evaluate(source: str) -> Compiled:   # the build, for real; the verify needs a GPU
+        res = await executor.run(build_job(w, source, f"complete-{len(compiled)}"))
+        compiled.append(res.ok)
+        return Compiled("done" if res.ok else "failed", "" if res.ok else res.log[-500:])
+
+    script = [Reply(fenced(seed)), Reply(fenced(completed(seed)))]   # first still has the TODOs
+    with FakeLLMServer(script=script) as srv:
+        model = f"openai-compat:coder@{srv.url}/v1"
+        svc = LLMService([parse_model(model)], Pricing.load(tmp_path), Budget(None), RetryPolicy(timeout_s=10))
+        try:
+            done = await complete_todos(root, todos, chat_with(svc, model), evaluate)
+        finally:
+            await svc.close()
+            await executor.close()
+        assert len(srv.requests) == 2
+        assert "still had CUCO-TODO" in srv.requests[1].prompt_text
+    assert done.ok and done.attempts == 2 and compiled == [True]
+    cand = (root / "candidate.cu").read_text()
+    assert "CUCO-TODO" not in cand and "stride = 1;" in cand
+    assert setup_body((root / "baseline.cu").read_text()) == setup_body(cand)
