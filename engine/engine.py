@@ -91,6 +91,8 @@ class Engine:
         self.workload = workload
         self.config = config
         self.executor = executor
+        if hasattr(executor, "on_submitted"):   # a scheduler's job ids (Slurm) go to jobs.external_id
+            executor.on_submitted = self._job_submitted
         self.state = "running"
         self.stop_reason = ""
         self.cands: dict[int, Cand] = {}
@@ -688,6 +690,11 @@ class Engine:
             batch.execute("UPDATE candidates SET status=? WHERE id=?", (PENDING, c.id))
             batch.event(self.run_id, "candidate_status", id=c.id, status=PENDING, stage="paused")
         self._write_behind(batch)
+
+    def _job_submitted(self, job_id: str, external_id: str, executor: str) -> None:
+        batch = Batch()
+        batch.execute("UPDATE jobs SET external_id=?, executor=? WHERE id=?", (external_id, executor, job_id))
+        self._write_behind(batch, lazy=True)
 
     def _write_behind(self, batch: Batch, lazy: bool = False) -> None:
         """Submit writes nobody waits for: anything acted on later is written later (one FIFO), so a crash

@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .blobs import BlobCache, BlobUploadError
 from .errors import InputError
@@ -90,6 +91,8 @@ class SlurmExecutor:
         self.polls = 0                                # squeue calls (tests and the bench count them)
         self.submissions = 0                          # sbatch calls that queued a job
         self.external_ids: dict[str, str] = {}        # cuco job id -> Slurm job id (jobs in flight)
+        # Told each job's Slurm id when it is submitted or adopted (the engine stores it: jobs.external_id).
+        self.on_submitted: Callable[[str, str, str], None] | None = None
 
     # ---- Executor protocol --------------------------------------------------------------------
     async def start(self) -> None:
@@ -286,6 +289,8 @@ class SlurmExecutor:
         self._tracked[slurm_id] = t
         self.external_ids[spec.job_id] = slurm_id
         self._wake.set()
+        if self.on_submitted is not None:
+            self.on_submitted(spec.job_id, slurm_id, "slurm")
         try:
             ended = await t.done
             return await self._collect(spec, t, ended)

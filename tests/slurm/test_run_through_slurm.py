@@ -79,6 +79,12 @@ def test_demo_runs_through_slurm(slurm_yaml, slurm, tmp_path):
     assert not run_jobs(slurm, "sl")
     done = completed_names(slurm, "sl")
     assert len(done) >= 3 * 30 and max(done.values()) == 1, done.most_common(3)   # none submitted twice
+    # The store keeps each job's Slurm id (what a restarted engine re-adopts by)
+    conn = sqlite3.connect(home / "cuco.db")
+    stored = dict(conn.execute("SELECT id, external_id FROM jobs WHERE run_id='sl' AND executor='slurm'"))
+    conn.close()
+    by_name = {j["Name"]: j["JobId"] for j in slurm.finished_jobs() if j.get("Name", "").startswith("cuco.sl-")}
+    assert len(stored) >= 3 * 30 and all(by_name.get(f"cuco.{job}") == sid for job, sid in stored.items()), stored
 
 
 def test_stop_mid_run_leaves_no_job_in_squeue(slurm_yaml, slurm, tmp_path):
