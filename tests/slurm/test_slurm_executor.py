@@ -166,3 +166,26 @@ async def test_builds_placed_on_the_login_node_run_there_without_slurm(slurm_yam
         assert run.ok and run.node.startswith("slurm:") and ex.submissions == 1
     finally:
         await ex.close()
+
+
+async def test_a_job_lost_with_its_node_node_fail_is_submitted_again(slurm_yaml, slurm, tmp_path):
+    ex = await started(slurm_yaml(), tmp_path / ".cuco")
+    try:
+        task = asyncio.create_task(ex.run(JobSpec("t8-run", ["sh", "-c", "sleep 2; echo done"], timeout_s=60)))
+        first = await wait_for_state(slurm, "cuco.t8-run", "RUNNING")
+        # The node goes down under the job (Slurm ends it NODE_FAIL), then comes back.
+        slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=down", "reason=cuco-test")
+        try:
+            deadline = time.monotonic() + 30
+            state = ""
+            while time.monotonic() < deadline and state != "NODE_FAIL":
+                state = slurm.cmd("squeue", "-h", "-t", "all", "-j", first, "-o", "%T").strip()
+                await asyncio.sleep(0.1)
+            assert state == "NODE_FAIL", state
+        finally:
+            slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=resume")
+        res = await asyncio.wait_for(task, 90)
+        assert res.ok and "done" in res.log and res.attempts == 2, res
+        assert ex.failures == 1
+    finally:
+        await ex.close()
