@@ -18,23 +18,26 @@ from pathlib import Path
 from remote.jobs import JobResult, JobSpec, JobStatus, NodeState
 
 
-@functools.lru_cache(maxsize=1)
-def abi_object() -> bytes:
-    """An object file that defines the CPU ABI and nothing else (compiled once per process)."""
+@functools.lru_cache(maxsize=2)
+def abi_object(interposing: bool = False) -> bytes:
+    """An object file that defines the CPU ABI and nothing else, or also `clock_gettime` (compiled once)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "abi.cpp"
         src.write_text('extern "C" int cuco_setup(const void*) { return 0; }\n'
                        'extern "C" int cuco_run(const void*) { return 0; }\n'
-                       'extern "C" void cuco_teardown(void) {}\n')
+                       'extern "C" void cuco_teardown(void) {}\n'
+                       + ('extern "C" int clock_gettime(int, void*) { return 0; }\n' if interposing else ""))
         subprocess.run(["g++", "-O2", "-c", str(src), "-o", str(src.with_suffix(".o"))], check=True, timeout=60)
         return src.with_suffix(".o").read_bytes()
 
 
 class SyntheticExecutor:
-    def __init__(self, slots: int = 4, durations: dict[str, float] | None = None, fail_every: int = 0):
+    def __init__(self, slots: int = 4, durations: dict[str, float] | None = None, fail_every: int = 0,
+                 refuse_every: int = 0):
         self.slots = slots
         self.durations = durations or {"build": 0.01, "verify": 0.01, "benchmark": 0.01}
         self.fail_every = fail_every
+        self.refuse_every = refuse_every   # every n-th source (by hash) builds an object that defines clock_gettime
         self._sem = asyncio.Semaphore(slots)
         self.busy_s = 0.0          # slot-seconds spent running jobs
         self.jobs = 0
@@ -83,8 +86,11 @@ class SyntheticExecutor:
             if "cuco_candidate" not in spec.outputs:   # the frozen harness's objects
                 return {o: b"obj" for o in spec.outputs}
             source = b"".join(v for k, v in sorted(spec.files.items()) if k.startswith("candidate"))
-            # the candidate's object, for the symbol policy: a real one that defines only the ABI
-            return {"cuco_candidate": hashlib.sha256(source).hexdigest().encode(), "cuco_candidate.o": abi_object()}
+            digest = hashlib.sha256(source).hexdigest()
+            # the candidate's object, for the symbol policy: a real one that defines only the ABI (or, for the
+            # sources refuse_every picks, the ABI and clock_gettime)
+            refuse = self.refuse_every and int(digest[6:12], 16) % self.refuse_every == 1
+            return {"cuco_candidate": digest.encode(), "cuco_candidate.o": abi_object(interposing=bool(refuse))}
         digest = spec.files["cuco_candidate"].decode()
         request = json.loads(spec.files["spec.json"])
         wrong = self.fail_every and int(digest[:6], 16) % self.fail_every == 0
