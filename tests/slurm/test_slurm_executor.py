@@ -182,8 +182,9 @@ async def test_a_job_lost_with_its_node_node_fail_is_submitted_again(slurm_yaml,
                 state = slurm.cmd("squeue", "-h", "-t", "all", "-j", first, "-o", "%T").strip()
                 await asyncio.sleep(0.1)
             assert state == "NODE_FAIL", state
-        finally:
-            slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=resume")
+        finally:   # (ReturnToService=2 may have taken it back already)
+            slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=resume", check=False)
+            slurm.wait_idle()
         res = await asyncio.wait_for(task, 90)
         assert res.ok and "done" in res.log and res.attempts == 2, res
         assert ex.failures == 1
