@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from engine import blocks
-from engine.evaluation import build_job, run_job
+from engine.evaluation import CANDIDATE_OBJECT, build_job, policy_refusal, run_job
 from engine.harness_result import ResultError, parse_result
 from engine.workload import load_workload
 from remote.local import LocalExecutor
@@ -78,7 +78,12 @@ async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:
         for name, task in jobs.items():
             res = await task
             if res.ok and "cuco_candidate" in res.outputs:
-                console.print(f"  [green]compiled[/] {name} ({res.duration_s:.1f} s)")
+                refusal = policy_refusal(w, sources[name], res.outputs.get(CANDIDATE_OBJECT))
+                if refusal:   # the engine would refuse it before running it
+                    failures += 1
+                    console.print(f"  [red]{name}[/]: {refusal}")
+                else:
+                    console.print(f"  [green]compiled[/] {name} ({res.duration_s:.1f} s), passes the symbol policy")
             else:
                 failures += 1
                 console.print(f"  [red]compile failed[/] {name}: {res.error or 'exit ' + str(res.rc)}\n{res.log[-3000:]}")

@@ -199,7 +199,7 @@ def _first_error(log: str) -> str:
     return ""
 
 
-def _policy_refusal(workload: Workload, source: str, obj: bytes | None) -> str | None:
+def policy_refusal(workload: Workload, source: str, obj: bytes | None) -> str | None:
     """The symbol policy's reason for refusing the candidate (its blocks' inline assembly, its object), or
     None. Checked between build and verify: nothing the candidate wrote has run yet."""
     asm = symbol_policy.check_source(source, workload.language)
@@ -251,7 +251,7 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
         return out
     binary = job.outputs[BINARY]
     # off the event loop: reading a CUDA object takes a few hundred ms
-    refusal = await asyncio.to_thread(_policy_refusal, workload, source, job.outputs.get(CANDIDATE_OBJECT))
+    refusal = await asyncio.to_thread(policy_refusal, workload, source, job.outputs.get(CANDIDATE_OBJECT))
     if refusal is not None:
         rec.status = "refused"
         await hook("build", rec)
