@@ -115,7 +115,7 @@ class Bandit:
         rows = await store.fetchall(
             "SELECT c.id, c.mutator, c.status, c.speedup, p.speedup AS parent_speedup FROM candidates c "
             "LEFT JOIN candidates p ON p.id = c.parent_id WHERE c.run_id=? AND c.mutator LIKE 'llm:%' "
-            "AND c.status IN ('done','incorrect','failed')", (run_id,))
+            "AND c.status IN ('done','incorrect','failed','refused')", (run_id,))   # a refused child earns 0
         n = 0
         for r in rows:
             model = r["mutator"][len("llm:"):]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 STATE_KEY = "recommendations"
 PROGRESS_KEY = "meta"            # {"at": finished evaluations when the last summary was made}
 MAX_ITEMS = 8
-FINAL = ("done", "incorrect", "failed")
+FINAL = ("done", "incorrect", "failed", "refused")
 
 SYSTEM = ("You review an evolutionary search that optimises a multi-GPU program. From the results below, "
           "write at most 8 short, concrete recommendations for the next mutations: what worked (keep doing), "
@@ -77,10 +77,10 @@ async def summary_prompt(store: "Store", run_id: str, workload: "Workload", prev
         "ORDER BY speedup DESC LIMIT 8", (run_id,))
     bad = await store.fetchall(
         "SELECT id, operator, descriptor_json, status, reason FROM candidates WHERE run_id=? "
-        "AND status IN ('incorrect','failed') ORDER BY id DESC LIMIT 8", (run_id,))
+        "AND status IN ('incorrect','failed','refused') ORDER BY id DESC LIMIT 8", (run_id,))
     recent = await store.fetchall(
         "SELECT id, operator, descriptor_json, status, speedup FROM candidates WHERE run_id=? "
-        "AND status IN ('done','incorrect','failed') ORDER BY id DESC LIMIT 12", (run_id,))
+        "AND status IN ('done','incorrect','failed','refused') ORDER BY id DESC LIMIT 12", (run_id,))
 
     def point(r: dict) -> str:
         try:
