@@ -251,7 +251,7 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
         if _match(s.name, policy.define) or s.name in kernels:
             continue
         reasons.append(f"candidate defines `{s.name}`: only the ABI "
-                       f"({', '.join(policy.define)}) may be defined")
+                       f"({', '.join(policy.define)}) may be defined (make helpers and globals `static`)")
 
     # 4. What it calls or reads.
     called_at: dict[str, list[tuple[int, int]]] = {}   # name -> (section, offset) of each reference
