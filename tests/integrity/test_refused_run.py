@@ -1,5 +1,5 @@
 """A run in which some candidates are refused by the symbol policy goes on: the refused ones are final,
-with their reason, counted as evaluated, never parents, and listed by `cuco report` (engine and store
+with their reason, counted as evaluated, never parents, and shown by `cuco report` and the TUI (engine and store
 real; the executor is the synthetic one, whose objects are real ELF files, some defining clock_gettime)."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import io
 
 from rich.console import Console
 
+from cuco_tui.data import StoreView
 from cuco_tui.headless import print_report
+from cuco_tui.widgets.candidates import verdict_of
 from engine.config import RunConfig
 from engine.engine import Engine
 from engine.report import build_report
@@ -42,3 +44,11 @@ async def test_refused_candidates_are_final_with_their_reason_and_the_run_goes_o
     print_report(report, tmp_path, rs, Console(file=out, width=200))
     assert f"refused: #{refused[0]['id']}: refused by the symbol policy" in out.getvalue()
     rs.close()
+    # the TUI's candidates table and detail pane
+    view = StoreView(tmp_path)
+    try:
+        shown = {r["id"]: r for r in view.candidates("r1")}
+        assert all(verdict_of(shown[r["id"]]) == "refused" for r in refused)
+        assert "candidate defines `clock_gettime`" in view.detail(refused[0]["id"]).metrics.plain
+    finally:
+        view.close()
