@@ -116,20 +116,26 @@ def _num(v: Any, where: str) -> float:
     return float(v)
 
 
+def _ranks(raw: dict[str, Any], end_key: str) -> dict[int, RankTimeline]:
+    return {int(r["rank"]): RankTimeline(int(r["rank"]), _num(r["start"], "rank start"), _num(r[end_key], f"rank {end_key}"))
+            for r in raw.get("ranks") or []}
+
+
+def _events(raw: dict[str, Any], ranks: dict[int, RankTimeline]):
+    """(where, kind, rank, t0, t1, the record) of each record, its rank and times checked."""
+    for i, e in enumerate(raw.get("events") or []):
+        where = f"event {i}"
+        if e.get("rank") not in ranks:
+            raise TimelineError(f"{where}: rank {e.get('rank')!r} is not one of the call's ranks")
+        yield where, e.get("k"), e["rank"], _num(e.get("t0"), where + " t0"), _num(e.get("t1"), where + " t1"), e
+
+
 def _cpu_link(config: str, raw: dict[str, Any]) -> ConfigTimeline:
     """Compute is a rank thread's time outside its own waits, quiets and barriers; its link lane holds the
     transfers it sent. Waits of threads the candidate started do not stop the rank's thread computing."""
-    ranks = {}
-    for r in raw.get("ranks") or []:
-        rank = int(r["rank"])
-        ranks[rank] = RankTimeline(rank, _num(r["start"], "rank start"), _num(r["return"], "rank return"))
+    ranks = _ranks(raw, "return")
     syncs: dict[int, list[Span]] = defaultdict(list)
-    for i, e in enumerate(raw.get("events") or []):
-        where = f"event {i}"
-        kind, rank = e.get("k"), e.get("rank")
-        if rank not in ranks:
-            raise TimelineError(f"{where}: rank {rank!r} is not one of the call's ranks")
-        t0, t1 = _num(e.get("t0"), where + " t0"), _num(e.get("t1"), where + " t1")
+    for where, kind, rank, t0, t1, e in _events(raw, ranks):
         rt = ranks[rank]
         if kind == "put":
             dst = e.get("dst")
@@ -155,22 +161,11 @@ def _cpu_link(config: str, raw: dict[str, Any]) -> ConfigTimeline:
     return ConfigTimeline(config, "cpu-link", [ranks[k] for k in sorted(ranks)], int(raw.get("dropped") or 0))
 
 
-COPY_COMM = ("PtoP", "DtoD", "HtoD", "DtoH", "HtoH")
-
-
 def _cupti(config: str, raw: dict[str, Any]) -> ConfigTimeline:
     """Kernels are compute, NCCL's own kernels and every copy (a copy engine moving data) communication;
     a kernel that moves data itself (device-initiated) counts as compute: its communication is inside it."""
-    ranks = {}
-    for r in raw.get("ranks") or []:
-        rank = int(r["rank"])
-        ranks[rank] = RankTimeline(rank, _num(r["start"], "rank start"), _num(r["end"], "rank end"))
-    for i, e in enumerate(raw.get("events") or []):
-        where = f"event {i}"
-        kind, rank = e.get("k"), e.get("rank")
-        if rank not in ranks:
-            raise TimelineError(f"{where}: rank {rank!r} is not one of the call's ranks")
-        t0, t1 = _num(e.get("t0"), where + " t0"), _num(e.get("t1"), where + " t1")
+    ranks = _ranks(raw, "end")
+    for where, kind, rank, t0, t1, e in _events(raw, ranks):
         stream = e.get("stream")
         name = str(e.get("name") or kind)
         if kind == "kernel":

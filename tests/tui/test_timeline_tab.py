@@ -3,7 +3,6 @@ config, the parent beside it), and a snapshot of it on a deterministically fille
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sqlite3
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from storefill import fill_store  # noqa: E402
+from waiting import until  # noqa: E402
 
 from cuco_tui.app import CucoApp  # noqa: E402
 from cuco_tui.messages import CandidateSelected  # noqa: E402
@@ -26,15 +26,6 @@ from engine.store import DB_NAME  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "tl-tui"
-
-
-async def _until(predicate, timeout=30.0, step=0.05):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(step)
-    return False
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +55,7 @@ async def test_timeline_tab_keys_on_a_real_run(demo_home):
         app.query_one("#detail-tabs").active = "tab-timeline"
         app.post_message(CandidateSelected(child))
         view = app.query_one(TimelineView)
-        assert await _until(lambda: view.candidate_id == child and view.mine)
+        assert await until(lambda: view.candidate_id == child and view.mine)
         await pilot.pause(0.1)
         text = _text(view, "mine")
         assert f"#{child} tall (1/2)" in text and "overlap" in text and "critical rank" in text
@@ -141,17 +132,20 @@ def test_timeline_tab_snapshot(snap_compare):
 
     async def run_before(pilot):
         app = pilot.app
-        for _ in range(100):
-            await app.workers.wait_for_complete()
-            if app.query_one("#candidates").row_count:
-                break
-            await pilot.pause(0.05)
+        main = app.screen_stack[0]
+        # The window, header and islands load in parallel workers: all of them first (as test_snapshots does).
+        assert await until(lambda: main.query_one("#candidates").row_count and main.query_one("#islands").row_count
+                           and app.summary.get("evaluated"), timeout=60, step=0.05)
+        await app.workers.wait_for_complete()
         app.query_one("#detail-tabs").active = "tab-timeline"
         app.post_message(CandidateSelected(40))
         view = app.query_one(TimelineView)
-        assert await _until(lambda: view.candidate_id == 40 and view.mine)
+        assert await until(lambda: view.candidate_id == 40 and view.mine and view.theirs, timeout=60, step=0.05)
         view.focus()
         await pilot.press("p")
         await app.workers.wait_for_complete()
         await pilot.pause(0.3)
+        main.query_one("#candidates").scroll_end(animate=False, immediate=True)
+        await pilot.pause(0.3)
+        await app.workers.wait_for_complete()
     assert snap_compare(make_app_with_timelines(), terminal_size=(160, 40), run_before=run_before)
