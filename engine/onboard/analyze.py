@@ -9,8 +9,6 @@ naming the place and what to do.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from remote.errors import InputError
 
 from . import api
@@ -673,6 +671,3 @@ def _assignment_target(ident) -> str | None:
         return "op="
     return None
 
-
-def path_label(path: str) -> str:
-    return Path(path).name

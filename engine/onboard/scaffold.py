@@ -104,10 +104,6 @@ class TopLevel:
     constants: list[str]        # file-scope constants (for problem.cu's sizes)
 
 
-def _top_level(prog) -> TopLevel:
-    return _top_level_code(prog)
-
-
 def _top_level_code(prog) -> TopLevel:
     includes, macros, code, constants = [], [], [], []
     for src in prog.sources:

@@ -4,10 +4,8 @@ a real HTTP server speaking the OpenAI wire protocol (tests/llm/fake_llm.py); ev
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,21 +23,9 @@ from engine.onboard.complete import chat_with, complete_todos, setup_body
 from engine.workload import load_workload
 from remote.local import LocalExecutor
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm"))
-from fake_llm import FakeLLMServer, Reply   # noqa: E402
+from tests.onboard.helpers import FakeLLMServer, Reply, fenced, gpus
 
 TODO_PROGRAM = Path(__file__).parent / "todo" / "loopvar_env.cu"
-
-
-def _gpus() -> int:
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
-    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
-
-
-def fenced(src: str) -> str:
-    return f"```cpp\n{src}```\n"
 
 
 def completed(source: str) -> str:
@@ -53,7 +39,7 @@ def completed(source: str) -> str:
     return "".join(out)
 
 
-@pytest.mark.skipif(_gpus() > 0, reason="this machine has a GPU: the completion would run")
+@pytest.mark.skipif(gpus() > 0, reason="this machine has a GPU: the completion would run")
 def test_init_llm_without_a_gpu_stops_before_any_llm_call(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     out = tmp_path / "w"

@@ -1,34 +1,24 @@
 """End to end: `cuco init` on a test program, `cuco transform` on the result against the project's own
 wire-protocol test LLM server (a real HTTP server, the official OpenAI SDK), then `cuco validate` on the
 transformed candidate. Every answer is built and verified by the real CUDA harness, which needs one
-NVIDIA GPU: without one the test is skipped with the reason printed (its output on a GPU machine is in
-docs/bring-your-own-program.md)."""
+NVIDIA GPU: without one the test is skipped with the reason printed (docs/bring-your-own-program.md says
+where it has run)."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from cuco_tui.cli import main
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm"))
-from fake_llm import FakeLLMServer, Reply   # noqa: E402
+from tests.onboard.helpers import FakeLLMServer, Reply, fenced, gpus
 
 PROGRAMS = Path(__file__).parent / "programs"
 
 
-def _gpus() -> int:
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
-    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
-
-
-if _gpus() == 0:
+if gpus() == 0:
     print("tests/onboard/test_transform_e2e.py: skipped: no NVIDIA GPU here (the harness verifies every answer on one)")
 
 HOP = """    ncclGroupStart();
@@ -41,12 +31,8 @@ COPY = ("    if (cudaMemcpyAsync(recv, act, elems * sizeof(__half), cudaMemcpyDe
         "return 1;\n")
 
 
-def fenced(src: str) -> str:
-    return f"Here is the program.\n```cpp\n{src}```\n"
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpus() == 0, reason="no NVIDIA GPU: every transform answer is verified by the CUDA harness")
+@pytest.mark.skipif(gpus() == 0, reason="no NVIDIA GPU: every transform answer is verified by the CUDA harness")
 def test_init_then_transform_then_validate(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
