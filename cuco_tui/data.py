@@ -21,7 +21,7 @@ from engine.counting import COUNTS_SQL, NEEDS_REVIEW
 from engine.harness_result import overlap_efficiency
 from engine.store import ReadStore
 
-from .lineage_data import lineage_text
+from .lineage_data import BestPaths, lineage_text
 
 CANDIDATE_WINDOW = 1000          # rows kept in the candidates table (newest); SQL pages the rest
 SPARK = "▁▂▃▄▅▆▇█"
@@ -113,6 +113,7 @@ class StoreView:
         self._closed = False
         self._conns: list[tuple[ReadStore, threading.Lock]] = [(self._store, threading.Lock())]
         self._local.conn = self._conns[0]
+        self.best_paths = BestPaths()               # the path to each run's best, walked once per best
 
     def _conn(self) -> tuple[ReadStore, threading.Lock]:
         conn = getattr(self._local, "conn", None)
@@ -275,6 +276,9 @@ class StoreView:
         oldest first; or, with `sort` = (column, descending), the first `limit` of the whole run in that
         order (a top-N sort in SQL: the best of the run, not of the newest window), NULLs last."""
         where, params = parse_filter(filter_text)
+        columns = ("c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, "
+                   "m.verdict AS mark, m.text AS mark_text")
+        last_mark = "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id)"
         if sort is None:
             order = "c.number DESC"
         else:
@@ -282,13 +286,17 @@ class StoreView:
             expr = SORT_COLUMNS.get(column)
             if expr is None:
                 raise FilterError(f"cannot sort by {column!r} (columns: {', '.join(SORT_COLUMNS)})")
-            way = "DESC" if descending else "ASC"
-            order = f"{expr} IS NULL, {expr} {way}, c.id {way}"
-        rows = self._all(
-            "SELECT c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, "
-            "m.verdict AS mark, m.text AS mark_text FROM candidates c "
-            "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id) "
-            f"WHERE c.run_id=? AND {where} ORDER BY {order} LIMIT ?", [run_id, *params, limit])
+            # NULL sorts lowest: last when descending as it is; ascending needs the IS NULL term. Speedup
+            # descending walks candidates_run_speedup backwards and stops at `limit`: no sort at all.
+            order = f"{expr} DESC, c.id DESC" if descending else f"{expr} IS NULL, {expr} ASC, c.id ASC"
+        if sort is not None and "m." not in where + order:
+            # The top `limit` ids first (an index scan where one fits), their marks only after.
+            rows = self._all(f"SELECT {columns} FROM (SELECT c.id FROM candidates c WHERE c.run_id=? AND {where} "
+                             f"ORDER BY {order} LIMIT ?) top JOIN candidates c ON c.id = top.id {last_mark} "
+                             f"ORDER BY {order}", [run_id, *params, limit])
+        else:
+            rows = self._all(f"SELECT {columns} FROM candidates c {last_mark} "
+                             f"WHERE c.run_id=? AND {where} ORDER BY {order} LIMIT ?", [run_id, *params, limit])
         if sort is None:
             rows.reverse()
         return rows
@@ -326,7 +334,7 @@ class StoreView:
         return CandidateDetail(id=row["id"], title=title, diff=diff_view, source=source_view,
                                source_text=source_text, metrics=self._metrics(row),
                                logs=self._logs(candidate_id), llm=self._llm(candidate_id), row=row,
-                               lineage=lineage_text(self._all, row["run_id"], candidate_id))
+                               lineage=lineage_text(self._all, row["run_id"], candidate_id, self.best_paths))
 
     def parent_diff(self, candidate_id: int, dark: bool = True) -> Text:
         """The candidate's diff against its parent (a fork's copy: against its original), highlighted."""

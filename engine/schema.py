@@ -174,9 +174,11 @@ CREATE TABLE IF NOT EXISTS timelines (
 );
 """
 
-# v8: a candidate's children by index (the TUI's lineage tree opens one parent at a time in a big run).
+# v8: a candidate's children by index (the TUI's lineage tree opens one parent at a time in a big run), and
+# a run's candidates by speedup (the TUI's table sorted by speedup reads its top rows without a sort).
 SCHEMA_V8 = """
 CREATE INDEX IF NOT EXISTS candidates_parent ON candidates(parent_id);
+CREATE INDEX IF NOT EXISTS candidates_run_speedup ON candidates(run_id, speedup);
 """
 
 # Migrations by version. Numbers may leave gaps (a migration is only ever added, never renumbered); the

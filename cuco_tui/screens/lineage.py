@@ -4,7 +4,9 @@ node, its speedup and the change over its parent, its inspirations and migration
 the seed to the run's best carry a star; `b` shows the best's own lineage. The highlighted node's diff
 against its parent is shown beside the tree.
 
-Everything is read in thread workers through cuco_tui.lineage_data (lazy: usable at 100,000 candidates).
+Everything is read in thread workers through cuco_tui.lineage_data (lazy: usable at 100,000 candidates):
+the newest 500 ancestors first (enter on "older ancestors" reads more), children when a node is opened,
+and the stars once the best's path is known (walked once per best, in its own worker).
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from textual.screen import Screen
 from textual.widgets import Static, Tree
 
 from .. import lineage_data
-from ..lineage_data import Lineage, LineageNode
+from ..lineage_data import ANCESTORS_SHOWN, Lineage, LineageNode
 from ..widgets import KeyFooter
 
 DIFF_DEBOUNCE_S = 0.15
+OLDER = "older"          # the data of the tree line that reads older ancestors
 
 
 class LineageScreen(Screen):
@@ -40,7 +43,9 @@ class LineageScreen(Screen):
         self.view = view
         self.run_id = run_id
         self.focus_id = candidate_id
+        self.limit = ANCESTORS_SHOWN
         self.lineage: Lineage | None = None
+        self.best_marked = False                   # the stars of the path to the best are drawn
         self.diff_for: int | None = None           # the candidate whose diff is shown
         self._diff_timer: Any = None
 
@@ -67,8 +72,10 @@ class LineageScreen(Screen):
 
     @work(thread=True, exclusive=True, group="lineage", exit_on_error=False)
     def _load(self, candidate_id: int) -> None:
-        data = lineage_data.lineage(self.view._all, self.run_id, candidate_id)
+        data = lineage_data.lineage(self.view._all, self.run_id, candidate_id, limit=self.limit)
         self.app.call_from_thread(self._show, data)
+        lineage_data.mark_best_path(self.view._all, self.run_id, data, self.view.best_paths)
+        self.app.call_from_thread(self._mark_best, data)
 
     @work(thread=True, exclusive=True, group="lineage", exit_on_error=False)
     def _load_best(self) -> None:
@@ -76,13 +83,17 @@ class LineageScreen(Screen):
         if best is None:
             self.app.call_from_thread(self.notify, "lineage: no correct candidate yet", severity="warning")
             return
-        self.app.call_from_thread(self._show, lineage_data.lineage(self.view._all, self.run_id, best))
+        self.limit = ANCESTORS_SHOWN
+        data = lineage_data.lineage(self.view._all, self.run_id, best, self.view.best_paths, limit=self.limit)
+        self.app.call_from_thread(self._show, data)
+        self.app.call_from_thread(self._mark_best, data)
 
     @work(thread=True, group="lineage-children", exit_on_error=False)
     def _load_children(self, node: Any) -> None:
         parent: LineageNode = node.data
         kids = lineage_data.children(self.view._all, parent)
-        lineage_data.decorate(self.view._all, self.run_id, kids, self.lineage.best_path if self.lineage else set())
+        _, best_path = self.view.best_paths.get(self.view._all, self.run_id)
+        lineage_data.decorate(self.view._all, self.run_id, kids, best_path)
         self.app.call_from_thread(self._add_children, node, parent, kids)
 
     @work(thread=True, exclusive=True, group="lineage-diff", exit_on_error=False)
@@ -94,18 +105,17 @@ class LineageScreen(Screen):
 
     def _show(self, data: Lineage) -> None:
         self.lineage = data
+        self.best_marked = False
         self.focus_id = data.focus
         tree = self.query_one(Tree)
         tree.clear()
         if not data.chain:
             tree.root.add_leaf(f"(no candidate #{data.focus})")
             return
-        on_path = sum(1 for n in data.chain if n.on_best_path)
-        title = Text()
-        title.append(f"#{data.focus}: {len(data.chain) - 1} ancestors back to generation 0", style="bold")
-        if data.best is not None:
-            title.append(f"   ★ the path to the best #{data.best}: {on_path} of these on it", style="yellow")
-        self.query_one("#lineage-title", Static).update(title)
+        self._title(data)
+        if not data.complete:
+            tree.root.add_leaf(Text(f"… older ancestors (enter reads {ANCESTORS_SHOWN} more)", style="dim"),
+                               data=OLDER)
         focus_node = None
         for node in data.chain:                    # the spine: one line per ancestor, seed first
             if node.id == data.focus:
@@ -117,6 +127,29 @@ class LineageScreen(Screen):
             self._add_children(focus_node, data.chain[-1], data.children)
             # once the tree's lines exist (they are built on refresh): the cursor on the focus, its diff shown
             self.call_after_refresh(tree.move_cursor, focus_node, animate=False)
+
+    def _title(self, data: Lineage) -> None:
+        title = Text()
+        back = "back to generation 0" if data.complete else "shown; older ones above"
+        title.append(f"#{data.focus}: {len(data.chain) - 1} ancestors {back}", style="bold")
+        if data.best is not None:
+            on_path = sum(1 for n in data.chain if n.on_best_path)
+            title.append(f"   ★ the path to the best #{data.best}: {on_path} of these on it", style="yellow")
+        self.query_one("#lineage-title", Static).update(title)
+
+    def _mark_best(self, data: Lineage) -> None:
+        """The best's path is known: star the lines on it (the tree was drawn without waiting for it)."""
+        if data is not self.lineage:
+            return
+        stack = list(self.query_one(Tree).root.children)
+        while stack:
+            node = stack.pop()
+            if isinstance(node.data, LineageNode):
+                node.data.on_best_path = node.data.id in data.best_path
+                node.set_label(node.data.label(focus=node.data.id == data.focus))
+            stack.extend(node.children)
+        self._title(data)
+        self.best_marked = True
 
     def _add_children(self, tree_node: Any, parent: LineageNode, kids: list[LineageNode]) -> None:
         tree_node.remove_children()
@@ -156,7 +189,11 @@ class LineageScreen(Screen):
     def _selected(self, event: Tree.NodeSelected) -> None:
         """enter: the lineage of that node instead (space opens a node's children in place)."""
         data = event.node.data
-        if isinstance(data, LineageNode) and data.id != self.focus_id:
+        if data == OLDER and self.focus_id is not None:
+            self.limit += ANCESTORS_SHOWN
+            self._load(self.focus_id)
+        elif isinstance(data, LineageNode) and data.id != self.focus_id:
+            self.limit = ANCESTORS_SHOWN
             self._load(data.id)
 
     def action_show_best(self) -> None:

@@ -69,7 +69,7 @@ async def test_lineage_screen(tmp_path):
         assert await _until(lambda: table.row_count == 40)
         app.select_candidate(10)
         await pilot.press("L")
-        assert await _until(lambda: isinstance(app.screen, LineageScreen) and app.screen.lineage is not None)
+        assert await _until(lambda: isinstance(app.screen, LineageScreen) and app.screen.best_marked)
         screen = app.screen
         tree = screen.query_one(Tree)
         labels = _labels(tree)
@@ -100,7 +100,7 @@ async def test_lineage_screen(tmp_path):
         await pilot.press("enter")                                       # #4's own lineage
         assert await _until(lambda: screen.focus_id == 4 and len(screen.lineage.chain) == 2)
         await pilot.press("b")                                           # the best's lineage, all starred
-        assert await _until(lambda: screen.focus_id == best)
+        assert await _until(lambda: screen.focus_id == best and screen.best_marked)
         labels = _labels(tree)
         assert all(labels[cid].startswith("★") for cid in _chain(con, best))
         assert f"the path to the best #{best}" in str(screen.query_one("#lineage-title", Static).render())

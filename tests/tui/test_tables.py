@@ -110,6 +110,7 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
             assert await _until(lambda: app.live and engine.created == 4)
             async with engine.store.transaction() as tx:
+                await tx.execute("UPDATE candidates SET speedup=1.5, time_ms=6.7, fitness=5000 WHERE id=3")
                 await tx.event(RUN, "best", id=3, speedup=1.5, time_ms=6.7)
                 await tx.event(RUN, "nodes", nodes=[
                     {"name": "gpu-a", "healthy": True, "quarantined": True, "detail": "3 failures in 300 s"},
