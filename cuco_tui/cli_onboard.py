@@ -69,6 +69,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"wrote workload {result.name} to {result.root}")
+    for note in result.notes:
+        print(f"  note {note}")
     for todo in result.todos:
         print(f"  TODO {todo}")
     if model is not None and result.todos:

@@ -149,6 +149,7 @@ class _Analyzer:
         from .opportunities import dataflow, opportunities
         prog.dataflow = dataflow(prog)
         prog.opportunities = opportunities(prog)
+        self._runtime_sizes(prog)
         prog.unresolved.sort(key=lambda u: (u.at.rsplit(":", 1)[0], int(u.at.rsplit(":", 1)[1]), u.what))
         return prog
 
@@ -202,6 +203,8 @@ class _Analyzer:
     def _kind(self, n, name) -> str | None:
         if kernel_config(n) is not None:
             return "kernel"
+        if name in api.LAUNCH_API:
+            return "launch_api"
         if name in api.NCCL_COMM:
             return "collective" if name not in ("ncclSend", "ncclRecv") else "p2p"
         if name in api.NCCL_GROUP:
@@ -555,10 +558,42 @@ class _Analyzer:
                            "at": f"{self.src.path}:{var.line}"})
         return params
 
+    def _runtime_sizes(self, prog: Program) -> None:
+        for o in prog.opportunities:
+            if o["bytes_value"] is None:
+                self.unresolved.append(Unresolved(o["collective_at"], f"the bytes {o['collective']} moves "
+                                                  f"({o['bytes']}) are known only at run time",
+                                                  "the opportunity is ranked after those with known sizes"))
+
     def _region_notes(self, prog: Program) -> None:
         """What the workload's region cannot take over as it is, each with its place."""
         if prog.region_node is None:
             return
+        body = prog.region_node.child_by_field_name("body")
+        user_macros = {n: sn for n, sn in self.macros.items() if n not in prog.check_macros}
+        uses = [(names_in(b.size), b.at) for b in prog.buffers.values() if b.role != "unused"]
+        uses.append(([self.src.text(i) for i in self.src.nodes("identifier", body)], prog.region["at"]))
+        seen_macros = set()
+        for names, at in uses:
+            for name in sorted(set(names) & set(user_macros) - seen_macros):
+                seen_macros.add(name)
+                msrc, mnode = user_macros[name]
+                self.unresolved.append(Unresolved(at, f"macro {name} (defined at {msrc.at(mnode)}) is used here",
+                                                  "the analysis does not expand macros: values that depend on "
+                                                  "it are not evaluated"))
+        for op in self.ops:
+            if not op.in_region:
+                continue
+            if op.kind == "kernel" and op.name in self.kernels and \
+                    self.kernels[op.name][1].parent is not None and \
+                    self.kernels[op.name][1].parent.type == "template_declaration":
+                self.unresolved.append(Unresolved(op.at, f"kernel {op.name} is a template",
+                                                  "its element types come from the launch's arguments; what it "
+                                                  "reads and writes is taken from its parameters"))
+            if op.kind == "launch_api":
+                self.unresolved.append(Unresolved(op.at, f"a kernel launched through {op.name}",
+                                                  "the analysis does not follow the kernel behind the pointer; "
+                                                  "launch it with <<<...>>>"))
         var = prog.region.get("loop_variable")
         body = prog.region_node.child_by_field_name("body")
         if var and body is not None and any(self.src.text(i) == var for i in identifiers(body)):

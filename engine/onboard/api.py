@@ -51,3 +51,5 @@ SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize
 STREAM_CREATE = {"cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority"}
 DEVICE_SELECT = {"cudaSetDevice", "cudaGetDeviceCount", "cudaGetDevice"}
 FILE_IO = {"fopen", "fwrite", "fread", "open", "write", "read", "ofstream", "ifstream"}
+LAUNCH_API = {"cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelEx", "cuLaunchKernel",
+              "cudaGraphLaunch"}

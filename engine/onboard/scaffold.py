@@ -36,7 +36,8 @@ MAX_BUFFERS = 8
 class InitResult:
     name: str
     root: Path
-    todos: list[str] = field(default_factory=list)
+    todos: list[str] = field(default_factory=list)      # CUCO-TODO markers written into the files
+    notes: list[str] = field(default_factory=list)      # what the analysis could not resolve (file:line)
     files: dict[str, str] = field(default_factory=dict)
 
 
@@ -48,6 +49,7 @@ def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
     if not _valid_name(name):
         raise InputError(name, "--name", "must match [a-z0-9_-]+")
     files, todos = render_workload(prog, name, ranks, out)
+    notes = [f"{u.at}: {u.what}" for u in prog.unresolved]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -57,7 +59,7 @@ def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise InputError(str(out), "-o", f"cannot write the workload there ({exc})") from None
-    return InitResult(name, out, todos, files)
+    return InitResult(name, out, todos, notes, files)
 
 
 def _valid_name(name: str) -> bool:
@@ -82,8 +84,7 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
                 raise InputError(b.at, b.name, f"element type {b.elem_type!r} is not one the harness can fill "
                                  "and compare (float, double, half, bf16, integers); declare the pointer with one")
     text = ProgramWriter(prog, inputs, outputs).build()
-    todos = list(text.todos) + [f"{u.at}: {u.what}" for u in prog.unresolved
-                                if not u.what.startswith("the loop variable")]
+    todos = list(text.todos)
     harness_root = os.path.relpath(HARNESS_DIR, out.resolve())
     top = _top_level_code(prog)
     files = {

@@ -142,7 +142,7 @@ def problem(prog, inputs, outputs, top, name: str) -> str:
              "// the same inputs: bit-exact for outputs only data movement produced, the dtype tolerance otherwise.",
              '#include "cuco_problem.h"', "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", "#include <cmath>",
              "#include <cstdint>", "#include <vector>"]
-    lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes
+    lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes + top.macros
     lines += ["", "namespace {"] + top.constants + [""]
     lines += ["int sizes(const cuco_ctx* cuco_c, size_t* in_bytes, size_t* out_bytes, char* err, size_t errn) {"]
     lines += ["  " + l for l in size_lines]
