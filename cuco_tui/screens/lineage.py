@@ -104,6 +104,10 @@ class LineageScreen(Screen):
     # ---- showing
 
     def _show(self, data: Lineage) -> None:
+        with self.app.batch_update():           # one repaint for the whole tree
+            self._fill(data)
+
+    def _fill(self, data: Lineage) -> None:
         self.lineage = data
         self.best_marked = False
         self.focus_id = data.focus
@@ -142,13 +146,15 @@ class LineageScreen(Screen):
         if data is not self.lineage:
             return
         stack = list(self.query_one(Tree).root.children)
-        while stack:
-            node = stack.pop()
-            if isinstance(node.data, LineageNode):
-                node.data.on_best_path = node.data.id in data.best_path
-                node.set_label(node.data.label(focus=node.data.id == data.focus))
-            stack.extend(node.children)
-        self._title(data)
+        with self.app.batch_update():
+            while stack:
+                node = stack.pop()
+                # drawn without stars: relabel only the lines on the path (mark_best_path set their flag)
+                if isinstance(node.data, LineageNode) and node.data.id in data.best_path:
+                    node.data.on_best_path = True
+                    node.set_label(node.data.label(focus=node.data.id == data.focus))
+                stack.extend(node.children)
+            self._title(data)
         self.best_marked = True
 
     def _add_children(self, tree_node: Any, parent: LineageNode, kids: list[LineageNode]) -> None:

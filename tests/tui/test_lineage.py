@@ -56,10 +56,13 @@ async def test_lineage_screen(tmp_path):
     con = _db(tmp_path)
     con.execute("UPDATE candidates SET inspiration_ids='[5, 7]' WHERE id=10")
     con.commit()
-    best = con.execute("SELECT id FROM candidates WHERE run_id=? AND status='done' ORDER BY fitness DESC LIMIT 1",
-                       (RUN,)).fetchone()[0]
+    # the run's best, #13, branches off #10's lineage at #6: the stars go on 2, 4, 6 and not on 8, 10
+    con.execute("UPDATE candidates SET parent_id=6, speedup=3.0, fitness=99999 WHERE id=13")
+    con.commit()
+    best = 13
     speed = dict(con.execute("SELECT id, speedup FROM candidates").fetchall())
     best_path = set(_chain(con, best))
+    assert best_path == {2, 4, 6, 13}
     chain = _chain(con, 10)                       # 2, 4, 6, 8, 10: island 1 back to its seed
     assert chain[0] == 2 and len(chain) == 5
 
@@ -129,3 +132,34 @@ async def test_lineage_tab_and_a_fork_reaches_back_into_its_parent_run(tmp_path)
         ids = [word for line in lines for word in line.split() if word.startswith("#")][:6]
         assert ids == ["#1", "#3", "#5", "#7", "#9", "#1000"], text
         assert "fork" in lines[-1]
+
+
+def test_best_path_is_walked_once_and_follows_a_new_best(tmp_path, monkeypatch):
+    """BestPaths gives the same path as a full walk: for a first best, a new best descending from it, and a
+    new best on another island (the walk goes in steps, here 3 generations, to cross step boundaries)."""
+    from cuco_tui import lineage_data
+    from cuco_tui.data import StoreView
+    monkeypatch.setattr(lineage_data, "WALK_STEP", 3)
+    fill_store(tmp_path, run_id=RUN, n=40)
+    con = _db(tmp_path)
+    view = StoreView(tmp_path)
+    walker = lineage_data.BestPaths()
+    queries = []
+
+    def fetch(sql, params=()):
+        queries.append(sql)
+        return view._all(sql, params)
+    try:
+        for rank, new_best in enumerate((20, 24, 21, 27)):   # #24 descends from #20; #21, #27 on the other island
+            con.execute("UPDATE candidates SET status='done', speedup=9, fitness=? WHERE id=?",
+                        (99999 + rank, new_best))
+            con.commit()
+            expected_best = con.execute("SELECT id FROM candidates WHERE run_id=? AND status='done' "
+                                        "ORDER BY fitness DESC LIMIT 1", (RUN,)).fetchone()[0]
+            best, path = walker.get(fetch, RUN)
+            assert best == expected_best and path == set(_chain(con, best)), (best, sorted(path))
+        queries.clear()
+        assert walker.get(fetch, RUN)[0] == 27 and len(queries) == 1    # known: only the best is asked for
+    finally:
+        view.close()
+        con.close()
