@@ -25,6 +25,7 @@ import tarfile
 from typing import Iterable, Mapping, Sequence
 
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 EXIT_MISSING_BLOBS = 97
 MISSING_MARK = "CUCO-MISSING-BLOBS:"
 PLAIN_MARK = "CUCO-RESULT"   # first line of the result when the job has no outputs (no tar)
@@ -33,6 +34,16 @@ LOG_TAIL_BYTES = 64 * 1024
 
 def q(s: str) -> str:
     return shlex.quote(s)
+
+
+def spec_problem(job_id: str, env_keys) -> str:
+    """Why a job's id or environment cannot go into the remote scripts ('' when they can)."""
+    if not JOB_ID_RE.match(job_id):
+        return f"job id {job_id!r}: use letters, digits, '_', '.', '-' (at most 128)"
+    for k in env_keys:
+        if not ENV_KEY_RE.match(k):
+            return f"job {job_id}: env name {k!r} is not a valid variable name"
+    return ""
 
 
 def workdir_expr(work_dir: str) -> str:
@@ -72,8 +83,11 @@ def upload_script(work_dir: str, sha: str) -> str:
 
 
 def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str], timeout_s: float,
-                kill_grace_s: float) -> str:
-    """The job's own shell (a session leader under setsid): few forks, since every fork costs ~2 ms."""
+                kill_grace_s: float, signal_voids_rc: bool = False) -> str:
+    """The job's own shell (a session leader under setsid): few forks, since every fork costs ~2 ms.
+
+    `signal_voids_rc`: a TERM/INT/HUP sent to the job from outside (a scheduler ending it) leaves no rc, so
+    the exit code of a command killed under it is never taken for the command's own."""
     exports = "".join(f"export {k}={q(v)}\n" for k, v in env.items())
     setup_lines = "".join(
         f"if [ $ok = 1 ]; then {line}\n"
@@ -83,7 +97,9 @@ def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str
     grace = f"{max(kill_grace_s, 0.1):.3f}"
     floor = max(int(timeout_s) - 1, 0)
     cmd = " ".join(q(a) for a in argv)
-    return f"""echo $$ > ../pgid
+    trap_line = "trap 'cuco_signaled=1' TERM INT HUP\n" if signal_voids_rc else ""
+    write_rc = '[ -z "$cuco_signaled" ] && echo "$rc" > ../rc' if signal_voids_rc else 'echo "$rc" > ../rc'
+    return f"""{trap_line}echo $$ > ../pgid
 [ -f ../cancel ] && exit 0
 ok=1; rc=125
 {setup_lines}if [ $ok = 1 ]; then
@@ -93,7 +109,7 @@ fi
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
   [ $(( $(date +%s) - $(stat -c %Y ../pgid) )) -ge {floor} ] && : > ../timedout
 fi
-echo "$rc" > ../rc
+{write_rc}
 """
 
 

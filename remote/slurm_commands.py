@@ -109,7 +109,9 @@ def batch_script(job_dir: str, spec: JobSpec, placement: StagePlacement, *, gpu_
     opts += sbatch_options(placement, gpus=spec.gpus, cpus=spec.cpus if not spec.gpus else 1,
                            gpu_request=gpu_request, minutes=minutes)
     header = "".join(f"#SBATCH {o}\n" for o in opts)
-    return "#!/bin/sh\n" + header + job_wrapper(spec.argv, dict(spec.env), setup, spec.timeout_s, kill_grace_s)
+    # Slurm ends a job (scancel, NODE_FAIL, --time) with TERM: then the Slurm state decides, not an rc.
+    return "#!/bin/sh\n" + header + job_wrapper(spec.argv, dict(spec.env), setup, spec.timeout_s, kill_grace_s,
+                                                  signal_voids_rc=True)
 
 
 def submit_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]]) -> str:

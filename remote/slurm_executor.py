@@ -27,14 +27,13 @@ from .errors import InputError
 from .hostkeys import HostKeyRefused
 from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
 from .login_shell import open_login_shell
-from .remote_job import (EXIT_MISSING_BLOBS, JOB_ID_RE, MISSING_MARK, kill_script, read_result, remove_script,
-                         run_script)
+from .remote_job import (EXIT_MISSING_BLOBS, MISSING_MARK, kill_script, read_result, remove_script, run_script,
+                         spec_problem)
 from .slurm_commands import (ACTIVE_STATES, LOST_STATES, batch_script, cancel_script, collect_script, gpus_script, init_script,
                              is_limit_refusal, parse_gres_gpus, parse_poll, poll_script, reconcile_script,
                              refused_field, submit_script, test_only_script)
 from .slurm_config import SlurmClusterConfig, StagePlacement, load_slurm_cluster
 from .ssh_connect import SSHContext
-from .ssh_executor import ENV_KEY_RE
 from .ssh_pool import NodeDown
 
 log = logging.getLogger(__name__)
@@ -230,11 +229,9 @@ class SlurmExecutor:
 
     # ---- one job ------------------------------------------------------------------------------
     def _check_spec(self, spec: JobSpec) -> str:
-        if not JOB_ID_RE.match(spec.job_id):
-            return f"job id {spec.job_id!r}: use letters, digits, '_', '.', '-' (at most 128)"
-        for k in spec.env:
-            if not ENV_KEY_RE.match(k):
-                return f"job {spec.job_id}: env name {k!r} is not a valid variable name"
+        bad = spec_problem(spec.job_id, spec.env)
+        if bad:
+            return bad
         if spec.gpus > self._gpus:
             return f"job {spec.job_id} needs {spec.gpus} GPUs; the cluster's nodes have at most {self._gpus}"
         return ""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import tarfile
 import time
 from pathlib import Path
@@ -20,12 +19,11 @@ from .blobs import BlobUploadError
 from .cluster import ClusterConfig, load_cluster
 from .hostkeys import HostKeyRefused
 from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
-from .remote_job import EXIT_MISSING_BLOBS, JOB_ID_RE, MISSING_MARK, read_result, reconcile_script, run_script
+from .remote_job import EXIT_MISSING_BLOBS, MISSING_MARK, read_result, reconcile_script, run_script, spec_problem
 from .ssh_connect import SSHContext
 from .ssh_node import RemoteNode
 from .ssh_pool import NodeDown
 
-ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SETUP_ALLOWANCE_S = 60.0     # local backstop beyond the remote timeout (setup lines, transfers)
 START_TIMEOUT_S = 60.0
 
@@ -167,12 +165,7 @@ class SSHExecutor:
             await asyncio.wait_for(aw, 30)
 
     def _check_spec(self, spec: JobSpec) -> str:
-        if not JOB_ID_RE.match(spec.job_id):
-            return f"job id {spec.job_id!r}: use letters, digits, '_', '.', '-' (at most 128)"
-        for k in spec.env:
-            if not ENV_KEY_RE.match(k):
-                return f"job {spec.job_id}: env name {k!r} is not a valid variable name"
-        return ""
+        return spec_problem(spec.job_id, spec.env)
 
     async def _choose(self, spec: JobSpec, tried: set[str]) -> RemoteNode:
         """The node for this attempt: where the job was left by a previous engine, else the least

@@ -66,12 +66,33 @@ async def test_cancel_runs_scancel_and_leaves_nothing_queued(slurm_yaml, slurm, 
         await ex.close()
 
 
-async def test_a_job_cancelled_outside_cuco_is_submitted_again(slurm_yaml, slurm, tmp_path):
-    ex = await started(slurm_yaml(), tmp_path / ".cuco")
+def cancel_from_outside(slurm, slurm_id: str) -> None:
+    slurm.cmd("scancel", slurm_id)          # an administrator (or preemption) takes the job away
+
+
+def node_goes_down(slurm, slurm_id: str) -> None:
+    """The node goes down under the job (Slurm ends it NODE_FAIL), then comes back."""
+    slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=down", "reason=cuco-test")
     try:
-        task = asyncio.create_task(ex.run(JobSpec("t3-run", ["sh", "-c", "sleep 2; echo done"], timeout_s=60)))
-        first = await wait_for_state(slurm, "cuco.t3-run", "RUNNING")
-        slurm.cmd("scancel", first)                   # the cluster takes the job away
+        deadline = time.monotonic() + 30
+        state = ""
+        while time.monotonic() < deadline and state != "NODE_FAIL":
+            state = slurm.cmd("squeue", "-h", "-t", "all", "-j", slurm_id, "-o", "%T").strip()
+            time.sleep(0.1)
+        assert state == "NODE_FAIL", state
+    finally:   # (ReturnToService=2 may have taken it back already)
+        slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=resume", check=False)
+        slurm.wait_idle()
+
+
+@pytest.mark.parametrize("take_away", [cancel_from_outside, node_goes_down])
+async def test_a_job_the_cluster_takes_away_is_submitted_again(slurm_yaml, slurm, tmp_path, take_away):
+    ex = await started(slurm_yaml(), tmp_path / ".cuco")
+    name = f"t3-{take_away.__name__.replace('_', '-')}-run"
+    try:
+        task = asyncio.create_task(ex.run(JobSpec(name, ["sh", "-c", "sleep 2; echo done"], timeout_s=60)))
+        first = await wait_for_state(slurm, f"cuco.{name}", "RUNNING")
+        await asyncio.to_thread(take_away, slurm, first)
         res = await asyncio.wait_for(task, 90)
         assert res.status is JobStatus.OK and res.rc == 0 and "done" in res.log, res
         assert res.attempts == 2 and res.node != f"slurm:{first}"
@@ -168,25 +189,14 @@ async def test_builds_placed_on_the_login_node_run_there_without_slurm(slurm_yam
         await ex.close()
 
 
-async def test_a_job_lost_with_its_node_node_fail_is_submitted_again(slurm_yaml, slurm, tmp_path):
+async def test_a_stage_timeout_ends_the_job_and_is_given_to_slurm(slurm_yaml, slurm, tmp_path):
     ex = await started(slurm_yaml(), tmp_path / ".cuco")
     try:
-        task = asyncio.create_task(ex.run(JobSpec("t8-run", ["sh", "-c", "sleep 2; echo done"], timeout_s=60)))
-        first = await wait_for_state(slurm, "cuco.t8-run", "RUNNING")
-        # The node goes down under the job (Slurm ends it NODE_FAIL), then comes back.
-        slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=down", "reason=cuco-test")
-        try:
-            deadline = time.monotonic() + 30
-            state = ""
-            while time.monotonic() < deadline and state != "NODE_FAIL":
-                state = slurm.cmd("squeue", "-h", "-t", "all", "-j", first, "-o", "%T").strip()
-                await asyncio.sleep(0.1)
-            assert state == "NODE_FAIL", state
-        finally:   # (ReturnToService=2 may have taken it back already)
-            slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=resume", check=False)
-            slurm.wait_idle()
-        res = await asyncio.wait_for(task, 90)
-        assert res.ok and "done" in res.log and res.attempts == 2, res
-        assert ex.failures == 1
+        task = asyncio.create_task(ex.run(JobSpec("t9-run", ["sleep", "60"], timeout_s=2)))
+        sid = await wait_for_state(slurm, "cuco.t9-run", "RUNNING")
+        # Slurm's own limit: the stage's timeout + kill grace + slack, in whole minutes (2 + 0.5 + 60 s -> 2)
+        assert "TimeLimit=00:02:00" in slurm.cmd("scontrol", "show", "job", sid)
+        res = await asyncio.wait_for(task, 60)
+        assert res.status is JobStatus.TIMEOUT and "timed out after 2 s" in res.error, res
     finally:
         await ex.close()
