@@ -46,6 +46,7 @@ def run_state(home: Path) -> str | None:
     return rows[0][0] if rows else None
 
 
+@pytest.mark.timeout(600)   # bounded: 1-2.5 min on a busy 2-core box
 def test_daemon_killed_with_viewers_attached_then_resumed(tmp_path: Path):
     home = (tmp_path / "home").resolve()
     assert run_detached(home, "d", REPO / "workloads" / "demo", RunConfig(max_evals=MAX_EVALS), None, attach=False) == 0

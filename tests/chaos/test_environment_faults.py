@@ -36,6 +36,7 @@ def small_home(tmp_path: Path):
 MAX_EVALS = 24
 
 
+@pytest.mark.timeout(600)   # bounded: 1-2.5 min on a busy 2-core box
 def test_disk_full_mid_run_pauses_then_resume_finishes(small_home: Path):
     home = small_home
     first = cuco(home, "run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", "full", timeout=600)
@@ -76,6 +77,7 @@ def _candidate_binaries(home: Path) -> list[int]:
     return pids
 
 
+@pytest.mark.timeout(600)   # bounded: 1-2.5 min on a busy 2-core box
 def test_job_process_killed_from_outside_is_retried_not_failed(tmp_path: Path):
     home = tmp_path / "home"
     proc = start(home, "run", "demo", "--headless", "--max-evals", "6", "--name", "kill9")

@@ -17,9 +17,10 @@ KILLS = 10
 MAX_EVALS = 14
 
 
+@pytest.mark.timeout(600)   # bounded: 1-2.5 min on a busy 2-core box
 def test_ten_random_sigkills_then_resume(tmp_path):
     home = tmp_path / "home"
-    log = random_kills(home, "chaos", MAX_EVALS, KILLS, random.Random(20261124))
+    log = random_kills(home, "chaos", MAX_EVALS, KILLS, random.Random(20261124), timeout_s=540)
     assert log.kills >= KILLS - 2, f"only {log.kills} kills landed before the run finished"
     counts = check_invariants(home, "chaos", MAX_EVALS)
     print(f"{log.kills} kills at {log.killed_at_finals} evaluations; {counts}; {log.seconds:.0f} s")

@@ -15,6 +15,7 @@ from tests.ssh.conftest import ensure_user, make_nodes, skip_reason
 MAX_EVALS = 6
 
 
+@pytest.mark.timeout(600)   # bounded: 1-2.5 min on a busy 2-core box
 def test_sshd_killed_mid_job_then_restarted():
     reason = skip_reason()
     if reason:
