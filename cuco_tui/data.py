@@ -28,6 +28,14 @@ SPARK = "▁▂▃▄▅▆▇█"
 MAX_SOURCE_CHARS = 400_000
 
 
+def _fault_note(ev: dict[str, Any]) -> str:
+    try:
+        data = json.loads(ev.get("result_json") or "{}")
+    except ValueError:
+        data = {}
+    return f"{data.get('fault', '?')} ({data.get('action', 'retry')}): {data.get('reason', '')}"[:300]
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -357,7 +365,7 @@ class StoreView:
 
     def _metrics(self, row: dict[str, Any]) -> Text:
         out = Text()
-        for key in ("status", "correct", "speedup", "time_ms", "baseline_ms", "fitness", "cell", "reason"):
+        for key in ("status", "correct", "speedup", "time_ms", "baseline_ms", "fitness", "cell", "reason", "fault"):
             if row.get(key) is not None:
                 out.append(f"{key:>12}: ", style="bold")
                 out.append(f"{row[key]}\n")
@@ -416,6 +424,8 @@ class StoreView:
         for ev in rows:
             out.append(f"── {ev['stage']} [{ev['status']}] rc={ev['rc']} node={ev['node']} "
                        f"{(ev['duration_s'] or 0):.1f}s attempt {ev['attempt']}\n", style="bold")
+            if ev.get("fault") == "environment":   # not held against the candidate (engine/faults.py)
+                out.append(f"   the environment's fault, not the candidate's: {_fault_note(ev)}\n", style="yellow")
             text = self._blob(ev["log_hash"])
             out.append((text[-20000:] if text else "(no log)") + "\n")
         return out

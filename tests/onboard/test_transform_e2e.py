@@ -59,3 +59,17 @@ def test_init_then_transform_then_validate(tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert "compiled seed" in text and "seed verified" in text
     print(text)
+
+
+@pytest.mark.skipif(gpus() > 0, reason="this machine has a GPU: the full test above runs instead")
+def test_transform_of_an_init_made_workload_needs_its_gpus_first(tmp_path, monkeypatch, capsys):
+    """Without the workload's GPU, cuco transform stops before any LLM call (no cost), as for a shipped one."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    work = tmp_path / "ring"
+    assert main(["init", str(PROGRAMS / "env_ring.cu"), "--ranks", "1", "-o", str(work)]) == 0
+    with FakeLLMServer(script=[]) as srv:
+        rc = main(["transform", str(work), "--llm", f"openai-compat:coder@{srv.url}/v1",
+                   "-o", str(tmp_path / "fast.cu"), "--home", str(tmp_path / "home")])
+        assert srv.requests == []
+    err = capsys.readouterr().err
+    assert rc == 1 and "needs 1 GPUs" in err and not (tmp_path / "fast.cu").exists()
