@@ -90,3 +90,21 @@ def test_bad_input_exits_2_naming_the_place(file, where, words, capsys, monkeypa
 def test_missing_file_exits_2(capsys, tmp_path):
     rc, _, err = _analyze(capsys, str(tmp_path / "nope.cu"))
     assert rc == 2 and "no such file" in err
+
+
+def test_kernels_in_another_file(tmp_path, capsys):
+    """`cuco analyze main.cu kernels.cu`: main() in one file, the kernels it launches in another."""
+    text = (PROGRAMS / "mpi_allreduce.cu").read_text()
+    head, main_part = text.split("int main(", 1)
+    (tmp_path / "kernels.cu").write_text(head)
+    (tmp_path / "main.cu").write_text("#include <mpi.h>\n#include <nccl.h>\n" + head.split("__global__")[0]
+                                      .split("#include <cuda_runtime.h>")[1] + "int main(" + main_part)
+    rc, out, err = _analyze(capsys, str(tmp_path / "main.cu"), str(tmp_path / "kernels.cu"), "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    launches = {k["name"]: (k["reads"], k["writes"]) for k in d["kernel_launches"] if k["in_region"]}
+    assert launches == {"scale_kernel": (["x"], ["y"]), "residual_kernel": (["y", "x"], ["out"])}
+    assert d["unresolved"] == []
+    rc, out, err = _analyze(capsys, str(tmp_path / "main.cu"), "--json")     # without the kernels' file
+    assert rc == 0
+    assert any("is not defined in the given files" in u["what"] for u in json.loads(out)["unresolved"])
