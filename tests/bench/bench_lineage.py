@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -111,7 +112,7 @@ async def bench_app(home: Path, deep: int, repeats: int) -> None:
             while not predicate():
                 await asyncio.sleep(step)
 
-        lineage_samples = []
+        lineage_samples, lineage_cpu = [], []
         for _ in range(repeats + 1):
             table.sort = None
             app.select_candidate(deep) if deep in table.row_ids() else None
@@ -121,29 +122,32 @@ async def bench_app(home: Path, deep: int, repeats: int) -> None:
             app._load_candidates(app.filter_text, None)
             await until(lambda: table.row_ids() == [deep])
             await pilot.pause(0.05)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             await pilot.press("L")
             await until(lambda: isinstance(app.screen, LineageScreen) and app.screen.lineage is not None)
             screen = app.screen
             await until(lambda: len(screen.query_one(Tree).root.children) == deep_depth(screen))
             await pilot.pause(0)            # the refresh that draws it
             lineage_samples.append(time.perf_counter() - t0)
+            lineage_cpu.append(time.process_time() - c0)
             await pilot.press("escape")
             await until(lambda: not isinstance(app.screen, LineageScreen))
         print(f"app: L to the lineage screen drawn (#{deep}, {deep_depth(screen)} lines): {stats(lineage_samples)}"
               " (the first press also walks the best's path, after drawing)")
+        print(f"     CPU time of this process over the same span: {stats(lineage_cpu)}")
 
         app.filter_text = ""
         app._load_candidates("", None)
         await until(lambda: table.row_count > 1 and table.sort is None)
         table.focus()
-        sort_samples = []
+        sort_samples, sort_cpu = [], []
         for _ in range(repeats + 1):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             await pilot.press("s")
             await until(lambda: table.sort == ("speedup", True))
             await pilot.pause(0)
             sort_samples.append(time.perf_counter() - t0)
+            sort_cpu.append(time.process_time() - c0)
             speeds = [float(t.rstrip("x")) for t in (table.cell_text(c, "speedup") for c in table.row_ids()) if t]
             assert speeds == sorted(speeds, reverse=True)
             for _ in range(8):               # cycle back to proposal order for the next press
@@ -154,10 +158,16 @@ async def bench_app(home: Path, deep: int, repeats: int) -> None:
                     break
         print(f"app: s to the table sorted by speedup ({table.row_count} rows of the whole run): "
               f"{stats(sort_samples)}")
+        print(f"     CPU time of this process over the same span: {stats(sort_cpu)}")
 
 
 def deep_depth(screen) -> int:
     return len(screen.lineage.chain) if screen.lineage else -1
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} CPUs"
 
 
 def main() -> None:
@@ -173,8 +183,10 @@ def main() -> None:
         fill(home, args.candidates)
         print(f"filled {args.candidates} candidates in {time.perf_counter() - t0:.1f} s ({home})")
     deep = 2 * args.depth + 1            # storefill: parent = id - 2 (2 islands), generation = number // 2
+    print(f"before: {load()}")
     bench_queries(home, deep, args.repeats)
     asyncio.run(bench_app(home, deep, args.repeats))
+    print(f"after: {load()}")
 
 
 if __name__ == "__main__":
