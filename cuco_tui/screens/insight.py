@@ -23,23 +23,15 @@ from ..widgets import KeyFooter
 from ..widgets.llm_panel import LlmPanelView
 
 
-class ConfigsScreen(Screen):
-    BINDINGS = [Binding("escape,C,q", "app.pop_screen", "Back", id="configs.back"),
-                Binding("R", "reload", "Reload", id="configs.reload")]
+class _RunView(Screen):
+    """A screen that reads its data in a thread worker when opened and on R, then shows it."""
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__()
         self.view = view
         self.run_id = run_id
-        self.winners: ConfigWinners | None = None
-
-    def compose(self) -> ComposeResult:
-        yield Static(f"best per config in {self.run_id}", id="configs-title", classes="title")
-        yield DataTable(id="configs-table", cursor_type="row", zebra_stripes=True)
-        yield KeyFooter()
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).focus()
         self.action_reload()
 
     def action_reload(self) -> None:
@@ -47,8 +39,32 @@ class ConfigsScreen(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _load(self) -> None:
-        data = insight_data.config_winners(self.view._all, self.run_id)
+        data = self.read()
         self.app.call_from_thread(self.show, data)
+
+    def read(self) -> Any:
+        raise NotImplementedError
+
+    def show(self, data: Any) -> None:
+        raise NotImplementedError
+
+
+class ConfigsScreen(_RunView):
+    AUTO_FOCUS = "#configs-table"
+    BINDINGS = [Binding("escape,C,q", "app.pop_screen", "Back", id="configs.back"),
+                Binding("R", "reload", "Reload", id="configs.reload")]
+
+    def __init__(self, view: Any, run_id: str) -> None:
+        super().__init__(view, run_id)
+        self.winners: ConfigWinners | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"best per config in {self.run_id}", id="configs-title", classes="title")
+        yield DataTable(id="configs-table", cursor_type="row", zebra_stripes=True)
+        yield KeyFooter()
+
+    def read(self) -> ConfigWinners:
+        return insight_data.config_winners(self.view._all, self.run_id)
 
     def show(self, data: ConfigWinners) -> None:
         self.winners = data
@@ -80,14 +96,12 @@ class ConfigsScreen(Screen):
             self.app.select_candidate(int(event.row_key.value))
 
 
-class LlmScreen(Screen):
+class LlmScreen(_RunView):
     BINDINGS = [Binding("escape,M,q", "app.pop_screen", "Back", id="llm.back"),
                 Binding("R", "reload", "Reload", id="llm.reload")]
 
     def __init__(self, view: Any, run_id: str) -> None:
-        super().__init__()
-        self.view = view
-        self.run_id = run_id
+        super().__init__(view, run_id)
         self.panel: LlmPanel | None = None
 
     def compose(self) -> ComposeResult:
@@ -95,17 +109,9 @@ class LlmScreen(Screen):
         yield LlmPanelView(id="llm-panel")
         yield KeyFooter()
 
-    def on_mount(self) -> None:
-        self.action_reload()
+    def read(self) -> LlmPanel:
+        return insight_data.llm_panel(self.view._all, self.run_id)
 
-    def action_reload(self) -> None:
-        self._load()
-
-    @work(thread=True, exclusive=True, exit_on_error=False)
-    def _load(self) -> None:
-        panel = insight_data.llm_panel(self.view._all, self.run_id)
-        self.app.call_from_thread(self._show, panel)
-
-    def _show(self, panel: LlmPanel) -> None:
+    def show(self, panel: LlmPanel) -> None:
         self.panel = panel
         self.query_one(LlmPanelView).show(panel)

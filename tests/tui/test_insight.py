@@ -10,15 +10,7 @@ from cuco_tui.app import CucoApp
 from cuco_tui.screens.insight import ConfigsScreen, LlmScreen
 from cuco_tui.widgets import CandidatesTable
 from insight_store import RUN, make_insight_store
-
-
-async def _until(predicate, timeout=20.0, step=0.05):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(step)
-    return False
+from waiting import until
 
 
 def _rows(table: DataTable) -> list[list[str]]:
@@ -29,9 +21,9 @@ async def test_per_config_view_shows_a_winner_per_config(tmp_path):
     winners = await asyncio.to_thread(make_insight_store, tmp_path)
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(120, 30)) as pilot:
-        assert await _until(lambda: app.query_one(CandidatesTable).row_count == 40)
+        assert await until(lambda: app.query_one(CandidatesTable).row_count == 40)
         await pilot.press("C")
-        assert await _until(lambda: isinstance(app.screen, ConfigsScreen) and app.screen.winners is not None)
+        assert await until(lambda: isinstance(app.screen, ConfigsScreen) and app.screen.winners is not None)
         screen = app.screen
         assert screen.winners.winners == winners
         rows = {r[0]: r for r in _rows(screen.query_one(DataTable))}
@@ -44,7 +36,7 @@ async def test_per_config_view_shows_a_winner_per_config(tmp_path):
         assert "small → #12" in title and "large → #30" in title and "no single one wins" in title
         screen.query_one(DataTable).move_cursor(row=list(rows).index("#30"))
         await pilot.press("enter")                              # back to the table, on that candidate
-        assert await _until(lambda: not isinstance(app.screen, ConfigsScreen)
+        assert await until(lambda: not isinstance(app.screen, ConfigsScreen)
                             and app.query_one(CandidatesTable).selected_id() == 30)
 
 
@@ -52,9 +44,9 @@ async def test_llm_panel(tmp_path):
     await asyncio.to_thread(make_insight_store, tmp_path)
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(120, 30)) as pilot:
-        assert await _until(lambda: app.query_one(CandidatesTable).row_count == 40)
+        assert await until(lambda: app.query_one(CandidatesTable).row_count == 40)
         await pilot.press("M")
-        assert await _until(lambda: isinstance(app.screen, LlmScreen) and app.screen.panel is not None)
+        assert await until(lambda: isinstance(app.screen, LlmScreen) and app.screen.panel is not None)
         await pilot.pause(0.1)
         rows = {r[0]: r for r in _rows(app.screen.query_one("#llm-models", DataTable))}
         # model, calls, errors, tokens in, tokens out, cost, pulls, credited, gain/$

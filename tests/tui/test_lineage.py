@@ -13,17 +13,10 @@ from cuco_tui.app import CucoApp
 from cuco_tui.screens.lineage import LineageScreen
 from cuco_tui.widgets import CandidatesTable
 from storefill import fill_store
+from waiting import until
 
 RUN = "lin-1"
 
-
-async def _until(predicate, timeout=20.0, step=0.05):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(step)
-    return False
 
 
 def _db(home: Path) -> sqlite3.Connection:
@@ -69,10 +62,10 @@ async def test_lineage_screen(tmp_path):
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(120, 36)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await _until(lambda: table.row_count == 40)
+        assert await until(lambda: table.row_count == 40)
         app.select_candidate(10)
         await pilot.press("L")
-        assert await _until(lambda: isinstance(app.screen, LineageScreen) and app.screen.best_marked)
+        assert await until(lambda: isinstance(app.screen, LineageScreen) and app.screen.best_marked)
         screen = app.screen
         tree = screen.query_one(Tree)
         labels = _labels(tree)
@@ -93,22 +86,22 @@ async def test_lineage_screen(tmp_path):
         focus = tree.root.children[-1]
         child = next(n for n in focus.children if n.data and n.data.id == 12)
         child.expand()
-        assert await _until(lambda: 14 in _labels(tree))
+        assert await until(lambda: 14 in _labels(tree))
         # the highlighted node's diff against its parent
-        assert await _until(lambda: screen.diff_for == 10), (screen.diff_for, tree.cursor_node)
+        assert await until(lambda: screen.diff_for == 10), (screen.diff_for, tree.cursor_node)
         diff = str(screen.query_one("#lineage-diff", Static).render())
         assert "#8" in diff and "#10" in diff and "@@" in diff, diff[:300]
         tree.move_cursor(tree.root.children[1])                          # #4
-        assert await _until(lambda: screen.diff_for == 4)
+        assert await until(lambda: screen.diff_for == 4)
         await pilot.press("enter")                                       # #4's own lineage
-        assert await _until(lambda: screen.focus_id == 4 and len(screen.lineage.chain) == 2)
+        assert await until(lambda: screen.focus_id == 4 and len(screen.lineage.chain) == 2)
         await pilot.press("b")                                           # the best's lineage, all starred
-        assert await _until(lambda: screen.focus_id == best and screen.best_marked)
+        assert await until(lambda: screen.focus_id == best and screen.best_marked)
         labels = _labels(tree)
         assert all(labels[cid].startswith("★") for cid in _chain(con, best))
         assert f"the path to the best #{best}" in str(screen.query_one("#lineage-title", Static).render())
         await pilot.press("escape")
-        assert await _until(lambda: not isinstance(app.screen, LineageScreen))
+        assert await until(lambda: not isinstance(app.screen, LineageScreen))
 
 
 async def test_lineage_tab_and_a_fork_reaches_back_into_its_parent_run(tmp_path):
@@ -123,9 +116,9 @@ async def test_lineage_tab_and_a_fork_reaches_back_into_its_parent_run(tmp_path)
     app = CucoApp(tmp_path, RUN + "-fork")
     async with app.run_test(size=(120, 36)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await _until(lambda: table.row_count == 1)
+        assert await until(lambda: table.row_count == 1)
         app.query_one("#detail-tabs").active = "tab-lineage"
-        assert await _until(lambda: app.detail is not None and app.detail.id == 1000)
+        assert await until(lambda: app.detail is not None and app.detail.id == 1000)
         await pilot.pause(0.2)
         text = str(app.query_one("#detail-lineage", Static).render())
         lines = [line for line in text.splitlines() if "#" in line and " g" in line]

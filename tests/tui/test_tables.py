@@ -10,17 +10,10 @@ from cuco_tui.app import CucoApp
 from cuco_tui.widgets import CandidatesTable
 from engine.daemon import EngineServer
 from storefill import FakeEngine, fill_store
+from waiting import until
 
 RUN = "tbl-1"
 
-
-async def _until(predicate, timeout=20.0, step=0.05):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(step)
-    return False
 
 
 def _speedups(home: Path) -> dict[int, float | None]:
@@ -42,12 +35,12 @@ async def test_sort_by_key_and_by_clicking_a_header(tmp_path):
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(100, 30)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await _until(lambda: table.row_count == 60)
+        assert await until(lambda: table.row_count == 60)
         table.focus()
         assert table.row_ids() == sorted(speedups)              # proposal order, newest at the bottom
 
         await pilot.press("s")                                   # sort: speedup, the best on top
-        assert await _until(lambda: table.sort == ("speedup", True))
+        assert await until(lambda: table.sort == ("speedup", True))
         assert table.row_ids()[0] == ranked[-1][1] and table.selected_id() == ranked[-1][1]
         shown = [float(t.rstrip("x")) for t in _column(table, "speedup") if t]
         assert shown == sorted(shown, reverse=True) and len(shown) == len(ranked)
@@ -55,17 +48,17 @@ async def test_sort_by_key_and_by_clicking_a_header(tmp_path):
         assert "speedup ▼" in str(table.render_line(0).text)
 
         await pilot.press("S")                                   # reversed: the slowest correct one on top
-        assert await _until(lambda: table.sort == ("speedup", False))
+        assert await until(lambda: table.sort == ("speedup", False))
         assert table.row_ids()[0] == ranked[0][1]
         assert "speedup ▲" in str(table.render_line(0).text)
 
         header = str(table.render_line(0).text)
         await pilot.click(CandidatesTable, offset=(header.index("isl") + 1, 1))   # the mouse (inside the border): by island
-        assert await _until(lambda: table.sort == ("island", False))
+        assert await until(lambda: table.sort == ("island", False))
         islands = [int(t) for t in _column(table, "island")]
         assert islands == sorted(islands) and islands[0] == 0 and islands[-1] == 1
         await pilot.click(CandidatesTable, offset=(header.index("isl") + 1, 1))   # again: reversed
-        assert await _until(lambda: table.sort == ("island", True))
+        assert await until(lambda: table.sort == ("island", True))
         assert int(_column(table, "island")[0]) == 1
 
         for _ in range(8):                                       # cycles through the columns, then back
@@ -73,7 +66,7 @@ async def test_sort_by_key_and_by_clicking_a_header(tmp_path):
                 break
             before = table.sort
             await pilot.press("s")
-            assert await _until(lambda: table.sort != before)
+            assert await until(lambda: table.sort != before)
         assert table.sort is None and table.row_ids() == sorted(speedups)
 
 
@@ -87,11 +80,11 @@ async def test_jump_to_best_outside_the_window(tmp_path):
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(100, 30)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await _until(lambda: table.row_count == 1000 and (app.summary.get("best") or {}).get("id") == 7)
+        assert await until(lambda: table.row_count == 1000 and (app.summary.get("best") or {}).get("id") == 7)
         assert 7 not in table.row_ids()
         await pilot.press("b")
-        assert await _until(lambda: table.selected_id() == 7)
-        assert await _until(lambda: app.detail is not None and app.detail.id == 7, 10)
+        assert await until(lambda: table.selected_id() == 7)
+        assert await until(lambda: app.detail is not None and app.detail.id == 7, 10)
         assert "9.500x" in str(app.query_one("#header").render())
 
 
@@ -108,7 +101,7 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
     try:
         app = CucoApp(tmp_path, RUN, socket_path=info.socket)
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            assert await _until(lambda: app.live and engine.created == 4)
+            assert await until(lambda: app.live and engine.created == 4)
             async with engine.store.transaction() as tx:
                 await tx.execute("UPDATE candidates SET speedup=1.5, time_ms=6.7, fitness=5000 WHERE id=3")
                 await tx.event(RUN, "best", id=3, speedup=1.5, time_ms=6.7)
@@ -118,7 +111,7 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
                     {"name": "gpu-c", "healthy": True, "quarantined": False}])
                 await tx.execute("UPDATE candidates SET review='needs_review' WHERE id=2 AND run_id=?", (RUN,))
                 await tx.event(RUN, "review", id=2, review="needs_review")
-            assert await _until(lambda: len(_toasts(app)) >= 4), _toasts(app)
+            assert await until(lambda: len(_toasts(app)) >= 4), _toasts(app)
             await pilot.pause(0.5)
             texts = _toasts(app)
             assert any("new best #3 1.500x" in t for t in texts), texts
@@ -129,9 +122,9 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
             assert len(review) == 1 and "#2" in review[0], texts    # the event and the store: one toast
             # the toast is on the screen, not only in a list
             from textual.widgets._toast import Toast
-            assert await _until(lambda: any("new best #3" in str(w.render()) for w in app.screen.query(Toast)))
+            assert await until(lambda: any("new best #3" in str(w.render()) for w in app.screen.query(Toast)))
             await pilot.press("b")
-            assert await _until(lambda: app.query_one(CandidatesTable).selected_id() == 3)
+            assert await until(lambda: app.query_one(CandidatesTable).selected_id() == 3)
     finally:
         await engine.stop()
         await asyncio.wait_for(task, 10)
