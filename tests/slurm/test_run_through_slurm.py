@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 CLI = [sys.executable, "-m", "cuco_tui.cli"]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
@@ -88,19 +89,27 @@ def test_demo_runs_through_slurm(slurm_yaml, slurm, tmp_path):
 
 
 def test_stop_mid_run_leaves_no_job_in_squeue(slurm_yaml, slurm, tmp_path):
+    """`cuco run` without --headless: a detached engine, stopped by `cuco stop` through its socket."""
+    from cuco_tui.cli_control import run_detached
+    from engine.config import RunConfig
+
     home = tmp_path / ".cuco"
-    proc = start(home, "run", "demo", "--headless", "--cluster", str(slurm_yaml()), "--max-evals", "200",
-                 "--name", "st")
+    path = slurm_yaml()
+    assert run_detached(home, "st", REPO / "workloads" / "demo", RunConfig(max_evals=200, cluster=str(path)),
+                        str(path), attach=False) == 0
+    pid = json.loads((home / "runs" / "st" / "run.json").read_text())["pid"]
     try:
-        wait_until(lambda: any(j[1] == "RUNNING" for j in run_jobs(slurm, "st")), proc)
+        wait_until(lambda: any(j[1] == "RUNNING" for j in run_jobs(slurm, "st")))
         stop = cli(home, "stop", "st", timeout=120)
-        assert stop.returncode == 0, stop.stderr
-        proc.wait(120)
+        assert stop.returncode == 0 and "done (engine)" in stop.stdout, stop.stdout + stop.stderr
+        wait_until(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, timeout=120)   # the daemon is our child
+        pid = None
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
     assert not run_jobs(slurm, "st"), run_jobs(slurm, "st")
-    assert report(home, "st")["state"] == "stopped"
+    rep = report(home, "st")
+    assert rep["state"] == "stopped", rep["stop_reason"]
 
 
 def test_a_job_slurm_cancels_is_run_again_and_nothing_is_lost(slurm_yaml, slurm, tmp_path):
