@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -127,7 +128,6 @@ def main() -> int:
         print(f"skipped: {reason}")
         return 0
     cluster = slurm_cluster.start_cluster()
-    import os
     os.environ["SLURM_CONF"] = str(cluster.conf)
     try:
         result = asyncio.run(bench(cluster, args.seq, args.many))
