@@ -10,5 +10,5 @@ mkdir -p .whl
 # --no-deps: exactly these (the image has the rest; extra copies of its packages would shadow them)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PY" --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d .whl aiosqlite==0.22.1 asyncssh==2.24.1 cryptography cffi pycparser pytest-asyncio pytest
+    -d .whl aiosqlite==0.22.1 asyncssh==2.24.1 cryptography cffi pycparser pytest-asyncio pytest pyelftools==0.33
 ls .whl
