@@ -250,13 +250,17 @@ class SlurmExecutor:
                               gpu_request=self.cfg.gpu_request, setup=self.cfg.setup,
                               kill_grace_s=self.cfg.kill_grace_s, slack_s=self.cfg.time_slack_s)
         wait = LIMIT_RETRY_S[0]
-        for _ in range(3):   # a third round only when the login node lost blobs we thought it had
+        lost_blobs = 0
+        while not self._closing:
             links = await self._links(spec)
             res = await self.shell.run(submit_script(self.work_dir, spec.job_id, links), input=script,
                                        timeout=COMMAND_TIMEOUT_S)
             out = str(res.stdout).strip()
             if res.exit_status == EXIT_MISSING_BLOBS:
                 self.blobs.forget(str(res.stderr).split(MISSING_MARK, 1)[-1].split())
+                lost_blobs += 1
+                if lost_blobs > 2:
+                    raise _Refused(f"could not submit {spec.job_id}: the login node keeps losing uploaded files")
                 continue
             tag, _, val = out.partition(" ")
             if res.exit_status == 0 and tag in ("SUBMITTED", "ADOPT"):
@@ -264,7 +268,8 @@ class SlurmExecutor:
                 self._note = ""
                 return val.strip()
             if tag == "REFUSED" and is_limit_refusal(val):
-                # The cluster's per-user limit: wait for some of our jobs to end, then try again.
+                # The cluster's per-user limit: wait for some of our jobs to end, then try again (for as
+                # long as it takes: the job is not at fault).
                 self._note = f"submissions wait: the cluster refuses more jobs now ({val.strip()[:200]})"
                 log.warning("%s", self._note)
                 await asyncio.sleep(wait)
@@ -273,13 +278,14 @@ class SlurmExecutor:
             fld = refused_field(val) if tag == "REFUSED" else None
             where = f" (check {placement.field_of(fld)} in {self.cfg.path})" if fld else ""
             raise _Refused(f"sbatch refused {spec.job_id}: {val.strip() or out or res.stderr}{where}")
-        raise _Refused(f"could not submit {spec.job_id}: the login node keeps losing uploaded files")
+        raise _Refused(f"{spec.job_id} was not submitted: the executor is closing")
 
     async def _run_in_slurm(self, spec: JobSpec) -> JobResult:
         try:
             slurm_id = await self._submit(spec)
         except _Refused as exc:
-            return JobResult(spec.job_id, JobStatus.ERROR, node="", error=str(exc))
+            status = JobStatus.CANCELLED if self._closing else JobStatus.ERROR
+            return JobResult(spec.job_id, status, node="", error=str(exc))
         except (NodeDown, HostKeyRefused, BlobUploadError, asyncio.TimeoutError) as exc:
             return JobResult(spec.job_id, JobStatus.LOST, node="", error=f"submission failed: {exc}")
         t = _Tracked(spec.job_id, slurm_id, spec.kind)
