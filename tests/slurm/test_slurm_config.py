@@ -52,3 +52,21 @@ def test_each_mistake_names_its_field(tmp_path, extra, field, words):
     with pytest.raises(InputError) as err:
         load_config(path)
     assert err.value.file == str(path) and err.value.field == field and words in err.value.message, err.value
+
+
+def test_each_kind_is_one_module_and_cluster_py_imports_none_of_them():
+    """The registry: every kind's module has the two entry points; the cluster file reader imports no
+    executor (the old cluster.py <-> ssh_executor.py import circle)."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    from remote.registry import KINDS
+
+    for kind, module in KINDS.items():
+        m = importlib.import_module(module)
+        assert callable(m.load_config) and callable(m.from_config), kind
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "remote" / "cluster.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and ("executor" in m or "registry" in m)}, imported
