@@ -48,6 +48,7 @@ DETAIL_DEBOUNCE_S = 0.12  # the user moved the cursor: show its detail as soon a
 DETAIL_FOLLOW_S = 1.0     # the stream moved it (or changed the selected one): at most once a second
 EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
+NODES_POLL_S = 5.0       # live: the engine's node states asked for this often (a node lost or quarantined)
 
 
 def _ui_guard(handler: Any) -> Any:
@@ -156,6 +157,7 @@ class CucoApp(App):
         self.detached = False
         self.toasts = ToastWatcher()
         self._best_wanted: int | None = None      # `b` reloads the table to find the best: select it then
+        self._status_next = 0.0
         for theme in THEMES:
             self.register_theme(theme)
 
@@ -274,6 +276,9 @@ class CucoApp(App):
             self._filter_dirty = False
             self._candidates_busy = True
             self._load_candidates(self.filter_text, self.sort)
+        if self.live and self.client is not None and now >= self._status_next:
+            self._status_next = now + NODES_POLL_S
+            self.send_command("status")
 
     @staticmethod
     def _next_refresh(elapsed_s: float) -> float:
@@ -289,6 +294,8 @@ class CucoApp(App):
         self._summary_next = self._next_refresh(message.elapsed_s)
         if self.live and self.summary.get("state"):
             message.summary["state"] = self.summary["state"]   # the engine's word is newer than the row
+        if self.live and not message.summary.get("nodes"):
+            message.summary["nodes"] = self.summary.get("nodes") or []   # the engine's (status), not the table's
         self.summary = message.summary
         header = self._main.query_one(RunHeader)
         header.live = self.live
@@ -297,6 +304,14 @@ class CucoApp(App):
         self.toasts.know_best((self.summary.get("best") or {}).get("id"))
         self._toast(self.toasts.nodes(self.summary.get("nodes") or []))
         self._toast(self.toasts.reviews(self.summary.get("needs_review") or []))
+
+    def _nodes_changed(self, nodes: list[dict[str, Any]]) -> list[Toast]:
+        """The engine's node states (an event or a status reply): the nodes screen, and what to toast."""
+        self.summary["nodes"] = nodes
+        for screen in self.screen_stack:
+            if isinstance(screen, NodesScreen):
+                screen.update_nodes(nodes)
+        return self.toasts.nodes(nodes)
 
     def _toast(self, toasts: list[Toast]) -> None:
         for text, severity in toasts:
@@ -445,10 +460,7 @@ class CucoApp(App):
                     self.summary["state"] = d.get("state", self.summary.get("state"))
                     self._dirty = True
                 elif kind == "nodes":
-                    self.summary["nodes"] = d.get("nodes") or []
-                    for screen in self.screen_stack:
-                        if isinstance(screen, NodesScreen):
-                            screen.update_nodes(self.summary["nodes"])
+                    toasts += self._nodes_changed(d.get("nodes") or [])
                 elif kind in ("best", "llm_call", "migration", "archive"):
                     if kind == "best" and d.get("id") is not None:   # `b` goes to it before the next reload
                         self.summary["best"] = {"id": d["id"], "speedup": d.get("speedup"),
@@ -496,9 +508,12 @@ class CucoApp(App):
     @on(CommandDone)
     def _command_done(self, message: CommandDone) -> None:
         if not message.ok:
-            self.notify(f"{message.op} failed: {message.text}", severity="error", timeout=8)
+            if message.op != "status":          # a poll: a lost engine is told by the link (EngineLost)
+                self.notify(f"{message.op} failed: {message.text}", severity="error", timeout=8)
             return
         status = message.reply.get("status") or {}
+        if "nodes" in status:
+            self._toast(self._nodes_changed(status.get("nodes") or []))
         if status.get("state"):
             self.summary["state"] = status["state"]
             self._main.query_one(RunHeader).summary = self.summary

@@ -1,6 +1,6 @@
 """What deserves a toast: a new best, a node lost or quarantined, a candidate waiting for a person's review.
 
-Fed with engine events and with what the store says (node states, candidates whose `review` is
+Fed with engine events, the engine's node states (status replies) and what the store says (node states, candidates whose `review` is
 `needs_review`); remembers what it already announced, so a state seen again (each summary reload, a
 replayed event) is not announced twice. Returns (text, severity) pairs; the app shows them.
 """
@@ -33,8 +33,6 @@ class ToastWatcher:
         d = event.get("data") or {}
         if kind == "best":
             return self.best(d.get("id"), d.get("speedup"))
-        if kind == "nodes":
-            return self.nodes(d.get("nodes") or [])
         if d.get("review") == NEEDS_REVIEW and d.get("id") is not None:
             return self.reviews([int(d["id"])])
         return []

@@ -125,6 +125,13 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
             assert await until(lambda: any("new best #3" in str(w.render()) for w in app.screen.query(Toast)))
             await pilot.press("b")
             assert await until(lambda: app.query_one(CandidatesTable).selected_id() == 3)
+            # no event: the engine's own node states, which the TUI asks for every few seconds
+            status = engine.status()
+            status["nodes"] = [{"name": "gpu-d", "healthy": False, "quarantined": False, "detail": "ssh: timed out"}]
+            engine.status = lambda: status
+            assert await until(lambda: any("gpu-d lost: ssh: timed out" in t for t in _toasts(app)), 15), \
+                _toasts(app)
+            assert "nodes 0/1 busy" in str(app.query_one("#header").render())
     finally:
         await engine.stop()
         await asyncio.wait_for(task, 10)
