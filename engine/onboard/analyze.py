@@ -13,15 +13,13 @@ from remote.errors import InputError
 
 from . import api
 from .evaluate import evaluate
+from .hidden import WHAT_TO_DO, check_no_hidden_collectives, has_comm_call, is_kernel
+from .kernel_access import kernel_access
 from .model import Buffer, Op, Program, Unresolved, Var
 from .source import (SourceFile, call_args, call_name, declarator_name, identifiers, kernel_config,
-                     names_in, parse_file, parse_text, walk)
+                     names_in, parse_file, walk)
 
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-WHAT_TO_DO = ("call the NCCL function directly from main() (that is the annotation the analysis needs), then run "
-              "the command again; or write the workload by hand (docs/workload-format.md)")
-
-
 def analyze_files(paths: list[str]) -> Program:
     if not paths:
         raise InputError("cuco analyze", "FILE", "name at least one .cu file")
@@ -36,9 +34,9 @@ def analyze_sources(sources: list[SourceFile]) -> Program:
         raise InputError(", ".join(s.path for s in sources), "main",
                          "no main() found: name the file that holds your program's main()")
     main_src, main = mains[0]
-    _check_no_hidden_collectives(sources, functions, macros)
-    kernels = {n: sf for n, sf in functions.items() if _is_kernel(*sf)}
-    if not any(_has_comm_call(s, f) for (s, f) in functions.values()):
+    check_no_hidden_collectives(sources, functions, macros)
+    kernels = {n: sf for n, sf in functions.items() if is_kernel(*sf)}
+    if not any(has_comm_call(s, f) for (s, f) in functions.values()):
         raise InputError(main_src.path, "NCCL",
                          "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
                          "cuco optimises programs whose GPUs communicate through NCCL")
@@ -69,50 +67,6 @@ def _top_level(sources):
     return functions, macros, globals_
 
 
-def _is_kernel(src, fn) -> bool:
-    return any(c.type in ("storage_class_specifier", "attribute_specifier", "ms_declspec_modifier",
-                          "type_qualifier") and src.text(c) == "__global__" for c in fn.children) \
-        or src.text(fn).lstrip().startswith("__global__")
-
-
-def _has_comm_call(src, fn) -> bool:
-    return any(call_name(n, src) in api.NCCL_COMM for n in src.nodes("call_expression", fn))
-
-
-def _check_no_hidden_collectives(sources, functions, macros) -> None:
-    """Collectives the analysis cannot follow are errors, never guesses: an NCCL function used as a value
-    (a function pointer: dynamic dispatch), inside a macro's body, or inside a helper function."""
-    for src in sources:
-        for n in src.nodes("identifier"):
-            name = src.text(n)
-            if name not in api.NCCL_COMM:
-                continue
-            parent = n.parent
-            if parent is not None and parent.type == "call_expression" and parent.child_by_field_name("function") == n:
-                continue
-            raise InputError(src.at(n), name,
-                             f"{name} is used as a value (a function pointer or table entry): the collective is "
-                             f"chosen by dynamic dispatch and the analysis cannot tell which call runs; "
-                             f"{WHAT_TO_DO}")
-    for name, (src, node) in macros.items():
-        value = node.child_by_field_name("value")
-        if value is None:
-            continue
-        body = parse_text(src.text(value))
-        hidden = [n for n in walk(body.tree.root_node) if n.type == "identifier" and body.text(n) in api.NCCL_COMM]
-        if hidden:
-            raise InputError(src.at(node), name,
-                             f"the macro {name} hides {body.text(hidden[0])} in its body: the parser sees the "
-                             f"macro's uses, not the collective; {WHAT_TO_DO}")
-    for name, (src, fn) in functions.items():
-        if name == "main" or _is_kernel(src, fn):
-            continue
-        if _has_comm_call(src, fn):
-            raise InputError(src.at(fn), name,
-                             f"the helper function {name}() calls NCCL collectives; the analysis follows main() "
-                             f"only; {WHAT_TO_DO}")
-
-
 # ---------------------------------------------------------------- main()
 
 class _Analyzer:
@@ -124,7 +78,7 @@ class _Analyzer:
         self.vars: dict[str, Var] = {}
         self.ops: list[Op] = []
         self.unresolved: list[Unresolved] = []
-        self.kernel_access = {name: _kernel_access(s, f) for name, (s, f) in kernels.items()}
+        self.kernel_access = {name: kernel_access(s, f) for name, (s, f) in kernels.items()}
 
     def run(self) -> Program:
         self._collect_vars()
@@ -646,63 +600,3 @@ def evaluate_size_possible(deps, vars_, params, ranks) -> bool:
 
 def _inside(node, outer) -> bool:
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
-
-
-def _kernel_access(src: SourceFile, fn) -> list[str]:
-    """Per parameter of a kernel: "r" (read), "w" (written), "rw", or "" for non-pointers. A const pointer
-    is read; a pointer is written when an assignment's left side indexes or dereferences it, and read when
-    it appears anywhere else (or passed on to another function: both, to be safe)."""
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
-    params = decl.child_by_field_name("parameters").named_children if decl is not None else []
-    body = fn.child_by_field_name("body")
-    out = []
-    for p in params:
-        if p.type != "parameter_declaration":
-            out.append("")
-            continue
-        d = p.child_by_field_name("declarator")
-        name = declarator_name(d, src) if d is not None else None
-        is_ptr = d is not None and (d.type == "pointer_declarator" or d.type == "array_declarator")
-        const = any(c.type == "type_qualifier" and src.text(c) == "const" for c in p.children)
-        if not is_ptr or name is None:
-            out.append("")
-            continue
-        if const:
-            out.append("r")
-            continue
-        reads = writes = False
-        for n in identifiers(body):
-            if src.text(n) != name:
-                continue
-            lhs = _assignment_target(n)
-            if lhs == "=":
-                writes = True
-            elif lhs == "op=":
-                writes = reads = True
-            elif n.parent.type == "argument_list":
-                writes = reads = True
-            else:
-                reads = True
-        out.append(("r" if reads else "") + ("w" if writes else ""))
-    return out
-
-
-def _assignment_target(ident) -> str | None:
-    """Whether an identifier is the base of an assignment's left side (`p[i] = ...`, `*p = ...`)."""
-    n = ident
-    while n.parent is not None and n.parent.type in ("subscript_expression", "pointer_expression",
-                                                      "parenthesized_expression", "field_expression",
-                                                      "subscript_argument_list") and n.parent.child_by_field_name("indices") != n:
-        if n.parent.type == "subscript_expression" and n.parent.child_by_field_name("argument") != n:
-            return None
-        n = n.parent
-    p = n.parent
-    if p is not None and p.type == "assignment_expression" and p.child_by_field_name("left") == n and n is not ident:
-        op = p.child_by_field_name("operator")
-        return "=" if op is not None and op.type == "=" else "op="
-    if p is not None and p.type == "update_expression" and n is not ident:
-        return "op="
-    return None
-
