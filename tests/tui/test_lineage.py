@@ -156,3 +156,31 @@ def test_best_path_is_walked_once_and_follows_a_new_best(tmp_path, monkeypatch):
     finally:
         view.close()
         con.close()
+
+
+async def test_older_ancestors_are_read_on_request(tmp_path, monkeypatch):
+    """A deep lineage opens with its newest ancestors and an 'older ancestors' line; enter on it reads more,
+    until generation 0 (here 2 at a time)."""
+    import cuco_tui.screens.lineage as lineage_screen
+    monkeypatch.setattr(lineage_screen, "ANCESTORS_SHOWN", 2)
+    await asyncio.to_thread(fill_store, tmp_path, run_id=RUN, n=20)
+    app = CucoApp(tmp_path, RUN)
+    async with app.run_test(size=(120, 36)) as pilot:
+        table = app.query_one(CandidatesTable)
+        assert await until(lambda: table.row_count == 20)
+        app.select_candidate(13)                              # 13, 11, 9, 7, 5, 3, 1
+        await pilot.press("L")
+        assert await until(lambda: isinstance(app.screen, LineageScreen) and app.screen.lineage is not None)
+        screen = app.screen
+        tree = screen.query_one(Tree)
+        for shown in (3, 5, 7):
+            assert await until(lambda: screen.lineage is not None and len(screen.lineage.chain) == shown)
+            first = tree.root.children[0]
+            if shown < 7:
+                assert first.data == lineage_screen.OLDER and "older ancestors" in str(first.label)
+                assert [n.data.id for n in tree.root.children[1:]] == list(range(13 - 2 * (shown - 1), 14, 2))
+                tree.move_cursor(first)
+                await pilot.press("enter")
+            else:
+                assert [n.data.id for n in tree.root.children] == [1, 3, 5, 7, 9, 11, 13]   # back to the seed
+                assert "back to generation 0" in str(screen.query_one("#lineage-title", Static).render())
