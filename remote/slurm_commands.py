@@ -122,7 +122,9 @@ def submit_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bo
         f"W={q(work_dir)}; J=\"$W/jobs/{job_id}\"",
         'if [ -s "$J/slurm_id" ]; then read S < "$J/slurm_id"; cat >/dev/null; echo "ADOPT $S"; exit 0; fi',
         'if [ -d "$J" ]; then',   # no id written (killed between sbatch and the write?): look it up by name
-        f'  S=$(squeue -h -u "$(id -un)" -n {q(NAME_PREFIX + job_id)} -o %i 2>/dev/null | head -n 1)',
+        # (only a job of this work dir: another project may have a run of the same name)
+        f'  S=$(squeue -h -u "$(id -un)" -n {q(NAME_PREFIX + job_id)} -o "%i|%Z" 2>/dev/null | '
+        'while IFS="|" read -r i z; do [ "$z" = "$J/work" ] && echo "$i"; done | head -n 1)',
         '  if [ -n "$S" ]; then echo "$S" > "$J/slurm_id"; cat >/dev/null; echo "ADOPT $S"; exit 0; fi',
         '  rm -rf "$J"',
         'fi',
@@ -220,16 +222,17 @@ WAIT_GONE = ('i=0; while [ $i -lt 50 ] && [ -n "$G" ] && squeue -h -j "$G" -o %T
 
 def reconcile_script(work_dir: str) -> str:
     """Cancel and remove every job not listed on stdin (cuco job ids, one per line): those with a
-    directory in the work dir and those Slurm still lists under a cuco name. Prints `CANCELLED <id>`
+    directory in the work dir and those Slurm still lists under a cuco name running in it. Prints `CANCELLED <id>`
     for each that Slurm still had queued or running and `REMOVED <id>` for each finished one."""
     return "\n".join([
         f"W={q(work_dir)}",
         'K=$(mktemp) || exit 3; cat > "$K"',
-        f"L=$(squeue -h -u \"$(id -un)\" -o '%i|%j' 2>/dev/null)",
+        f"L=$(squeue -h -u \"$(id -un)\" -o '%i|%j|%Z' 2>/dev/null)",
         "G=",
         'for line in $L; do',
-        '  S=${line%%|*}; N=${line#*|}',
+        '  S=${line%%|*}; R=${line#*|}; N=${R%%|*}; Z=${R#*|}',
         f'  case "$N" in {NAME_PREFIX}*) j=${{N#{NAME_PREFIX}}};; *) continue;; esac',
+        '  [ "$Z" = "$W/jobs/$j/work" ] || continue   # a job of another work dir (another project) stays',
         '  grep -qxF -- "$j" "$K" && continue',
         '  [ -d "$W/jobs/$j" ] && : > "$W/jobs/$j/cancel"',
         '  scancel "$S" 2>/dev/null && { echo "CANCELLED $j"; G="$G${G:+,}$S"; }',

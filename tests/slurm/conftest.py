@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
 import slurm_cluster
 
@@ -41,14 +40,6 @@ def slurm_env(slurm, monkeypatch):
     return slurm
 
 
-def write_cluster_yaml(path: Path, work_dir: Path, **fields) -> Path:
-    doc = {"kind": "slurm", "login": "local", "work_dir": str(work_dir), "partition": "gpu",
-           "build": {"partition": "cpu"}, "poll": {"min_s": 0.2, "max_s": 1.0}, "kill_grace_s": 0.5}
-    doc.update(fields)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
 @pytest.fixture
 def slurm_yaml(slurm_env, tmp_path):
     """A local-login cluster file for the test cluster (fields may be overridden)."""
@@ -57,5 +48,5 @@ def slurm_yaml(slurm_env, tmp_path):
     os.chmod(tmp_path, 0o755)
 
     def make(**fields) -> Path:
-        return write_cluster_yaml(tmp_path / "slurm.yaml", work, **fields)
+        return slurm_cluster.write_cluster_yaml(tmp_path / "slurm.yaml", work, **fields)
     return make

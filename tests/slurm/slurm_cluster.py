@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 BINARIES = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/bin/squeue")
 GPUS = 4
 
@@ -205,3 +207,12 @@ PartitionName=cpu Nodes={node} MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 def remove(cluster: SlurmCluster) -> None:
     cluster.stop()
     shutil.rmtree(cluster.base, ignore_errors=True)
+
+
+def write_cluster_yaml(path: Path, work_dir: Path, **fields) -> Path:
+    """A local-login slurm.yaml for the test cluster (jobs in `gpu`, builds in `cpu`; fields override)."""
+    doc = {"kind": "slurm", "login": "local", "work_dir": str(work_dir), "partition": "gpu",
+           "build": {"partition": "cpu"}, "poll": {"min_s": 0.2, "max_s": 1.0}, "kill_grace_s": 0.5}
+    doc.update(fields)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path

@@ -12,6 +12,8 @@ from remote.errors import InputError
 from remote.jobs import JobSpec, JobStatus
 from remote.registry import executor_from_file
 
+import slurm_cluster
+
 
 async def started(path, home):
     ex = executor_from_file(path, home)
@@ -200,3 +202,46 @@ async def test_a_stage_timeout_ends_the_job_and_is_given_to_slurm(slurm_yaml, sl
         assert res.status is JobStatus.TIMEOUT and "timed out after 2 s" in res.error, res
     finally:
         await ex.close()
+
+
+async def abandoned(path, home, slurm, spec: JobSpec):
+    """An executor that submits `spec` and dies with it running (no close(), no scancel)."""
+    ex = await started(path, home)
+    task = asyncio.create_task(ex.run(spec))
+    await wait_for_state(slurm, f"cuco.{spec.job_id}", "RUNNING")
+    ex._closing = True   # noqa: SLF001 - as if the process were gone: its cancel hook must not scancel
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return ex
+
+
+async def test_a_job_whose_id_file_was_never_written_is_adopted_by_its_name(slurm_yaml, slurm, tmp_path):
+    path = slurm_yaml()
+    spec = JobSpec("t10-run", ["sh", "-c", "sleep 2; echo once >> ../../count"], timeout_s=60)
+    first = await abandoned(path, tmp_path / ".cuco", slurm, spec)
+    (tmp_path / "shared" / "jobs" / "t10-run" / "slurm_id").unlink()   # killed between sbatch and the write
+    second = await started(path, tmp_path / ".cuco")
+    try:
+        res = await asyncio.wait_for(second.run(spec), 60)
+        assert res.ok and second.submissions == 0, res
+        assert submissions_named(slurm, "cuco.t10-run") == 1
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_reconcile_leaves_the_jobs_of_another_work_dir_alone(slurm_yaml, slurm, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    first = await abandoned(slurm_cluster.write_cluster_yaml(tmp_path / "other.yaml", other), tmp_path / ".cuco-other", slurm,
+                            JobSpec("t11-run", ["sleep", "300"], timeout_s=600))
+    mine = await started(slurm_yaml(), tmp_path / ".cuco")
+    try:
+        assert await mine.reconcile(set()) == []
+        assert [j for j in slurm.queue() if j[2] == "cuco.t11-run"]     # another project's job runs on
+    finally:
+        await mine.close()
+        first._closing = False   # noqa: SLF001
+        assert await first.reconcile(set()) == ["t11-run"]
+        await first.close()
