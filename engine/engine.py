@@ -669,8 +669,9 @@ class Engine:
             outcome = await fault_policy.evaluate_with_retries(
                 self.faults, c.id, attempt, lambda out, decision: self._environment_fault(c, out, decision))
         except asyncio.CancelledError:
-            # Cancelled (pause --hard, stop): the candidate stays pending and is evaluated on resume.
-            await asyncio.shield(self._back_to_pending(c))
+            # Cancelled (pause --hard, stop): the candidate stays pending and is evaluated on resume. On a full
+            # disk the store keeps it 'running', which a restart reads as pending all the same.
+            await asyncio.shield(fault_policy.quietly(self._back_to_pending(c)))
             raise
         if outcome is not None:   # None: the run paused itself on the environment; the candidate waits
             self._record(c, outcome)

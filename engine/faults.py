@@ -57,8 +57,8 @@ _LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
                      r"cudaErrorSystemNotReady|cudaErrorSystemDriverMismatch|Xid \d+", re.I)),
 )
 # A Slurm job that the scheduler (not the job) ended, as the Slurm executor names its state.
-_SLURM_ENDED = re.compile(r"\b(PREEMPTED|NODE_FAIL|BOOT_FAIL|DEADLINE|REVOKED|CANCELLED by \d+|"
-                          r"SPECIAL_EXIT|REQUEUED)\b")
+_SLURM_ENDED = re.compile(r"\b(PREEMPTED|NODE_FAIL|BOOT_FAIL|DEADLINE|REVOKED|CANCELLED|SPECIAL_EXIT|REQUEUED)\b|"
+                          r"vanished from squeue")
 # SQLite's own words for a disk or a file it cannot use (not a bug in a statement)
 _STORE_TROUBLE = re.compile(r"disk is full|readonly|disk I/O error|database is locked|unable to open|"
                             r"no such device", re.I)
@@ -101,11 +101,13 @@ def of_job(stage: str, job: JobResult) -> Fault | None:
         where = f" on {job.node}" if job.node else ""
         if _SLURM_ENDED.search(job.error or ""):
             return environment(SCHEDULER, f"{stage}: the scheduler ended the job{where} ({job.error})")
+        if "no usable node" in (job.error or ""):
+            return environment(NO_NODE, f"{stage}: no node left to run it ({job.error})")
         return environment(NODE_LOST, f"{stage}: the node or its connection was lost{where}"
                                       + (f" ({job.error})" if job.error else ""))
     if job.status is JobStatus.ERROR:
         text = job.error or "the executor could not start it"
-        kind = NO_SPACE if _LOG_PATTERNS[0][1].search(text) else EXECUTOR
+        kind = NO_SPACE if _LOG_PATTERNS[0][1].search(text) else HOST_OOM if "OUT_OF_MEMORY" in text else EXECUTOR
         return environment(kind, f"{stage}: {text}")
     if job.status is JobStatus.CANCELLED:
         return environment(EXECUTOR, f"{stage}: cancelled by the engine")

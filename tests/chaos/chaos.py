@@ -29,9 +29,9 @@ def start(home: Path, *args: str) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, start_new_session=True, env=cuco_env())
 
 
-def cuco(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def cuco(home: Path, *args: str, timeout: float = 120, columns: int = 200) -> subprocess.CompletedProcess:
     return subprocess.run(CLI + ["--home", str(home), *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, env=cuco_env())
+                          stdin=subprocess.DEVNULL, env={**cuco_env(), "COLUMNS": str(columns)})
 
 
 def query(db: Path, sql: str, params: tuple = ()) -> list[tuple]:

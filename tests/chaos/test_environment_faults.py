@@ -59,6 +59,13 @@ def test_disk_full_mid_run_pauses_then_resume_finishes(small_home: Path):
     report = json.loads(cuco(home, "report", "full", "--json").stdout)
     assert report["state"] == "finished" and report["evaluated"] == MAX_EVALS
     assert report["faults"]["environment"] >= 1, report["faults"]   # the report says what met the full disk
+    table = cuco(home, "report", "full")
+    assert "environment fault(s) (no space" in table.stdout, table.stdout[-2000:]
+    # the TUI's detail of a candidate that met the full disk says whose fault it was
+    from cuco_tui.data import StoreView
+    (cid,), *_ = query(db, "SELECT candidate_id FROM evaluations WHERE fault='environment'")
+    logs = StoreView(home).detail(cid).logs
+    assert "the environment's fault, not the candidate's: no space" in logs.plain, logs.plain[-2000:]
 
 
 def _candidate_binaries(home: Path) -> list[int]:

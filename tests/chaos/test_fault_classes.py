@@ -11,7 +11,7 @@ import pytest
 
 from engine import fault_policy, faults
 from engine.evaluation import EvalOutcome
-from remote.jobs import JobSpec, NoUsableNode
+from remote.jobs import JobResult, JobSpec, JobStatus, NoUsableNode
 from remote.local import LocalExecutor
 
 
@@ -41,6 +41,21 @@ def test_job_outcomes_are_classified(tmp_path, stage, script, owner, kind):
     job = asyncio.run(run(script, tmp_path, timeout_s=1.0))
     fault = faults.of_job(stage, job)
     assert fault is not None and (fault.owner, fault.kind) == (owner, kind), (job, fault)
+
+
+@pytest.mark.parametrize("job,kind", [
+    (JobResult("j", JobStatus.LOST, node="n1", error="gave up after 3 attempts: Slurm job 41 ended with PREEMPTED"),
+     faults.SCHEDULER),
+    (JobResult("j", JobStatus.LOST, error="Slurm job 42 was cancelled outside cuco (CANCELLED)"), faults.SCHEDULER),
+    (JobResult("j", JobStatus.LOST, node="a", error="a: command ended without an exit status (channel closed)"),
+     faults.NODE_LOST),
+    (JobResult("j", JobStatus.LOST, error="no usable node (a: quarantined for 600 s)"), faults.NO_NODE),
+    (JobResult("j", JobStatus.ERROR, error="Slurm job 43 ended OUT_OF_MEMORY without an exit code"), faults.HOST_OOM),
+])
+def test_executor_reports_are_the_environments(job, kind):
+    """What the SSH and Slurm executors report for a job they lost (the words their code writes)."""
+    fault = faults.of_job("benchmark", job)
+    assert fault.environment and fault.kind == kind, fault
 
 
 def test_a_clean_job_has_no_fault(tmp_path):
