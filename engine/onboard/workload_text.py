@@ -411,4 +411,6 @@ API_NOTES = """\
 - Producers fence (__threadfence_system) before raising a flag; consumers acquire. Bound every spin-wait with
   cuco_wait_geq (cuco_device.cuh) and raise ctx->timeout_flag on expiry.
 - NCCL 2.28.9; never use multimem / NVLS. No preprocessor lines inside EVOLVE-BLOCKs.
+- Besides the ABI define only static helpers and kernels: no constructors (or host objects that need one) at
+  file scope, no host inline assembly, clocks, files, environment or device resets (refused before anything runs).
 """
