@@ -51,6 +51,10 @@ def test_demo_runs_through_slurm_with_the_login_node_over_ssh(login_node, slurm)
            "poll": {"min_s": 0.2, "max_s": 1.0}, "connect_timeout_s": 5}
     path = nodes.base / "slurm-ssh.yaml"
     path.write_text(yaml.safe_dump(doc))
+    check = subprocess.run(CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True,
+                           text=True, timeout=180)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "login 127.0.0.1" in check.stdout and "shared with the compute nodes │ yes" in " ".join(check.stdout.split())
     out = subprocess.run(CLI + ["--home", str(nodes.home), "run", "demo", "--headless", "--cluster", str(path),
                                 "--max-evals", "6", "--name", "ov"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
