@@ -64,3 +64,23 @@ def test_demo_runs_through_slurm_with_the_login_node_over_ssh(login_node, slurm)
     finished = [j for j in slurm.finished_jobs() if j.get("Name", "").startswith("cuco.ov-")]
     assert finished and all(j["UserId"].startswith("cucotest(") for j in finished)   # submitted as the login user
     assert not (nodes.home / "jobs").exists()
+
+
+def test_the_login_node_is_trusted_with_nodes_trust(login_node):
+    nodes = login_node
+    d = nodes.sshds["login"]
+    (nodes.home / "known_hosts").write_text("")   # the fixture trusts it: trust nothing
+    doc = {"kind": "slurm", "ssh_config": str(nodes.ssh_config), "known_hosts": str(nodes.home / "known_hosts"),
+           "login": {"host": "127.0.0.1", "port": d.port, "user": "cucotest", "identity_file": str(nodes.client_key)},
+           "work_dir": str(nodes.work_dir("login"))}
+    path = nodes.base / "slurm-ssh.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    before = subprocess.run(CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True,
+                            text=True, timeout=180)
+    assert before.returncode == 1 and "cuco nodes trust" in before.stdout, before.stdout + before.stderr
+    trust = subprocess.run(CLI + ["--home", str(nodes.home), "nodes", "trust", "login", "--cluster", str(path),
+                                  "--yes"], capture_output=True, text=True, timeout=60)
+    assert trust.returncode == 0 and "trusted" in trust.stdout, trust.stdout + trust.stderr
+    after = subprocess.run(CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True,
+                           text=True, timeout=180)
+    assert after.returncode == 0, after.stdout + after.stderr
