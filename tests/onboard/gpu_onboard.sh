@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The one-GPU run of `cuco init` (device machine kind nvidia-h100-x1 or nvidia-h200, from the repository
-# root, carrying .whl/: bash tests/gpu/fetch_wheels.sh, plus the parser and SDK wheels in .whl/onboard/):
+# root, carrying .whl/: bash tests/gpu/fetch_wheels.sh, plus the parser and SDK wheels in .whl/onboard/:
+#   pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+#       --platform manylinux2014_x86_64 -d .whl/onboard tree-sitter==0.25.2 tree-sitter-cuda==0.21.2 openai):
 #   1. `cuco init --ranks 1` on each test program of tests/onboard/programs;
 #   2. each workload built (in parallel), then verified and benchmarked at one rank by the harness's own
 #      runner (workloads/_harness/cuda/run_local.py): the seed against its own frozen baseline (~1.0x);
