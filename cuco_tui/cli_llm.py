@@ -1,6 +1,7 @@
-"""`cuco transform WORKLOAD --llm MODEL [-o FILE] [--cluster FILE]`: the fast path (host-driven ->
-device-initiated). With --cluster every build and verify job runs on the GPU nodes of cluster.yaml over
-SSH (as `cuco run --cluster` does); API keys stay on this machine.
+"""`cuco transform WORKLOAD --llm MODEL [-o FILE] [--cluster FILE] [--build-only]`: the fast path (host-driven
+-> device-initiated). With --cluster every build and verify job runs on the GPU nodes of cluster.yaml over
+SSH (as `cuco run --cluster` does); API keys stay on this machine. --build-only (a machine without the
+workload's GPUs) accepts an answer once it builds and passes the symbol policy, and says it is unverified.
 
 Exit codes: 0 a verified, EVOLVE-BLOCK-marked program was written; 1 the rewrite failed or no node of the
 cluster could be used; 2 bad input.
@@ -37,6 +38,9 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation inputs")
     p.add_argument("--cluster", metavar="FILE",
                    help="cluster.yaml: build and verify on GPU nodes over SSH (default: this machine)")
+    p.add_argument("--build-only", action="store_true",
+                   help="build each answer and check it against the symbol policy, but run nothing (no GPU "
+                        "needed): the result is NOT verified; verify it later with cuco run on GPU nodes")
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     p.set_defaults(func=handler)
 
@@ -84,7 +88,7 @@ def _cluster(value: str | None) -> Path | None:
 
 async def _transform(workload, spec, pricing, home: Path, output: Path, cluster: Path | None,
                      args: argparse.Namespace) -> int:
-    from engine.evaluation import evaluate_source
+    from engine.evaluation import BUILT, evaluate_source
     from engine.executors import START_TIMEOUT_S, close_executor, open_executor
     from engine.fast_path import FastPath
     from engine.llm.budget import Budget
@@ -93,7 +97,8 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
 
     run_id = f"transform-{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:   # first, so that unusable nodes stop the verb before any LLM cost
-        executor = await open_executor(home, cluster, gpus_per_job=workload.launch_gpus, workload_name=workload.name)
+        executor = await open_executor(home, cluster, gpus_per_job=0 if args.build_only else workload.launch_gpus,
+                                       workload_name=workload.name)
     except NoUsableNode as exc:   # every node refused, or none has the GPUs: as `cuco run` reports it
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -109,13 +114,14 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
     async def evaluate(source: str):
         counter["n"] += 1
         outcome = await evaluate_source(workload, source, executor, job_prefix=f"{run_id}-{counter['n']}",
-                                        seed=args.seed + counter["n"])
+                                        seed=args.seed + counter["n"], build_only=args.build_only)
         log(f"evaluation {counter['n']}: " + ", ".join(f"{s.stage} on {s.node}" for s in outcome.stages))
         if outcome.status == "done":
             verified_on.extend(s.node for s in outcome.stages if s.stage == "verify")
         return outcome
 
-    log(f"building and verifying on {f'the nodes of {cluster}' if cluster else 'this machine'}")
+    log(f"building{'' if args.build_only else ' and verifying'} on "
+        f"{f'the nodes of {cluster}' if cluster else 'this machine'}")
     async with contextlib.AsyncExitStack() as closing:   # each one closed on every path, even if another fails
         closing.push_async_callback(close_executor, executor)
         store = await Store(home).open()
@@ -123,7 +129,8 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
         service = LLMService([spec], pricing, Budget(args.budget_usd))
         closing.push_async_callback(service.close)
         fast = FastPath(service, spec.name, workload, evaluate, store=store, run_id=run_id,
-                        budget_a=args.max_a, budget_b=args.max_b, log=log)
+                        budget_a=args.max_a, budget_b=args.max_b, log=log,
+                        accept_status=BUILT if args.build_only else "done")
         result = await fast.run()
         cost = service.budget.spent_usd
     iterations = ", ".join(f"{k}: {v}" for k, v in result.iterations.items())
@@ -135,5 +142,7 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
     output.write_text(result.source)
     speed = f", speedup {result.speedup:.3f}x" if result.speedup else ""
     where = f"on node {verified_on[-1]}" if cluster and verified_on else "on this machine"
-    print(f"wrote {output} (verified {where}{speed}; iterations {iterations}; LLM cost {cost:.4f} USD)")
+    checked = ("built and admitted by the symbol policy, NOT verified: run it on GPU nodes before trusting it"
+               if args.build_only else f"verified {where}{speed}")
+    print(f"wrote {output} ({checked}; iterations {iterations}; LLM cost {cost:.4f} USD)")
     return EXIT_OK

@@ -27,6 +27,7 @@ CANDIDATE_OBJECT = "cuco_candidate.o"   # the candidate's translation unit alone
 SPEC = "spec.json"
 RESULT = "result.json"
 FEEDBACK_CHARS = 2000
+BUILT = "built"   # evaluate_source(build_only=True): compiled and admitted, not run
 
 # Resolve the NCCL wheel on the node itself: its path differs from the engine's machine.
 NCCL_PRELUDE = (
@@ -227,10 +228,11 @@ def _failure(stage: str, rec: StageRecord, job: JobResult) -> EvalOutcome:
 async def evaluate_source(workload: Workload, source: str, executor: Executor, *, job_prefix: str,
                           seed: int, on_stage: StageHook | None = None,
                           confirm_if: Callable[[float], bool] | None = None,
-                          frozen: FrozenObjectCache | None = None) -> EvalOutcome:
+                          frozen: FrozenObjectCache | None = None, build_only: bool = False) -> EvalOutcome:
     """Run the cascade. `job_prefix` makes job ids stable across engine restarts (an executor may
     re-adopt a job it already ran). When `confirm_if(speedup)` says so (a would-be new best), the
-    benchmark is repeated on fresh inputs and the lower speedup is kept."""
+    benchmark is repeated on fresh inputs and the lower speedup is kept. `build_only` stops after the
+    build and the symbol policy (status `built`: compiled and admissible, never run, so never correct)."""
     stages: list[StageRecord] = []
 
     async def hook(stage: str, rec: StageRecord | None) -> None:
@@ -256,6 +258,8 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
         rec.status = "refused"
         await hook("build", rec)
         return EvalOutcome("refused", reason=refusal, feedback=f"build: {refusal}", stages=stages)
+    if build_only:
+        return EvalOutcome(BUILT, reason="built and admitted by the symbol policy; not run", stages=stages)
 
     results: list[HarnessResult] = []
     plan = [("verify", seed, "verify"), ("benchmark", seed + 1, "benchmark")]

@@ -61,6 +61,41 @@ def test_init_then_transform_then_validate(tmp_path, monkeypatch, capsys):
     print(text)
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit) to build each answer")
+def test_init_then_transform_build_only_then_validate(tmp_path, monkeypatch, capsys):
+    """Without a GPU: `cuco transform --build-only` takes the first answer that builds and passes the symbol
+    policy, says the result is not verified, and `cuco validate` compiles the transformed workload. An
+    answer that does not compile is sent back to the model with the compiler's error."""
+    pytest.importorskip("nvidia.nccl", reason="needs the NCCL headers: pip install 'cuco[cuda]'")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    work = tmp_path / "ring"
+    assert main(["init", str(PROGRAMS / "env_ring.cu"), "--ranks", "1", "-o", str(work)]) == 0
+    seed = (work / "candidate.cu").read_text()
+    assert HOP in seed
+    stage_b = seed.replace(HOP, COPY).replace("backend=host_nccl", "backend=copy_engine")
+    broken = stage_b.replace(COPY, COPY.replace("cudaMemcpyAsync", "cudaMemcpyAsyncc"))
+    # stage A, stage B's first answer, the judge's diagnosis of its build failure, stage B's second answer
+    script = [Reply(fenced(seed)), Reply(fenced(broken)), Reply("The call is misspelt."), Reply(fenced(stage_b))]
+    home = tmp_path / "home"
+    out = tmp_path / "ring-fast.cu"
+    with FakeLLMServer(script=script) as srv:
+        rc = main(["transform", str(work), "--llm", f"openai-compat:coder@{srv.url}/v1", "-o", str(out),
+                   "--max-a", "1", "--max-b", "2", "--home", str(home), "--build-only"])
+        captured = capsys.readouterr()
+        assert rc == 0, captured.err
+        retry = [r for r in srv.requests if "cudaMemcpyAsyncc" in str(r)]
+        assert retry, "the failed build's error went back to the model"
+    assert "NOT verified" in captured.out
+    fast = out.read_text()
+    assert "ncclSend(" not in fast and "cudaMemcpyAsync(recv, act" in fast
+    transformed = tmp_path / "ring-transformed"
+    shutil.copytree(work, transformed)
+    (transformed / "candidate.cu").write_text(fast)
+    assert main(["validate", str(transformed), "--home", str(home)]) == 0
+    assert "compiled seed" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(gpus() > 0, reason="this machine has a GPU: the full test above runs instead")
 def test_transform_of_an_init_made_workload_needs_its_gpus_first(tmp_path, monkeypatch, capsys):
     """Without the workload's GPU, cuco transform stops before any LLM call (no cost), as for a shipped one."""
