@@ -2,7 +2,7 @@
 on the real sshd nodes a and b (not on this machine), and the API keys never reach a node.
 
 The model is the real fake-LLM HTTP server of tests/llm, reached by a real `cuco` process over HTTP; its
-answer is the demo seed plus a static initializer that dumps the job's environment into the marks folder,
+answer is the demo seed whose cuco_setup dumps the job's environment into the marks folder,
 so the test sees, from inside each verify/benchmark process, where it ran and what it was given.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,29 +26,43 @@ from cuco_tui import cli  # noqa: E402
 from engine.workload import load_workload  # noqa: E402
 
 CLI = [sys.executable, "-m", "cuco_tui.cli"]
+ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"CUCO_OPENAI_COMPAT_KEY": "sk-compat-TRANSFORMSECRET-0123456789",
         "ANTHROPIC_API_KEY": "sk-ant-TRANSFORMSECRET-abcdef0123",
         "OPENAI_API_KEY": "sk-proj-TRANSFORMSECRET-9876543210"}
 
 
 def _env_dumping(seed: str, marks: Path) -> str:
-    """The seed, unchanged, plus code outside the EVOLVE-BLOCK that writes the process's environment."""
+    """The seed, with its cuco_setup (outside the EVOLVE-BLOCK, called by the harness in the job's process)
+    writing the process's environment. It needs file I/O, getpid and environ, which the symbol policy
+    refuses: the test's copy of the demo allows them (see _instrumented_demo)."""
     dump = f"""#include <cstdio>
 #include <unistd.h>
 extern char** environ;
-static const int cuco_test_env_dump = [] {{
+static void cuco_test_env_dump() {{
   char path[512];
   std::snprintf(path, sizeof path, "{marks}/env-%d", (int)getpid());
   if (FILE* f = std::fopen(path, "w")) {{
     for (char** e = environ; *e; ++e) std::fprintf(f, "%s\\n", *e);
     std::fclose(f);
   }}
-  return 0;
-}}();
+}}
 """
     head, sep, rest = seed.partition('#include "cuco_abi.h"\n')
     assert sep, "the demo seed changed: update the injection point"
+    setup = 'extern "C" int cuco_setup(const cuco_problem*) { return 0; }'
+    assert rest.count(setup) == 1, "the demo seed's cuco_setup changed: update the injection point"
+    rest = rest.replace(setup, 'extern "C" int cuco_setup(const cuco_problem*) { cuco_test_env_dump(); return 0; }')
     return head + sep + dump + rest
+
+
+def _instrumented_demo(tmp_path: Path) -> Path:
+    """workloads/demo beside the shared harness, with a workload policy that lets the dump's calls through."""
+    shutil.copytree(ROOT / "workloads" / "demo", tmp_path / "demo")
+    shutil.copytree(ROOT / "workloads" / "_harness", tmp_path / "_harness")
+    yaml_file = tmp_path / "demo" / "workload.yaml"
+    yaml_file.write_text(yaml_file.read_text() + "\npolicy:\n  allow: [fopen, fclose, getpid, environ]\n")
+    return tmp_path / "demo"
 
 
 def _child_env() -> dict[str, str]:
@@ -61,12 +76,13 @@ def _files_holding(root: Path, needle: bytes) -> list[str]:
 
 
 def test_transform_builds_and_verifies_on_the_nodes(nodes, tmp_path):
-    workload = load_workload("demo")
+    demo = _instrumented_demo(tmp_path)
+    workload = load_workload(str(demo))
     answer = _env_dumping(workload.seed_source, nodes.marks)
     cluster = nodes.cluster_yaml()
     out = tmp_path / "demo-fast.cpp"
     with FakeLLMServer(responder=lambda r: Reply(f"```cpp\n{answer}```")) as srv:
-        run = subprocess.run(CLI + ["--home", str(nodes.home), "transform", "demo",
+        run = subprocess.run(CLI + ["--home", str(nodes.home), "transform", str(demo),
                                     "--llm", f"openai-compat:coder@{srv.url}/v1", "--cluster", str(cluster),
                                     "-o", str(out)],
                              capture_output=True, text=True, timeout=600, env=_child_env())
