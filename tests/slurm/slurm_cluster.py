@@ -141,11 +141,36 @@ class SlurmCluster:
         return out
 
 
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def reap_abandoned() -> None:
+    """Stop (by their pid files) and remove the clusters of test sessions that died without their teardown
+    (a test run killed at its timeout): each cluster's folder names the process that started it."""
+    for base in Path(tempfile.gettempdir()).glob("cuco-slurm-*"):
+        owner = base / "owner"
+        if not owner.is_file() or _alive(_read_pid(owner)):
+            continue
+        cluster = SlurmCluster(base=base, node="", env=dict(os.environ, SLURM_CONF=str(base / "slurm.conf")))
+        for pidfile in (base / "slurmd.pid", base / "slurmctld.pid", base / "munge" / "munged.pid"):
+            cluster._stop(pidfile)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def start_cluster(scheduler: str = "batch_sched_delay=0", extra_partitions: str = "") -> SlurmCluster:
     """Start a cluster. `scheduler`: SchedulerParameters; Slurm's default batch_sched_delay=3 holds a
     submitted batch job up to 3 s before the scheduler looks at it (the bench measures both)."""
+    reap_abandoned()
     base = Path(tempfile.mkdtemp(prefix="cuco-slurm-"))
     os.chmod(base, 0o755)
+    (base / "owner").write_text(str(os.getpid()))
     node = socket.gethostname().split(".")[0]
     for d in ("munge", "state", "spool", "log", "gres"):
         (base / d).mkdir()
