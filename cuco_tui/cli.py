@@ -86,6 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, resume: bool = False) -> int:
+    from engine.daemon import EngineServer
     from engine.engine import Engine
     from .headless import HeadlessDisplay
     if resume:
@@ -94,16 +95,26 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
         engine = await Engine.create(home, workload, config, run_id=run_id)
     engine.exit_when_paused = True   # nobody is attached to resume it: a run that pauses itself ends, paused
     display = HeadlessDisplay(engine)
-    engine.store.on_event = display.on_event
+    # The engine's socket is served here too, so `cuco stop|pause|accept` and `cuco attach` from another
+    # terminal reach this engine instead of writing to the store beside it (two writers).
+    server = EngineServer(engine, home, run_id)
+
+    def on_event(event: dict) -> None:
+        display.on_event(event)
+        server.on_event(event)
+
+    engine.store.on_event = on_event
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(engine.stop()))
     try:
+        await server.start()
         with display:
             state = await engine.run()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        await server.close()
         await engine.close()
     display.print_summary(home, run_id)
     if state == "paused":   # it paused itself (a full disk, no node left): the reason says what to do
