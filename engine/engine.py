@@ -141,6 +141,9 @@ class Engine:
         executor = executor or await cls._default_executor(home, config, _sized(workload, config))
         store = await Store(home).open()
         try:
+            engine = cls(store, run_id, workload, config, executor)
+            engine._owns_executor = owns
+            await engine._setup_mutator(home)   # a mutator that cannot start must not leave a run behind
             now = time.time()
             async with store.transaction() as tx:
                 if await tx.fetchone("SELECT id FROM runs WHERE id=?", (run_id,)):
@@ -150,11 +153,7 @@ class Engine:
                     "VALUES (?,?,?,?,?,?,?)",
                     (run_id, workload.name, str(workload.root), "running", config.to_json(), now, now))
                 await tx.event(run_id, "run", state="running", reason="created")
-            engine = cls(store, run_id, workload, config, executor)
-            engine._owns_executor = owns
-            await engine._setup_mutator(home)
-            await engine._persisted(engine._new_candidate(Proposal(workload.seed_source, "seed", "seed"),
-                                                          parent=None, island=0))
+            await engine._add_seed()
         except BaseException:
             await store.close()
             if owns:
@@ -180,6 +179,8 @@ class Engine:
             engine.baseline_ms = row["baseline_time_ms"]
             await engine._setup_mutator(home)
             await engine._rebuild()
+            if not engine.cands:   # killed between the run's row and its seed's: the seed is all it lacks
+                await engine._add_seed()
             reconcile = getattr(engine.executor, "reconcile", None)
             if reconcile is not None:
                 keep = {f"{run_id}-c{c.id}-{stage}" for c in engine.cands.values() if c.status in (PENDING, RUNNING)
@@ -197,6 +198,10 @@ class Engine:
         from .executors import open_executor   # the one rule shared with `cuco transform`
         return await open_executor(Path(home), config.cluster, gpus_per_job=workload.launch_gpus,
                                    workload_name=workload.name)
+
+    async def _add_seed(self) -> None:
+        await self._persisted(self._new_candidate(Proposal(self.workload.seed_source, "seed", "seed"),
+                                                  parent=None, island=0))
 
     async def _setup_mutator(self, home: Path) -> None:
         if self.config.mutator == "llm" or self.config.llm:
