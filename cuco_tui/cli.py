@@ -27,7 +27,8 @@ def _add_run_settings(p: argparse.ArgumentParser) -> None:
                         "flags given here win over it")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="any run setting, e.g. --set meta_every=5 (repeatable; wins over --config)")
-    p.add_argument("--cluster", metavar="FILE", help="cluster.yaml: run jobs on GPU nodes over SSH")
+    p.add_argument("--cluster", metavar="FILE",
+                   help="cluster.yaml: run jobs on GPU nodes over SSH or through Slurm (docs/cluster.md)")
     p.add_argument("--llm", action="append", default=[], metavar="MODEL",
                    help="an LLM mutator, e.g. anthropic:claude-sonnet-4-5 (repeatable)")
     p.add_argument("--budget-usd", type=float, help="stop proposing once this much LLM cost is committed")

@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-b", type=int, default=10, help="iterations of stage B (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation inputs")
     p.add_argument("--cluster", metavar="FILE",
-                   help="cluster.yaml: build and verify on GPU nodes over SSH (default: this machine)")
+                   help="cluster.yaml: build and verify on GPU nodes over SSH or through Slurm (default: this machine)")
     p.add_argument("--build-only", action="store_true",
                    help="build each answer and check it against the symbol policy, but run nothing (no GPU "
                         "needed): the result is NOT verified; verify it later with cuco run on GPU nodes")

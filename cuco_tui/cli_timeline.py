@@ -131,10 +131,10 @@ def register(subparsers) -> None:
         "profile", help="run a candidate's benchmark job once under Nsight Compute (ncu), where it is installed",
         description="Builds the candidate and runs its harness once under ncu (verify mode, one config) with a "
                     "small metric set; brings back the ncu report and a per-kernel summary (duration, achieved "
-                    "SM and memory throughput). A job like any other: local, or --cluster FILE over SSH.")
+                    "SM and memory throughput). A job like any other: local, or --cluster FILE (SSH or Slurm).")
     p.add_argument("candidate", metavar="CANDIDATE", help="a candidate id")
     p.add_argument("--config", metavar="NAME", help="the problem config to profile (default: the first benchmarked)")
-    p.add_argument("--cluster", metavar="FILE", help="cluster.yaml: profile on one of its nodes over SSH")
+    p.add_argument("--cluster", metavar="FILE", help="cluster.yaml: profile on one of its nodes (over SSH or through Slurm)")
     p.add_argument("-o", "--output", metavar="DIR", help="where the report goes (default ./cuco-profile-CANDIDATE)")
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_profile)
