@@ -208,6 +208,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.trace is not None:
         from .cli_timeline import export_trace
         return export_trace(args)
+    if getattr(args, "html", False):
+        raise InputError("--html", "", "goes with --trace CANDIDATE (a timeline as a page); a source has no HTML form")
     from engine.report import build_report
     from engine.store import ReadStore
     home = home_from(args)
@@ -296,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="a file (one candidate), a folder, or - for stdout")
     p.add_argument("--trace", metavar="CANDIDATE",
                    help="write that candidate's timeline as Chrome trace-event JSON to -o FILE.json")
+    p.add_argument("--html", action="store_true",
+                   help="with --trace: write the trace as one self-contained HTML page that any browser opens "
+                        "offline (the default for -o FILE.html)")
 
     p = add("validate", cmd_validate, "check a workload and compile it where the toolchain is present")
     p.add_argument("workload", metavar="WORKLOAD")

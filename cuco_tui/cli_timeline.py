@@ -2,6 +2,7 @@
 
     cuco report CANDIDATE --timeline [--json]    the figures of its profiled call, per config and rank
     cuco export --trace CANDIDATE -o FILE.json   Chrome trace-event JSON (Perfetto, chrome://tracing)
+    cuco export --trace CANDIDATE --html -o F.html   the same trace as one self-contained page, viewed offline
     cuco profile CANDIDATE [--config NAME]       its benchmark once under Nsight Compute, where ncu is
 
 Everything is read from the store (the timelines table); nothing is measured again but by `profile`.
@@ -92,7 +93,8 @@ def export_trace(args: argparse.Namespace) -> int:
     from engine import timeline
     cid = candidate_id(args.trace, "--trace")
     if not args.output or args.output == "-":
-        raise InputError("-o", str(args.output), "give the trace file to write, e.g. -o trace.json")
+        raise InputError("-o", str(args.output), "give the trace file to write, e.g. -o trace.json "
+                         "(or -o trace.html for a page to open in a browser)")
     store = _open(args, cid, "--trace")
     try:
         parsed = timeline.load_parsed(store, cid)
@@ -107,10 +109,16 @@ def export_trace(args: argparse.Namespace) -> int:
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     trace = timeline.chrome_trace(usable, title=f"cuco {run_id} candidate {cid}")
-    out.write_text(json.dumps(trace))
+    as_html = getattr(args, "html", False) or out.suffix.lower() in (".html", ".htm")
+    if as_html:
+        from engine.trace_html import render
+        out.write_text(render(trace), encoding="utf-8")
+        where = "open it in any browser, offline"
+    else:
+        out.write_text(json.dumps(trace))
+        where = "open it in https://ui.perfetto.dev or chrome://tracing"
     ranks = {e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X"}
-    print(f"candidate {cid}: {len(usable)} config(s), {len(ranks)} rank(s) -> {out} "
-          "(open it in https://ui.perfetto.dev or chrome://tracing)")
+    print(f"candidate {cid}: {len(usable)} config(s), {len(ranks)} rank(s) -> {out} ({where})")
     return EXIT_OK
 
 

@@ -350,7 +350,8 @@ CONFIG_GAP_US = 1000.0    # configs are laid one after another on the trace, thi
 def chrome_trace(timelines: dict[str, ConfigTimeline], title: str = "") -> dict[str, Any]:
     """Trace-event JSON (the "JSON Object Format"): a process per rank, a thread per lane (the rank's thread
     or stream, its link or copy engine), plus an `idle` thread with the gaps and a `config` thread naming
-    each config's stretch. Configs follow one another in time."""
+    each config's stretch; `otherData.figures` holds each config's own figures (overlap fraction, critical
+    rank). Configs follow one another in time. `engine.trace_html` draws the same dict as a page."""
     events: list[dict[str, Any]] = []
     tids: dict[tuple[int, str], int] = {}
 
@@ -364,9 +365,11 @@ def chrome_trace(timelines: dict[str, ConfigTimeline], title: str = "") -> dict[
         return tids[key]
 
     ranks_seen: set[int] = set()
+    config_figures: dict[str, dict[str, Any]] = {}   # the config's own figures (overlap fraction, critical rank)
     offset = 0.0
     for config, tl in timelines.items():
         figs = figures(tl)
+        config_figures[config] = {k: v for k, v in figs.items() if k != "ranks"}
         first = min((rt.start for rt in tl.ranks), default=0.0)
         shift = offset - first
         for rt, rf in zip(tl.ranks, figs["ranks"]):
@@ -391,7 +394,7 @@ def chrome_trace(timelines: dict[str, ConfigTimeline], title: str = "") -> dict[
                                    "tid": tid(rt.rank, "idle"), "ts": a + shift, "dur": b - a, "args": {}})
         offset += max((rt.end for rt in tl.ranks), default=first) - first + CONFIG_GAP_US
     return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"title": title, "configs": list(timelines)}}
+            "otherData": {"title": title, "configs": list(timelines), "figures": config_figures}}
 
 
 # ----- the LLM's view ------------------------------------------------------------------------------

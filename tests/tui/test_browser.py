@@ -10,27 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import struct
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("needs Debian's chromium and chromium-driver (.ci/run installs them)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the test extra)")
+from tests.browser import assert_not_blank, open_chromium, require_browser
+
+require_browser()
 
 RUN = "web-run-1"
-CHROME_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--window-size=1200,800")
 KEEP_TERMINAL = """(() => { const bind = Function.prototype.bind;
   Function.prototype.bind = function (self, ...rest) {
     if (self && !window.__cucoTerm && self._core && self._addonManager) window.__cucoTerm = self;
@@ -59,41 +51,6 @@ def _wait(predicate, timeout: float, step: float = 0.25):
             return value
         time.sleep(step)
     return predicate()
-
-
-def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
-    """Width, height and rows of raw pixels of an 8-bit RGB/RGBA PNG (what chromium writes)."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, width = 8, b"", 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, colour = struct.unpack(">IIBB", body[:10])
-            assert depth == 8 and colour in (2, 6), (depth, colour)
-            bpp = 4 if colour == 6 else 3
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytes(width * bpp)
-    for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            left = line[i - bpp] if i >= bpp else 0
-            up, up_left = prev[i], (prev[i - bpp] if i >= bpp else 0)
-            if kind == 1:
-                line[i] = (line[i] + left) & 0xFF
-            elif kind == 2:
-                line[i] = (line[i] + up) & 0xFF
-            elif kind == 3:
-                line[i] = (line[i] + (left + up) // 2) & 0xFF
-            elif kind == 4:
-                p = left + up - up_left
-                pa, pb, pc = abs(p - left), abs(p - up), abs(p - up_left)
-                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else up_left)) & 0xFF
-        rows.append(bytes(line))
-        prev = rows[-1]
-    return width, bpp, rows
 
 
 @pytest.fixture
@@ -126,12 +83,7 @@ def test_serve_in_a_browser_pauses_the_run(live_run, tmp_path):
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", port)) == 0
         assert _wait(listening, 30), (tmp_path / "serve.log").read_text()
-        from selenium.webdriver.chrome.service import Service
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for arg in (*CHROME_ARGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-            options.add_argument(arg)
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        driver = open_chromium(tmp_path / "chromium-profile")
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": KEEP_TERMINAL})
         driver.get(f"http://127.0.0.1:{port}/")
 
@@ -149,9 +101,7 @@ def test_serve_in_a_browser_pauses_the_run(live_run, tmp_path):
 
         shot = tmp_path / "serve.png"
         assert driver.save_screenshot(str(shot))
-        width, bpp, rows = png_pixels(shot.read_bytes())
-        colours = {row[x:x + 3] for row in rows[::7] for x in range(0, width * bpp, bpp * 5)}
-        assert len(colours) > 8, f"the page looks blank: {len(colours)} colours in {shot}"
+        assert_not_blank(shot)
 
         driver.switch_to.new_window("tab")                      # a second browser on the same run
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": KEEP_TERMINAL})
