@@ -180,16 +180,20 @@ PAGE = """<!DOCTYPE html>
   const ticks = el("g", {class: "ticks"}, svg);
   const body = el("g", {"clip-path": "url(#plot-clip)"}, svg);
   const labels = el("g", {}, svg);
-  const placed = [];   // {node, ts, dur, label?, minLabel}
+  const placed = [];   // {node, ts, dur, shown, and for a labelled slice: parent, y, text, cls, node of the label}
+  const measure = document.createElement("canvas").getContext("2d");
+  const charWidth = (str, cls) => {      // the label's mean character width, from the canvas (no page layout)
+    measure.font = (/config-label/.test(cls) ? "600 " : "") + "11px system-ui, sans-serif";
+    return measure.measureText(str).width / Math.max(1, str.length) || 7;
+  };
 
   const addSlice = (parent, s, y, h, fill, label, labelClass) => {
     const r = el("rect", {y, height: h, fill, class: "slice", "data-cat": s.e.cat || "", rx: 1}, parent);
     const title = el("title", {}, r);
     title.textContent = [String(s.e.name), (s.e.cat || "") + (s.laneName ? " \\u00b7 " + s.laneName : ""),
                          "start " + fmtUs(s.ts), "duration " + fmtUs(s.dur), ...argLines(s.e.args)].join("\\n");
-    let t = null;
-    if (label) t = text(parent, 0, y + h / 2 + 4, label, labelClass || "slice-label");
-    placed.push({node: r, ts: s.ts, dur: s.dur, label: t});
+    placed.push({node: r, ts: s.ts, dur: s.dur, shown: true,
+                 label: label ? {parent, y: y + h / 2 + 4, text: label, cls: labelClass, node: null} : null});
   };
 
   // the configs band: each config's stretch with its figures
@@ -223,10 +227,6 @@ PAGE = """<!DOCTYPE html>
     y += PAD;
   }
 
-  // each label's natural width, measured once (all reads in one pass: one layout of the page)
-  for (const p of placed) if (p.label) p.labelText = p.label.textContent;
-  for (const p of placed) if (p.label) p.labelWidth = p.label.getComputedTextLength();
-
   const layout = () => {
     width = Math.max(640, root.clientWidth || 1000);
     const plotW = width - LABEL_W - 4;
@@ -237,18 +237,20 @@ PAGE = """<!DOCTYPE html>
     const x = t => LABEL_W + (t - view[0]) * scale;
     for (const p of placed) {
       const x0 = Math.max(LABEL_W - 10, x(p.ts)), x1 = Math.min(width + 10, x(p.ts + p.dur));
+      const visible = x1 >= LABEL_W - 10 && x0 <= width + 10;
+      if (visible !== p.shown) { p.node.style.display = visible ? "" : "none"; p.shown = visible; }
+      const l = p.label;
+      if (!visible) { if (l && l.node) l.node.style.display = "none"; continue; }
       p.node.setAttribute("x", x0);
       p.node.setAttribute("width", Math.max(0.5, x1 - x0));
-      if (p.label) {
-        const room = x1 - Math.max(x0, LABEL_W) - 6;
-        p.label.setAttribute("x", Math.max(x0, LABEL_W) + 3);
-        p.label.style.display = room > 30 ? "" : "none";
-        if (room > 30) {      // only what fits, cut with an ellipsis (characters of the label's mean width)
-          const fits = Math.floor(room / (p.labelWidth / p.labelText.length || 7));
-          p.label.textContent = p.labelText.length > fits ? p.labelText.slice(0, Math.max(1, fits - 1)) + "\\u2026"
-                                                         : p.labelText;
-        }
-      }
+      if (!l) continue;
+      const room = x1 - Math.max(x0, LABEL_W) - 6;
+      if (room <= 30) { if (l.node) l.node.style.display = "none"; continue; }
+      if (!l.node) { l.node = text(l.parent, 0, l.y, "", l.cls); l.char = charWidth(l.text, l.cls); }
+      const fits = Math.floor(room / l.char);   // only what fits, cut with an ellipsis
+      l.node.textContent = l.text.length > fits ? l.text.slice(0, Math.max(1, fits - 1)) + "\\u2026" : l.text;
+      l.node.setAttribute("x", Math.max(x0, LABEL_W) + 3);
+      l.node.style.display = "";
     }
     ticks.replaceChildren();
     const span = view[1] - view[0], raw = span / Math.max(2, Math.floor(plotW / 110));

@@ -72,6 +72,13 @@ def microseconds(text: str) -> float:
     return float(value) * (1000 if unit == "ms" else 1)
 
 
+def axis_us_per_pixel(driver) -> float:
+    """Microseconds per pixel of the time axis, read off its first and last tick labels."""
+    ticks = driver.find_elements("css selector", "svg g.ticks text")
+    (a, b) = (ticks[0], ticks[-1])
+    return (microseconds(b.text) - microseconds(a.text)) / (box(driver, b)["x"] - box(driver, a)["x"])
+
+
 def test_the_page_is_one_file_with_the_trace_in_it(demo_export):
     page = demo_export["page"].read_text()
     trace = json.loads(demo_export["json"].read_text())
@@ -126,6 +133,13 @@ def test_demo_trace_in_the_browser(demo_export, browser):
                                 f"critical rank {figs['critical_rank']}"), label
     legend = browser.find_element("css selector", "#legend").text
     assert all(cat in legend for cat in {e["cat"] for e in slices})
+
+    # The + button shows half the time in the same width: the axis' ticks say so.
+    whole = axis_us_per_pixel(browser)
+    browser.find_element("css selector", "#zoom-in").click()
+    assert axis_us_per_pixel(browser) == pytest.approx(whole / 2, rel=0.02)
+    browser.find_element("css selector", "#zoom-all").click()
+    assert axis_us_per_pixel(browser) == pytest.approx(whole, rel=0.02)
 
     assert script_errors(browser) == []
     shot = demo_export["tmp"] / "trace-page.png"
