@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 from typing import Any
 
@@ -22,8 +23,19 @@ CATEGORY_COLOURS = {"compute": "#4e79a7", "comm": "#f28e2b", "wait": "#edc948", 
 def embedded_json(value: Any) -> str:
     """JSON safe inside a <script> element: '<', '>' and '&' as \\u escapes (JSON.parse reads them back), so no
     string in the trace can close the element or open a comment; non-ASCII (U+2028 included) escaped too."""
-    text = json.dumps(value, ensure_ascii=True, allow_nan=False, default=str)
+    text = json.dumps(_finite(value), ensure_ascii=True, allow_nan=False, default=str)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities (a record's argument could hold one) as null: JSON.parse refuses them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def render(trace: dict[str, Any]) -> str:
