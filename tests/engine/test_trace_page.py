@@ -140,6 +140,16 @@ def test_demo_trace_in_the_browser(demo_export, browser):
     assert axis_us_per_pixel(browser) == pytest.approx(whole / 2, rel=0.02)
     browser.find_element("css selector", "#zoom-all").click()
     assert axis_us_per_pixel(browser) == pytest.approx(whole, rel=0.02)
+    # The wheel zooms in (a step: 0.8 of the time in the same width), a drag to the left shows later times.
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
+    plot = browser.find_element("css selector", "#plot-area")
+    ActionChains(browser).scroll_from_origin(ScrollOrigin.from_element(plot, 0, 0), 0, -100).perform()
+    assert axis_us_per_pixel(browser) == pytest.approx(whole * 0.8, rel=0.02)
+    first = microseconds(browser.find_element("css selector", "svg g.ticks text").text)
+    ActionChains(browser).move_to_element(plot).click_and_hold().move_by_offset(-200, 0).release().perform()
+    assert microseconds(browser.find_element("css selector", "svg g.ticks text").text) > first
+    browser.find_element("css selector", "#zoom-all").click()
 
     assert script_errors(browser) == []
     shot = demo_export["tmp"] / "trace-page.png"
