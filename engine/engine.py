@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import random
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -665,7 +666,9 @@ class Engine:
                 batch.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
                 self._write_behind(batch, lazy=True)
 
-        seed_base = random.Random(f"{self.config.seed}:{self.run_id}:eval:{c.number}").randrange(1, 2**31)
+        # The inputs' seed: 52 random bits per evaluation (exact in the spec's JSON number), never derived
+        # from anything a candidate knows, so it cannot make a peer's inputs instead of receiving them.
+        seed_base = secrets.randbits(52) | 1
         def attempt(n: int):   # a retry after an environment fault gets fresh job ids
             return evaluate_source(self.workload, source, self.executor, job_prefix=job_prefix + (f"-r{n}" if n else ""),
                                    seed=seed_base, on_stage=on_stage, confirm_if=self._would_be_best,
