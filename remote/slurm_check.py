@@ -18,8 +18,8 @@ from pathlib import Path
 from .hostkeys import HostKeyRefused
 from .login_shell import open_login_shell
 from .remote_job import q
-from .slurm_commands import (NAME_PREFIX, init_script, parse_gres_gpus, refused_field, sbatch_options,
-                             test_only_script)
+from .slurm_commands import (NAME_PREFIX, init_script, is_limit_refusal, limit_named, parse_gres_gpus,
+                             refused_field, sbatch_options, test_only_script)
 from .slurm_config import SlurmClusterConfig
 from .ssh_connect import SSHContext
 from .ssh_pool import NodeDown
@@ -100,6 +100,10 @@ async def _check(shell, cfg: SlurmClusterConfig, report: SlurmReport, shared_wai
                         if not o.startswith(("--nodes", "--ntasks", "--cpus")))
         if out.exit_status == 0:
             report.accepted.append(f"{stage}: {opts or '(defaults)'} accepted")
+        elif is_limit_refusal(str(out.stdout)):
+            report.accepted.append(f"{stage}: {opts or '(defaults)'} accepted")
+            report.warnings.append(f"{stage} jobs: Slurm refuses more jobs now ({limit_named(str(out.stdout))}): "
+                                   f"cuco's submissions will wait until jobs of yours end")
         else:
             fld = refused_field(str(out.stdout))
             where = f" ({placement.field_of(fld)} in {cfg.path})" if fld else ""

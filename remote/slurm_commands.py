@@ -58,11 +58,17 @@ REFUSED_FIELDS = (
     (re.compile(r"invalid qos|qos.*not (known|valid|permitted)", re.I), "qos"),
     (re.compile(r"invalid feature|constraint", re.I), "constraint"),
     (re.compile(r"invalid generic resource|gres", re.I), "gpus_per_node"),
-    (re.compile(r"time limit", re.I), "time_limit"),
+    (re.compile(r"Requested time limit|WallDuration", re.I), "time_limit"),
 )
-# A submission refused for the user's job limits: wait until some of our jobs end, then submit again.
-LIMIT_RE = re.compile(r"MaxSubmit|SubmitJobLimit|job limit|QOSMax\w*PerUser|AssocMax\w*Limit|"
-                      r"Job violates accounting/QOS policy", re.I)
+# A submission refused for the number of jobs the user (or account) has queued: it clears as jobs end, so
+# the submission waits and is tried again (QOSMaxSubmitJobPerUserLimit, AssocMaxSubmitJobLimit,
+# AssocGrpSubmitJobsLimit, ...; slurmctld's MaxJobCount: "temporarily unable to accept job").
+SUBMIT_LIMIT_RE = re.compile(r"MaxSubmitJob|SubmitJobs?Limit|temporarily unable to accept|"
+                             r"Resource temporarily unavailable", re.I)
+# Slurm's generic words for any limit: alone, a limit it did not name (waited for like the above); beside a
+# reason it names that is not about the number of jobs (wall time, GPUs per job), waiting will not help.
+POLICY_RE = re.compile(r"Job violates accounting/QOS policy", re.I)
+REASON_CODE_RE = re.compile(r"\b(?:QOS|Assoc)\w*Limit\b|\bQOSMax\w+|\bAssoc(?:Max|Grp)\w+")
 
 
 def refused_field(message: str) -> str | None:
@@ -73,7 +79,16 @@ def refused_field(message: str) -> str | None:
 
 
 def is_limit_refusal(message: str) -> bool:
-    return bool(LIMIT_RE.search(message))
+    """sbatch refused a submission for a limit on the number of jobs (back-pressure: wait, try again)."""
+    if SUBMIT_LIMIT_RE.search(message):
+        return True
+    return bool(POLICY_RE.search(message)) and not REASON_CODE_RE.search(message)
+
+
+def limit_named(message: str) -> str:
+    """The limit a refusal names (e.g. QOSMaxSubmitJobPerUserLimit), for the user's message."""
+    m = REASON_CODE_RE.search(message) or SUBMIT_LIMIT_RE.search(message) or POLICY_RE.search(message)
+    return m.group(0) if m else " ".join(message.split())[:120]
 
 
 def time_limit_minutes(spec: JobSpec, placement: StagePlacement, kill_grace_s: float, slack_s: float) -> int:

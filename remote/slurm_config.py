@@ -15,7 +15,7 @@ from .errors import InputError
 
 TOP_KEYS = {"kind", "login", "ssh_config", "known_hosts", "connect_timeout_s", "keepalive", "work_dir", "setup",
             "partition", "account", "qos", "constraint", "gpus_per_node", "gpu_request", "extra_sbatch",
-            "time_slack_s", "build", "run", "max_jobs", "max_attempts", "poll", "kill_grace_s"}
+            "time_slack_s", "build", "run", "max_jobs", "max_attempts", "poll", "kill_grace_s", "limit_wait_s"}
 STAGE_KEYS = {"where", "partition", "account", "qos", "constraint", "extra_sbatch", "time_limit"}
 LOGIN_KEYS = {"host", "port", "user", "identity_file", "proxy_jump", "max_connections"}
 # A value that reaches an #SBATCH line: no spaces, quotes or shell characters.
@@ -59,6 +59,9 @@ class SlurmClusterConfig:
     time_slack_s: float = 60.0           # added to a job's timeout for its --time (queue-side setup)
     max_jobs: int = 100                  # jobs in flight at once (stay under the cluster's per-user limit)
     max_attempts: int = 3                # a job Slurm loses (NODE_FAIL, PREEMPTED, ...) is submitted again
+    # A submission Slurm refuses for the user's job limit waits for cuco's own jobs to end; with none of them
+    # in the queue (other jobs fill the limit) it gives up after this long (an environment fault, not the job's).
+    limit_wait_s: float = 600.0
     poll_min_s: float = 0.5
     poll_max_s: float = 5.0
     kill_grace_s: float = 2.0
@@ -168,6 +171,7 @@ def load_slurm_cluster(path: Path) -> SlurmClusterConfig:
         time_slack_s=r.num(top, "time_slack_s", "time_slack_s", 0.0, 60.0),
         max_jobs=r.int_(top, "max_jobs", "max_jobs", 1, 100000, default=100),
         max_attempts=r.int_(top, "max_attempts", "max_attempts", 1, 100, default=3),
+        limit_wait_s=r.num(top, "limit_wait_s", "limit_wait_s", 0.0, 600.0),
         poll_min_s=r.num(poll, "min_s", "poll.min_s", 0.05, 0.5),
         poll_max_s=r.num(poll, "max_s", "poll.max_s", 0.05, 5.0),
         kill_grace_s=r.num(top, "kill_grace_s", "kill_grace_s", 0.0, 2.0))

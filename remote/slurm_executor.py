@@ -29,9 +29,9 @@ from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_t
 from .login_shell import open_login_shell
 from .remote_job import (EXIT_MISSING_BLOBS, MISSING_MARK, kill_script, read_result, remove_script, run_script,
                          spec_problem)
-from .slurm_commands import (ACTIVE_STATES, LOST_STATES, batch_script, cancel_script, collect_script, gpus_script, init_script,
-                             is_limit_refusal, parse_gres_gpus, parse_poll, poll_script, reconcile_script,
-                             refused_field, submit_script, test_only_script)
+from .slurm_commands import (ACTIVE_STATES, LOST_STATES, batch_script, cancel_script, collect_script, gpus_script,
+                             init_script, is_limit_refusal, limit_named, parse_gres_gpus, parse_poll, poll_script,
+                             reconcile_script, refused_field, submit_script, test_only_script)
 from .slurm_config import SlurmClusterConfig, StagePlacement, load_slurm_cluster
 from .ssh_connect import SSHContext
 from .ssh_pool import NodeDown
@@ -83,12 +83,14 @@ class SlurmExecutor:
         self._tracked: dict[str, _Tracked] = {}     # Slurm id -> job in flight
         self._in_flight = asyncio.Semaphore(config.max_jobs)
         self._wake = asyncio.Event()
+        self._room = asyncio.Event()                  # set (and replaced) when one of cuco's Slurm jobs ends
         self._poller: asyncio.Task | None = None
         self._closing = False
         self._note = ""                               # why submissions wait, or why polls fail
         self.failures = 0                             # jobs Slurm lost (submitted again)
         self.polls = 0                                # squeue calls (tests and the bench count them)
         self.submissions = 0                          # sbatch calls that queued a job
+        self.limit_refusals = 0                       # sbatch calls refused for the user's job limit
         self.external_ids: dict[str, str] = {}        # cuco job id -> Slurm job id (jobs in flight)
         # Told each job's Slurm id when it is submitted or adopted (the engine stores it: jobs.external_id).
         self.on_submitted: Callable[[str, str, str], None] | None = None
@@ -136,6 +138,11 @@ class SlurmExecutor:
                                    timeout=COMMAND_TIMEOUT_S)
         text = str(res.stdout).strip()
         if res.exit_status == 0:
+            return
+        if is_limit_refusal(text):
+            # The values are fine; the user is at a job limit now (e.g. this run's own jobs, still queued from
+            # before a restart): submissions will wait for room.
+            self._limit_note(text)
             return
         fld = refused_field(text)
         message = " ".join(text.split())[:400] or f"sbatch --test-only exited {res.exit_status}"
@@ -251,6 +258,7 @@ class SlurmExecutor:
                               kill_grace_s=self.cfg.kill_grace_s, slack_s=self.cfg.time_slack_s)
         wait = LIMIT_RETRY_S[0]
         lost_blobs = 0
+        idle_since: float | None = None      # refused for the limit with none of cuco's jobs in Slurm since
         while not self._closing:
             links = await self._links(spec)
             res = await self.shell.run(submit_script(self.work_dir, spec.job_id, links), input=script,
@@ -268,17 +276,48 @@ class SlurmExecutor:
                 self._note = ""
                 return val.strip()
             if tag == "REFUSED" and is_limit_refusal(val):
-                # The cluster's per-user limit: wait for some of our jobs to end, then try again (for as
-                # long as it takes: the job is not at fault).
-                self._note = f"submissions wait: the cluster refuses more jobs now ({val.strip()[:200]})"
-                log.warning("%s", self._note)
-                await asyncio.sleep(wait)
+                self.limit_refusals += 1
+                # The cluster's limit on the user's jobs: back-pressure, not the job's fault. Wait until one of
+                # cuco's jobs ends (or `wait` passes), then try again.
+                if self._in_slurm():
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = time.monotonic()
+                if idle_since is not None and time.monotonic() - idle_since >= self.cfg.limit_wait_s:
+                    raise _Refused(self._limit_give_up(spec.job_id, val))
+                self._limit_note(val)
+                await self._wait_for_room(wait)
                 wait = min(wait * 2, LIMIT_RETRY_S[1])
                 continue
             fld = refused_field(val) if tag == "REFUSED" else None
             where = f" (check {placement.field_of(fld)} in {self.cfg.path})" if fld else ""
             raise _Refused(f"sbatch refused {spec.job_id}: {val.strip() or out or res.stderr}{where}")
         raise _Refused(f"{spec.job_id} was not submitted: the executor is closing")
+
+    def _in_slurm(self) -> int:
+        return sum(1 for t in self._tracked.values() if not t.done.done())
+
+    def _limit_note(self, refusal: str) -> None:
+        note = (f"submissions wait: Slurm refuses more jobs of yours ({limit_named(refusal)}); they go in as "
+                f"cuco's jobs end (max_jobs in {self.cfg.path} keeps cuco under the limit)")
+        if note != self._note:
+            log.warning("%s", note)
+        self._note = note
+
+    def _limit_give_up(self, job_id: str, refusal: str) -> str:
+        return (f"Slurm kept refusing {job_id} ({limit_named(refusal)}) for {self.cfg.limit_wait_s:g} s with none "
+                f"of cuco's jobs in its queue: other jobs of yours fill the limit (squeue -u $USER), or it allows "
+                f"none; wait for them, or use a QoS or account with a higher limit "
+                f"(`sacctmgr show qos`, `sacctmgr show assoc user=$USER`)")
+
+    async def _wait_for_room(self, seconds: float) -> None:
+        """Until one of cuco's Slurm jobs ends (making room under the cluster's limit), at most `seconds`."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._room.wait(), seconds)
+
+    def _job_left(self) -> None:
+        self._room.set()
+        self._room = asyncio.Event()
 
     async def _run_in_slurm(self, spec: JobSpec) -> JobResult:
         try:
@@ -307,6 +346,7 @@ class SlurmExecutor:
         finally:
             self._tracked.pop(slurm_id, None)
             self.external_ids.pop(spec.job_id, None)
+            self._job_left()
 
     async def _collect(self, spec: JobSpec, t: _Tracked, ended: str) -> JobResult:
         assert self.work_dir is not None

@@ -3,6 +3,10 @@
 Needs root and Debian's slurmctld, slurmd, slurm-client and munge (`.ci/run` installs them); otherwise
 every test here is skipped with the reason. One cluster serves the session (starting it takes seconds);
 each test gets its own work dir and cluster file. Daemons are stopped by their pids on teardown.
+
+With Debian's slurmdbd and mariadb-server (`.ci/run` installs them too) that cluster has Slurm's accounting
+(sacct, enforced accounts and QoS; about 5 s more to start, once); the tests that need it ask for
+`slurm_accounting` and are skipped with the reason without it, the others run either way.
 """
 
 from __future__ import annotations
@@ -19,18 +23,27 @@ def pytest_collection_modifyitems(config, items):
     reason = slurm_cluster.skip_reason()
     here = Path(__file__).parent
     for item in items:
-        uses_slurm = {"slurm", "slurm_env", "slurm_yaml"} & set(getattr(item, "fixturenames", ()))
+        uses_slurm = {"slurm", "slurm_env", "slurm_yaml", "slurm_accounting"} & set(getattr(item, "fixturenames", ()))
         if Path(str(item.fspath)).parent == here and reason and uses_slurm:
             item.add_marker(pytest.mark.skip(reason=f"Slurm tests skipped: {reason}"))
 
 
 @pytest.fixture(scope="session")
 def slurm():
-    cluster = slurm_cluster.start_cluster()
+    accounting = slurm_cluster.accounting_skip_reason() is None
+    cluster = slurm_cluster.start_cluster(accounting=accounting)
     try:
         yield cluster
     finally:
         slurm_cluster.remove(cluster)
+
+
+@pytest.fixture
+def slurm_accounting(slurm):
+    """The session's cluster, which must have accounting (else the test is skipped with the reason)."""
+    if not slurm.accounting:
+        pytest.skip(f"Slurm accounting tests skipped: {slurm_cluster.accounting_skip_reason()}")
+    return slurm
 
 
 @pytest.fixture

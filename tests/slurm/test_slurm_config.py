@@ -44,6 +44,7 @@ def test_a_complete_file_loads(tmp_path):
     ({"run": {"time_limit": 0}}, "run.time_limit", "integer"),
     ({"extra_sbatch": ["mem=8G"]}, "extra_sbatch", "starting with '-'"),
     ({"max_jobs": 0}, "max_jobs", "integer"),
+    ({"limit_wait_s": -1}, "limit_wait_s", "number >= 0"),
     ({"poll": {"min_s": 2, "max_s": 1}}, "poll.max_s", ">= poll.min_s"),
     ({"partiton": "gpu"}, "partiton", "unknown field"),
 ])
@@ -70,3 +71,25 @@ def test_each_kind_is_one_module_and_cluster_py_imports_none_of_them():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not {m for m in imported if m and ("executor" in m or "registry" in m)}, imported
+
+
+@pytest.mark.parametrize("message, waits", [
+    # sbatch's words (Slurm 22.05) when the user's queued jobs are at the QoS's MaxSubmitJobsPerUser
+    ("sbatch: error: QOSMaxSubmitJobPerUserLimit sbatch: error: Batch job submission failed: Job violates "
+     "accounting/QOS policy (job submit limit, user's size and/or time limits)", True),
+    ("sbatch: error: AssocMaxSubmitJobLimit sbatch: error: Batch job submission failed: Job violates "
+     "accounting/QOS policy (job submit limit, user's size and/or time limits)", True),
+    ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, "
+     "user's size and/or time limits)", True),
+    ("sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying", True),
+    # a limit waiting cannot clear (the job itself is too long for the QoS, under DenyOnLimit)
+    ("sbatch: error: QOSMaxWallDurationPerJobLimit sbatch: error: Batch job submission failed: Job violates "
+     "accounting/QOS policy (job submit limit, user's size and/or time limits)", False),
+    ("sbatch: error: invalid partition specified: nosuch", False),
+])
+def test_which_refusals_are_waited_for(message, waits):
+    """A refusal for the number of jobs is back-pressure (wait, submit again); one for the job itself is not."""
+    from remote.slurm_commands import is_limit_refusal, refused_field
+    assert is_limit_refusal(message) is waits
+    if "WallDuration" in message:
+        assert refused_field(message) == "time_limit"

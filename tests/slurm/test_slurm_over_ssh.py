@@ -33,7 +33,9 @@ def login_node(slurm):
     reason = sshd.skip_reason()
     if reason:
         pytest.skip(f"SSH login tests skipped: {reason}")
-    with sshd.make_nodes(sshd.ensure_user(), names=("login",)) as nodes:
+    user = sshd.ensure_user()
+    slurm.associate(user.pw_name)   # with accounting, a user Slurm has no association for cannot submit
+    with sshd.make_nodes(user, names=("login",)) as nodes:
         d = nodes.sshds["login"]
         d.kill()   # again, with the test cluster's slurm.conf in the login sessions' environment
         with open(d.dir / "sshd_config", "a") as f:
