@@ -9,6 +9,7 @@ Exit codes: 0 done, 1 the workload was written but does not build or verify here
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -92,7 +93,7 @@ async def _complete(result, model, args: argparse.Namespace) -> int:
     from engine.llm.budget import Budget
     from engine.llm.pricing import Pricing
     from engine.llm.service import LLMService
-    from engine.onboard.complete import chat_with, complete_todos
+    from engine.onboard.complete import BASELINE_FILE, chat_with, complete_todos
     from engine.workload import load_workload
     from remote.jobs import NoUsableNode
     home = resolve_home(getattr(args, "home", None))
@@ -105,9 +106,11 @@ async def _complete(result, model, args: argparse.Namespace) -> int:
     service = LLMService([model], Pricing.load(home), Budget(None))
     counter = {"n": 0}
 
-    async def evaluate(source: str):
+    async def evaluate(source: str, baseline: str):   # against the baseline the answer's setup makes
         counter["n"] += 1
-        return await evaluate_source(workload, source, executor, job_prefix=f"init-{workload.name}-{counter['n']}",
+        answered = dataclasses.replace(workload, harness_files={**workload.harness_files,
+                                                                BASELINE_FILE: baseline.encode()})
+        return await evaluate_source(answered, source, executor, job_prefix=f"init-{workload.name}-{counter['n']}",
                                      seed=counter["n"])
     try:
         done = await complete_todos(result.root, result.todos, chat_with(service, model.name), evaluate,

@@ -14,6 +14,7 @@ from engine.llm.clients import ChatRequest
 from engine.llm.errors import LLMError
 from engine.mutators.base import BudgetExhausted
 
+BASELINE_FILE = "baseline.cu"   # init's frozen baseline, a harness source under this name
 SETUP_START = "  int setup() {\n"
 SETUP_END = "\n    return 0;\n  }\n"
 PROMPT = """This CUDA program was made from a user's program by `cuco init`. Lines marked CUCO-TODO are what it
@@ -50,11 +51,28 @@ def with_setup(source: str, body: str) -> str:
     return source.replace(old, body, 1) if old else source
 
 
+def settled_baseline(baseline: str, program: str) -> str:
+    """The frozen baseline as an answer leaves it: the answer's setup(), and every CUCO-TODO line whose code
+    the answer kept unchanged (the value init chose, accepted) without its marker. An answer is verified
+    against this baseline, so that the reference computes what the answer's setup asks for."""
+    body = setup_body(program)
+    settled = with_setup(baseline, body) if body is not None else baseline
+    kept = {line.split("//", 1)[0].rstrip() for line in program.splitlines() if "CUCO-TODO" not in line}
+    out = []
+    for line in settled.splitlines(keepends=True):
+        code = line.split("//", 1)[0].rstrip()
+        if "CUCO-TODO" in line and code.strip() and code in kept:
+            line = code + "\n"
+        out.append(line)
+    return "".join(out)
+
+
 async def complete_todos(root: Path, todos: list[str], chat: Callable[[str], Awaitable[str]],
-                         evaluate: Callable[[str], Awaitable[object]], attempts: int = 3,
+                         evaluate: Callable[[str, str], Awaitable[object]], attempts: int = 3,
                          log: Callable[[str], None] = lambda s: None) -> Completion:
-    """Ask, build and verify up to `attempts` times; on success rewrite candidate.cu and baseline.cu."""
-    cand_file, base_file = root / "candidate.cu", root / "baseline.cu"
+    """Ask, build and verify up to `attempts` times; on success rewrite candidate.cu and baseline.cu.
+    evaluate(program, baseline) verifies the program against that baseline source."""
+    cand_file, base_file = root / "candidate.cu", root / BASELINE_FILE
     source = cand_file.read_text()
     feedback = ""
     for attempt in range(1, attempts + 1):
@@ -70,13 +88,12 @@ async def complete_todos(root: Path, todos: list[str], chat: Callable[[str], Awa
         if "CUCO-TODO" in program:
             feedback = "Your previous answer still had CUCO-TODO lines.\n\n"
             continue
-        result = await evaluate(program)
+        baseline = settled_baseline(base_file.read_text(), program)
+        result = await evaluate(program, baseline)
         log(f"attempt {attempt}: {result.status} {result.reason}".rstrip())
         if result.status == "done":
-            body = setup_body(program)
             cand_file.write_text(program)
-            if body is not None:
-                base_file.write_text(with_setup(base_file.read_text(), body))
+            base_file.write_text(baseline)
             return Completion(True, "", attempt)
         feedback = f"Your previous answer was built and run: {result.status}: {result.reason}\n\n"
     return Completion(False, f"no verified completion in {attempts} attempts; the TODOs stay for you", attempts)

@@ -77,7 +77,10 @@ async def test_completion_is_compiled_and_copied_into_the_baseline(tmp_path, mon
     executor = LocalExecutor(extra_env={"CUCO_PYTHON": sys.executable})
     compiled = []
 
-    async def evaluate(source: str) -> Compiled:   # the build, for real; the verify needs a GPU
+    baselines = []
+
+    async def evaluate(source: str, baseline: str) -> Compiled:   # the build, for real; the verify needs a GPU
+        baselines.append(baseline)
         res = await executor.run(build_job(w, source, f"complete-{len(compiled)}"))
         compiled.append(res.ok)
         return Compiled("done" if res.ok else "failed", "" if res.ok else res.log[-500:])
@@ -96,4 +99,33 @@ async def test_completion_is_compiled_and_copied_into_the_baseline(tmp_path, mon
     assert done.ok and done.attempts == 2 and compiled == [True]
     cand = (root / "candidate.cu").read_text()
     assert "CUCO-TODO" not in cand and "stride = 1;" in cand
-    assert setup_body((root / "baseline.cu").read_text()) == setup_body(cand)
+    base = (root / "baseline.cu").read_text()
+    assert setup_body(base) == setup_body(cand)
+    # the answer was judged against the baseline written, and that one keeps no TODO the answer settled
+    assert baselines == [base] and "CUCO-TODO" not in base and "const int t = 0;" in base
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() == 0, reason="no NVIDIA GPU: cuco init --llm verifies every completion on one")
+def test_init_llm_end_to_end_on_a_gpu(tmp_path, monkeypatch, capsys):
+    """The command as a user runs it: the first answer still has a TODO and goes back, the second is built,
+    verified on the GPU and taken; the workload then validates with no TODO left."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    plain = tmp_path / "plain"
+    assert main(["init", str(TODO_PROGRAM), "-o", str(plain), "--ranks", "1"]) == 0
+    seed = (plain / "candidate.cu").read_text()
+    capsys.readouterr()
+    out = tmp_path / "w"
+    script = [Reply(fenced(seed)), Reply(fenced(completed(seed)))]
+    with FakeLLMServer(script=script, responder=lambda r: Reply("No diagnosis.")) as srv:
+        rc = main(["init", str(TODO_PROGRAM), "-o", str(out), "--ranks", "1",
+                   "--llm", f"openai-compat:coder@{srv.url}/v1", "--home", str(tmp_path / "home")])
+        err = capsys.readouterr().err
+        assert rc == 0, err
+        assert len(srv.requests) >= 2
+    cand = (out / "candidate.cu").read_text()
+    assert "CUCO-TODO" not in cand and "stride = 1;" in cand
+    assert main(["validate", str(out), "--home", str(tmp_path / "home")]) == 0
+    text = capsys.readouterr().out
+    assert "seed verified" in text and "TODO" not in text, text
+    print(text)
