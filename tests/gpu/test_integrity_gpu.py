@@ -27,9 +27,16 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _gpu, reason="no NVIDIA GP
 
 
 def bench(source: Path) -> dict:
+    """run_local.py's verdict (the harness's result as the launching process judged it: nonce, wall time)."""
     r = subprocess.run([sys.executable, str(RUN_LOCAL), str(GA), "--source", str(source), "--mode", "benchmark",
                         "--ranks", "1", "--configs", CONFIGS], capture_output=True, text=True, timeout=900)
-    return json.loads(r.stdout)
+    lines = r.stdout.splitlines()   # the harness's own lines come first, the verdict's JSON last
+    assert "{" in lines, f"no verdict (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    res = json.loads("\n".join(lines[lines.index("{"):]))
+    print(source.name, json.dumps({"correct": res["correct"], "error": res.get("error"), "timed_ms": res.get("timed_ms"),
+                                   "configs": [{k: c.get(k) for k in ("name", "correct", "speedup", "error")}
+                                               for c in res["configs"]]}))
+    return res
 
 
 def test_call_counting_to_skip_timed_work_is_incorrect(tmp_path):
