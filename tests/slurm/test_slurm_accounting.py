@@ -172,3 +172,23 @@ def test_nodes_check_names_an_account_slurm_refuses(slurm_accounting, slurm_yaml
     text = " ".join(out.stdout.split())
     assert f"run.account in {path}" in text and "invalid account" in text.lower(), text
     assert "build: --partition=cpu accepted" in text      # the stage that uses no bad value passes
+
+
+def test_nodes_check_lists_cuco_jobs_pending_for_the_qos_job_limit(slurm_accounting, slurm_yaml, tmp_path):
+    """Two cuco jobs under the capped QoS (one running at a time): the second pends for
+    QOSMaxJobsPerUserLimit, and `cuco nodes check` says so."""
+    slurm = slurm_accounting
+    ids = [slurm.cmd("sbatch", "--parsable", f"--qos={CAPPED_QOS}", "-p", "gpu", "-J", f"cuco.nc-{i}-run",
+                     "--output=/dev/null", "--wrap=sleep 120").strip() for i in range(2)]
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "QOSMaxJobsPerUserLimit" not in slurm.cmd(
+                "squeue", "-h", "-j", ",".join(ids), "-o", "%r"):
+            time.sleep(0.2)
+        out = cli(tmp_path / ".cuco", "nodes", "check", str(slurm_yaml()), timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        text = " ".join(out.stdout.split())
+        assert "cuco jobs pending │ 1: QOSMaxJobsPerUserLimit" in text, out.stdout
+        assert "shared with the compute nodes │ yes" in text, out.stdout
+    finally:
+        slurm.cmd("scancel", *ids)
