@@ -76,6 +76,36 @@ CHEATS = {
     # measured, not refused: these pass the policy and meet the harness
     "call_counting": ("static std::atomic<int> g_calls{0};\n",
                       "  if (g_calls.fetch_add(1) >= 8) return 0;   // skip the work once timing has begun\n"),
+    # around the link: ranks are threads of one process, so a static table lets them read each other's
+    # memory, and a put names the link it rides on
+    "peer_memory_gather": ("static float* g_outs[64];\n",
+                           "  {\n"
+                           "    const int ld = p->ranks * p->N;\n"
+                           "    gemm_rows(p, 0, p->M, p->scratch, p->N);\n"
+                           "    for (int i = 0; i < p->M; ++i)\n"
+                           "      memcpy(p->out + (size_t)i * ld + (size_t)p->rank * p->N, p->scratch + (size_t)i * p->N,\n"
+                           "             sizeof(float) * p->N);\n"
+                           "    g_outs[p->rank] = p->out;\n"
+                           "    p->barrier(p->barrier_ctx);   // every tile computed: read the peers' straight from them\n"
+                           "    for (int q = 0; q < p->ranks; ++q)\n"
+                           "      if (q != p->rank)\n"
+                           "        for (int i = 0; i < p->M; ++i)\n"
+                           "          memcpy(p->out + (size_t)i * ld + (size_t)q * p->N, g_outs[q] + (size_t)i * ld + (size_t)q * p->N,\n"
+                           "                 sizeof(float) * p->N);\n"
+                           "    p->barrier(p->barrier_ctx);\n"
+                           "    return 0;\n"
+                           "  }\n"),
+    "borrowed_link": ("",
+                      "  {\n"
+                      "    const int N = p->N, ld = p->ranks * N, rank = p->rank;\n"
+                      "    gemm_rows(p, 0, p->M, p->scratch, N);\n"
+                      "    for (int i = 0; i < p->M; ++i)\n"
+                      "      memcpy(p->out + (size_t)i * ld + (size_t)rank * N, p->scratch + (size_t)i * N, sizeof(float) * N);\n"
+                      "    p->barrier(p->barrier_ctx);\n"
+                      "    for (int peer = 0; peer < p->ranks; ++peer)   // each tile on the receiver's own link\n"
+                      "      if (peer != rank) p->put(p->link, peer, peer, 0, rank * N, p->M, N, p->scratch, N, 0);\n"
+                      "    return p->wait(p->link, rank, 0, p->ranks - 1, 20000) == 0 ? 0 : 6;\n"
+                      "  }\n"),
     "spinner_thread": ("static std::atomic<int> g_started{0};\n",
                        "  if (g_started.exchange(1) == 0)   // burns a core while the baseline runs\n"
                        "    std::thread([] { for (;;) std::this_thread::yield(); }).detach();\n"),
@@ -215,6 +245,20 @@ def test_a_thread_left_spinning_to_slow_the_baseline_fails_the_call(outcomes):
     out = outcomes["spinner_thread"]
     assert out.status in ("failed", "incorrect") and out.speedup is None, (out.status, out.reason)
     assert "thread(s) it started were still running" in out.reason
+
+
+def test_reading_peer_tiles_from_their_memory_instead_of_the_link_is_incorrect(outcomes):
+    """Every tile a rank holds of its peers must have landed through the link in that very call."""
+    out = outcomes["peer_memory_gather"]
+    assert out.status == "incorrect" and out.speedup is None, (out.status, out.reason)
+    assert "did not arrive through the link" in out.reason, out.reason
+
+
+def test_putting_on_another_ranks_link_is_incorrect(outcomes):
+    """A put rides the calling rank's own link: another rank's would add bandwidth the model does not have."""
+    out = outcomes["borrowed_link"]
+    assert out.status == "incorrect" and out.speedup is None, (out.status, out.reason)
+    assert "another rank's link" in out.reason, out.reason
 
 
 def test_the_seed_and_every_shipped_variant_pass_the_policy(tmp_path):

@@ -188,6 +188,39 @@ class Link {
     std::this_thread::sleep_until(last);
     deliver_due();
   }
+  // Forget what landed so far: the start of a candidate call (delivered_peer_tiles checks that call).
+  void begin_call() {
+    std::lock_guard<std::mutex> g(mu_);
+    landed_.clear();
+  }
+  // Ranks are threads of one process, so nothing but this check stops a rank from reading a peer's tile
+  // out of the peer's memory (a pointer left in a static) instead of paying the link for it. Every element
+  // of every rank's peer tiles that holds a value must have landed through the link during the call.
+  // Empty when it did, else the first element that did not, for the call's error.
+  std::string undelivered_peer_tiles(int M, int N) {
+    std::lock_guard<std::mutex> g(mu_);
+    // Kept between calls: a fresh 0.5-1 MB vector per call was mapped and unmapped each time, and that
+    // alone slowed candidates that start threads in their timed calls (comm_thread 1.0x -> 0.8x).
+    std::vector<unsigned char>& got = delivered_;
+    got.resize((size_t)M * ld_);
+    for (int d = 0; d < ranks_; ++d) {
+      std::fill(got.begin(), got.end(), 0);
+      for (const auto& l : landed_)
+        if (l.dst == d)
+          for (int i = l.row; i < l.row + l.rows && i < M; ++i) memset(&got[(size_t)i * ld_ + l.col], 1, l.cols);
+      for (int q = 0; q < ranks_; ++q) {
+        if (q == d) continue;
+        for (int i = 0; i < M; ++i)
+          for (int j = q * N; j < (q + 1) * N; ++j)
+            // Still poisoned: nothing wrote it, which verification reports as a wrong value.
+            if (!got[(size_t)i * ld_ + j] && !std::isnan(outs_[d][(size_t)i * ld_ + j]))
+              return "rank " + std::to_string(d) + "'s copy of rank " + std::to_string(q) + "'s tile (row " +
+                     std::to_string(i) + ", column " + std::to_string(j) + ") did not arrive through the link: a peer's "
+                     "tile reaches a rank only by put";
+      }
+    }
+    return "";
+  }
   void reset() {
     drain();
     for (auto& c : counters_) for (auto& x : c) x.store(0);
@@ -221,8 +254,10 @@ class Link {
     }
     {
       std::lock_guard<std::mutex> g(mu_);
-      for (auto& it : due)
+      for (auto& it : due) {
+        landed_.push_back(Landed{it.dst, it.row, it.col, it.rows, it.cols});
         if (it.flag >= 0) counters_[it.dst][it.flag].fetch_add(1, std::memory_order_release);   // a put's last block
+      }
     }
     cv_.notify_all();
   }
@@ -233,19 +268,34 @@ class Link {
   std::vector<Clock::time_point> free_at_;
   std::vector<std::vector<std::atomic<int>>> counters_;
   std::vector<Item> pending_;
+  struct Landed { int dst, row, col, rows, cols; };
+  std::vector<Landed> landed_;   // since begin_call
+  std::vector<unsigned char> delivered_;   // undelivered_peer_tiles' map of one rank's out
   std::mutex mu_;
   std::condition_variable cv_;
 };
 
+// What a rank's `link` points at: the shared link and whose port this is. A put names its source rank,
+// and it must be the port's: another rank's link would be bandwidth the model does not give this rank.
+struct LinkPort {
+  Link* link;
+  int rank;
+  std::atomic<bool>* foreign;   // set when a put named another rank (the call then fails, untimed)
+};
 int link_put(void* l, int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld,
              int flag) {
-  return static_cast<Link*>(l)->put(rank, dst, row, col, rows, cols, src, src_ld, flag);
+  auto* port = static_cast<LinkPort*>(l);
+  if (rank != port->rank) {
+    port->foreign->store(true);
+    return -1;
+  }
+  return port->link->put(rank, dst, row, col, rows, cols, src, src_ld, flag);
 }
 int link_wait(void* l, int rank, int flag, int count, int timeout_ms) {
-  return static_cast<Link*>(l)->wait(rank, flag, count, timeout_ms);
+  return static_cast<LinkPort*>(l)->link->wait(rank, flag, count, timeout_ms);
 }
-int link_peek(void* l, int rank, int flag) { return static_cast<Link*>(l)->peek(rank, flag); }
-void link_quiet(void* l, int rank) { static_cast<Link*>(l)->quiet(rank); }
+int link_peek(void* l, int rank, int flag) { return static_cast<LinkPort*>(l)->link->peek(rank, flag); }
+void link_quiet(void* l, int rank) { static_cast<LinkPort*>(l)->link->quiet(rank); }
 
 // Where the time goes: ONE untimed call per config, after the timed loop, is recorded (never a timed one).
 // The candidate's view of that call holds recording trampolines in place of the link's and the barrier's:
@@ -307,6 +357,10 @@ class TimelineRecorder {
   static int put(void* v, int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld,
                  int flag) {
     TimelineRecorder* rec = view(v)->rec;
+    if (rank != view(v)->rank) {
+      rec->foreign_ = true;
+      return -1;
+    }
     auto queued = Clock::now();
     auto free_before = rec->link_->busy_until(rank);
     int rc = rec->link_->put(rank, dst, row, col, rows, cols, src, src_ld, flag);
@@ -343,6 +397,8 @@ class TimelineRecorder {
   std::vector<Event> events_;
   long dropped_ = 0;
   std::mutex mu_;
+ public:
+  std::atomic<bool> foreign_{false};   // a put named another rank's link
 };
 
 // Rank threads live for the whole process; each call is dispatched to all of them at once and
@@ -460,7 +516,9 @@ struct Buffers {
   std::vector<double> refscale;  // sum |a||b| per element, for the relative tolerance
   SpinBarrier barrier;
   std::unique_ptr<Link> link;
-  std::vector<cuco_problem> p;   // one view per rank: its own buffers, the shared link
+  std::vector<LinkPort> ports;   // one per rank: the shared link, as that rank's
+  std::atomic<bool> foreign_put{false};
+  std::vector<cuco_problem> p;   // one view per rank: its own buffers, its port of the shared link
 
   Buffers(int R_, int M_, int N_, int K_, double link_gbps) : R(R_), M(M_), N(N_), K(K_), barrier(R_) {
     A.resize((size_t)M * K);
@@ -471,11 +529,13 @@ struct Buffers {
     for (auto& o : out) outs.push_back(o.data());
     link.reset(new Link(R, outs, R * N, link_gbps));
     p.resize(R);
+    ports.resize(R);
+    for (int r = 0; r < R; ++r) ports[r] = LinkPort{link.get(), r, &foreign_put};
     for (int r = 0; r < R; ++r) {
       cuco_problem& q = p[r];
       q.rank = r; q.ranks = R; q.M = M; q.N = N; q.K = K;
       q.A = A.data(); q.B = B[r].data(); q.out = out[r].data(); q.scratch = scratch[r].data();
-      q.link = link.get(); q.put = link_put; q.wait = link_wait; q.peek = link_peek; q.quiet = link_quiet;
+      q.link = &ports[r]; q.put = link_put; q.wait = link_wait; q.peek = link_peek; q.quiet = link_quiet;
       q.barrier = barrier_trampoline; q.barrier_ctx = &barrier;
     }
   }
@@ -571,6 +631,9 @@ struct ConfigResult {
   std::string timeline;   // the profiled call's records (JSON), or empty
 };
 
+const char* const kForeignPut = "a put named another rank's link as its source: each rank puts only on its own link "
+                                "(p->rank)";
+
 struct Runner {
   RankPool& pool;
   int base_threads;
@@ -580,8 +643,11 @@ struct Runner {
     if (poison) b.poison();
     int rc = 0;
     bool leaked = false;
+    b.link->begin_call();
+    b.foreign_put = false;
     double t = pool.run([&](int r) { return cuco_run(&b.p[r]); }, &rc, base_threads, &leaked, b.link.get());
     if (ms) *ms = t;
+    if (b.foreign_put) { res->error = kForeignPut; return false; }
     if (rc != 0) { res->error = "cuco_run returned " + std::to_string(rc); return false; }
     if (leaked) {
       res->error = "cuco_run returned while " + std::to_string(count_threads() - base_threads) +
@@ -589,6 +655,8 @@ struct Runner {
       return false;
     }
     if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
+    std::string missing = b.link->undelivered_peer_tiles(b.M, b.N);
+    if (!missing.empty()) { res->error = missing; return false; }
     return true;
   }
   // The profiled call: untimed, after the timed loop, checked like every other; its records go to
@@ -601,6 +669,7 @@ struct Runner {
     int rc = 0;
     bool leaked = false;
     rec.begin();
+    b.link->begin_call();
     pool.run([&](int r) {
       rec.rank_started(r);
       int rc_r = cuco_run(&views[r]);
@@ -608,6 +677,9 @@ struct Runner {
       return rc_r;
     }, &rc, base_threads, &leaked, b.link.get());
     auto end = Clock::now();
+    if (rec.foreign_) { res->error = kForeignPut; return false; }
+    std::string missing = b.link->undelivered_peer_tiles(b.M, b.N);
+    if (!missing.empty()) { res->error = missing; return false; }
     if (rc != 0 || leaked || !b.inputs_unchanged()) {
       res->error = "the profiled call after the timed loop failed (" +
                    std::string(rc ? "cuco_run returned " + std::to_string(rc) : leaked ? "a thread outlived it" :
