@@ -21,7 +21,8 @@ typedef struct cuco_problem {
   void* link;
   // Queue a copy of rows x cols floats from src (row stride src_ld, in floats) into rank dst_rank's
   // `out` at (row, col). Returns at once (0 = queued). src must stay unchanged until it has landed.
-  // When it has landed, counter `flag` of dst_rank is incremented.
+  // When it has landed, counter `flag` of dst_rank is incremented. `rank` is the caller's (p->rank): a put
+  // on another rank's link fails the call, and so does a peer's tile that did not arrive by put.
   int (*put)(void* link, int rank, int dst_rank, int row, int col, int rows, int cols, const float* src,
              int src_ld, int flag);
   // Wait until this rank's counter `flag` reaches `count`: 0, or -1 after timeout_ms.
