@@ -114,17 +114,24 @@ async def test_max_jobs_keeps_cuco_under_the_limit(slurm_accounting, slurm_yaml,
 
 async def test_a_limit_filled_by_jobs_outside_cuco_fails_the_job_as_the_environment_s_after_limit_wait_s(
         slurm_accounting, slurm_yaml, tmp_path):
-    """The user's own jobs (not cuco's) fill the QoS: with none of cuco's jobs to wait for, a submission
-    gives up after limit_wait_s with an error that names the limit; the engine counts that as the
-    environment's fault (ERROR), never the candidate's."""
+    """The user's own jobs (not cuco's) fill the QoS. Starting is fine (the QoS is valid; Slurm refuses the
+    test submission only for the limit), and `cuco nodes check` warns. With none of cuco's jobs to wait
+    for, a submission gives up after limit_wait_s with an error that names the limit; the engine counts
+    that as the environment's fault (ERROR), never the candidate's."""
     from engine import faults
 
     slurm = slurm_accounting
     theirs = [slurm.cmd("sbatch", "--parsable", f"--qos={CAPPED_QOS}", "-p", "cpu", "-J", "not-cuco",
                         "--output=/dev/null", "--wrap=sleep 300").strip() for _ in range(CAPPED_SUBMIT)]
     try:
-        ex = await started(slurm_yaml(qos=CAPPED_QOS, limit_wait_s=1.5), tmp_path / ".cuco")
+        path = slurm_yaml(qos=CAPPED_QOS, limit_wait_s=1.5)
+        check = await asyncio.to_thread(cli, tmp_path / ".cuco", "nodes", "check", str(path), timeout=180)
+        text = " ".join(check.stdout.split())
+        assert check.returncode == 0 and f"run: --partition=gpu --qos={CAPPED_QOS} --gpus=1 accepted" in text, text
+        assert "run jobs: Slurm refuses more jobs now (QOSMaxSubmitJobPerUserLimit)" in text, text
+        ex = await started(path, tmp_path / ".cuco")
         try:
+            assert "QOSMaxSubmitJobPerUserLimit" in ex.nodes()[0].detail      # said at start, not an error
             begun = time.monotonic()
             res = await asyncio.wait_for(ex.run(JobSpec("q3-run", ["true"], timeout_s=60)), 60)
             assert res.status is JobStatus.ERROR and time.monotonic() - begun >= 1.5, res
