@@ -233,8 +233,8 @@ for phase in "$@"; do
         attn4) search attn-r4 attention_allgather 4 all; ma_tests 4 0,1,2,3 attention_allgather ;;
         ma1) kernel_bench; ma_tests 1 0 moe_dispatch_combine attention_allgather ;;
         ssh) ssh_test ;;
-        tl2) timelines 2 0,1 gemm_allgather kv_transfer ;;
-        tl4) timelines 4 0,1,2,3 gemm_allgather ;;
+        tl2) timelines 2 0,1 gemm_allgather kv_transfer moe_dispatch_combine attention_allgather ;;
+        tl4) timelines 4 0,1,2,3 gemm_allgather moe_dispatch_combine attention_allgather ;;
         tests) gpu_tests 0,1 ;;
         *) echo "unknown phase $phase" ;;
     esac
