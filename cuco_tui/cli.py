@@ -30,7 +30,7 @@ def _add_run_settings(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="FILE",
                    help="cluster.yaml: run jobs on GPU nodes over SSH or through Slurm (docs/cluster.md)")
     p.add_argument("--llm", action="append", default=[], metavar="MODEL",
-                   help="an LLM mutator, e.g. anthropic:claude-sonnet-4-5 (repeatable)")
+                   help="an LLM mutator, e.g. anthropic:claude-sonnet-4-6 (repeatable)")
     p.add_argument("--budget-usd", type=float, help="stop proposing once this much LLM cost is committed")
     p.add_argument("--max-evals", type=int, help="stop after N evaluated candidates (default 40)")
     p.add_argument("--max-minutes", type=float, help="stop after M minutes")

@@ -29,7 +29,7 @@ def register(subparsers) -> None:
                     "communication; every answer is built and verified; the result has EVOLVE-BLOCKs marked.")
     p.add_argument("workload", metavar="WORKLOAD", help="a workload folder or the name of a shipped one")
     p.add_argument("--llm", action="append", default=[], metavar="MODEL", required=True,
-                   help="the model, e.g. anthropic:claude-sonnet-4-5 (the first one given is used)")
+                   help="the model, e.g. anthropic:claude-sonnet-4-6 (the first one given is used)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="where to write the result (default: ./<workload>-fast<ext of the candidate>)")
     p.add_argument("--budget-usd", type=float, help="stop once this much LLM cost is committed")

@@ -55,7 +55,7 @@ def parse_model(text: str) -> ModelSpec:
     text = (text or "").strip()
     if ":" not in text:
         raise _bad(text, "expected PROVIDER:MODEL with PROVIDER one of " + ", ".join(PROVIDERS) +
-                   " (e.g. anthropic:claude-sonnet-4-5, openai:gpt-5, openai-compat:MODEL@http://127.0.0.1:8000/v1)")
+                   " (e.g. anthropic:claude-sonnet-4-6, openai:gpt-5, openai-compat:MODEL@http://127.0.0.1:8000/v1)")
     provider, rest = text.split(":", 1)
     provider = provider.strip().lower()
     if provider not in PROVIDERS:
@@ -87,7 +87,7 @@ def parse_models(texts: list[str], *, require_keys: bool = True) -> list[ModelSp
     """Parse several `--llm` values (duplicates are dropped); with `require_keys`, a provider whose key
     variable is not set is an `InputError` naming the variable (never its value)."""
     if not texts:
-        raise InputError(FIELD, FIELD, "no model given (e.g. --llm anthropic:claude-sonnet-4-5)")
+        raise InputError(FIELD, FIELD, "no model given (e.g. --llm anthropic:claude-sonnet-4-6)")
     specs: list[ModelSpec] = []
     for text in texts:
         spec = parse_model(text)
