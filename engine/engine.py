@@ -185,7 +185,7 @@ class Engine:
             reconcile = getattr(engine.executor, "reconcile", None)
             if reconcile is not None:
                 keep = {f"{run_id}-c{c.id}-{stage}" for c in engine.cands.values() if c.status in (PENDING, RUNNING)
-                        for stage in ("build", "verify", "benchmark", "benchmark2")}
+                        for stage in ("frozen", "build", "verify", "benchmark", "benchmark2")}
                 await asyncio.wait_for(reconcile(keep), 120)
         except BaseException:
             await store.close()
