@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU runs of issues 3 and 4, on the device machine (kind nvidia-h200-x4, 4 GPUs, or nvidia-h200-x2 for
+# The multi-GPU runs of the CUDA workloads, on the device machine (kind nvidia-h200-x4, 4 GPUs, or nvidia-h200-x2 for
 # the 2-rank phases), from the repository
 # root, in phases given as arguments (run in the order given):
 #
@@ -15,10 +15,14 @@
 #          (tests/bench/bench_moe_attn_kernels.py), then both workloads' GPU tests at 1 rank
 #   tests  the GPU tests alone, on GPUs 0,1
 #   ssh    tests/gpu/test_ssh_gpu_e2e.py alone
-#   tl2    the per-rank timelines (CUPTI: kernels, peer copies, NCCL's kernels) of gemm_allgather's and
-#          kv_transfer's seeds and shipped variants at 2 ranks on GPUs 0,1, where overlap is real, and the
-#          A B A B of timelines off/on (tests/gpu/timeline_gpu.py; docs/timeline.md)
-#   tl4    the same for gemm_allgather at 4 ranks on GPUs 0-3
+#   tl2    the per-rank timelines (CUPTI: kernels, peer copies, NCCL's kernels) of the seeds and shipped
+#          variants of gemm_allgather, kv_transfer, moe_dispatch_combine and attention_allgather at 2 ranks on
+#          GPUs 0,1, where overlap is real, and the A B A B of timelines off/on (tests/gpu/timeline_gpu.py;
+#          docs/timeline.md)
+#   tl4    the same at 4 ranks on GPUs 0-3 (kv_transfer aside: it runs on exactly 2)
+#   kvab   kv_transfer's seed and variants at 2 ranks against the CUDA harness before the symbol policy and
+#          clock change and after it, A B A B (tests/gpu/build_harness_ab.sh, integrity_ab.py); carry
+#          .whl/ab/harness_before.cu (`git show f75addc^:workloads/_harness/cuda/harness.cu`)
 #
 #   tests/gpu/run_gpu_search.sh ga2 ga4      # e.g. one call of the `run` tool
 #
@@ -185,6 +189,16 @@ timelines() {   # timelines RANKS GPUS WORKLOAD... : every shipped source's time
     stamp "timelines done"
 }
 
+harness_ab() {   # harness_ab WORKLOAD RANKS GPUS CONFIGS SOURCES: the harness before/after a change, A B A B
+    local w=$1 ranks=$2 gpus=$3 configs=$4 sources=$5
+    stamp "harness before/after ($w, $ranks ranks): building (needs .whl/ab/harness_before.cu, see build_harness_ab.sh)"
+    timeout -k 5 300 bash tests/gpu/build_harness_ab.sh "$w" .whl/ab/harness_before.cu "/tmp/ab-$w" \
+        "workloads/$w/candidate.cu" "workloads/$w"/variants/*.cu > "$BUNDLE/ab-$w.build.log" 2>&1
+    CUDA_VISIBLE_DEVICES=$gpus timeout -k 10 300 python3 tests/gpu/integrity_ab.py "/tmp/ab-$w/bin" "$BUNDLE/ab-$w" \
+        --workload "$w" --ranks "$ranks" --configs "$configs" --sources "$sources" --adversarial '' 2>&1 | tail -n 20
+    stamp "harness before/after done"
+}
+
 pack() {
     python3 - "$BUNDLE" "$OUT/summary.json" <<'EOF'
 import glob, json, os, sys
@@ -233,6 +247,7 @@ for phase in "$@"; do
         attn4) search attn-r4 attention_allgather 4 all; ma_tests 4 0,1,2,3 attention_allgather ;;
         ma1) kernel_bench; ma_tests 1 0 moe_dispatch_combine attention_allgather ;;
         ssh) ssh_test ;;
+        kvab) harness_ab kv_transfer 2 0,1 l32_t2k_d1k,small_l16_t1k seed,lsa_fused,copy_engine,ce_counters ;;
         tl2) timelines 2 0,1 gemm_allgather kv_transfer moe_dispatch_combine attention_allgather ;;
         tl4) timelines 4 0,1,2,3 gemm_allgather moe_dispatch_combine attention_allgather ;;
         tests) gpu_tests 0,1 ;;
