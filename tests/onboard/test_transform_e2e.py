@@ -31,16 +31,31 @@ COPY = ("    if (cudaMemcpyAsync(recv, act, elems * sizeof(__half), cudaMemcpyDe
         "return 1;\n")
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(gpus() == 0, reason="no NVIDIA GPU: every transform answer is verified by the CUDA harness")
-def test_init_then_transform_then_validate(tmp_path, monkeypatch, capsys):
+def init_ring(tmp_path, monkeypatch) -> tuple[Path, str, str]:
+    """`cuco init` on the ring program: its folder, the seed, and a stage-B answer (the hop as a copy)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     work = tmp_path / "ring"
     assert main(["init", str(PROGRAMS / "env_ring.cu"), "--ranks", "1", "-o", str(work)]) == 0
     seed = (work / "candidate.cu").read_text()
     assert HOP in seed
-    stage_b = seed.replace(HOP, COPY).replace("backend=host_nccl", "backend=copy_engine")
+    return work, seed, seed.replace(HOP, COPY).replace("backend=host_nccl", "backend=copy_engine")
+
+
+def validate_transformed(tmp_path, work: Path, out: Path, home: Path) -> int:
+    """The transformed candidate in a copy of the workload, through `cuco validate`."""
+    fast = out.read_text()
+    assert "ncclSend(" not in fast and "cudaMemcpyAsync(recv, act" in fast
+    transformed = tmp_path / "ring-transformed"
+    shutil.copytree(work, transformed)
+    (transformed / "candidate.cu").write_text(fast)
+    return main(["validate", str(transformed), "--home", str(home)])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() == 0, reason="no NVIDIA GPU: every transform answer is verified by the CUDA harness")
+def test_init_then_transform_then_validate(tmp_path, monkeypatch, capsys):
+    work, seed, stage_b = init_ring(tmp_path, monkeypatch)
     script = [Reply(fenced(seed)), Reply(fenced(stage_b))]
     home = tmp_path / "home"
     out = tmp_path / "ring-fast.cu"
@@ -50,12 +65,7 @@ def test_init_then_transform_then_validate(tmp_path, monkeypatch, capsys):
         err = capsys.readouterr().err
         assert rc == 0, err
         assert len(srv.requests) == 2          # stage A, stage B: both verified on the first answer
-    fast = out.read_text()
-    assert "ncclSend(" not in fast and "cudaMemcpyAsync(recv, act" in fast
-    transformed = tmp_path / "ring-transformed"
-    shutil.copytree(work, transformed)
-    (transformed / "candidate.cu").write_text(fast)
-    assert main(["validate", str(transformed), "--home", str(home)]) == 0
+    assert validate_transformed(tmp_path, work, out, home) == 0
     text = capsys.readouterr().out
     assert "compiled seed" in text and "seed verified" in text
     print(text)
@@ -67,13 +77,7 @@ def test_init_then_transform_build_only_then_validate(tmp_path, monkeypatch, cap
     policy, says the result is not verified, and `cuco validate` compiles the transformed workload. An
     answer that does not compile is sent back to the model with the compiler's error."""
     pytest.importorskip("nvidia.nccl", reason="needs the NCCL headers: pip install 'cuco[cuda]'")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    work = tmp_path / "ring"
-    assert main(["init", str(PROGRAMS / "env_ring.cu"), "--ranks", "1", "-o", str(work)]) == 0
-    seed = (work / "candidate.cu").read_text()
-    assert HOP in seed
-    stage_b = seed.replace(HOP, COPY).replace("backend=host_nccl", "backend=copy_engine")
+    work, seed, stage_b = init_ring(tmp_path, monkeypatch)
     broken = stage_b.replace(COPY, COPY.replace("cudaMemcpyAsync", "cudaMemcpyAsyncc"))
     # stage A, stage B's first answer, the judge's diagnosis of its build failure, stage B's second answer
     script = [Reply(fenced(seed)), Reply(fenced(broken)), Reply("The call is misspelt."), Reply(fenced(stage_b))]
@@ -87,12 +91,7 @@ def test_init_then_transform_build_only_then_validate(tmp_path, monkeypatch, cap
         retry = [r for r in srv.requests if "cudaMemcpyAsyncc" in str(r)]
         assert retry, "the failed build's error went back to the model"
     assert "NOT verified" in captured.out
-    fast = out.read_text()
-    assert "ncclSend(" not in fast and "cudaMemcpyAsync(recv, act" in fast
-    transformed = tmp_path / "ring-transformed"
-    shutil.copytree(work, transformed)
-    (transformed / "candidate.cu").write_text(fast)
-    assert main(["validate", str(transformed), "--home", str(home)]) == 0
+    assert validate_transformed(tmp_path, work, out, home) == 0
     assert "compiled seed" in capsys.readouterr().out
 
 

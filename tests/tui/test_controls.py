@@ -14,19 +14,11 @@ from cuco_tui.settings import TuiSettings
 from cuco_tui.widgets import CandidatesTable
 from engine import protocol
 from engine.store import ReadStore
+from tests.tui.waiting import until
 
 engine_mod = pytest.importorskip("engine.engine")
 
 RUN = "demo-tui-1"
-
-
-async def _until(predicate, timeout=60.0, step=0.1):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(step)
-    return False
 
 
 @pytest.fixture
@@ -37,7 +29,7 @@ async def live(tmp_path):
     engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"),
                                             RunConfig(max_evals=400, concurrency=1, islands=2), run_id=RUN)
     task = asyncio.create_task(serve(engine, tmp_path, RUN))
-    assert await _until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
+    assert await until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
     info = protocol.live_run_info(tmp_path, RUN)
     yield tmp_path, info, engine
     await engine.stop()
@@ -55,10 +47,10 @@ async def test_controls_through_the_socket(live):
     home, info, engine = live
     app = CucoApp(home, RUN, socket_path=info.socket, settings=TuiSettings(theme="cuco-dark"))
     async with app.run_test(size=(100, 30)) as pilot:
-        assert await _until(lambda: app.live, 20)
+        assert await until(lambda: app.live, 20)
         db = _store(home)
         # wait for two finished candidates
-        assert await _until(lambda: (db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND "
+        assert await until(lambda: (db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND "
                                                  "status IN ('done','incorrect','failed')", (RUN,))["n"] >= 2), 90)
         await pilot.pause(0.3)
         table = app.query_one(CandidatesTable)
@@ -66,10 +58,10 @@ async def test_controls_through_the_socket(live):
 
         # space: pause (soft), then resume
         await pilot.press("space")
-        assert await _until(lambda: db.run(RUN)["state"] == "paused", 30)
-        assert await _until(lambda: app.summary.get("state") == "paused", 10)
+        assert await until(lambda: db.run(RUN)["state"] == "paused", 30)
+        assert await until(lambda: app.summary.get("state") == "paused", 10)
         await pilot.press("space")
-        assert await _until(lambda: db.run(RUN)["state"] == "running", 30)
+        assert await until(lambda: db.run(RUN)["state"] == "running", 30)
 
         # a: accept the selected candidate with a note
         table.move_cursor(row=0)
@@ -78,9 +70,9 @@ async def test_controls_through_the_socket(live):
         await pilot.press("a")
         assert isinstance(app.screen, NoteModal)
         await pilot.press(*"nice overlap", "enter")
-        assert await _until(lambda: (db.latest_mark(cid) or {}).get("verdict") == "accept", 20)
+        assert await until(lambda: (db.latest_mark(cid) or {}).get("verdict") == "accept", 20)
         assert db.latest_mark(cid)["text"] == "nice overlap"
-        assert await _until(lambda: "nice" in (table.cell_text(cid, "mark") or ""), 10)
+        assert await until(lambda: "nice" in (table.cell_text(cid, "mark") or ""), 10)
 
         # x: reject needs a reason; empty is refused in the modal
         table.move_cursor(row=1)
@@ -91,7 +83,7 @@ async def test_controls_through_the_socket(live):
         await pilot.press("enter")
         assert isinstance(app.screen, ReasonModal)          # still open: a reason is required
         await pilot.press(*"reads out of bounds", "enter")
-        assert await _until(lambda: (db.latest_mark(cid2) or {}).get("verdict") == "reject", 20)
+        assert await until(lambda: (db.latest_mark(cid2) or {}).get("verdict") == "reject", 20)
         assert db.latest_mark(cid2)["text"] == "reads out of bounds"
 
         # f: fork from the selected candidate with overrides
@@ -100,7 +92,7 @@ async def test_controls_through_the_socket(live):
         await pilot.press(*"wide")
         app.screen.query_one("#overrides").value = "islands=3"
         await pilot.press("enter")
-        assert await _until(lambda: any(r["parent_run"] == RUN for r in db.runs()), 30)
+        assert await until(lambda: any(r["parent_run"] == RUN for r in db.runs()), 30)
         fork = [r for r in db.runs() if r["parent_run"] == RUN][0]
         assert fork["state"] == "paused" and fork["fork_candidate"] == cid2 and '"islands": 3' in fork["config_json"]
 
@@ -108,7 +100,7 @@ async def test_controls_through_the_socket(live):
         await pilot.press("r")
         assert isinstance(app.screen, RunsScreen)
         tree = app.screen.query_one("Tree")
-        assert await _until(lambda: len(tree.root.children) > 0, 20)
+        assert await until(lambda: len(tree.root.children) > 0, 20)
         parent = tree.root.children[0]
         assert parent.data == RUN and parent.children[0].data == fork["id"]
         await pilot.press("escape")
@@ -123,7 +115,7 @@ async def test_controls_through_the_socket(live):
 
         # /: SQL-side filter
         await pilot.press("slash", *"status=done", "enter")
-        assert await _until(lambda: table.filter_text == "status=done", 20)
+        assert await until(lambda: table.filter_text == "status=done", 20)
         await pilot.pause(0.5)
         assert table.row_count
         for cid in table.row_ids():
@@ -132,7 +124,7 @@ async def test_controls_through_the_socket(live):
         # P: hard pause
         table.focus()
         await pilot.press("P")
-        assert await _until(lambda: db.run(RUN)["state"] == "paused", 30), (
+        assert await until(lambda: db.run(RUN)["state"] == "paused", 30), (
             db.run(RUN), engine.state, [n.message for n in app._notifications], app.focused)
 
         # ctrl+q: stop the run after a confirmation (No first, then Yes)
@@ -142,14 +134,14 @@ async def test_controls_through_the_socket(live):
         assert db.run(RUN)["state"] == "paused"
         await pilot.press("ctrl+q")
         await pilot.press("y")
-        assert await _until(lambda: db.run(RUN)["state"] in ("stopped", "finished"), 60)
+        assert await until(lambda: db.run(RUN)["state"] in ("stopped", "finished"), 60)
 
 
 async def test_detach_keeps_the_engine_running(live):
     home, info, engine = live
     app = CucoApp(home, RUN, socket_path=info.socket)
     async with app.run_test(size=(80, 24)) as pilot:
-        assert await _until(lambda: app.live, 20)
+        assert await until(lambda: app.live, 20)
         await pilot.press("q")
     assert app.detached
     assert engine.state == "running"
@@ -160,10 +152,10 @@ async def test_keymap_remaps_a_binding(live):
     home, info, engine = live
     app = CucoApp(home, RUN, socket_path=info.socket, settings=TuiSettings(keymap={"pause": "p"}))
     async with app.run_test(size=(80, 24)) as pilot:
-        assert await _until(lambda: app.live, 20)
+        assert await until(lambda: app.live, 20)
         await pilot.press("p")
         db = _store(home)
-        assert await _until(lambda: db.run(RUN)["state"] == "paused", 30)
+        assert await until(lambda: db.run(RUN)["state"] == "paused", 30)
 
 
 async def test_read_only_without_engine(tmp_path):
@@ -231,7 +223,7 @@ async def test_meta_summarizer_advice_is_shown(tmp_path):
     app = CucoApp(tmp_path, "adv-1")
     async with app.run_test(size=(100, 30)):
         log = app.query_one("#engine-log", Log)
-        assert await _until(lambda: any("advice:" in line for line in log.lines), 20)
+        assert await until(lambda: any("advice:" in line for line in log.lines), 20)
         line = next(line for line in log.lines if "advice:" in line)
         assert "chunk flags beat the barrier" in line and "comm threads" in line
 
@@ -248,11 +240,11 @@ async def test_detail_tabs_show_the_selected_candidate(tmp_path):
     app = CucoApp(tmp_path, "det-1")
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await _until(lambda: table.row_count == 12, 20)
+        assert await until(lambda: table.row_count == 12, 20)
         table.focus()
         await pilot.press("home")
         await pilot.press("down", "down", "down")          # candidate #4, a child of #2
-        assert await _until(lambda: app.detail is not None and app.detail.id == table.selected_id(), 10)
+        assert await until(lambda: app.detail is not None and app.detail.id == table.selected_id(), 10)
         cid = table.selected_id()
         diff = str(app.query_one("#detail-diff", Static).render())
         assert f"#{cid}" in diff and "@@" in diff, diff[:500]
@@ -266,7 +258,7 @@ async def test_detail_tabs_show_the_selected_candidate(tmp_path):
 
         table.focus()
         await pilot.press("up")
-        assert await _until(lambda: app.detail is not None and app.detail.id == cid - 1, 10)
+        assert await until(lambda: app.detail is not None and app.detail.id == cid - 1, 10)
         await pilot.pause(0.1)
         source = str(app.query_one("#detail-source", Static).render())
         assert f"+ {cid - 2}.0f * 0.0f" in source, source[:500]
@@ -287,7 +279,7 @@ async def test_footer_lists_the_keys_and_a_click_runs_one(tmp_path):
             assert key in text, (key, text)
         x = text.index("? Help")
         await pilot.click(KeyFooter, offset=(x + 1, 0))
-        assert await _until(lambda: isinstance(app.screen, HelpScreen), 5)
+        assert await until(lambda: isinstance(app.screen, HelpScreen), 5)
         await pilot.press("escape")
         await pilot.press("slash")                            # the filter has the focus: the footer follows
         await pilot.pause(0.2)
@@ -319,11 +311,11 @@ async def test_metrics_tab_shows_per_config_numbers_and_the_overlap_bound_flag(t
     app = CucoApp(tmp_path, "flag-1")
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await _until(lambda: table.row_count >= len(rows), 20)
+        assert await until(lambda: table.row_count >= len(rows), 20)
         app.query_one("#detail-tabs").active = "tab-metrics"
         for cid, beyond in ((flagged[0], True), (plain[0], False)):
             assert table.select(cid)
-            assert await _until(lambda: app.detail is not None and app.detail.id == cid, 10)
+            assert await until(lambda: app.detail is not None and app.detail.id == cid, 10)
             await pilot.pause(0.2)
             text = str(app.query_one("#detail-metrics", Static).render())
             assert "per config (benchmark)" in text and " -> " in text and "comp 0.7" in text, text[:800]
