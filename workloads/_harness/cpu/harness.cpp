@@ -308,11 +308,12 @@ class TimelineRecorder {
  public:
   TimelineRecorder(int ranks, Link* link, SpinBarrier* barrier)
       : link_(link), barrier_(barrier), views_(ranks), start_(ranks), ret_(ranks) {
-    for (int r = 0; r < ranks; ++r) views_[r] = View{this, r};
+    for (int r = 0; r < ranks; ++r) views_[r] = View{this, r, nullptr};
   }
   // A rank's problem with the recording trampolines (its link and barrier context point at this).
   cuco_problem recording(const cuco_problem& q) {
     cuco_problem v = q;
+    views_[q.rank].port = q.link;   // puts go through the rank's own port, which checks them
     v.link = &views_[q.rank]; v.put = put; v.wait = wait; v.quiet = quiet; v.peek = peek;
     v.barrier = barrier; v.barrier_ctx = &views_[q.rank];
     return v;
@@ -340,7 +341,7 @@ class TimelineRecorder {
   }
 
  private:
-  struct View { TimelineRecorder* rec; int rank; };
+  struct View { TimelineRecorder* rec; int rank; void* port; };
   struct Event {
     const char* kind;   // put | wait | quiet | barrier
     int rank, peer;
@@ -357,13 +358,9 @@ class TimelineRecorder {
   static int put(void* v, int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld,
                  int flag) {
     TimelineRecorder* rec = view(v)->rec;
-    if (rank != view(v)->rank) {
-      rec->foreign_ = true;
-      return -1;
-    }
     auto queued = Clock::now();
     auto free_before = rec->link_->busy_until(rank);
-    int rc = rec->link_->put(rank, dst, row, col, rows, cols, src, src_ld, flag);
+    int rc = link_put(view(v)->port, rank, dst, row, col, rows, cols, src, src_ld, flag);
     if (rc == 0)
       rec->add({"put", rank, dst, queued, rec->link_->busy_until(rank), std::max(queued, free_before),
                 (long)rows * cols * (long)sizeof(float), t_rank != rank});
@@ -397,8 +394,6 @@ class TimelineRecorder {
   std::vector<Event> events_;
   long dropped_ = 0;
   std::mutex mu_;
- public:
-  std::atomic<bool> foreign_{false};   // a put named another rank's link
 };
 
 // Rank threads live for the whole process; each call is dispatched to all of them at once and
@@ -670,6 +665,7 @@ struct Runner {
     bool leaked = false;
     rec.begin();
     b.link->begin_call();
+    b.foreign_put = false;
     pool.run([&](int r) {
       rec.rank_started(r);
       int rc_r = cuco_run(&views[r]);
@@ -677,7 +673,7 @@ struct Runner {
       return rc_r;
     }, &rc, base_threads, &leaked, b.link.get());
     auto end = Clock::now();
-    if (rec.foreign_) { res->error = kForeignPut; return false; }
+    if (b.foreign_put) { res->error = kForeignPut; return false; }
     std::string missing = b.link->undelivered_peer_tiles(b.M, b.N);
     if (!missing.empty()) { res->error = missing; return false; }
     if (rc != 0 || leaked || !b.inputs_unchanged()) {
