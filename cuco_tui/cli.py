@@ -127,6 +127,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """Un-pause a live run, or restart a run whose engine died (in the foreground with --headless)."""
     home = home_from(args)
     run_id = _resolve_run(home, args.run)
+    if args.headless and args.attach:
+        raise InputError("--attach", "--headless", "choose one: --headless restarts in the foreground, "
+                         "--attach restarts it detached and opens the TUI")
     if args.headless:
         if _engine_alive(home, run_id):
             raise InputError("RUN", run_id, "its engine is alive; `cuco resume` without --headless un-pauses it")
@@ -282,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("resume", cmd_resume, "un-pause a live run, or restart a run whose engine died")
     p.add_argument("run", nargs="?", metavar="RUN")
     p.add_argument("--headless", action="store_true", help="restart in the foreground")
+    p.add_argument("--attach", action="store_true", help="attach the TUI after restarting the engine")
 
     p = add("ls", cmd_ls, "list the runs of this project home")
     p.add_argument("--json", action="store_true")
@@ -314,27 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name != module:
                 raise
             continue   # a partial install: the verbs of that module are absent
-        mod.register(_KeepFirst(sub))
+        mod.register(sub)
     for name, action in sub.choices.items():   # the global --home also works after the verb
         if not any("--home" in a.option_strings for a in action._actions):
             action.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     return parser
-
-
-class _KeepFirst:
-    """Lets a command module register its verbs; a verb defined here already keeps this definition
-    (`resume --headless` lives here and delegates the live case to cli_control)."""
-
-    def __init__(self, sub):
-        self._sub = sub
-
-    def add_parser(self, name: str, **kwargs):
-        if name in self._sub.choices:
-            return argparse.ArgumentParser(prog=f"cuco {name}", add_help=False)
-        return self._sub.add_parser(name, **kwargs)
-
-    def __getattr__(self, attr):
-        return getattr(self._sub, attr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -173,7 +173,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             return _err(f"resume {run_id}: {exc}")
         print(f"resume {run_id}: done")
         return EXIT_OK
-    return _start(home, run_id, attach=bool(getattr(args, "attach", False)))
+    return _start(home, run_id, attach=args.attach)
 
 
 def attach_tui(home: Path, run_id: str) -> int:
@@ -223,9 +223,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("run", nargs="?", metavar="RUN")
     p.add_argument("--hard", action="store_true", help="also cancel the jobs in flight")
 
-    p = add("resume", cmd_resume, "un-pause a live run, or restart a run whose engine died")
-    p.add_argument("run", nargs="?", metavar="RUN")
-    p.add_argument("--attach", action="store_true", help="attach the TUI after restarting the engine")
+    # `resume` is defined once, in cli.py: its --headless form runs here in the foreground, the live
+    # case delegates to cmd_resume above.
 
     p = add("stop", cmd_stop, "stop a run")
     p.add_argument("run", nargs="?", metavar="RUN")

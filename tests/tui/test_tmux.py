@@ -195,3 +195,35 @@ def test_a_person_in_tmux(tmp_path):
             subprocess.run([CUCO[0], "-m", "cuco_tui.cli", "stop", "demo-tmux", "--home", str(home)],
                            cwd=REPO, capture_output=True, timeout=120)
             _wait(lambda: not protocol.pid_alive(info.pid), 60)
+
+
+def test_resume_attach_restarts_a_dead_engine_and_opens_the_tui(tmp_path):
+    """`cuco resume RUN --attach` on a run whose engine was killed: a new engine, and the TUI live on it."""
+    from cuco_tui.cli_control import run_detached
+    from engine.config import RunConfig
+
+    home = (tmp_path / "home").resolve()
+    run = "demo-resume"
+    assert run_detached(home, run, REPO / "workloads" / "demo", RunConfig(max_evals=400), None, attach=False) == 0
+    first = protocol.live_run_info(home, run)
+    assert first is not None
+    os.kill(first.pid, 9)
+    assert _wait(lambda: not protocol.pid_alive(first.pid), 20)
+
+    both = subprocess.run([*CUCO, "resume", run, "--attach", "--headless", "--home", str(home)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert both.returncode == 2 and "choose one" in both.stderr, both.stderr
+
+    t = Tmux(tmp_path)
+    env = {"TERM": "xterm-256color", "CUCO_HOME": str(home)}
+    try:
+        t.start(f"{' '.join(CUCO)} resume {run} --attach", env)
+        t.wait_live("running", 60)
+        second = protocol.live_run_info(home, run)
+        assert second is not None and second.pid != first.pid and protocol.pid_alive(second.pid)
+    finally:
+        t.kill()
+        info = protocol.live_run_info(home, run)
+        if info is not None:
+            subprocess.run([*CUCO, "stop", run, "--home", str(home)], cwd=REPO, capture_output=True, timeout=120)
+            _wait(lambda: not protocol.pid_alive(info.pid), 60)
