@@ -31,9 +31,34 @@ def _home_run(args: argparse.Namespace, required: bool = True) -> tuple[Path, st
         raise InputError(str(home), "RUN", str(exc)) from None
 
 
-def _err(message: str) -> int:
+def _err(message: str, exc: BaseException | None = None) -> int:
+    """One line on stderr; exit 2 when the engine said the input was the user's to fix."""
     print(f"cuco: {message}", file=sys.stderr)
-    return EXIT_FAILED
+    return EXIT_BAD_INPUT if getattr(exc, "bad_input", False) else EXIT_FAILED
+
+
+STOP_WAIT_S = 120.0   # a stop returns once the engine has ended (its jobs cancelled, its state written)
+
+
+def _wait_engine_gone(home: Path, run_id: str, pid: int | None, timeout: float = STOP_WAIT_S) -> bool:
+    import time
+    from engine import protocol
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid is None or not protocol.pid_alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _stored_state(home: Path, run_id: str) -> str | None:
+    from engine.store import ReadStore
+    store = ReadStore(home)
+    try:
+        row = store.run(run_id)
+    finally:
+        store.close()
+    return row["state"] if row else None
 
 
 async def _live_socket(home: Path, run_id: str) -> str | None:
@@ -57,19 +82,27 @@ def _command(args: argparse.Namespace, op: str, offline: Any, **payload: Any) ->
     home, run_id = _home_run(args)
 
     async def go() -> Any:
-        socket = await _live_socket(home, run_id)
-        if socket is not None:
-            return "live", await _via_socket(socket, op, **payload)
+        info = await live_engine(home, run_id)
+        if info is not None:
+            return "live", info.pid, await _via_socket(info.socket, op, **payload)
         if offline is None:
-            return "dead", None
-        return "store", await offline(home, run_id)
+            return "dead", None, None
+        return "store", None, await offline(home, run_id)
 
     try:
-        where, reply = asyncio.run(go())
+        where, pid, reply = asyncio.run(go())
     except (EngineError, EngineGone, ValueError) as exc:
-        return _err(f"{op} {run_id}: {exc}")
+        return _err(f"{op} {run_id}: {exc}", exc)
     if where == "dead":
         return _err(f"{op} {run_id}: no live engine (restart it with: cuco resume {run_id})")
+    if where == "live" and op == "stop":
+        # "done" only once the engine has ended and written its state: an engine that dies on the way is
+        # reported, not hidden behind its reply
+        if not _wait_engine_gone(home, run_id, pid):
+            return _err(f"stop {run_id}: the engine (pid {pid}) still runs after {STOP_WAIT_S:.0f} s")
+        state = _stored_state(home, run_id)
+        if state not in ("stopped", "finished"):
+            return _err(f"stop {run_id}: the engine ended with the run {state} (see cuco report {run_id})")
     print(f"{op} {run_id}: done ({'engine' if where == 'live' else 'store; no live engine'})")
     return EXIT_OK
 
@@ -138,7 +171,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     try:
         new_run = asyncio.run(go())
     except (EngineError, EngineGone, ValueError) as exc:
-        return _err(f"fork {run_id}: {exc}")
+        return _err(f"fork {run_id}: {exc}", exc)
     print(f"forked {run_id} -> {new_run} (paused)")
     if args.start:
         return _start(home, new_run, attach=False)
@@ -156,7 +189,7 @@ def _start(home: Path, run_id: str, attach: bool) -> int:
     try:
         asyncio.run(_via_socket(info.socket, "resume"))
     except (EngineError, EngineGone) as exc:
-        return _err(f"resume {run_id}: {exc}")
+        return _err(f"resume {run_id}: {exc}", exc)
     if attach:
         return attach_tui(home, run_id)
     print(f"{run_id}: engine running (pid {info.pid}); watch it with: cuco attach {run_id}")

@@ -26,7 +26,11 @@ REQUEST_TIMEOUT_S = 60.0
 
 
 class EngineError(RuntimeError):
-    """The engine refused a command (its reply's `error`)."""
+    """The engine refused a command (its reply's `error`); `bad_input`: the user's to fix (exit 2)."""
+
+    def __init__(self, message: str, bad_input: bool = False):
+        super().__init__(message)
+        self.bad_input = bad_input
 
 
 class EngineGone(ConnectionError):
@@ -177,7 +181,7 @@ class EngineClient:
         finally:
             self._pending.pop(rid, None)
         if not reply.get("ok"):
-            raise EngineError(reply.get("error") or f"{op} failed")
+            raise EngineError(reply.get("error") or f"{op} failed", bad_input=bool(reply.get("bad_input")))
         return reply
 
     # ---- events

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remote.errors import InputError
+
 from . import protocol
 from .protocol import PROTOCOL_VERSION, RunInfo
 
@@ -260,6 +262,8 @@ class EngineServer:
             reply = {"reply": rid, "ok": True, **(result or {})}
         except asyncio.TimeoutError:
             reply = {"reply": rid, "ok": False, "error": f"{op} did not finish within {timeout:.0f} s"}
+        except InputError as exc:   # the user's to fix: the CLI prints it on one line and exits 2
+            reply = {"reply": rid, "ok": False, "error": str(exc), "bad_input": True}
         except (ValueError, KeyError, LookupError, RuntimeError, TypeError) as exc:
             reply = {"reply": rid, "ok": False, "error": str(exc) or type(exc).__name__}
         except Exception as exc:  # noqa: BLE001 - a command must never take the daemon down
