@@ -37,6 +37,7 @@ def _err(message: str, exc: BaseException | None = None) -> int:
     return EXIT_BAD_INPUT if getattr(exc, "bad_input", False) else EXIT_FAILED
 
 
+ENDED = {"finished": "finished", "failed": "failed", "stopped": "been stopped"}
 STOP_WAIT_S = 120.0   # a stop returns once the engine has ended (its jobs cancelled, its state written)
 
 
@@ -114,6 +115,9 @@ def cmd_pause(args: argparse.Namespace) -> int:
     from engine import control
 
     async def offline(home: Path, run_id: str) -> None:
+        state = _stored_state(home, run_id)
+        if state in ENDED:
+            raise ValueError(f"the run has {ENDED[state]}; there is nothing to pause")
         await _offline(home, control.set_state, run_id, "paused", "paused by the user (no live engine)")
     return _command(args, "pause", offline, hard=bool(args.hard))
 
@@ -206,6 +210,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
             return _err(f"resume {run_id}: {exc}")
         print(f"resume {run_id}: done")
         return EXIT_OK
+    if _stored_state(home, run_id) == "finished":
+        return _err(f"resume {run_id}: the run has finished; to search on, fork it: "
+                    f"cuco fork {run_id} --set max_evals=N --start")
     return _start(home, run_id, attach=bool(getattr(args, "attach", False)))
 
 
