@@ -27,11 +27,11 @@ from textual.worker import Worker, WorkerState
 
 from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
 
-from .client import EngineClient, EngineError, EngineGone, one_request
+from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
 from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
 from .data import FilterError, StoreView, parse_filter
 from .messages import (CandidateSelected, CandidatesLoaded, CommandDone, DetailLoaded, EngineConnected,
-                       EngineEvents, EngineLost, ScoresLoaded, SummaryLoaded)
+                       EngineEndedRun, EngineEvents, EngineLost, ScoresLoaded, SummaryLoaded)
 from .screens import (ConfirmModal, ForkModal, ForkRequest, HelpScreen, NodesScreen, NoteModal, ReasonModal,
                       ReviewScreen, RunsScreen)
 from .screens.help import describe_bindings
@@ -155,6 +155,7 @@ class CucoApp(App):
         self._pending_detail: int | None = None
         self.events_applied = 0
         self.detached = False
+        self.ended: tuple[str, str] | None = None   # (state, reason) once the engine said the run ended
         self.toasts = ToastWatcher()
         self._best_wanted: int | None = None      # `b` reloads the table to find the best: select it then
         self._status_next = 0.0
@@ -294,6 +295,8 @@ class CucoApp(App):
         self._summary_next = self._next_refresh(message.elapsed_s)
         if self.live and self.summary.get("state"):
             message.summary["state"] = self.summary["state"]   # the engine's word is newer than the row
+        if self.ended is not None:
+            message.summary["state"] = self.ended[0]           # its last word, whatever a slow read saw
         if self.live and not message.summary.get("nodes"):
             message.summary["nodes"] = self.summary.get("nodes") or []   # the engine's (status), not the table's
         self.summary = message.summary
@@ -395,6 +398,8 @@ class CucoApp(App):
         try:
             async for batch in client.batches(interval=EVENT_BATCH_S):
                 self.post_message(EngineEvents(batch))
+        except EngineEnded as end:
+            self.post_message(EngineEndedRun(end.state, end.reason))
         except (EngineGone, EngineError) as exc:
             self.post_message(EngineLost(str(exc)))
         finally:
@@ -414,6 +419,20 @@ class CucoApp(App):
         header.live = True
         header.summary = self.summary
         self._set_banner(None)
+        self._dirty = True
+
+    @_ui_guard
+    @on(EngineEndedRun)
+    def _ended(self, message: EngineEndedRun) -> None:
+        """The engine's last word: the run's final state at once, and no reconnecting."""
+        self.live = False
+        self.ended = (message.state, message.reason)
+        self.summary["state"] = message.state
+        header = self._main.query_one(RunHeader)
+        header.live = False
+        header.summary = self.summary
+        self._set_banner(f"the run {message.state}" + (f": {message.reason}" if message.reason else "")
+                         + "; its engine has ended (the store is open read-only)")
         self._dirty = True
 
     @_ui_guard
@@ -487,6 +506,9 @@ class CucoApp(App):
     def _need_live(self, what: str) -> bool:
         if self.live and self.client is not None:
             return True
+        if self.ended is not None:
+            self.notify(f"{what}: the run {self.ended[0]}; its engine has ended", severity="warning")
+            return False
         self.notify(f"{what}: no live engine (read-only). From a shell: cuco resume {self.run_id}",
                     severity="warning")
         return False

@@ -222,7 +222,11 @@ def attach_tui(home: Path, run_id: str) -> int:
     info = asyncio.run(live_engine(home, run_id))
     app = CucoApp(home, run_id, socket_path=info.socket if info else None, settings=load_settings(home))
     app.run()
-    if app.detached and info is not None:
+    if app.ended is not None:
+        state, reason = app.ended
+        print(f"run {run_id} {state}" + (f": {reason}" if reason else "") + "; its engine has ended. "
+              f"See it with: cuco report {run_id}")
+    elif app.detached and info is not None:
         print(f"detached; the engine keeps running. Come back with: cuco attach {run_id}")
     return int(app.return_code or 0)
 

@@ -37,6 +37,7 @@ REPLAY_PAGE = 2000
 WRITE_TIMEOUT_S = 10.0            # a client that does not read for this long is dropped
 COMMAND_TIMEOUT_S = {"pause": 120.0, "stop": 30.0, "fork": 120.0}
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
+ENDED_FLUSH_S = 1.0               # how long an ending engine waits for clients to take its last word
 
 
 class _Replay:
@@ -93,10 +94,14 @@ class EngineServer:
         protocol.write_run_info(self.home, info)
         return info
 
-    async def close(self) -> None:
+    async def close(self, state: str | None = None, reason: str = "") -> None:
+        """Stop serving. With the run's final `state`, every client is told it (and why) before its socket
+        closes, so a viewer shows the end at once instead of reconnecting to nothing."""
         protocol.remove_run_info(self.home, self.run_id, pid=os.getpid())
         if self._server is not None:
             self._server.close()
+        if state is not None:
+            await self._say_ended(state, reason)
         for client in list(self._clients.values()):
             self._drop(client, "engine shutting down")
         for task in list(self._tasks):
@@ -112,6 +117,20 @@ class EngineServer:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+
+    async def _say_ended(self, state: str, reason: str) -> None:
+        senders = []
+        for client in list(self._clients.values()):
+            if client.dropped:
+                continue
+            try:   # after what is queued for it (the final `run` event included), then the sender ends
+                client.queue.put_nowait(protocol.ended(state, reason))
+                client.queue.put_nowait(None)
+            except asyncio.QueueFull:
+                continue
+            senders += [t for t in self._tasks if t.get_name() == f"sender-{client.cid}"]
+        if senders:
+            await asyncio.wait(senders, timeout=ENDED_FLUSH_S)
 
     @property
     def client_count(self) -> int:
@@ -146,7 +165,7 @@ class EngineServer:
         client = _Client(self._next_cid, writer, self.queue_size)
         self._next_cid += 1
         self._clients[client.cid] = client
-        sender = asyncio.create_task(self._send_loop(client))
+        sender = asyncio.create_task(self._send_loop(client), name=f"sender-{client.cid}")
         self._tasks.add(sender)
         sender.add_done_callback(self._tasks.discard)
         try:
@@ -337,10 +356,12 @@ async def serve(engine: Any, home: Path, run_id: str) -> str:
     with contextlib.suppress(AttributeError, ValueError):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)   # no terminal; never die with one
     await server.start()
+    state = None
     try:
-        return await engine.run()
+        state = await engine.run()
+        return state
     finally:
-        await server.close()
+        await server.close(state, getattr(engine, "stop_reason", "") or "")
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
