@@ -8,11 +8,15 @@ workers that report with `CommandDone`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -48,6 +52,7 @@ DETAIL_DEBOUNCE_S = 0.12  # the user moved the cursor: show its detail as soon a
 DETAIL_FOLLOW_S = 1.0     # the stream moved it (or changed the selected one): at most once a second
 EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
+SIGNAL_GRACE_S = 3.0   # after SIGTERM, the app has this long to end by itself
 NODES_POLL_S = 5.0       # live: the engine's node states asked for this often (a node lost or quarantined)
 
 
@@ -207,6 +212,17 @@ class CucoApp(App):
                          f"read-only: no live engine (restart: cuco resume {self.run_id})")
         self._initial_load()
         self.set_interval(REFRESH_S / 4, self._tick)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):   # asked to end (or the terminal went): end, surely
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._end_on_signal, sig)
+
+    def _end_on_signal(self, sig: int) -> None:
+        self.exit(128 + sig)
+        # a worker stuck in a call must not keep the process alive: it goes after a grace period
+        timer = threading.Timer(SIGNAL_GRACE_S, os._exit, (128 + sig,))
+        timer.daemon = True
+        timer.start()
 
     def _set_banner(self, text: str | None) -> None:
         banner = self._main.query_one("#banner", Static)

@@ -339,6 +339,8 @@ class _KeepFirst:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .processes import honour_signals
+    honour_signals()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

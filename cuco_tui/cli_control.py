@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -216,7 +217,24 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _start(home, run_id, attach=bool(getattr(args, "attach", False)))
 
 
+SERVED_DRIVER = "textual.drivers.web_driver:WebDriver"   # what `cuco serve` runs each browser's TUI with
+
+
+def _no_terminal() -> bool:
+    """A TUI needs a terminal on stdin, unless a browser drives it (`cuco serve`: its stdin is the page)."""
+    if os.environ.get("TEXTUAL_DRIVER") == SERVED_DRIVER:
+        return False
+    try:
+        return not os.isatty(sys.stdin.fileno())
+    except (AttributeError, ValueError, OSError):
+        return True
+
+
 def attach_tui(home: Path, run_id: str) -> int:
+    if _no_terminal():
+        print(f"cuco: attach {run_id}: needs a terminal (stdin is not one). Without one: cuco report {run_id} "
+              f"for its state, cuco serve {run_id} for the TUI in a browser", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from .app import CucoApp
     from .settings import load_settings
     info = asyncio.run(live_engine(home, run_id))
@@ -240,6 +258,9 @@ def run_detached(home: Path, run_id: str, workload_path: Path, config: Any, clus
                  attach: bool = True) -> int:
     """`cuco run WORKLOAD` without --headless: spawn the engine daemon, wait for it, attach the TUI."""
     home = Path(home).resolve()
+    if attach and _no_terminal():   # before any engine starts: nothing to clean up
+        raise InputError("cuco run", "--headless", "no terminal on stdin for the TUI; run it with --headless "
+                         "(or start it in a terminal, or watch it with cuco serve)")
     home.mkdir(parents=True, exist_ok=True)
     config_json = config.to_json() if hasattr(config, "to_json") else str(config)
     proc = spawn_daemon(home, run_id, create=True, workload=Path(workload_path).resolve(),
