@@ -10,7 +10,7 @@ from typing import Any
 from . import protocol
 
 DIED = "died"
-START_GRACE_S = 10.0   # an engine writes its row a moment before it serves its socket
+START_GRACE_S = 3.0   # a new run's engine writes its row a moment before it serves its socket
 
 
 def shown_state(home: Path, run: dict[str, Any]) -> str:
@@ -18,7 +18,7 @@ def shown_state(home: Path, run: dict[str, Any]) -> str:
     state = run.get("state") or "?"
     if state != "running" or protocol.live_run_info(Path(home), run["id"]) is not None:
         return state
-    if time.time() - float(run.get("updated_at") or 0) < START_GRACE_S:
+    if time.time() - float(run.get("created_at") or 0) < START_GRACE_S:
         return state
     return DIED
 

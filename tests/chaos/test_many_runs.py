@@ -5,6 +5,7 @@ requires of one run alone: no candidate, stage or event lost or written twice, a
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -77,6 +78,13 @@ def test_four_runs_and_two_forks_side_by_side(tmp_path):
         info = protocol.live_run_info(home, run)
         if info is not None:
             os.kill(info.pid, signal.SIGKILL)
+            _wait(lambda: not protocol.pid_alive(info.pid), 10, f"{run}'s engine to die")
+    for run in killed:   # shown as died wherever the store still says running
+        stored, = query(db, "SELECT state FROM runs WHERE id=?", (run,))[0]
+        shown = json.loads(cuco(home, "report", run, "--json").stdout)
+        assert shown["state"] == ("died" if stored == "running" else stored), (stored, shown["state"])
+        listed = {r["run"]: r["state"] for r in json.loads(cuco(home, "ls", "--json").stdout)}
+        assert listed[run] == shown["state"]
     for run in everyone:
         result = cuco(home, "stop", run)
         _ok(result, f"stop {run}")
