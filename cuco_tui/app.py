@@ -8,11 +8,15 @@ workers that report with `CommandDone`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,11 +31,11 @@ from textual.worker import Worker, WorkerState
 
 from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
 
-from .client import EngineClient, EngineError, EngineGone, one_request
+from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
 from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
 from .data import FilterError, StoreView, parse_filter
 from .messages import (CandidateSelected, CandidatesLoaded, CommandDone, DetailLoaded, EngineConnected,
-                       EngineEvents, EngineLost, ScoresLoaded, SummaryLoaded)
+                       EngineEndedRun, EngineEvents, EngineLost, ScoresLoaded, SummaryLoaded)
 from .screens import (ConfirmModal, ForkModal, ForkRequest, HelpScreen, NodesScreen, NoteModal, ReasonModal,
                       ReviewScreen, RunsScreen)
 from .screens.help import describe_bindings
@@ -48,6 +52,7 @@ DETAIL_DEBOUNCE_S = 0.12  # the user moved the cursor: show its detail as soon a
 DETAIL_FOLLOW_S = 1.0     # the stream moved it (or changed the selected one): at most once a second
 EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
+SIGNAL_GRACE_S = 3.0   # after SIGTERM, the app has this long to end by itself
 NODES_POLL_S = 5.0       # live: the engine's node states asked for this often (a node lost or quarantined)
 
 
@@ -155,6 +160,7 @@ class CucoApp(App):
         self._pending_detail: int | None = None
         self.events_applied = 0
         self.detached = False
+        self.ended: tuple[str, str] | None = None   # (state, reason) once the engine said the run ended
         self.toasts = ToastWatcher()
         self._best_wanted: int | None = None      # `b` reloads the table to find the best: select it then
         self._status_next = 0.0
@@ -206,6 +212,17 @@ class CucoApp(App):
                          f"read-only: no live engine (restart: cuco resume {self.run_id})")
         self._initial_load()
         self.set_interval(REFRESH_S / 4, self._tick)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):   # asked to end (or the terminal went): end, surely
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._end_on_signal, sig)
+
+    def _end_on_signal(self, sig: int) -> None:
+        self.exit(128 + sig)
+        # a worker stuck in a call must not keep the process alive: it goes after a grace period
+        timer = threading.Timer(SIGNAL_GRACE_S, os._exit, (128 + sig,))
+        timer.daemon = True
+        timer.start()
 
     def _set_banner(self, text: str | None) -> None:
         banner = self._main.query_one("#banner", Static)
@@ -294,6 +311,8 @@ class CucoApp(App):
         self._summary_next = self._next_refresh(message.elapsed_s)
         if self.live and self.summary.get("state"):
             message.summary["state"] = self.summary["state"]   # the engine's word is newer than the row
+        if self.ended is not None:
+            message.summary["state"] = self.ended[0]           # its last word, whatever a slow read saw
         if self.live and not message.summary.get("nodes"):
             message.summary["nodes"] = self.summary.get("nodes") or []   # the engine's (status), not the table's
         self.summary = message.summary
@@ -395,6 +414,8 @@ class CucoApp(App):
         try:
             async for batch in client.batches(interval=EVENT_BATCH_S):
                 self.post_message(EngineEvents(batch))
+        except EngineEnded as end:
+            self.post_message(EngineEndedRun(end.state, end.reason))
         except (EngineGone, EngineError) as exc:
             self.post_message(EngineLost(str(exc)))
         finally:
@@ -414,6 +435,20 @@ class CucoApp(App):
         header.live = True
         header.summary = self.summary
         self._set_banner(None)
+        self._dirty = True
+
+    @_ui_guard
+    @on(EngineEndedRun)
+    def _ended(self, message: EngineEndedRun) -> None:
+        """The engine's last word: the run's final state at once, and no reconnecting."""
+        self.live = False
+        self.ended = (message.state, message.reason)
+        self.summary["state"] = message.state
+        header = self._main.query_one(RunHeader)
+        header.live = False
+        header.summary = self.summary
+        self._set_banner(f"the run {message.state}" + (f": {message.reason}" if message.reason else "")
+                         + "; its engine has ended (the store is open read-only)")
         self._dirty = True
 
     @_ui_guard
@@ -487,6 +522,9 @@ class CucoApp(App):
     def _need_live(self, what: str) -> bool:
         if self.live and self.client is not None:
             return True
+        if self.ended is not None:
+            self.notify(f"{what}: the run {self.ended[0]}; its engine has ended", severity="warning")
+            return False
         self.notify(f"{what}: no live engine (read-only). From a shell: cuco resume {self.run_id}",
                     severity="warning")
         return False

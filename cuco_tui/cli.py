@@ -108,6 +108,7 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(engine.stop()))
+    state = None
     try:
         await server.start()
         with display:
@@ -115,7 +116,7 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        await server.close()
+        await server.close(state, engine.stop_reason or "")
         await engine.close()
     display.print_summary(home, run_id)
     if state == "paused":   # it paused itself (a full disk, no node left): the reason says what to do
@@ -326,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .processes import honour_signals
+    honour_signals()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,35 @@ def _home_run(args: argparse.Namespace, required: bool = True) -> tuple[Path, st
         raise InputError(str(home), "RUN", str(exc)) from None
 
 
-def _err(message: str) -> int:
+def _err(message: str, exc: BaseException | None = None) -> int:
+    """One line on stderr; exit 2 when the engine said the input was the user's to fix."""
     print(f"cuco: {message}", file=sys.stderr)
-    return EXIT_FAILED
+    return EXIT_BAD_INPUT if getattr(exc, "bad_input", False) else EXIT_FAILED
+
+
+ENDED = {"finished": "finished", "failed": "failed", "stopped": "been stopped"}
+STOP_WAIT_S = 120.0   # a stop returns once the engine has ended (its jobs cancelled, its state written)
+
+
+def _wait_engine_gone(home: Path, run_id: str, pid: int | None, timeout: float = STOP_WAIT_S) -> bool:
+    import time
+    from engine import protocol
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid is None or not protocol.pid_alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _stored_state(home: Path, run_id: str) -> str | None:
+    from engine.store import ReadStore
+    store = ReadStore(home)
+    try:
+        row = store.run(run_id)
+    finally:
+        store.close()
+    return row["state"] if row else None
 
 
 async def _live_socket(home: Path, run_id: str) -> str | None:
@@ -57,19 +84,27 @@ def _command(args: argparse.Namespace, op: str, offline: Any, **payload: Any) ->
     home, run_id = _home_run(args)
 
     async def go() -> Any:
-        socket = await _live_socket(home, run_id)
-        if socket is not None:
-            return "live", await _via_socket(socket, op, **payload)
+        info = await live_engine(home, run_id)
+        if info is not None:
+            return "live", info.pid, await _via_socket(info.socket, op, **payload)
         if offline is None:
-            return "dead", None
-        return "store", await offline(home, run_id)
+            return "dead", None, None
+        return "store", None, await offline(home, run_id)
 
     try:
-        where, reply = asyncio.run(go())
+        where, pid, reply = asyncio.run(go())
     except (EngineError, EngineGone, ValueError) as exc:
-        return _err(f"{op} {run_id}: {exc}")
+        return _err(f"{op} {run_id}: {exc}", exc)
     if where == "dead":
         return _err(f"{op} {run_id}: no live engine (restart it with: cuco resume {run_id})")
+    if where == "live" and op == "stop":
+        # "done" only once the engine has ended and written its state: an engine that dies on the way is
+        # reported, not hidden behind its reply
+        if not _wait_engine_gone(home, run_id, pid):
+            return _err(f"stop {run_id}: the engine (pid {pid}) still runs after {STOP_WAIT_S:.0f} s")
+        state = _stored_state(home, run_id)
+        if state not in ("stopped", "finished"):
+            return _err(f"stop {run_id}: the engine ended with the run {state} (see cuco report {run_id})")
     print(f"{op} {run_id}: done ({'engine' if where == 'live' else 'store; no live engine'})")
     return EXIT_OK
 
@@ -81,6 +116,9 @@ def cmd_pause(args: argparse.Namespace) -> int:
     from engine import control
 
     async def offline(home: Path, run_id: str) -> None:
+        state = _stored_state(home, run_id)
+        if state in ENDED:
+            raise ValueError(f"the run has {ENDED[state]}; there is nothing to pause")
         await _offline(home, control.set_state, run_id, "paused", "paused by the user (no live engine)")
     return _command(args, "pause", offline, hard=bool(args.hard))
 
@@ -138,7 +176,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     try:
         new_run = asyncio.run(go())
     except (EngineError, EngineGone, ValueError) as exc:
-        return _err(f"fork {run_id}: {exc}")
+        return _err(f"fork {run_id}: {exc}", exc)
     print(f"forked {run_id} -> {new_run} (paused)")
     if args.start:
         return _start(home, new_run, attach=False)
@@ -156,7 +194,7 @@ def _start(home: Path, run_id: str, attach: bool) -> int:
     try:
         asyncio.run(_via_socket(info.socket, "resume"))
     except (EngineError, EngineGone) as exc:
-        return _err(f"resume {run_id}: {exc}")
+        return _err(f"resume {run_id}: {exc}", exc)
     if attach:
         return attach_tui(home, run_id)
     print(f"{run_id}: engine running (pid {info.pid}); watch it with: cuco attach {run_id}")
@@ -173,16 +211,40 @@ def cmd_resume(args: argparse.Namespace) -> int:
             return _err(f"resume {run_id}: {exc}")
         print(f"resume {run_id}: done")
         return EXIT_OK
+    if _stored_state(home, run_id) == "finished":
+        return _err(f"resume {run_id}: the run has finished; to search on, fork it: "
+                    f"cuco fork {run_id} --set max_evals=N --start")
     return _start(home, run_id, attach=args.attach)
 
 
+SERVED_DRIVER = "textual.drivers.web_driver:WebDriver"   # what `cuco serve` runs each browser's TUI with
+
+
+def _no_terminal() -> bool:
+    """A TUI needs a terminal on stdin, unless a browser drives it (`cuco serve`: its stdin is the page)."""
+    if os.environ.get("TEXTUAL_DRIVER") == SERVED_DRIVER:
+        return False
+    try:
+        return not os.isatty(sys.stdin.fileno())
+    except (AttributeError, ValueError, OSError):
+        return True
+
+
 def attach_tui(home: Path, run_id: str) -> int:
+    if _no_terminal():
+        print(f"cuco: attach {run_id}: needs a terminal (stdin is not one). Without one: cuco report {run_id} "
+              f"for its state, cuco serve {run_id} for the TUI in a browser", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from .app import CucoApp
     from .settings import load_settings
     info = asyncio.run(live_engine(home, run_id))
     app = CucoApp(home, run_id, socket_path=info.socket if info else None, settings=load_settings(home))
     app.run()
-    if app.detached and info is not None:
+    if app.ended is not None:
+        state, reason = app.ended
+        print(f"run {run_id} {state}" + (f": {reason}" if reason else "") + "; its engine has ended. "
+              f"See it with: cuco report {run_id}")
+    elif app.detached and info is not None:
         print(f"detached; the engine keeps running. Come back with: cuco attach {run_id}")
     return int(app.return_code or 0)
 
@@ -196,6 +258,9 @@ def run_detached(home: Path, run_id: str, workload_path: Path, config: Any, clus
                  attach: bool = True) -> int:
     """`cuco run WORKLOAD` without --headless: spawn the engine daemon, wait for it, attach the TUI."""
     home = Path(home).resolve()
+    if attach and _no_terminal():   # before any engine starts: nothing to clean up
+        raise InputError("cuco run", "--headless", "no terminal on stdin for the TUI; run it with --headless "
+                         "(or start it in a terminal, or watch it with cuco serve)")
     home.mkdir(parents=True, exist_ok=True)
     config_json = config.to_json() if hasattr(config, "to_json") else str(config)
     proc = spawn_daemon(home, run_id, create=True, workload=Path(workload_path).resolve(),

@@ -1,26 +1,29 @@
-"""`cuco serve [RUN] [--host 127.0.0.1] [--port 8000] [--public]`: the TUI of a run in a browser.
+"""`cuco serve [RUN] [--host 127.0.0.1] [--port 8000] [--public [--public-url URL]]`: the TUI of a run in a
+browser, for its user only.
 
 Each browser tab runs `cuco attach RUN` behind the page (textual-serve), so several browsers and terminals
-see the same run at once, each a client of its engine. Loopback only unless --public: whoever reaches the
-port can pause, accept, reject, fork or stop the run, and the page has no login; from another machine,
-forward the port over SSH instead.
+see the same run at once, each a client of its engine. The address printed carries a random token: without
+it (or the cookie the first load leaves) every request is refused, as is any request from another page's
+origin. Loopback only unless --public; from another machine, forward the port over SSH, or put a TLS proxy
+in front and pass --public --public-url https://... (docs/tui.md shows how).
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import shlex
+import secrets
 import socket
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from remote.errors import InputError
 
 EXIT_OK = 0
-WHY_LOOPBACK = ("anyone who reaches this port can pause, accept, reject, fork or stop the run (the page has no "
-                "login); from another machine reach it over an SSH port forward instead: "
-                "ssh -L {port}:127.0.0.1:{port} THIS_HOST, then open http://127.0.0.1:{port}")
+WHY_LOOPBACK = ("the page gives whoever holds its address (with the token) control of the run, and without TLS "
+                "the token crosses the network in clear; from another machine reach it over an SSH port "
+                "forward instead: ssh -L {port}:127.0.0.1:{port} THIS_HOST, then open the address printed")
 
 
 def is_loopback(host: str) -> bool:
@@ -48,22 +51,37 @@ def check_address(host: str, port: int, public: bool) -> None:
                          "pick another with --port") from None
 
 
-def attach_command(home: Any, run_id: str) -> str:
-    """What each browser tab runs: this interpreter's `cuco attach`, on this project home."""
-    return shlex.join([sys.executable, "-m", "cuco_tui.cli", "--home", str(home), "attach", run_id])
+def check_public_url(url: str | None, public: bool) -> None:
+    if url is None:
+        return
+    if not public:
+        raise InputError("--public-url", url, "goes with --public (the address of a proxy in front of cuco serve)")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        raise InputError("--public-url", url, "must be the address browsers open, e.g. https://cuco.example.org")
+
+
+def attach_argv(home: Any, run_id: str) -> list[str]:
+    """What each browser tab runs (no shell): this interpreter's `cuco attach`, on this project home."""
+    return [sys.executable, "-m", "cuco_tui.cli", "--home", str(home), "attach", run_id]
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .cli_control import _home_run
     from .web_server import serve_command, url_host
     check_address(args.host, args.port, args.public)
+    check_public_url(args.public_url, args.public)
     home, run_id = _home_run(args)
-    if not is_loopback(args.host):
-        print("cuco serve: WARNING: serving on a non-loopback address: " + WHY_LOOPBACK.format(port=args.port),
-              file=sys.stderr)
-    print(f"cuco serve: run {run_id} at http://{url_host(args.host)}:{args.port} (ctrl+c stops serving; "
-          "the run goes on)", flush=True)
-    serve_command(attach_command(home, run_id), args.host, args.port, title=f"cuco {run_id}")
+    loopback = is_loopback(args.host)
+    if not loopback and not (args.public_url or "").startswith("https:"):
+        print("cuco serve: WARNING: serving on a non-loopback address without TLS: " + WHY_LOOPBACK.format(
+            port=args.port), file=sys.stderr)
+    public_url = (args.public_url or f"http://{url_host(args.host)}:{args.port}").rstrip("/")
+    token = secrets.token_urlsafe(32)
+    print(f"cuco serve: run {run_id} at {public_url}/?token={token} (only this address opens it; ctrl+c stops "
+          "serving, the run goes on)", flush=True)
+    serve_command(attach_argv(home, run_id), args.host, args.port, title=f"cuco {run_id}", token=token,
+                  public_url=public_url, loopback=loopback)
     return EXIT_OK
 
 
@@ -74,6 +92,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--public", action="store_true",
-                   help="allow a non-loopback --host (anyone who reaches the port controls the run)")
+                   help="allow a non-loopback --host (the token still guards it; put TLS in front)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="with --public: the address browsers open, e.g. a TLS proxy's https://host (its origin "
+                        "is the one accepted)")
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)

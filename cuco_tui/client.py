@@ -26,11 +26,24 @@ REQUEST_TIMEOUT_S = 60.0
 
 
 class EngineError(RuntimeError):
-    """The engine refused a command (its reply's `error`)."""
+    """The engine refused a command (its reply's `error`); `bad_input`: the user's to fix (exit 2)."""
+
+    def __init__(self, message: str, bad_input: bool = False):
+        super().__init__(message)
+        self.bad_input = bad_input
 
 
 class EngineGone(ConnectionError):
     """The engine's socket no longer answers."""
+
+
+class EngineEnded(EngineGone):
+    """The engine said the run ended (its final state and why) and closed: there is nothing to reconnect to."""
+
+    def __init__(self, state: str, reason: str):
+        super().__init__(f"the run {state}" + (f": {reason}" if reason else ""))
+        self.state = state
+        self.reason = reason
 
 
 class EngineClient:
@@ -53,6 +66,7 @@ class EngineClient:
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task | None = None
         self._closed = False
+        self.ended: EngineEnded | None = None
         self._connected = asyncio.Event()
 
     # ---- connection
@@ -122,7 +136,12 @@ class EngineClient:
                 if not line:
                     break
                 message = protocol.decode(line)
-                if "reply" in message:
+                if isinstance(message.get("ended"), dict):
+                    end = message["ended"]
+                    self.ended = EngineEnded(str(end.get("state") or "ended"), str(end.get("reason") or ""))
+                    self._closed = True   # its last word: no reconnecting to an engine that is gone
+                    self._events.put_nowait(self.ended)
+                elif "reply" in message:
                     fut = self._pending.pop(message["reply"], None)
                     if fut is not None and not fut.done():
                         fut.set_result(message)
@@ -135,7 +154,7 @@ class EngineClient:
             pass
         finally:
             self._connected.clear()
-            self._fail_pending(EngineGone("connection to the engine lost"))
+            self._fail_pending(self.ended or EngineGone("connection to the engine lost"))
             if not self._closed:
                 asyncio.get_running_loop().create_task(self._reconnect())
 
@@ -159,6 +178,8 @@ class EngineClient:
     # ---- requests
 
     async def request(self, op: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
+        if self.ended is not None:
+            raise self.ended
         if self._writer is None:
             try:
                 await asyncio.wait_for(self._connected.wait(), self.connect_timeout)
@@ -177,7 +198,7 @@ class EngineClient:
         finally:
             self._pending.pop(rid, None)
         if not reply.get("ok"):
-            raise EngineError(reply.get("error") or f"{op} failed")
+            raise EngineError(reply.get("error") or f"{op} failed", bad_input=bool(reply.get("bad_input")))
         return reply
 
     # ---- events

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from engine.counting import COUNTS_SQL, NEEDS_REVIEW
 from engine.harness_result import overlap_efficiency
+from engine.liveness import shown_state
 from engine.store import ReadStore
 
 from .lineage_data import BestPaths, lineage_text
@@ -174,10 +175,11 @@ class StoreView:
     def runs(self) -> list[dict[str, Any]]:
         # best: the top of candidates_run_fitness (fitness is the speedup of a correct candidate);
         # count: a covering scan of candidates_run_status.
-        return self._all("SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND c.status='done' "
+        rows = self._all("SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND c.status='done' "
                          "AND c.fitness IS NOT NULL ORDER BY c.fitness DESC LIMIT 1) AS best, "
                          "(SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
                          "FROM runs r ORDER BY created_at")
+        return [{**r, "state": shown_state(self.home, r)} for r in rows]   # `died`, never a dead `running`
 
     def run_ids(self) -> list[str]:
         return [r["id"] for r in self._all("SELECT id FROM runs ORDER BY created_at")]
@@ -217,7 +219,8 @@ class StoreView:
         # Held for a person (a flagged result): few, so the newest 50 are enough for the toasts.
         review = self._all("SELECT id FROM candidates WHERE run_id=? AND status='done' AND review='needs_review' "
                            "ORDER BY id DESC LIMIT 50", (run_id,))
-        return {"run": run_id, "workload": run.get("workload", "?"), "state": run.get("state", "?"),
+        state = shown_state(self.home, run) if run else "?"
+        return {"run": run_id, "workload": run.get("workload", "?"), "state": state,
                 "parent_run": run.get("parent_run"), "evaluated": done + bad, "correct": done, "failed": bad,
                 "in_flight": by_status.get("pending", 0) + by_status.get("running", 0),
                 "best": best, "llm_cost_usd": float(cost.get("c") or 0.0), "nodes": self.nodes(),

@@ -27,6 +27,15 @@ class EngineLost(Message):
         self.reason = reason
 
 
+class EngineEndedRun(Message):
+    """The engine said the run ended (final state, reason) and closed its socket."""
+
+    def __init__(self, state: str, reason: str) -> None:
+        super().__init__()
+        self.state = state
+        self.reason = reason
+
+
 class SummaryLoaded(Message):
     def __init__(self, summary: dict[str, Any], islands: list[dict[str, Any]], elapsed_s: float = 0.0) -> None:
         super().__init__()

@@ -114,7 +114,7 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
             src = chosen if cid == from_candidate else await tx.fetchone("SELECT * FROM candidates WHERE id=?", (cid,))
             if await latest_verdict(tx, cid) == "reject":
                 continue
-            new_cid = store.next_candidate_id()
+            new_cid, = await tx.reserve_candidate_ids(1)
             await tx.execute(
                 "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
                 "source_hash, descriptor_json, cell, status, correct, speedup, time_ms, baseline_ms, fitness, "

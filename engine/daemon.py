@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remote.errors import InputError
+
 from . import protocol
 from .protocol import PROTOCOL_VERSION, RunInfo
 
@@ -35,6 +37,7 @@ REPLAY_PAGE = 2000
 WRITE_TIMEOUT_S = 10.0            # a client that does not read for this long is dropped
 COMMAND_TIMEOUT_S = {"pause": 120.0, "stop": 30.0, "fork": 120.0}
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
+ENDED_FLUSH_S = 1.0               # how long an ending engine waits for clients to take its last word
 
 
 class _Replay:
@@ -91,10 +94,14 @@ class EngineServer:
         protocol.write_run_info(self.home, info)
         return info
 
-    async def close(self) -> None:
+    async def close(self, state: str | None = None, reason: str = "") -> None:
+        """Stop serving. With the run's final `state`, every client is told it (and why) before its socket
+        closes, so a viewer shows the end at once instead of reconnecting to nothing."""
         protocol.remove_run_info(self.home, self.run_id, pid=os.getpid())
         if self._server is not None:
             self._server.close()
+        if state is not None:
+            await self._say_ended(state, reason)
         for client in list(self._clients.values()):
             self._drop(client, "engine shutting down")
         for task in list(self._tasks):
@@ -110,6 +117,20 @@ class EngineServer:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+
+    async def _say_ended(self, state: str, reason: str) -> None:
+        senders = []
+        for client in list(self._clients.values()):
+            if client.dropped:
+                continue
+            try:   # after what is queued for it (the final `run` event included), then the sender ends
+                client.queue.put_nowait(protocol.ended(state, reason))
+                client.queue.put_nowait(None)
+            except asyncio.QueueFull:
+                continue
+            senders += [t for t in self._tasks if t.get_name() == f"sender-{client.cid}"]
+        if senders:
+            await asyncio.wait(senders, timeout=ENDED_FLUSH_S)
 
     @property
     def client_count(self) -> int:
@@ -144,7 +165,7 @@ class EngineServer:
         client = _Client(self._next_cid, writer, self.queue_size)
         self._next_cid += 1
         self._clients[client.cid] = client
-        sender = asyncio.create_task(self._send_loop(client))
+        sender = asyncio.create_task(self._send_loop(client), name=f"sender-{client.cid}")
         self._tasks.add(sender)
         sender.add_done_callback(self._tasks.discard)
         try:
@@ -260,6 +281,8 @@ class EngineServer:
             reply = {"reply": rid, "ok": True, **(result or {})}
         except asyncio.TimeoutError:
             reply = {"reply": rid, "ok": False, "error": f"{op} did not finish within {timeout:.0f} s"}
+        except InputError as exc:   # the user's to fix: the CLI prints it on one line and exits 2
+            reply = {"reply": rid, "ok": False, "error": str(exc), "bad_input": True}
         except (ValueError, KeyError, LookupError, RuntimeError, TypeError) as exc:
             reply = {"reply": rid, "ok": False, "error": str(exc) or type(exc).__name__}
         except Exception as exc:  # noqa: BLE001 - a command must never take the daemon down
@@ -333,10 +356,12 @@ async def serve(engine: Any, home: Path, run_id: str) -> str:
     with contextlib.suppress(AttributeError, ValueError):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)   # no terminal; never die with one
     await server.start()
+    state = None
     try:
-        return await engine.run()
+        state = await engine.run()
+        return state
     finally:
-        await server.close()
+        await server.close(state, getattr(engine, "stop_reason", "") or "")
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)

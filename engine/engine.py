@@ -201,6 +201,7 @@ class Engine:
                                    workload_name=workload.name)
 
     async def _add_seed(self) -> None:
+        await self.store.reserve_candidate_ids()
         await self._persisted(self._new_candidate(Proposal(self.workload.seed_source, "seed", "seed"),
                                                   parent=None, island=0))
 
@@ -586,6 +587,7 @@ class Engine:
             return None
         if hashlib.sha256(proposal.source.encode()).hexdigest() in self.by_hash:
             return None   # a duplicate: never evaluated twice
+        await self.store.reserve_candidate_ids()
         parent.children += 1
         return self._new_candidate(proposal, parent=parent, island=island, number=number)
 

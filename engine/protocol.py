@@ -7,7 +7,9 @@ client -> daemon   {"op": "hello", "id": 1, "since": N, "events": true}
                    {"op": "pause" | "resume" | "stop" | "accept" | "reject" | "fork" | "status", "id": 2, ...}
 daemon -> client   {"reply": 1, "ok": true, "protocol": 1, "run": ..., "status": {...}, "last_seq": M}
                    {"seq": 17, "run": ..., "ts": ..., "kind": "result", "data": {...}}   (an event)
-                   {"reply": 2, "ok": false, "error": "..."}
+                   {"reply": 2, "ok": false, "error": "...", "bad_input": true}   (the user's to fix)
+                   {"ended": {"state": "finished", "reason": "reached 40 evaluations"}}
+                                     (the engine's last word before it closes the socket: do not reconnect)
 
 After `hello{since}` the daemon sends every event of the run with `seq > since` from the events table,
 then live events, in `seq` order and without duplicates. A client that cannot keep up (its bounded
@@ -51,6 +53,11 @@ def decode(line: bytes) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise ProtocolError("a message must be a JSON object")
     return message
+
+
+def ended(state: str, reason: str) -> dict[str, Any]:
+    """The message an ending engine sends every client last (the run's final state and why)."""
+    return {"ended": {"state": state, "reason": reason}}
 
 
 def is_event(message: dict[str, Any]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import liveness
 from .fault_report import fault_summary
 from .harness_result import overlap_efficiency
 from .counting import COUNTS_SQL, NEEDS_REVIEW
@@ -87,11 +88,12 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
                     "flags": metrics.get("flags") or [],
                     "configs": [_config_row(c) for c in _bench_configs(best["metrics_json"])]}
     evaluated = sum(n for s, n in counts.items() if s in FINAL_STATUSES)
+    state = liveness.shown_state(store.home, run)
     return {
         "run": run_id,
         "workload": run["workload"],
-        "state": run["state"],
-        "stop_reason": run["stop_reason"],
+        "state": state,
+        "stop_reason": liveness.died_reason(run_id) if state == liveness.DIED else run["stop_reason"],
         "parent_run": run["parent_run"],
         "fork_candidate": run["fork_candidate"],
         "evaluated": evaluated,

@@ -1,7 +1,8 @@
 """The SQLite schema of a project home (`.cuco/cuco.db`) and its migrations.
 
-The engine is the only writer. Every state change also appends to `events` (a monotonic `seq`), which
-is what attached TUIs replay with `hello{since}`.
+Each run's engine writes its own run's rows; several engines (runs, forks) may share one home. Every state
+change also appends to `events` (a `seq` the database assigns, rising in commit order), which is what
+attached TUIs replay with `hello{since}`.
 """
 
 from __future__ import annotations
@@ -181,7 +182,16 @@ CREATE INDEX IF NOT EXISTS candidates_parent ON candidates(parent_id);
 CREATE INDEX IF NOT EXISTS candidates_run_speedup ON candidates(run_id, speedup);
 """
 
+# v9: several engines write one home at once (runs and forks side by side): candidate ids are reserved in
+# blocks from this counter inside a write transaction, never numbered by one engine from what it last read.
+SCHEMA_V9 = """
+CREATE TABLE IF NOT EXISTS id_counters (
+    name TEXT PRIMARY KEY,                -- candidates
+    next INTEGER NOT NULL                 -- the first id no writer has reserved
+);
+"""
+
 # Migrations by version. Numbers may leave gaps (a migration is only ever added, never renumbered); the
 # store applies every one above the database's version, in order.
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 8: SCHEMA_V8}
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 8: SCHEMA_V8, 9: SCHEMA_V9}
 SCHEMA_VERSION = max(MIGRATIONS)

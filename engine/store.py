@@ -1,14 +1,20 @@
 """The project store: one SQLite database (WAL) per project home, blobs beside it.
 
-`Store` is the engine's writer (aiosqlite; the engine is the only writer). `ReadStore` is the
+`Store` is a writer (aiosqlite; each run's engine writes its own run). `ReadStore` is the
 read-only view used by the TUI and `cuco report` (plain sqlite3 with mode=ro). Every change that a
 viewer should see is written together with its event, in one transaction: a crash leaves either both
 or neither.
 
 Writes reach the database in the order they were made (one FIFO): a `Batch` submitted with `submit`
 waits a moment for company and goes with the others in one trip to the database thread and one commit;
-`transaction()` (for writes that read back) first sends what is queued. Event `seq` numbers are handed
-out in that same order, so a viewer reading `seq > last` never skips an event committed late.
+`transaction()` (for writes that read back) first sends what is queued.
+
+Several engines may write one home at once (runs and forks side by side), so nothing is numbered in memory:
+an event's `seq` is the database's, given by its INSERT inside the write transaction. Write transactions
+are serial (BEGIN IMMEDIATE), so seqs rise in commit order across every writer and a viewer reading
+`seq > last` never skips an event committed late. Candidate ids are needed before their row is written
+(a proposal's jobs and events name it), so each writer reserves a block of them from the `id_counters`
+row in a write transaction of its own (docs/engine.md).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ log = logging.getLogger(__name__)
 
 DB_NAME = "cuco.db"
 DB_TIMEOUT_S = 30.0
+CANDIDATE_ID_BLOCK = 16   # ids a writer reserves at a time (unused ones are skipped, never reused)
 GROUP_WINDOW_S = 0.003   # a submitted batch waits this long for others (one trip and one commit for all)
 LAZY_WINDOW_S = 0.25     # display-only writes (a stage start) wait at most this long
 
@@ -47,7 +54,7 @@ def _row_dict(cursor: sqlite3.Cursor | aiosqlite.Cursor, row: tuple) -> dict[str
 
 
 class Store:
-    """The single writer."""
+    """One writer of the home (an engine, or the CLI briefly); others may write beside it."""
 
     def __init__(self, home: Path):
         self.home = Path(home)
@@ -55,8 +62,7 @@ class Store:
         self.blobs = BlobStore(self.home / "blobs")
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
-        self._last_seq = 0     # the engine is the only writer: it numbers events itself
-        self._last_candidate = 0
+        self._ids: list[int] = []   # candidate ids reserved for this writer, not yet handed out
         self.on_event = None   # callable(event dict) set by the engine / daemon
         self._queue: list[tuple[Batch, asyncio.Future]] = []   # submitted, not yet sent
         self._flush_at: asyncio.TimerHandle | None = None
@@ -75,28 +81,33 @@ class Store:
             await self._db.close()
             self._db = None
             raise (not_usable(self.db_path, exc) or exc) from None
-        cur = await self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events")
-        self._last_seq = (await cur.fetchone())[0]
-        cur = await self._db.execute("SELECT COALESCE(MAX(id), 0) FROM candidates")
-        self._last_candidate = (await cur.fetchone())[0]
         return self
 
-    def next_candidate_id(self) -> int:
-        """Candidate ids are assigned here (one writer), so a proposal needs no round trip to get one."""
-        self._last_candidate += 1
-        return self._last_candidate
+    async def reserve_candidate_ids(self, n: int = 1) -> None:
+        """Make sure `n` ids are reserved for `next_candidate_id` (a trip to the database only when the
+        block is used up)."""
+        assert self._db is not None, "store not open"
+        if len(self._ids) >= n:
+            return
+        want = max(n - len(self._ids), CANDIDATE_ID_BLOCK)
+        async with self._lock:   # never inside another writer's open transaction on this connection
+            start = await asyncio.wait_for(self._db._execute(_reserve_ids, self._db._conn, want, True),
+                                           DB_TIMEOUT_S)
+        self._ids.extend(range(start, start + want))
 
-    def next_seq(self) -> int:
-        self._last_seq += 1
-        return self._last_seq
+    def next_candidate_id(self) -> int:
+        """A reserved id (`reserve_candidate_ids` first), so a proposal needs no round trip to get one."""
+        if not self._ids:
+            raise RuntimeError("no candidate id reserved: await store.reserve_candidate_ids() first")
+        return self._ids.pop(0)
 
     async def run_batch(self, statements: list[tuple[str, tuple]]) -> None:
         """Several statements in one trip to the database thread (a transaction's writes)."""
         assert self._db is not None
 
         def batch(conn: sqlite3.Connection) -> None:
-            for sql, params in statements:
-                conn.execute(sql, params)
+            for row in statements:
+                _execute(conn, row)
 
         await asyncio.wait_for(self._db._execute(batch, self._db._conn), DB_TIMEOUT_S)
 
@@ -234,9 +245,43 @@ class Store:
         return (await asyncio.shield(self.submit(batch)))[0]
 
 
-def _event_row(seq: int, run_id: str | None, ts: float, kind: str, data: dict[str, Any]) -> tuple[str, tuple]:
-    return ("INSERT INTO events (seq, run_id, ts, kind, data_json) VALUES (?,?,?,?,?)",
-            (seq, run_id, ts, kind, json.dumps(data, default=str, sort_keys=True)))
+class _EventInsert(tuple):
+    """An event's INSERT; executing it gives its `event` dict the seq the database chose."""
+
+    event: dict[str, Any]
+
+
+def _event_row(run_id: str | None, ts: float, kind: str, data: dict[str, Any]) -> _EventInsert:
+    row = _EventInsert(("INSERT INTO events (run_id, ts, kind, data_json) VALUES (?,?,?,?)",
+                        (run_id, ts, kind, json.dumps(data, default=str, sort_keys=True))))
+    row.event = {"seq": None, "run": run_id, "ts": ts, "kind": kind, "data": data}
+    return row
+
+
+def _execute(conn: sqlite3.Connection, row: tuple[str, tuple]) -> None:
+    cur = conn.execute(*row)
+    if isinstance(row, _EventInsert):
+        row.event["seq"] = cur.lastrowid
+
+
+def _reserve_ids(conn: sqlite3.Connection, n: int, own_transaction: bool) -> int:
+    """Runs in the database thread: the first of `n` candidate ids no writer has or will have. Above every
+    existing row too (a store written before the counter, or rows inserted without an id)."""
+    if own_transaction:
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT next FROM id_counters WHERE name='candidates'").fetchone()
+        top = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM candidates").fetchone()[0]
+        start = max(row[0] if row else 1, top)
+        conn.execute("INSERT INTO id_counters (name, next) VALUES ('candidates', ?) "
+                     "ON CONFLICT(name) DO UPDATE SET next=excluded.next", (start + n,))
+        if own_transaction:
+            conn.execute("COMMIT")
+    except BaseException:
+        if own_transaction and conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return start
 
 
 def _commit_groups(conn: sqlite3.Connection, groups: list[list[tuple[str, tuple]]]) -> list[Exception | None]:
@@ -245,8 +290,8 @@ def _commit_groups(conn: sqlite3.Connection, groups: list[list[tuple[str, tuple]
     try:
         conn.execute("BEGIN IMMEDIATE")
         for group in groups:
-            for sql, params in group:
-                conn.execute(sql, params)
+            for row in group:
+                _execute(conn, row)
         conn.execute("COMMIT")
         return [None] * len(groups)
     except Exception:
@@ -258,8 +303,8 @@ def _commit_groups(conn: sqlite3.Connection, groups: list[list[tuple[str, tuple]
     for group in groups:
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for sql, params in group:
-                conn.execute(sql, params)
+            for row in group:
+                _execute(conn, row)
             conn.execute("COMMIT")
             errors.append(None)
         except Exception as exc:
@@ -271,7 +316,7 @@ def _commit_groups(conn: sqlite3.Connection, groups: list[list[tuple[str, tuple]
 
 class Batch:
     """The writes of one transaction that needs no answer from the database, made without awaiting and
-    sent by `Store.submit` with others. Its events get their `seq` when it is sent (commit order)."""
+    sent by `Store.submit` with others. Its events get their `seq` from the database when it is written."""
 
     def __init__(self) -> None:
         self.statements: list[tuple[str, tuple]] = []
@@ -285,13 +330,13 @@ class Batch:
         self.events.append((run_id, time.time(), kind, data))
 
     def rows(self, store: Store) -> list[tuple[str, tuple]]:
-        """The statements to send, events numbered now (the store sends batches in order)."""
-        rows = list(self.statements)
+        """The statements to send; each event's dict gets its seq when its INSERT runs."""
+        rows: list[tuple[str, tuple]] = list(self.statements)
         self.delivered = []
         for run_id, ts, kind, data in self.events:
-            seq = store.next_seq()
-            rows.append(_event_row(seq, run_id, ts, kind, data))
-            self.delivered.append({"seq": seq, "run": run_id, "ts": ts, "kind": kind, "data": data})
+            row = _event_row(run_id, ts, kind, data)
+            rows.append(row)
+            self.delivered.append(row.event)
         return rows
 
 
@@ -330,11 +375,18 @@ class Tx:
         return list(await self.db.execute_fetchall(sql, tuple(params)))
 
     async def event(self, run_id: str | None, kind: str, **data: Any) -> int:
-        ts = time.time()
-        seq = self.store.next_seq()
-        self.pending.append(_event_row(seq, run_id, ts, kind, data))
-        self.events.append({"seq": seq, "run": run_id, "ts": ts, "kind": kind, "data": data})
-        return seq
+        """Written now (its seq is the database's), delivered to viewers after the commit."""
+        row = _event_row(run_id, time.time(), kind, data)
+        self.pending.append(row)
+        await self.flush()
+        self.events.append(row.event)
+        return int(row.event["seq"])
+
+    async def reserve_candidate_ids(self, n: int) -> list[int]:
+        """`n` candidate ids reserved inside this transaction (see `Store.reserve_candidate_ids`)."""
+        await self.flush()
+        start = await asyncio.wait_for(self.db._execute(_reserve_ids, self.db._conn, n, False), DB_TIMEOUT_S)
+        return list(range(start, start + n))
 
 
 class ReadStore:

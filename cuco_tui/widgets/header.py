@@ -9,7 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 STATE_STYLE = {"running": "bold green", "paused": "bold yellow", "stopped": "bold", "finished": "bold cyan",
-               "failed": "bold red"}
+               "failed": "bold red", "died": "bold red"}
 
 
 class RunHeader(Static):

@@ -109,15 +109,18 @@ def check_invariants(home: Path, run: str, max_evals: int) -> dict[str, int]:
     db = home / "cuco.db"
     (state,), = query(db, "SELECT state FROM runs WHERE id=?", (run,))
     assert state == "finished", state
-    rows = query(db, "SELECT id, number, status, source_hash FROM candidates WHERE run_id=? ORDER BY number", (run,))
+    rows = query(db, "SELECT id, number, status, source_hash, origin_id FROM candidates WHERE run_id=? ORDER BY number",
+                 (run,))
     numbers = [r[1] for r in rows]
     assert numbers == list(range(len(rows))), f"a proposal was lost or duplicated: numbers {numbers}"
     assert len({r[3] for r in rows}) == len(rows), "the same source was proposed twice"
-    assert len(rows) == max_evals, f"{len(rows)} candidates for --max-evals {max_evals}"
+    own = [r for r in rows if r[4] is None]   # a fork's generation 0 is copies, evaluated in its parent
+    assert len(own) == max_evals, f"{len(own)} candidates for --max-evals {max_evals}"
+    check_events(db, run, [r[0] for r in own])
     unfinished = [r for r in rows if r[2] in ("pending", "running")]
     assert not unfinished, f"candidates never evaluated: {unfinished}"
     stages = 0
-    for cid, *_ in rows:
+    for cid, *_ in own:
         ran = [s for (s,) in query(db, "SELECT stage FROM evaluations WHERE candidate_id=? "
                                        "AND COALESCE(fault, '') != 'environment'", (cid,))]
         for stage, most in AT_MOST.items():
@@ -135,6 +138,18 @@ def check_invariants(home: Path, run: str, max_evals: int) -> dict[str, int]:
     data = json.loads(report.stdout)
     assert data["evaluated"] == max_evals and data["pending"] == 0, data
     return {"candidates": len(rows), "stages": stages, "events": len(seqs)}
+
+
+def check_events(db: Path, run: str, own: list[int]) -> None:
+    """Each candidate the run proposed has exactly one `candidate` event and one `result` event of its run:
+    none lost, none written twice (another engine writing beside it included)."""
+    import json
+    told: dict[str, list[int]] = {"candidate": [], "result": []}
+    for kind, data in query(db, "SELECT kind, data_json FROM events WHERE run_id=? AND kind IN ('candidate', "
+                                "'result') ORDER BY seq", (run,)):
+        told[kind].append(json.loads(data)["id"])
+    for kind, ids in told.items():
+        assert sorted(ids) == sorted(own), f"{run}: {kind} events {sorted(ids)} for candidates {sorted(own)}"
 
 
 def leftover_processes(home: Path) -> list[int]:

@@ -13,7 +13,7 @@ import pytest
 
 from remote.errors import InputError
 from engine.schema import SCHEMA_VERSION
-from engine.store import DB_NAME, ReadStore, Store
+from engine.store import DB_NAME, Batch, ReadStore, Store
 
 
 @pytest.fixture
@@ -306,3 +306,91 @@ async def test_queued_batches_are_written_before_a_read_and_on_close(tmp_path: P
         assert [r[0] for r in con.execute("SELECT kind FROM events ORDER BY seq")] == ["queued", "at-close"]
     finally:
         con.close()
+
+
+WRITER = """
+import asyncio, sys, time
+from engine.store import Batch, Store
+
+async def main(home, run, n):
+    store = await Store(home).open()
+    for i in range(n):
+        await store.reserve_candidate_ids()
+        cid = store.next_candidate_id()
+        batch = Batch()
+        batch.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, "
+                      "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                      (cid, run, i, 0, 0, "seed", "design-space", f"{run}-{i}", "{}", "c", "pending", time.time()))
+        batch.event(run, "candidate", id=cid, number=i)
+        await store.submit(batch)
+    await store.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+async def test_engines_writing_one_home_at_once_never_collide(tmp_path: Path):
+    """Two runs' writers (one in another process) propose and log at once: every candidate id and event
+    seq is distinct, each run's events are all there, and seqs rise in commit order."""
+    import sys
+    home = tmp_path / "home"
+    store = await Store(home).open()
+    try:
+        async with store.transaction() as tx:
+            await add_run(tx, "a")
+            await add_run(tx, "b")
+        n = 150
+        other = await asyncio.create_subprocess_exec(sys.executable, "-c", WRITER, str(home), "b", str(n))
+        for i in range(n):
+            await store.reserve_candidate_ids()
+            cid = store.next_candidate_id()
+            batch = Batch()
+            batch.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, "
+                          "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                          (cid, "a", i, 0, 0, "seed", "design-space", f"a-{i}", "{}", "c", "pending", time.time()))
+            batch.event("a", "candidate", id=cid, number=i)
+            store.submit(batch)
+            if i % 10 == 0:
+                await asyncio.sleep(0.005)
+        assert await asyncio.wait_for(other.wait(), 120) == 0
+        rows = await store.fetchall("SELECT id, run_id FROM candidates")
+        assert len(rows) == 2 * n and len({r["id"] for r in rows}) == 2 * n
+        events = await store.fetchall("SELECT seq, run_id, data_json FROM events WHERE kind='candidate' ORDER BY seq")
+        for run in ("a", "b"):
+            mine = [json.loads(e["data_json"])["number"] for e in events if e["run_id"] == run]
+            assert mine == list(range(n)), run      # none lost, none twice, each run's in its commit order
+        assert {r["run_id"] for r in rows} == {"a", "b"}
+    finally:
+        await store.close()
+
+
+async def test_a_version_8_store_gets_the_id_counter_above_its_candidates(tmp_path: Path):
+    """A store written before several engines could share a home opens; new ids go above the old ones."""
+    from engine.schema import MIGRATIONS
+    home = tmp_path / "home"
+    home.mkdir()
+    con = raw(home / DB_NAME)
+    con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    for v in sorted(m for m in MIGRATIONS if m <= 8):
+        con.executescript(MIGRATIONS[v])
+    con.execute("INSERT INTO meta VALUES ('schema_version', '8')")
+    con.execute("INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+                "VALUES ('old', 'demo', '/x', 'finished', '{}', 0, 0)")
+    con.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, source_hash, "
+                "descriptor_json, cell, status, created_at) VALUES (41, 'old', 0, 0, 0, 'seed', 'seed', 'h', '{}', "
+                "'c', 'done', 0)")
+    con.commit()
+    con.close()
+    store = await Store(home).open()
+    try:
+        assert (await store.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == str(SCHEMA_VERSION)
+        await store.reserve_candidate_ids()
+        assert store.next_candidate_id() == 42
+        other = await Store(home).open()   # a second writer's block starts after the first's
+        try:
+            await other.reserve_candidate_ids()
+            assert other.next_candidate_id() > 42
+        finally:
+            await other.close()
+    finally:
+        await store.close()

@@ -1,4 +1,5 @@
-"""`cuco serve`: loopback by default; another address needs --public and says why; a busy port is named."""
+"""`cuco serve`: loopback by default; another address needs --public and says why, and is still guarded by the
+token; a busy port is named."""
 
 from __future__ import annotations
 
@@ -24,6 +25,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _get(port: int, path: str, headers: str = "") -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(f"GET {path} HTTP/1.0\r\nHost: x\r\n{headers}\r\n".encode())
+        page = b""
+        while chunk := conn.recv(65536):
+            page += chunk
+    return page
+
+
 def test_a_non_loopback_host_needs_public_and_says_why(tmp_path):
     fill_store(tmp_path, run_id="srv-1", n=4)
     refused = _serve(tmp_path, "--host", "0.0.0.0")
@@ -43,16 +53,20 @@ def test_a_non_loopback_host_needs_public_and_says_why(tmp_path):
             time.sleep(0.2)
         else:
             raise AssertionError("cuco serve --public did not listen")
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-            conn.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
-            page = b""
-            while chunk := conn.recv(65536):
-                page += chunk
-        assert b"200 OK" in page.split(b"\r\n", 1)[0] and b"/ws" in page
+        printed = [public.stdout.readline()]
+        while "?token=" not in printed[-1]:
+            printed.append(public.stdout.readline())
+        token = printed[-1].split("?token=", 1)[1].split()[0]
+        assert _get(port, "/").startswith(b"HTTP/1.0 403")     # public, and still nobody's without the token
+        first = _get(port, f"/?token={token}")
+        assert first.startswith(b"HTTP/1.0 303") and b"HttpOnly" in first and b"SameSite=Strict" in first
+        page = _get(port, "/", f"Cookie: cuco_serve_token={token}\r\n")
+        assert page.startswith(b"HTTP/1.0 200") and b"/ws" in page
     finally:
         os.killpg(public.pid, 15)
         out, _ = public.communicate(timeout=30)
-    assert "WARNING" in out and "anyone who reaches this port" in out
+    out = "".join(printed) + out
+    assert "WARNING" in out and "without TLS" in out
 
     with socket.socket() as busy:                  # a port already taken: named, exit 2
         busy.bind(("127.0.0.1", 0))

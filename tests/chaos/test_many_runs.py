@@ -1,0 +1,109 @@
+"""Runs and forks side by side in one home: four headless runs of the demo and two forks of them made
+mid-search and started at once, every control verb on each (pause, resume, accept, reject, stop), SIGKILLs of
+random engines among them, then each run resumed to its end. Every run's store must hold what the chaos suite
+requires of one run alone: no candidate, stage or event lost or written twice, and nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from engine import protocol
+from tests.chaos.chaos import check_invariants, cuco, query, start
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the demo workload")
+
+MAX_EVALS = 10
+RUNS = ("r1", "r2", "r3", "r4")
+FORKS = {"f1": "r1", "f2": "r2"}
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _correct(db, run: str) -> list[int]:
+    return [r[0] for r in query(db, "SELECT id FROM candidates WHERE run_id=? AND status='done' ORDER BY id", (run,))]
+
+
+def _ok(result: subprocess.CompletedProcess, what: str) -> None:
+    assert result.returncode == 0, f"{what}: exit {result.returncode}: {result.stdout[-1500:]}{result.stderr[-1500:]}"
+
+
+@pytest.mark.timeout(400)
+def test_four_runs_and_two_forks_side_by_side(tmp_path):
+    home, rng = tmp_path / "home", random.Random(20261126)
+    db = home / "cuco.db"
+    # the first run creates the store; the others start beside it at once
+    procs = {RUNS[0]: start(home, "run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", RUNS[0],
+                            "--concurrency", "1")}
+    _wait(lambda: query(db, "SELECT 1 FROM runs"), 60, "the first run's row")
+    for run in RUNS[1:]:
+        procs[run] = start(home, "run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", run,
+                           "--concurrency", "1")
+
+    # forks made mid-search, started now (as the TUI's "start it now"): the parents keep running beside them
+    for fork, parent in FORKS.items():
+        _wait(lambda parent=parent: _correct(db, parent), 120, f"a correct candidate in {parent}")
+        _ok(cuco(home, "fork", parent, "--name", fork, "--start"), f"fork {parent}")
+    everyone = (*RUNS, *FORKS)
+
+    for run in everyone:   # paused, a run waits for the verbs that follow
+        _ok(cuco(home, "pause", run), f"pause {run}")
+    for run in everyone:
+        correct = _wait(lambda run=run: _correct(db, run), 120, f"a correct candidate in {run}")
+        _ok(cuco(home, "accept", run, str(correct[0]), "--note", "looked at it"), f"accept {run}")
+        others = [r[0] for r in query(db, "SELECT id FROM candidates WHERE run_id=? AND status NOT IN "
+                                          "('pending','running') AND id!=? ORDER BY id", (run, correct[0]))]
+        if others:
+            _ok(cuco(home, "reject", run, str(others[-1]), "--reason", "reads a peer's tile twice"), f"reject {run}")
+    for run in everyone:
+        _ok(cuco(home, "resume", run), f"resume {run}")
+
+    killed = rng.sample([r for r in everyone if protocol.live_run_info(home, r) is not None], 2)
+    for run in killed:
+        info = protocol.live_run_info(home, run)
+        if info is not None:
+            os.kill(info.pid, signal.SIGKILL)
+            _wait(lambda: not protocol.pid_alive(info.pid), 10, f"{run}'s engine to die")
+    for run in killed:   # shown as died wherever the store still says running
+        stored, = query(db, "SELECT state FROM runs WHERE id=?", (run,))[0]
+        shown = json.loads(cuco(home, "report", run, "--json").stdout)
+        assert shown["state"] == ("died" if stored == "running" else stored), (stored, shown["state"])
+        listed = {r["run"]: r["state"] for r in json.loads(cuco(home, "ls", "--json").stdout)}
+        assert listed[run] == shown["state"]
+    for run in everyone:
+        result = cuco(home, "stop", run)
+        _ok(result, f"stop {run}")
+    for proc in procs.values():
+        proc.wait(60)
+        proc.stderr.close()
+
+    states = {r: s for r, s in query(db, "SELECT id, state FROM runs")}
+    assert set(states) == set(everyone), states
+    # each to its end, all at once again
+    resumed = {run: start(home, "resume", run, "--headless") for run in everyone if states[run] != "finished"}
+    for run, proc in resumed.items():
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, f"resume {run}: {err.decode()[-2000:]}"
+    for run in everyone:
+        check_invariants(home, run, MAX_EVALS)
+    seqs = [s for (s,) in query(db, "SELECT seq FROM events ORDER BY seq")]
+    assert len(seqs) == len(set(seqs))
+    ids = [i for (i,) in query(db, "SELECT id FROM candidates")]
+    assert len(ids) == len(set(ids))
+    forks = dict(query(db, "SELECT id, parent_run FROM runs WHERE parent_run IS NOT NULL"))
+    assert forks == FORKS

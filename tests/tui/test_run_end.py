@@ -1,0 +1,60 @@
+"""The end of a run, told at once: the real engine on workloads/demo finishes while the TUI is attached through
+the daemon socket; within a second of the engine's end the header says `finished`, the banner gives the
+reason, nothing says the engine "went away", and `q` says the run ended, not that the engine keeps running."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from cuco_tui.app import CucoApp
+from cuco_tui.settings import TuiSettings
+from cuco_tui.widgets.header import RunHeader
+from engine import protocol
+from tests.tui.waiting import until
+
+engine_mod = pytest.importorskip("engine.engine")
+
+RUN = "demo-end-1"
+MAX_EVALS = 3
+
+
+def _text(widget) -> str:
+    return str(widget.render())
+
+
+async def test_a_run_that_finishes_while_attached_says_so_at_once(tmp_path):
+    from engine.config import RunConfig
+    from engine.daemon import serve
+    from engine.workload import load_workload
+    engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"),
+                                            RunConfig(max_evals=MAX_EVALS, concurrency=1), run_id=RUN)
+    ended_at: list[float] = []
+    serving = asyncio.create_task(serve(engine, tmp_path, RUN))
+    serving.add_done_callback(lambda _t: ended_at.append(time.monotonic()))
+    try:
+        assert await until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
+        info = protocol.live_run_info(tmp_path, RUN)
+        app = CucoApp(tmp_path, RUN, socket_path=info.socket, settings=TuiSettings(theme="cuco-dark"))
+        async with app.run_test(size=(120, 30)) as pilot:
+            assert await until(lambda: app.live, 20)
+            assert await until(lambda: bool(ended_at), 120), "the run did not finish"
+            header, banner = app.query_one(RunHeader), app.query_one("#banner")
+            assert await until(lambda: "[finished]" in _text(header), 1.0), _text(header)
+            told_at = time.monotonic()
+            assert told_at - ended_at[0] <= 1.0, f"{told_at - ended_at[0]:.2f} s after the engine ended"
+            assert f"reached {MAX_EVALS} evaluations" in _text(banner), _text(banner)
+            await pilot.pause(1.5)   # past the first reconnect attempts: still told as finished, never lost
+            assert "went away" not in _text(banner) and "[finished]" in _text(header), _text(banner)
+            assert app.ended == ("finished", f"reached {MAX_EVALS} evaluations")
+            await pilot.press("space")   # a control on an ended run says why it cannot
+            await pilot.pause(0.2)
+            assert any("engine has ended" in str(n.message) for n in app._notifications), \
+                [str(n.message) for n in app._notifications]
+            await pilot.press("q")
+        assert app.ended is not None
+    finally:
+        await asyncio.wait_for(serving, 60)
+        await engine.close()
