@@ -155,6 +155,7 @@ def _resolve_run(home: Path, run: str | None) -> str:
 # ----- ls / report / export / validate -------------------------------------------------------------
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
     from engine.report import build_report
@@ -171,14 +172,21 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports, indent=2, default=str))
         return EXIT_OK
-    table = Table(title=f"runs in {home}")
-    for col in ("run", "workload", "state", "parent", "evaluated", "correct", "best", "speedup", "LLM $"):
-        table.add_column(col)
+    # Fits 80 columns (a pipe): a fork names its parent on a second line of its run cell, long names fold,
+    # the short numbers never shrink.
+    table = Table(title=f"runs in {home}", box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption="best: the best candidate (not rejected, not held for review); speedup: its geometric "
+                          "mean of per-config A B ratios; evals: candidates evaluated, ok: those correct")
+    table.add_column("run", overflow="fold", ratio=3)
+    table.add_column("workload", overflow="fold", ratio=1, min_width=8)
+    for col in ("state", "evals", "ok", "best", "speedup", "LLM $"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "state" else "right", min_width=len(col))
     for r in reports:
         best = r["best"] or {}
-        table.add_row(r["run"], r["workload"], r["state"], r["parent_run"] or "", str(r["evaluated"]),
-                      str(r["correct"]), str(best.get("candidate", "")),
-                      f"{best['speedup']:.3f}x" if best.get("speedup") else "", f"{r['llm_cost_usd']:.2f}")
+        run = r["run"] + (f"\n↳ fork of {r['parent_run']}" if r["parent_run"] else "")
+        table.add_row(run, r["workload"], r["state"], str(r["evaluated"]), str(r["correct"]),
+                      str(best.get("candidate", "")), f"{best['speedup']:.3f}x" if best.get("speedup") else "",
+                      f"${r['llm_cost_usd']:.2f}")
     Console().print(table)
     return EXIT_OK
 

@@ -17,6 +17,7 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.text import Text
 
+from engine.best import RANK_ORDER_SQL, best_candidate, island_bests
 from engine.counting import COUNTS_SQL, NEEDS_REVIEW
 from engine.harness_result import overlap_efficiency
 from engine.store import ReadStore
@@ -174,8 +175,8 @@ class StoreView:
     def runs(self) -> list[dict[str, Any]]:
         # best: the top of candidates_run_fitness (fitness is the speedup of a correct candidate);
         # count: a covering scan of candidates_run_status.
-        return self._all("SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND c.status='done' "
-                         "AND c.fitness IS NOT NULL ORDER BY c.fitness DESC LIMIT 1) AS best, "
+        return self._all(f"SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND {COUNTS_SQL} "
+                         f"ORDER BY {RANK_ORDER_SQL} LIMIT 1) AS best, "
                          "(SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
                          "FROM runs r ORDER BY created_at")
 
@@ -211,8 +212,7 @@ class StoreView:
         done = by_status.get("done", 0)
         bad = by_status.get("incorrect", 0) + by_status.get("failed", 0)
         # The best correct candidate: the top of candidates_run_fitness (the engine's fitness is the speedup).
-        best = self._one(f"SELECT c.id, c.speedup, c.time_ms FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} "
-                         "AND c.speedup IS NOT NULL ORDER BY c.fitness DESC LIMIT 1", (run_id,))
+        best = best_candidate(self._all, run_id, "c.id, c.speedup, c.time_ms, c.baseline_ms")
         cost = self._one("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (run_id,)) or {}
         # Held for a person (a flagged result): few, so the newest 50 are enough for the toasts.
         review = self._all("SELECT id FROM candidates WHERE run_id=? AND status='done' AND review='needs_review' "
@@ -260,13 +260,14 @@ class StoreView:
         span = self._one("SELECT MIN(id) AS lo, MAX(id) AS hi FROM candidates WHERE run_id=?", (run_id,))
         if not span or span["lo"] is None:
             return []
-        rows = self._all("SELECT island, COUNT(*) AS size, MAX(CASE WHEN status='done' THEN speedup END) AS best "
-                         "FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? GROUP BY island ORDER BY island",
-                         (span["lo"], span["hi"], run_id))
+        rows = self._all("SELECT island, COUNT(*) AS size FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? "
+                         "GROUP BY island ORDER BY island", (span["lo"], span["hi"], run_id))
+        bests = island_bests(self._all, run_id)   # the best that counts (not rejected, not held)
         migrations = {r["dst_island"]: r for r in self._all(
             "SELECT dst_island, src_island, candidate_id, MAX(at_evaluation) AS at_evaluation "
             "FROM migrations_log WHERE run_id=? GROUP BY dst_island", (run_id,))}
         for row in rows:
+            row["best"] = bests.get(row["island"])
             # candidates_run_status (run_id, status, rowid) read backwards: stops after 16 of this island.
             recent = self._all("SELECT speedup FROM candidates WHERE run_id=? AND status='done' AND island=? "
                                "AND speedup IS NOT NULL ORDER BY id DESC LIMIT 16", (run_id, row["island"]))
@@ -284,7 +285,7 @@ class StoreView:
         oldest first; or, with `sort` = (column, descending), the first `limit` of the whole run in that
         order (a top-N sort in SQL: the best of the run, not of the newest window), NULLs last."""
         where, params = parse_filter(filter_text)
-        columns = ("c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, "
+        columns = ("c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, c.review, "
                    "m.verdict AS mark, m.text AS mark_text")
         last_mark = "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id)"
         if sort is None:

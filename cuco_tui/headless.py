@@ -78,7 +78,26 @@ class HeadlessDisplay:
             store.close()
 
 
+def _ms(value: float | None) -> str:
+    return f"{value:.3f} ms" if isinstance(value, (int, float)) else "-"
+
+
+def best_line(best: dict) -> str:
+    """The best with its ratio and its times from the same job, so the numbers agree on sight."""
+    if not best:
+        return "-"
+    line = f"#{best['candidate']} {best.get('speedup') or 0:.3f}x speedup"
+    if best.get("time_ms") is not None:
+        line += f", {_ms(best['time_ms'])} vs baseline {_ms(best.get('baseline_ms'))} in its job"
+        if best.get("sum_ratio"):
+            line += f" (sum ratio {best['sum_ratio']:.3f}x)"
+    return line
+
+
 def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
+    """The run's summary; every table fits 80 columns and every number's meaning is in the legend below."""
+    from engine.best import top_candidates
+    from engine.glossary import legend
     from engine.store import ReadStore
     console = console or Console()
     own = store is None
@@ -86,34 +105,40 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
     try:
         best = report["best"] or {}
         head = Table.grid(padding=(0, 2))
-        head.add_row("run", report["run"], "workload", report["workload"])
-        head.add_row("state", f"{report['state']} ({report['stop_reason'] or ''})", "parent", report["parent_run"] or "-")
-        head.add_row("evaluated", str(report["evaluated"]), "correct / failed", f"{report['correct']} / {report['failed']}")
+        head.add_column(style="bold", no_wrap=True)
+        head.add_column(overflow="fold")
+        head.add_row("run", f"{report['run']}  (workload {report['workload']}, parent {report['parent_run'] or '-'})")
+        head.add_row("state", f"{report['state']} ({report['stop_reason'] or ''})")
+        head.add_row("evaluated", f"{report['evaluated']}: {report['correct']} correct, {report['failed']} failed")
         if report.get("faults"):
             from engine.fault_report import fault_line
-            head.add_row("failures", fault_line(report["faults"]), "", "")
-        head.add_row("baseline", f"{report['baseline_time_ms'] or 0:.3f} ms", "best",
-                     f"#{best.get('candidate')} {best.get('speedup') or 0:.3f}x ({best.get('time_ms') or 0:.3f} ms)"
-                     if best else "-")
-        head.add_row("accepted", ", ".join(map(str, report["accepted"])) or "-", "LLM cost", f"${report['llm_cost_usd']:.4f}")
+            head.add_row("failures", fault_line(report["faults"]))
+        head.add_row("baseline", f"{_ms(report['baseline_time_ms'])} (sum over configs, in the seed's job)")
+        head.add_row("best", best_line(best))
+        head.add_row("accepted", ", ".join(map(str, report["accepted"])) or "-")
+        head.add_row("LLM cost", f"${report['llm_cost_usd']:.4f}")
         console.print(head)
         first = store.fetchone("SELECT id, descriptor_json FROM candidates WHERE run_id=? ORDER BY id LIMIT 1",
                                (report["run"],))
         reference = json.loads(first["descriptor_json"]) if first else {}
-        table = Table(title="top candidates (speedup = harness A B A B ratio)",
+        table = Table(title="top candidates (not rejected, not held for review), by speedup",
                       caption=f"design point: what differs from #{first['id']}, the run's first candidate" if first else None)
-        for col in ("id", "island", "gen", "operator", "design point", "speedup", "time ms"):
-            table.add_column(col)
-        rows = store.fetchall("SELECT * FROM candidates WHERE run_id=? AND status='done' ORDER BY fitness DESC LIMIT 8",
-                              (report["run"],))
-        for r in rows:
+        table.add_column("id", no_wrap=True)
+        table.add_column("isl", no_wrap=True)
+        table.add_column("gen", no_wrap=True)
+        table.add_column("op", overflow="fold")
+        table.add_column("design point", overflow="fold", ratio=1)
+        for col in ("speedup", "time ms", "base ms"):
+            table.add_column(col, justify="right", no_wrap=True)
+        marks = {m: "+" for m in report["accepted"]}
+        for r in top_candidates(store.fetchall, report["run"], 8):
             point = _point_change(json.loads(r["descriptor_json"]), reference)
-            table.add_row(str(r["id"]), str(r["island"]), str(r["generation"]), r["operator"], point,
-                          f"{r['speedup'] or 0:.3f}x", f"{r['time_ms'] or 0:.3f}")
+            table.add_row(f"{r['id']}{marks.get(r['id'], '')}", str(r["island"]), str(r["generation"]), r["operator"],
+                          point, f"{r['speedup'] or 0:.3f}x", _num(r["time_ms"]), _num(r["baseline_ms"]))
         console.print(table)
         if best.get("configs"):
             console.print(_config_table(f"best candidate #{best['candidate']} per config", best["configs"]))
-        others = [c for c in report.get("best_per_config") or [] if c["candidate"] != best["candidate"]]
+        others = [c for c in report.get("best_per_config") or [] if c["candidate"] != best.get("candidate")]
         if others:
             console.print(_config_table("configs where another candidate is faster", others, with_candidate=True))
             for cid, point in {c["candidate"]: c.get("descriptor") or {} for c in others}.items():
@@ -123,9 +148,15 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
             console.print(f"[yellow]⚑ the best beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
                           f"{flag['bound_ms']:.4g} ms): a faster computation or a gamed measurement; read its diff "
                           "before trusting it[/]")
+        console.print(Text(legend("speedup", "time", "baseline", "sum ratio", "bound", "eff", "comp / comm")
+                           + "\n+: accepted by a person", style="dim"))
     finally:
         if own:
             store.close()
+
+
+def _num(value: float | None) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) else "-"
 
 
 def _print_waiting(report: dict, console: Console) -> None:
@@ -140,20 +171,20 @@ def _print_waiting(report: dict, console: Console) -> None:
         console.print(f"[magenta]refused: #{r['candidate']}: {r['reason']}[/]")
 
 
-_CONFIG_COLUMNS = (("baseline ms", "baseline_ms", "{:.3f}"), ("best ms", "candidate_ms", "{:.3f}"),
-                   ("speedup", "speedup", "{:.3f}"), ("comp ms", "comp_ms", "{:.3f}"),
-                   ("comm ms", "comm_ms", "{:.3f}"), ("bound", "bound", "{:.3f}"),
+_CONFIG_COLUMNS = (("base ms", "baseline_ms", "{:.3f}"), ("cand ms", "candidate_ms", "{:.3f}"),
+                   ("ratio", "speedup", "{:.3f}x"), ("comp ms", "comp_ms", "{:.3f}"),
+                   ("comm ms", "comm_ms", "{:.3f}"), ("bound", "bound", "{:.3f}x"),
                    ("eff", "efficiency", "{:.2f}"))
 
 
 def _config_table(title: str, configs: list[dict], with_candidate: bool = False) -> Table:
     """Per-config numbers; overlap eff = (base - best) / (base - max(comp, comm)): 1 is a perfect overlap."""
     t = Table(title=title)
-    t.add_column("config")
+    t.add_column("config", overflow="fold")
     if with_candidate:
-        t.add_column("candidate")
+        t.add_column("cand", no_wrap=True)
     for label, _, _ in _CONFIG_COLUMNS:
-        t.add_column(label, justify="right")
+        t.add_column(label, justify="right", no_wrap=True)
     for c in configs:
         cells = [fmt.format(c[k]) if isinstance(c.get(k), (int, float)) else "-" for _, k, fmt in _CONFIG_COLUMNS]
         lead = [str(c["name"])] + ([f"#{c['candidate']}"] if with_candidate else [])
