@@ -48,6 +48,8 @@ DETAIL_DEBOUNCE_S = 0.12  # the user moved the cursor: show its detail as soon a
 DETAIL_FOLLOW_S = 1.0     # the stream moved it (or changed the selected one): at most once a second
 EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
+ENGINE_ACTIONS = ("toggle_pause", "hard_pause", "accept", "reject", "fork", "stop_run")
+COMPACT_BELOW = 120      # columns: below this the detail pane takes half the width, with short tab titles
 NODES_POLL_S = 5.0       # live: the engine's node states asked for this often (a node lost or quarantined)
 
 
@@ -121,7 +123,9 @@ class CucoApp(App):
         Binding("t", "toggle_theme", "Theme", id="theme", show=False),
         Binding("1", "focus_pane('islands')", "Islands", id="pane.islands", show=False),
         Binding("2", "focus_pane('candidates')", "Candidates", id="pane.candidates", show=False),
-        Binding("3", "focus_pane('detail')", "Detail", id="pane.detail", show=False),
+        Binding("3", "focus_pane('detail')", "Detail tabs (then left/right)", id="pane.detail", show=False),
+        Binding("left_square_bracket", "detail_tab(-1)", "Previous detail tab", id="detail.prev_tab", show=False),
+        Binding("right_square_bracket", "detail_tab(1)", "Next detail tab", id="detail.next_tab", show=False),
         Binding("4", "focus_pane('log')", "Log", id="pane.log", show=False),
         Binding("5", "show_plot", "Plot", id="pane.plot", show=False),
         Binding("question_mark", "help", "Help", id="help"),
@@ -153,6 +157,8 @@ class CucoApp(App):
         self._candidates_next = 0.0
         self._detail_timer = None
         self._pending_detail: int | None = None
+        self._keys_state: tuple[bool, Any] = (False, None)   # (live, state) the footer was drawn for
+        self._parents: dict[int, int] = {}          # child -> parent, of the candidates announced while attached
         self.events_applied = 0
         self.detached = False
         self.toasts = ToastWatcher()
@@ -190,6 +196,11 @@ class CucoApp(App):
     def on_resize(self, event: Any) -> None:
         for footer in self.screen_stack[:1] and self._main.query("#footer"):
             footer.show_command_palette = event.size.width >= 100
+        if self.screen_stack:                     # narrow: the detail gets half the width and short tab titles
+            compact = event.size.width < COMPACT_BELOW
+            self._main.set_class(compact, "compact")
+            for tabs in self._main.query(DetailTabs):
+                tabs.set_compact(compact)
 
     def on_mount(self) -> None:
         theme = self.settings.theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_DARK
@@ -265,6 +276,7 @@ class CucoApp(App):
 
     def _tick(self) -> None:
         """Re-query what events made stale, never more often than the last query's cost allows."""
+        self._refresh_keys()
         now = time.monotonic()
         if self._dirty and not self._summary_busy and now >= self._summary_next:
             self._dirty = False
@@ -353,12 +365,21 @@ class CucoApp(App):
 
     def _fire_detail(self) -> None:
         self._detail_timer = None
-        if self._pending_detail is not None:
-            self._load_detail(self._pending_detail)
+        # The cursor's row now, not the one named when the load was asked for: while the table follows the
+        # tail, a batch can move the cursor again before the CandidateSelected of the last move arrives.
+        current = self._main.query_one(CandidatesTable).selected_id()
+        cid = current if current is not None else self._pending_detail
+        if cid is not None:
+            self.selected_id = cid
+            self._load_detail(cid)
 
     @_ui_guard
     @on(DetailLoaded)
     def _detail_loaded(self, message: DetailLoaded) -> None:
+        current = self._main.query_one(CandidatesTable).selected_id()
+        if message.detail is not None and current is not None and message.detail.id != current:
+            self._schedule_detail(current)         # the cursor moved on while this one loaded
+            return
         self.detail = message.detail
         for tabs in self._main.query(DetailTabs):      # absent while the app shuts down
             tabs.show(message.detail)
@@ -442,6 +463,10 @@ class CucoApp(App):
                 kind = event.get("kind")
                 d = event.get("data") or {}
                 if kind == "candidate":
+                    if d.get("parent") is not None and d.get("id") is not None:
+                        self._parents[int(d["id"])] = int(d["parent"])
+                    # a new child of the selected one: its Lineage tab lists it
+                    selected_touched |= d.get("parent") is not None and d.get("parent") == self.selected_id
                     if self.filter_text or self.sort:   # where a new row goes is the query's to say
                         self._filter_dirty = True
                         table.upsert(d, add=False)
@@ -451,11 +476,14 @@ class CucoApp(App):
                 elif kind in ("candidate_status", "result"):
                     table.upsert(d, add=False)
                     self._dirty = True
-                    selected_touched |= d.get("id") == self.selected_id
+                    # the selected one, or a child of it (its Lineage tab shows the child's speedup)
+                    selected_touched |= self.selected_id is not None and (
+                        d.get("id") == self.selected_id or self._parents.get(d.get("id")) == self.selected_id)
                 elif kind == "mark":
                     table.upsert({"id": d.get("id"), "mark": d.get("verdict"), "mark_text": d.get("text")},
                                  add=False)
                     selected_touched |= d.get("id") == self.selected_id
+                    self._dirty = True          # a rejected best is the best no more: the header reads it again
                 elif kind == "run":
                     self.summary["state"] = d.get("state", self.summary.get("state"))
                     self._dirty = True
@@ -691,9 +719,15 @@ class CucoApp(App):
             self._schedule_detail(self.selected_id)   # re-highlight for the new background
 
     def action_focus_pane(self, pane: str) -> None:
+        if pane == "detail":                      # its tab bar: left/right switch tabs, tab goes into the tab
+            self._main.query_one(DetailTabs).focus_tabs()
+            return
         target = {"islands": "#islands", "candidates": "#candidates", "detail": "#detail",
                   "log": "#engine-log"}[pane]
         self._main.query_one(target).focus()
+
+    def action_detail_tab(self, step: int) -> None:
+        self._main.query_one(DetailTabs).next_tab(step)
 
     def action_show_plot(self) -> None:
         self._main.query_one(DetailTabs).active = "tab-plot"
@@ -726,6 +760,28 @@ class CucoApp(App):
             self.notify(f"stop failed: {exc}", severity="error")
             return
         self.exit(0)
+
+    # ---- which keys work now (the footer shows only those, with the word for the state)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Pause, stop, accept, reject and fork need a live engine that can still take them: on a read-only
+        or finished run they are neither shown nor run."""
+        if action in ENGINE_ACTIONS:
+            return self.live and self.summary.get("state") not in TERMINAL_STATES
+        return True
+
+    def binding_label(self, binding: Binding) -> str:
+        """The footer's word for a key in the current state (space resumes a paused run)."""
+        if binding.action == "toggle_pause" and self.summary.get("state") == "paused":
+            return "Resume"
+        return binding.description
+
+    def _refresh_keys(self) -> None:
+        """The footer follows the link and the run's state (cheap: compared 4 times a second)."""
+        key = (self.live, self.summary.get("state"))
+        if key != self._keys_state:
+            self._keys_state = key
+            self.refresh_bindings()
 
     # ---- for the command palette
 
