@@ -158,7 +158,9 @@ class CucoApp(App):
         self._detail_timer = None
         self._pending_detail: int | None = None
         self._keys_state: tuple[bool, Any] = (False, None)   # (live, state) the footer was drawn for
-        self._parents: dict[int, int] = {}          # child -> parent, of the candidates announced while attached
+        self._parents: dict[int, int] = {}
+        self._forking = 0                           # forks asked for by this TUI and not answered yet ...
+        self._own_forks: set[str] = set()           # ... and those answered: their event gets no second toast          # child -> parent, of the candidates announced while attached
         self.events_applied = 0
         self.detached = False
         self.toasts = ToastWatcher()
@@ -494,7 +496,8 @@ class CucoApp(App):
                         self.summary["best"] = {"id": d["id"], "speedup": d.get("speedup"),
                                                 "time_ms": d.get("time_ms")}
                     self._dirty = True
-                elif kind == "fork":
+                elif kind == "fork" and not self._forking and d.get("new_run") not in self._own_forks:
+                    # another client's fork (ours gets one toast when it is done, below)
                     self.notify(f"fork {d.get('new_run')} created (start it: cuco resume {d.get('new_run')})")
                 toasts += self.toasts.event(event)
                 line = event_line(event)
@@ -547,9 +550,12 @@ class CucoApp(App):
             self._main.query_one(RunHeader).summary = self.summary
         if message.op == "fork":
             new_run = message.reply.get("new_run")
-            self.notify(f"forked {new_run} (paused)")
+            self._forking = max(0, self._forking - 1)
+            self._own_forks.add(new_run)
             if message.reply.get("_start"):
-                self._start_fork(new_run)
+                self._start_fork(new_run)     # one toast, once it runs (or why it did not start)
+            else:
+                self.notify(f"forked {new_run}, paused (start it: cuco resume {new_run})")
         elif message.op != "status":
             self.notify(f"{message.op}: done", timeout=3)
         self._dirty = True
@@ -605,6 +611,7 @@ class CucoApp(App):
     @work(group="command", exit_on_error=False)
     async def _fork(self, request: ForkRequest) -> None:
         client = self.client
+        self._forking += 1
         if client is None:
             self.post_message(CommandDone("fork", False, "no live engine"))
             return
@@ -612,6 +619,7 @@ class CucoApp(App):
             reply = await client.request("fork", from_candidate=request.from_candidate, name=request.name,
                                          overrides=request.overrides)
         except (EngineError, EngineGone) as exc:
+            self._forking = max(0, self._forking - 1)
             self.post_message(CommandDone("fork", False, str(exc)))
             return
         reply["_start"] = request.start
@@ -624,7 +632,7 @@ class CucoApp(App):
         proc = spawn_daemon(self.home, new_run)
         info = wait_for_daemon(self.home, new_run, proc)
         asyncio.run(one_request(info.socket, "resume"))
-        self.call_from_thread(self.notify, f"{new_run} is running (watch it: cuco attach {new_run})")
+        self.call_from_thread(self.notify, f"forked {new_run} and started it (watch it: cuco attach {new_run})")
 
     def action_edit(self) -> None:
         detail = self.detail

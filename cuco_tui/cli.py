@@ -14,6 +14,7 @@ from remote.errors import InputError
 from remote.jobs import NoUsableNode
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERRUPTED = 130   # Ctrl-C, as shells report it (128 + SIGINT)
 
 
 def home_from(args: argparse.Namespace) -> Path:
@@ -106,8 +107,13 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
 
     engine.store.on_event = on_event
     loop = asyncio.get_running_loop()
+    interrupted: list[int] = []
+
+    def stop(sig: int) -> None:
+        interrupted.append(sig)
+        asyncio.ensure_future(engine.stop())
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(engine.stop()))
+        loop.add_signal_handler(sig, stop, sig)
     try:
         await server.start()
         with display:
@@ -118,6 +124,8 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
         await server.close()
         await engine.close()
     display.print_summary(home, run_id)
+    if interrupted:   # stopped by Ctrl-C (or a TERM): not a success, as a shell reads it (128 + the signal)
+        return 128 + interrupted[0]
     if state == "paused":   # it paused itself (a full disk, no node left): the reason says what to do
         print(f"cuco: {run_id} {engine.stop_reason}", file=sys.stderr)
     return EXIT_FAILED if state in ("failed", "paused") else EXIT_OK
@@ -357,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        return EXIT_FAILED
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -17,39 +17,61 @@ RECENT = 6
 
 
 class HeadlessDisplay:
-    def __init__(self, engine):
+    """On a terminal: a live progress bar and the newest results. Redirected to a file or a pipe: one line
+    per finished candidate, per new best and per state change, written and flushed as it happens (a
+    redraw-in-place display would write nothing until the end)."""
+
+    def __init__(self, engine, console: Console | None = None):
         self.engine = engine
-        self.console = Console(stderr=True)
+        self.console = console or Console(stderr=True)
+        self.lines = not self.console.is_terminal
         total = engine.config.max_evals
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console)
         self.task = self.progress.add_task(engine.run_id, total=total, completed=engine.evaluated, info="")
         self.recent: list[str] = []
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4,
-                         transient=False, redirect_stdout=False, redirect_stderr=False)
+        self.live = None if self.lines else Live(self._render(), console=self.console, refresh_per_second=4,
+                                                 transient=False, redirect_stdout=False, redirect_stderr=False)
         self._last = 0.0
 
     def __enter__(self):
-        self.live.__enter__()
+        if self.live is not None:
+            self.live.__enter__()
+        else:
+            self._line(f"run {self.engine.run_id} ({self.engine.config.max_evals} evaluations at most)")
         return self
 
     def __exit__(self, *exc):
+        if self.live is None:
+            return None
         self.live.update(self._render())
-        try:
-            return self.live.__exit__(*exc)
-        finally:
-            if not self.console.is_terminal:
-                self.console.line()   # rich leaves a non-terminal's last line open: the summary would run on
+        return self.live.__exit__(*exc)
+
+    def _line(self, text: str) -> None:
+        stream = self.console.file
+        stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+        stream.flush()
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind, data = event["kind"], event["data"]
+        line = None
         if kind == "result":
             sp = f"{data['speedup']:.3f}x" if data.get("speedup") else ""
-            self.recent.append(f"#{data['id']:<5} {data['status']:<9} {sp:>8}  {str(data.get('reason') or '')[:70]}")
-            self.recent = self.recent[-RECENT:]
+            line = f"#{data['id']:<5} {data['status']:<9} {sp:>8}  {str(data.get('reason') or '')[:70]}".rstrip()
         elif kind == "log" and data.get("level") in ("warning", "error"):
-            self.recent.append(f"[{data['level']}] {data['message'][:90]}")
-            self.recent = self.recent[-RECENT:]
+            line = f"[{data['level']}] {data['message'][:200]}"
+        elif kind == "best" and self.lines:
+            line = f"new best #{data.get('id')} {data.get('speedup') or 0:.3f}x"
+        elif kind == "run" and self.lines:
+            line = f"run {data.get('state')}" + (f" ({data['reason']})" if data.get("reason") else "")
+        if self.lines:
+            if line is not None:
+                st = self.engine.status()
+                self._line(f"{line}  [{st['evaluated']}/{self.engine.config.max_evals} evaluated]"
+                           if kind == "result" else line)
+            return
+        if line is not None:
+            self.recent = (self.recent + [line])[-RECENT:]
         now = time.monotonic()
         if kind in ("result", "run", "best") or now - self._last > 0.25:
             self._last = now

@@ -141,3 +141,24 @@ async def test_nodes_screen_keeps_running_jobs_through_status_updates(tmp_path, 
             assert jobs.get_row_at(0)[1] == "benchmark"
     finally:
         await _shutdown(engine, server, task)
+
+
+async def test_a_fork_gets_one_toast(tmp_path):
+    engine, server, info, task = await _serve(tmp_path, interval=0.05, max_candidates=4)
+    try:
+        app = _app(tmp_path, info)
+        async with app.run_test(size=(100, 30)) as pilot:
+            table = app.query_one(CandidatesTable)
+            assert await until(lambda: app.live and table.row_count >= 2, 20)
+            await pilot.press("f")
+            await pilot.press(*"branch", "enter")                     # the name; Enter forks (not started)
+            new_run = f"{RUN}-branch"
+
+            def toasts() -> list[str]:
+                return [str(n.message) for n in app._notifications if new_run in str(n.message)]
+            assert await until(lambda: len(toasts()) >= 1, 10)
+            assert await until(lambda: any(new_run in line for line in app.query_one("#engine-log").lines), 10)
+            await pilot.pause(0.5)                                   # the engine's fork event has come too
+            assert toasts() == [f"forked {new_run}, paused (start it: cuco resume {new_run})"], toasts()
+    finally:
+        await _shutdown(engine, server, task)
