@@ -367,20 +367,17 @@ class CucoApp(App):
 
     def _fire_detail(self) -> None:
         self._detail_timer = None
-        # The cursor's row now, not the one named when the load was asked for: while the table follows the
-        # tail, a batch can move the cursor again before the CandidateSelected of the last move arrives.
-        current = self._main.query_one(CandidatesTable).selected_id()
-        cid = current if current is not None else self._pending_detail
-        if cid is not None:
-            self.selected_id = cid
-            self._load_detail(cid)
+        if self._pending_detail is not None:
+            self._load_detail(self._pending_detail)
 
     @_ui_guard
     @on(DetailLoaded)
     def _detail_loaded(self, message: DetailLoaded) -> None:
-        current = self._main.query_one(CandidatesTable).selected_id()
-        if message.detail is not None and current is not None and message.detail.id != current:
-            self._schedule_detail(current)         # the cursor moved on while this one loaded
+        # A thread worker's result arrives even when a newer load replaced it (exclusive workers cannot stop
+        # a thread), and possibly after the newer one: a detail that is not the selected one's is stale.
+        if message.detail is not None and self.selected_id is not None and message.detail.id != self.selected_id:
+            if self._detail_timer is None and (self.detail is None or self.detail.id != self.selected_id):
+                self._schedule_detail(self.selected_id)
             return
         self.detail = message.detail
         for tabs in self._main.query(DetailTabs):      # absent while the app shuts down

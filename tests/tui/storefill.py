@@ -28,6 +28,10 @@ int chunk_bytes = 65536;
 OPERATORS = ("knob", "variant", "cross", "llm-diff")
 
 
+LONG_LINE = ("static const char *tuning_note = \"chunked all-gather overlapped with the GEMM tiles, one "
+             "flag per peer and per chunk, retuned at candidate {}\";\n")
+
+
 def child_source(number: int) -> str:
     return SEED_SOURCE.replace("65536", str(65536 * (1 + number % 7))).replace(
         "* 2.0f", f"* 2.0f + {number}.0f * 0.0f")
@@ -40,7 +44,8 @@ async def create_store(home: Path) -> None:
 
 
 def fill_store(home: Path, run_id: str = "demo-20261122-1", n: int = 40, islands: int = 2,
-               seed: int = 7, fork: bool = True, blobs_for: int = 200, state: str = "paused") -> dict[str, Any]:
+               seed: int = 7, fork: bool = True, blobs_for: int = 200, state: str = "paused",
+               long_line: bool = False) -> dict[str, Any]:
     """A run with `n` candidates (+ marks, migrations, events, a node, an LLM call, and a fork)."""
     home = Path(home)
     asyncio.run(create_store(home))
@@ -61,6 +66,8 @@ def fill_store(home: Path, run_id: str = "demo-20261122-1", n: int = 40, islands
         gen = 0 if parent is None else number // islands
         op = "seed" if parent is None else OPERATORS[number % len(OPERATORS)]
         text = (SEED_SOURCE + ("" if number == 0 else f"// island {island}\n")) if parent is None else child_source(number)
+        if long_line:      # a line longer than the detail pane whose only change is at its end
+            text += LONG_LINE.format(number)
         if number < blobs_for:
             h = store_blobs.put_text(text)
         else:

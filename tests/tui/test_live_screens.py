@@ -5,6 +5,7 @@ what space does now, and the nodes screen keeps its running jobs through the eng
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 import sqlite3
 import sys
@@ -162,3 +163,22 @@ async def test_a_fork_gets_one_toast(tmp_path):
             assert toasts() == [f"forked {new_run}, paused (start it: cuco resume {new_run})"], toasts()
     finally:
         await _shutdown(engine, server, task)
+
+
+async def test_diff_tab_shows_the_change_at_the_end_of_a_long_line(tmp_path):
+    from storefill import fill_store
+    await asyncio.to_thread(fill_store, tmp_path, run_id="long-1", n=12, long_line=True)
+    app = CucoApp(tmp_path, "long-1")
+    async with app.run_test(size=(100, 50)) as pilot:
+        table = app.query_one(CandidatesTable)
+        assert await until(lambda: table.row_count == 12, 20)
+        await pilot.press("up")
+        cid = table.selected_id()
+        assert await until(lambda: app.detail is not None and app.detail.id == cid, 10)
+        await pilot.pause(0.3)
+        parent = app.detail.row["parent_id"]
+        diff = app.query_one("#detail-diff", Static)
+        assert diff.size.width < 100 and diff.virtual_region.height > len(_text(app, "diff").splitlines())
+        screen = html.unescape(re.sub(r"<[^>]+>", "", app.export_screenshot()))   # the text on the screen
+        for number in (parent - 1, cid - 1):                        # the old and the new tail are both visible
+            assert f"candidate {number}\";" in screen.replace("\xa0", " "), number
