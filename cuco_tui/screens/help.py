@@ -7,6 +7,7 @@ and the rows are built from its BINDINGS, so a key added to a screen shows up he
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from textual.app import ComposeResult
@@ -16,6 +17,9 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 from engine.glossary import GLOSSARY
+
+
+MEANING_WIDTH = 44   # the action column's width at 80 columns
 
 
 class HelpScreen(ModalScreen):
@@ -28,7 +32,7 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("Keys by screen (remap with keymap: {binding_id: key} in config.yaml); numbers below"
+            yield Label("Keys by screen, then what each number means. Remap: keymap: {binding_id: key} in config.yaml"
                         + (f"\nconfig: {self.source}" if self.source else ""))
             yield DataTable(cursor_type="row", id="help-table")
 
@@ -37,8 +41,9 @@ class HelpScreen(ModalScreen):
         table.add_columns("screen", "key", "action", "binding id")
         for scope, key, description, binding_id in self.bindings_list:
             table.add_row(scope, key, description, binding_id)
-        for name, meaning in GLOSSARY.items():     # every number's unit and meaning, one line each
-            table.add_row("numbers", name, meaning, "")
+        for name, meaning in GLOSSARY.items():     # every number's unit and meaning, wrapped to stay readable
+            for i, line in enumerate(textwrap.wrap(meaning, MEANING_WIDTH)):
+                table.add_row("numbers" if i == 0 else "", name if i == 0 else "", line, "")
         table.focus()
 
     def action_dismiss_help(self) -> None:

@@ -52,6 +52,7 @@ async def test_help_lists_every_key_of_every_screen(tmp_path):
         for _, key, _, _ in rows:                                  # the names a person reads, not Textual's
             assert not any(raw in key for raw in ("slash", "question_mark", "square_bracket")), key
         assert any(scope == "numbers" and key == "eff" for scope, key, _, _ in rows)
+        assert max(len(action) for _, _, action, _ in rows) <= 44        # readable at 80 columns
         # one key per action across screens
         by_action: dict[str, set[str]] = {}
         for cls in classes:

@@ -89,7 +89,7 @@ def test_detail_metrics_100x30(snap_compare):
     """The Metrics tab at 100x30: numbers with units, eff and bound explained below them."""
     async def run_before(pilot):
         await _settle(pilot)
-        await pilot.press("up", "right_square_bracket", "right_square_bracket")   # Diff -> Source -> Metrics
+        await pilot.press("up", "up", "right_square_bracket", "right_square_bracket")   # #38: Diff -> Source -> Metrics
         await _settle(pilot)
     assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
 
