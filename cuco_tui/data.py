@@ -263,7 +263,7 @@ class StoreView:
             return []
         rows = self._all("SELECT island, COUNT(*) AS size FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? "
                          "GROUP BY island ORDER BY island", (span["lo"], span["hi"], run_id))
-        bests = island_bests(self._all, run_id)   # the best that counts (not rejected, not held)
+        bests = island_bests(self._all, run_id, [r["island"] for r in rows])   # that count: not rejected, not held
         migrations = {r["dst_island"]: r for r in self._all(
             "SELECT dst_island, src_island, candidate_id, MAX(at_evaluation) AS at_evaluation "
             "FROM migrations_log WHERE run_id=? GROUP BY dst_island", (run_id,))}

@@ -31,8 +31,11 @@ def best_candidate(fetchall: Fetch, run_id: str, columns: str = "c.*") -> dict[s
     return rows[0] if rows else None
 
 
-def island_bests(fetchall: Fetch, run_id: str) -> dict[int, float]:
-    """Each island's best speedup, by the same rule."""
-    rows = fetchall(f"SELECT c.island, MAX(c.speedup) AS best FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} "
-                    "GROUP BY c.island", (run_id,))
-    return {r["island"]: r["best"] for r in rows}
+def island_bests(fetchall: Fetch, run_id: str, islands: list[int]) -> dict[int, float | None]:
+    """Each island's best speedup, by the same rule: one walk down candidates_run_fitness per island, which
+    stops at the island's first candidate that counts (a GROUP BY would read the whole run)."""
+    out: dict[int, float | None] = {}
+    for island in islands:
+        rows = top_candidates(fetchall, run_id, 1, "c.speedup", "c.island=?", (island,))
+        out[island] = rows[0]["speedup"] if rows else None
+    return out
