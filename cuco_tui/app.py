@@ -53,6 +53,8 @@ DETAIL_FOLLOW_S = 1.0     # the stream moved it (or changed the selected one): a
 EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
 SIGNAL_GRACE_S = 3.0   # after SIGTERM, the app has this long to end by itself
+ENGINE_ACTIONS = ("toggle_pause", "hard_pause", "accept", "reject", "fork", "stop_run")
+COMPACT_BELOW = 120      # columns: below this the detail pane takes half the width, with short tab titles
 NODES_POLL_S = 5.0       # live: the engine's node states asked for this often (a node lost or quarantined)
 
 
@@ -126,7 +128,9 @@ class CucoApp(App):
         Binding("t", "toggle_theme", "Theme", id="theme", show=False),
         Binding("1", "focus_pane('islands')", "Islands", id="pane.islands", show=False),
         Binding("2", "focus_pane('candidates')", "Candidates", id="pane.candidates", show=False),
-        Binding("3", "focus_pane('detail')", "Detail", id="pane.detail", show=False),
+        Binding("3", "focus_pane('detail')", "Detail tabs (then left/right)", id="pane.detail", show=False),
+        Binding("left_square_bracket", "detail_tab(-1)", "Previous detail tab", id="detail.prev_tab", show=False),
+        Binding("right_square_bracket", "detail_tab(1)", "Next detail tab", id="detail.next_tab", show=False),
         Binding("4", "focus_pane('log')", "Log", id="pane.log", show=False),
         Binding("5", "show_plot", "Plot", id="pane.plot", show=False),
         Binding("question_mark", "help", "Help", id="help"),
@@ -158,6 +162,10 @@ class CucoApp(App):
         self._candidates_next = 0.0
         self._detail_timer = None
         self._pending_detail: int | None = None
+        self._keys_state: tuple[bool, Any] = (False, None)   # (live, state) the footer was drawn for
+        self._parents: dict[int, int] = {}
+        self._forking = 0                           # forks asked for by this TUI and not answered yet ...
+        self._own_forks: set[str] = set()           # ... and those answered: their event gets no second toast
         self.events_applied = 0
         self.detached = False
         self.ended: tuple[str, str] | None = None   # (state, reason) once the engine said the run ended
@@ -196,6 +204,11 @@ class CucoApp(App):
     def on_resize(self, event: Any) -> None:
         for footer in self.screen_stack[:1] and self._main.query("#footer"):
             footer.show_command_palette = event.size.width >= 100
+        if self.screen_stack:                     # narrow: the detail gets half the width and short tab titles
+            compact = event.size.width < COMPACT_BELOW
+            self._main.set_class(compact, "compact")
+            for tabs in self._main.query(DetailTabs):
+                tabs.set_compact(compact)
 
     def on_mount(self) -> None:
         theme = self.settings.theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_DARK
@@ -282,6 +295,7 @@ class CucoApp(App):
 
     def _tick(self) -> None:
         """Re-query what events made stale, never more often than the last query's cost allows."""
+        self._refresh_keys()
         now = time.monotonic()
         if self._dirty and not self._summary_busy and now >= self._summary_next:
             self._dirty = False
@@ -378,6 +392,12 @@ class CucoApp(App):
     @_ui_guard
     @on(DetailLoaded)
     def _detail_loaded(self, message: DetailLoaded) -> None:
+        # A thread worker's result arrives even when a newer load replaced it (exclusive workers cannot stop
+        # a thread), and possibly after the newer one: a detail that is not the selected one's is stale.
+        if message.detail is not None and self.selected_id is not None and message.detail.id != self.selected_id:
+            if self._detail_timer is None and (self.detail is None or self.detail.id != self.selected_id):
+                self._schedule_detail(self.selected_id)
+            return
         self.detail = message.detail
         for tabs in self._main.query(DetailTabs):      # absent while the app shuts down
             tabs.show(message.detail)
@@ -477,6 +497,10 @@ class CucoApp(App):
                 kind = event.get("kind")
                 d = event.get("data") or {}
                 if kind == "candidate":
+                    if d.get("parent") is not None and d.get("id") is not None:
+                        self._parents[int(d["id"])] = int(d["parent"])
+                    # a new child of the selected one: its Lineage tab lists it
+                    selected_touched |= d.get("parent") is not None and d.get("parent") == self.selected_id
                     if self.filter_text or self.sort:   # where a new row goes is the query's to say
                         self._filter_dirty = True
                         table.upsert(d, add=False)
@@ -486,11 +510,14 @@ class CucoApp(App):
                 elif kind in ("candidate_status", "result"):
                     table.upsert(d, add=False)
                     self._dirty = True
-                    selected_touched |= d.get("id") == self.selected_id
+                    # the selected one, or a child of it (its Lineage tab shows the child's speedup)
+                    selected_touched |= self.selected_id is not None and (
+                        d.get("id") == self.selected_id or self._parents.get(d.get("id")) == self.selected_id)
                 elif kind == "mark":
                     table.upsert({"id": d.get("id"), "mark": d.get("verdict"), "mark_text": d.get("text")},
                                  add=False)
                     selected_touched |= d.get("id") == self.selected_id
+                    self._dirty = True          # a rejected best is the best no more: the header reads it again
                 elif kind == "run":
                     self.summary["state"] = d.get("state", self.summary.get("state"))
                     self._dirty = True
@@ -501,7 +528,8 @@ class CucoApp(App):
                         self.summary["best"] = {"id": d["id"], "speedup": d.get("speedup"),
                                                 "time_ms": d.get("time_ms")}
                     self._dirty = True
-                elif kind == "fork":
+                elif kind == "fork" and not self._forking and d.get("new_run") not in self._own_forks:
+                    # another client's fork (ours gets one toast when it is done, below)
                     self.notify(f"fork {d.get('new_run')} created (start it: cuco resume {d.get('new_run')})")
                 toasts += self.toasts.event(event)
                 line = event_line(event)
@@ -557,9 +585,12 @@ class CucoApp(App):
             self._main.query_one(RunHeader).summary = self.summary
         if message.op == "fork":
             new_run = message.reply.get("new_run")
-            self.notify(f"forked {new_run} (paused)")
+            self._forking = max(0, self._forking - 1)
+            self._own_forks.add(new_run)
             if message.reply.get("_start"):
-                self._start_fork(new_run)
+                self._start_fork(new_run)     # one toast, once it runs (or why it did not start)
+            else:
+                self.notify(f"forked {new_run}, paused (start it: cuco resume {new_run})")
         elif message.op != "status":
             self.notify(f"{message.op}: done", timeout=3)
         self._dirty = True
@@ -615,6 +646,7 @@ class CucoApp(App):
     @work(group="command", exit_on_error=False)
     async def _fork(self, request: ForkRequest) -> None:
         client = self.client
+        self._forking += 1
         if client is None:
             self.post_message(CommandDone("fork", False, "no live engine"))
             return
@@ -622,6 +654,7 @@ class CucoApp(App):
             reply = await client.request("fork", from_candidate=request.from_candidate, name=request.name,
                                          overrides=request.overrides)
         except (EngineError, EngineGone) as exc:
+            self._forking = max(0, self._forking - 1)
             self.post_message(CommandDone("fork", False, str(exc)))
             return
         reply["_start"] = request.start
@@ -634,7 +667,7 @@ class CucoApp(App):
         proc = spawn_daemon(self.home, new_run)
         info = wait_for_daemon(self.home, new_run, proc)
         asyncio.run(one_request(info.socket, "resume"))
-        self.call_from_thread(self.notify, f"{new_run} is running (watch it: cuco attach {new_run})")
+        self.call_from_thread(self.notify, f"forked {new_run} and started it (watch it: cuco attach {new_run})")
 
     def action_edit(self) -> None:
         detail = self.detail
@@ -729,9 +762,15 @@ class CucoApp(App):
             self._schedule_detail(self.selected_id)   # re-highlight for the new background
 
     def action_focus_pane(self, pane: str) -> None:
+        if pane == "detail":                      # its tab bar: left/right switch tabs, tab goes into the tab
+            self._main.query_one(DetailTabs).focus_tabs()
+            return
         target = {"islands": "#islands", "candidates": "#candidates", "detail": "#detail",
                   "log": "#engine-log"}[pane]
         self._main.query_one(target).focus()
+
+    def action_detail_tab(self, step: int) -> None:
+        self._main.query_one(DetailTabs).next_tab(step)
 
     def action_show_plot(self) -> None:
         self._main.query_one(DetailTabs).active = "tab-plot"
@@ -764,6 +803,28 @@ class CucoApp(App):
             self.notify(f"stop failed: {exc}", severity="error")
             return
         self.exit(0)
+
+    # ---- which keys work now (the footer shows only those, with the word for the state)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Pause, stop, accept, reject and fork need a live engine that can still take them: on a read-only
+        or finished run they are neither shown nor run."""
+        if action in ENGINE_ACTIONS:
+            return self.live and self.summary.get("state") not in TERMINAL_STATES
+        return True
+
+    def binding_label(self, binding: Binding) -> str:
+        """The footer's word for a key in the current state (space resumes a paused run)."""
+        if binding.action == "toggle_pause" and self.summary.get("state") == "paused":
+            return "Resume"
+        return binding.description
+
+    def _refresh_keys(self) -> None:
+        """The footer follows the link and the run's state (cheap: compared 4 times a second)."""
+        key = (self.live, self.summary.get("state"))
+        if key != self._keys_state:
+            self._keys_state = key
+            self.refresh_bindings()
 
     # ---- for the command palette
 

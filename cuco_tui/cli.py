@@ -14,6 +14,7 @@ from remote.errors import InputError
 from remote.jobs import NoUsableNode
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERRUPTED = 130   # Ctrl-C, as shells report it (128 + SIGINT)
 
 
 def home_from(args: argparse.Namespace) -> Path:
@@ -106,8 +107,13 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
 
     engine.store.on_event = on_event
     loop = asyncio.get_running_loop()
+    interrupted: list[int] = []
+
+    def stop(sig: int) -> None:
+        interrupted.append(sig)
+        asyncio.ensure_future(engine.stop())
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(engine.stop()))
+        loop.add_signal_handler(sig, stop, sig)
     state = None
     try:
         await server.start()
@@ -119,6 +125,8 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
         await server.close(state, engine.stop_reason or "")
         await engine.close()
     display.print_summary(home, run_id)
+    if interrupted:   # stopped by Ctrl-C (or a TERM): not a success, as a shell reads it (128 + the signal)
+        return 128 + interrupted[0]
     if state == "paused":   # it paused itself (a full disk, no node left): the reason says what to do
         print(f"cuco: {run_id} {engine.stop_reason}", file=sys.stderr)
     return EXIT_FAILED if state in ("failed", "paused") else EXIT_OK
@@ -159,6 +167,7 @@ def _resolve_run(home: Path, run: str | None) -> str:
 # ----- ls / report / export / validate -------------------------------------------------------------
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
     from engine.report import build_report
@@ -175,14 +184,21 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports, indent=2, default=str))
         return EXIT_OK
-    table = Table(title=f"runs in {home}")
-    for col in ("run", "workload", "state", "parent", "evaluated", "correct", "best", "speedup", "LLM $"):
-        table.add_column(col)
+    # Fits 80 columns (a pipe): a fork names its parent on a second line of its run cell, long names fold,
+    # the short numbers never shrink.
+    table = Table(title=f"runs in {home}", box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption="best: the best candidate (not rejected, not held for review); speedup: its geometric "
+                          "mean of per-config A B ratios; evals: candidates evaluated, ok: those correct")
+    table.add_column("run", overflow="fold", ratio=3)
+    table.add_column("workload", overflow="fold", ratio=1, min_width=8)
+    for col in ("state", "evals", "ok", "best", "speedup", "LLM $"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "state" else "right", min_width=len(col))
     for r in reports:
         best = r["best"] or {}
-        table.add_row(r["run"], r["workload"], r["state"], r["parent_run"] or "", str(r["evaluated"]),
-                      str(r["correct"]), str(best.get("candidate", "")),
-                      f"{best['speedup']:.3f}x" if best.get("speedup") else "", f"{r['llm_cost_usd']:.2f}")
+        run = r["run"] + (f"\n↳ fork of {r['parent_run']}" if r["parent_run"] else "")
+        table.add_row(run, r["workload"], r["state"], str(r["evaluated"]), str(r["correct"]),
+                      str(best.get("candidate", "")), f"{best['speedup']:.3f}x" if best.get("speedup") else "",
+                      f"${r['llm_cost_usd']:.2f}")
     Console().print(table)
     return EXIT_OK
 
@@ -340,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        return EXIT_FAILED
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

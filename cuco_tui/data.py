@@ -17,7 +17,9 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.text import Text
 
+from engine.best import RANK_ORDER_SQL, best_candidate, island_bests
 from engine.counting import COUNTS_SQL, NEEDS_REVIEW
+from engine.glossary import legend
 from engine.harness_result import overlap_efficiency
 from engine.liveness import shown_state
 from engine.store import ReadStore
@@ -175,8 +177,8 @@ class StoreView:
     def runs(self) -> list[dict[str, Any]]:
         # best: the top of candidates_run_fitness (fitness is the speedup of a correct candidate);
         # count: a covering scan of candidates_run_status.
-        rows = self._all("SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND c.status='done' "
-                         "AND c.fitness IS NOT NULL ORDER BY c.fitness DESC LIMIT 1) AS best, "
+        rows = self._all(f"SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND {COUNTS_SQL} "
+                         f"ORDER BY {RANK_ORDER_SQL} LIMIT 1) AS best, "
                          "(SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
                          "FROM runs r ORDER BY created_at")
         return [{**r, "state": shown_state(self.home, r)} for r in rows]   # `died`, never a dead `running`
@@ -213,8 +215,7 @@ class StoreView:
         done = by_status.get("done", 0)
         bad = by_status.get("incorrect", 0) + by_status.get("failed", 0)
         # The best correct candidate: the top of candidates_run_fitness (the engine's fitness is the speedup).
-        best = self._one(f"SELECT c.id, c.speedup, c.time_ms FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} "
-                         "AND c.speedup IS NOT NULL ORDER BY c.fitness DESC LIMIT 1", (run_id,))
+        best = best_candidate(self._all, run_id, "c.id, c.speedup, c.time_ms, c.baseline_ms")
         cost = self._one("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (run_id,)) or {}
         # Held for a person (a flagged result): few, so the newest 50 are enough for the toasts.
         review = self._all("SELECT id FROM candidates WHERE run_id=? AND status='done' AND review='needs_review' "
@@ -263,13 +264,14 @@ class StoreView:
         span = self._one("SELECT MIN(id) AS lo, MAX(id) AS hi FROM candidates WHERE run_id=?", (run_id,))
         if not span or span["lo"] is None:
             return []
-        rows = self._all("SELECT island, COUNT(*) AS size, MAX(CASE WHEN status='done' THEN speedup END) AS best "
-                         "FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? GROUP BY island ORDER BY island",
-                         (span["lo"], span["hi"], run_id))
+        rows = self._all("SELECT island, COUNT(*) AS size FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? "
+                         "GROUP BY island ORDER BY island", (span["lo"], span["hi"], run_id))
+        bests = island_bests(self._all, run_id, [r["island"] for r in rows])   # that count: not rejected, not held
         migrations = {r["dst_island"]: r for r in self._all(
             "SELECT dst_island, src_island, candidate_id, MAX(at_evaluation) AS at_evaluation "
             "FROM migrations_log WHERE run_id=? GROUP BY dst_island", (run_id,))}
         for row in rows:
+            row["best"] = bests.get(row["island"])
             # candidates_run_status (run_id, status, rowid) read backwards: stops after 16 of this island.
             recent = self._all("SELECT speedup FROM candidates WHERE run_id=? AND status='done' AND island=? "
                                "AND speedup IS NOT NULL ORDER BY id DESC LIMIT 16", (run_id, row["island"]))
@@ -287,7 +289,7 @@ class StoreView:
         oldest first; or, with `sort` = (column, descending), the first `limit` of the whole run in that
         order (a top-N sort in SQL: the best of the run, not of the newest window), NULLs last."""
         where, params = parse_filter(filter_text)
-        columns = ("c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, "
+        columns = ("c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, c.review, "
                    "m.verdict AS mark, m.text AS mark_text")
         last_mark = "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id)"
         if sort is None:
@@ -364,20 +366,26 @@ class StoreView:
         lines = list(difflib.unified_diff(parent_src.splitlines(), source_text.splitlines(),
                                           f"#{parent['id']}", f"#{row['id']}", lineterm="", n=3))
         diff_text = "\n".join(lines) or "(identical to its parent)"
-        return Syntax(diff_text, "diff", theme=theme).highlight(diff_text)
+        text = Syntax(diff_text, "diff", theme=theme).highlight(diff_text)
+        mark_changed_spans(text, lines)
+        text.no_wrap, text.overflow = False, "fold"   # wrapped: a long changed line shows its change
+        return text
 
     def _metrics(self, row: dict[str, Any]) -> Text:
         out = Text()
-        for key in ("status", "correct", "speedup", "time_ms", "baseline_ms", "fitness", "cell", "reason", "fault"):
+        for key, label in (("status", "status"), ("correct", "correct"), ("speedup", "speedup"),
+                           ("time_ms", "time"), ("baseline_ms", "baseline"), ("cell", "cell"), ("reason", "reason"), ("fault", "fault")):
             if row.get(key) is not None:
-                out.append(f"{key:>12}: ", style="bold")
-                out.append(f"{row[key]}\n")
+                out.append(f"{label:>9}: ", style="bold")
+                out.append(f"{format_value(key, row[key])}\n")
+        if _is_number(row.get("time_ms")) and _is_number(row.get("baseline_ms")) and row["time_ms"]:
+            out.append(f"{'sum ratio':>9}: {row['baseline_ms'] / row['time_ms']:.3f}x (baseline / time, this job)\n")
         try:
             desc = json.loads(row.get("descriptor_json") or "{}")
         except ValueError:
             desc = {}
         if desc:
-            out.append("\ndescriptor\n", style="bold underline")
+            out.append("\ndesign point\n", style="bold underline")
             for k, v in desc.items():
                 out.append(f"  {k}: {v}\n")
         metrics = None
@@ -386,6 +394,7 @@ class StoreView:
         except ValueError:
             out.append("\n(metrics are not valid JSON)\n")
         if not isinstance(metrics, dict):
+            out.append("\n" + legend("speedup", "time", "baseline") + "\n", style="dim")
             return out
         for flag in metrics.get("flags") or []:
             out.append(f"\n⚑ beyond the overlap bound on {flag.get('config')}: {flag.get('candidate_ms'):.4g} ms < "
@@ -396,6 +405,7 @@ class StoreView:
         if configs:
             # two short lines per config: the detail pane is narrow (about 40 columns at 100x30)
             out.append("\nper config" + (" (benchmark)" if stage else "") + "\n", style="bold underline")
+            out.append("  name  baseline -> candidate ms  ratio\n", style="dim")
             for cfg in configs:
                 out.append(f"  {str(cfg.get('name', '?'))}", style="bold")
                 base, cand, ratio = cfg.get("baseline_ms"), cfg.get("candidate_ms"), cfg.get("speedup")
@@ -404,7 +414,7 @@ class StoreView:
                 if _is_number(ratio):
                     out.append(f"  {ratio:.3f}x", style="bold")
                 out.append("\n")
-                parts = [f"{label} {cfg[k]:.4g}" for k, label in (("comp_ms", "comp"), ("comm_ms", "comm"))
+                parts = [f"{label} {cfg[k]:.4g} ms" for k, label in (("comp_ms", "comp"), ("comm_ms", "comm"))
                          if _is_number(cfg.get(k))]
                 if _is_number(cfg.get("bound")):
                     parts.append(f"bound {cfg['bound']:.3f}x")
@@ -412,11 +422,17 @@ class StoreView:
                     out.append("    " + "  ".join(parts) + "\n", style="dim")
                 eff = overlap_efficiency(cfg)
                 if eff is not None:   # 1: a perfect overlap of the baseline's own compute and communication
-                    out.append(f"    overlap efficiency {eff:.2f}\n", style="dim")
+                    out.append(f"    eff {eff:.2f}" + (" (> 1: faster than overlap alone)" if eff > 1 else "") + "\n",
+                               style="dim")
         rest = {k: v for k, v in metrics.items() if k not in ("configs", "flags")}
-        if rest:
+        if stage is not None:
+            rest["benchmark"] = {k: v for k, v in stage.items() if k != "configs"}
+        harness = harness_lines(rest)
+        if harness:
             out.append("\nharness\n", style="bold underline")
-            out.append(json.dumps(rest, indent=1, default=str)[:20000] + "\n")
+            out.append(harness[:20000] + "\n")
+        out.append("\n" + legend("speedup", "time", "baseline", "sum ratio", "bound", "eff", "comp / comm") + "\n",
+                   style="dim")
         return out
 
     def _logs(self, candidate_id: int) -> Text:
@@ -449,6 +465,71 @@ class StoreView:
             if call.get("error"):
                 out.append(f"error: {call['error']}\n")
         return out
+
+
+_UNITS = {"speedup": "x", "time_ms": " ms", "baseline_ms": " ms", "candidate_ms": " ms", "comp_ms": " ms",
+          "comm_ms": " ms", "bound": "x", "duration_s": " s", "measurements": "x"}
+
+
+def format_value(key: str, value: Any) -> str:
+    """A number with 4 significant digits (3 decimals for a ratio) and its unit; anything else as text."""
+    unit = _UNITS.get(key, "")
+    if isinstance(value, bool) or not _is_number(value):
+        return str(value)
+    if unit == "x":
+        return f"{value:.3f}x"
+    return f"{value:.4g}{unit}"
+
+
+def harness_lines(data: dict[str, Any], indent: int = 0) -> str:
+    """The rest of the harness's result, one `key: value` line each, numbers formatted (not a JSON dump)."""
+    pad = "  " * indent
+    lines: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            if value:
+                lines.append(f"{pad}{key}:")
+                lines.append(harness_lines(value, indent + 1))
+        elif isinstance(value, list) and all(_is_number(v) for v in value):
+            lines.append(f"{pad}{key}: " + " ".join(format_value(key, v) for v in value))
+        elif isinstance(value, list):
+            lines.append(f"{pad}{key}: {len(value)} item(s)")
+        elif isinstance(value, str) and "\n" in value:
+            lines.append(f"{pad}{key}:")
+            lines.extend(f"{pad}  {line}" for line in value.splitlines())
+        else:
+            lines.append(f"{pad}{key}: {format_value(key, value)}")
+    return "\n".join(line for line in lines if line)
+
+
+def mark_changed_spans(text: Text, lines: list[str]) -> None:
+    """Underline the characters that changed inside a `-` line and the `+` line that replaced it, so two
+    long lines that differ only in their middle look different."""
+    offsets, pos = [], 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    i = 0
+    while i < len(lines):
+        if not (lines[i].startswith("-") and not lines[i].startswith("---")):
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].startswith("-") and not lines[j].startswith("---"):
+            j += 1
+        k = j
+        while k < len(lines) and lines[k].startswith("+") and not lines[k].startswith("+++"):
+            k += 1
+        for old, new in zip(range(i, j), range(j, k)):
+            matcher = difflib.SequenceMatcher(None, lines[old][1:], lines[new][1:], autojunk=False)
+            for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+                if tag == "equal":
+                    continue
+                if a1 > a0:
+                    text.stylize("bold reverse", offsets[old] + 1 + a0, offsets[old] + 1 + a1)
+                if b1 > b0:
+                    text.stylize("bold reverse", offsets[new] + 1 + b0, offsets[new] + 1 + b1)
+        i = max(k, i + 1)
 
 
 def sparkline(values: list[float], width: int = 12) -> str:

@@ -17,39 +17,61 @@ RECENT = 6
 
 
 class HeadlessDisplay:
-    def __init__(self, engine):
+    """On a terminal: a live progress bar and the newest results. Redirected to a file or a pipe: one line
+    per finished candidate, per new best and per state change, written and flushed as it happens (a
+    redraw-in-place display would write nothing until the end)."""
+
+    def __init__(self, engine, console: Console | None = None):
         self.engine = engine
-        self.console = Console(stderr=True)
+        self.console = console or Console(stderr=True)
+        self.lines = not self.console.is_terminal
         total = engine.config.max_evals
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console)
         self.task = self.progress.add_task(engine.run_id, total=total, completed=engine.evaluated, info="")
         self.recent: list[str] = []
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4,
-                         transient=False, redirect_stdout=False, redirect_stderr=False)
+        self.live = None if self.lines else Live(self._render(), console=self.console, refresh_per_second=4,
+                                                 transient=False, redirect_stdout=False, redirect_stderr=False)
         self._last = 0.0
 
     def __enter__(self):
-        self.live.__enter__()
+        if self.live is not None:
+            self.live.__enter__()
+        else:
+            self._line(f"run {self.engine.run_id} ({self.engine.config.max_evals} evaluations at most)")
         return self
 
     def __exit__(self, *exc):
+        if self.live is None:
+            return None
         self.live.update(self._render())
-        try:
-            return self.live.__exit__(*exc)
-        finally:
-            if not self.console.is_terminal:
-                self.console.line()   # rich leaves a non-terminal's last line open: the summary would run on
+        return self.live.__exit__(*exc)
+
+    def _line(self, text: str) -> None:
+        stream = self.console.file
+        stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+        stream.flush()
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind, data = event["kind"], event["data"]
+        line = None
         if kind == "result":
             sp = f"{data['speedup']:.3f}x" if data.get("speedup") else ""
-            self.recent.append(f"#{data['id']:<5} {data['status']:<9} {sp:>8}  {str(data.get('reason') or '')[:70]}")
-            self.recent = self.recent[-RECENT:]
+            line = f"#{data['id']:<5} {data['status']:<9} {sp:>8}  {str(data.get('reason') or '')[:70]}".rstrip()
         elif kind == "log" and data.get("level") in ("warning", "error"):
-            self.recent.append(f"[{data['level']}] {data['message'][:90]}")
-            self.recent = self.recent[-RECENT:]
+            line = f"[{data['level']}] {data['message'][:200]}"
+        elif kind == "best" and self.lines:
+            line = f"new best #{data.get('id')} {data.get('speedup') or 0:.3f}x"
+        elif kind == "run" and self.lines:
+            line = f"run {data.get('state')}" + (f" ({data['reason']})" if data.get("reason") else "")
+        if self.lines:
+            if line is not None:
+                st = self.engine.status()
+                self._line(f"{line}  [{st['evaluated']}/{self.engine.config.max_evals} evaluated]"
+                           if kind == "result" else line)
+            return
+        if line is not None:
+            self.recent = (self.recent + [line])[-RECENT:]
         now = time.monotonic()
         if kind in ("result", "run", "best") or now - self._last > 0.25:
             self._last = now
@@ -78,7 +100,26 @@ class HeadlessDisplay:
             store.close()
 
 
+def _ms(value: float | None) -> str:
+    return f"{value:.3f} ms" if isinstance(value, (int, float)) else "-"
+
+
+def best_line(best: dict) -> str:
+    """The best with its ratio and its times from the same job, so the numbers agree on sight."""
+    if not best:
+        return "-"
+    line = f"#{best['candidate']} {best.get('speedup') or 0:.3f}x speedup"
+    if best.get("time_ms") is not None:
+        line += f", {_ms(best['time_ms'])} vs baseline {_ms(best.get('baseline_ms'))} in its job"
+        if best.get("sum_ratio"):
+            line += f" (sum ratio {best['sum_ratio']:.3f}x)"
+    return line
+
+
 def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
+    """The run's summary; every table fits 80 columns and every number's meaning is in the legend below."""
+    from engine.best import top_candidates
+    from engine.glossary import legend
     from engine.store import ReadStore
     console = console or Console()
     own = store is None
@@ -86,34 +127,40 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
     try:
         best = report["best"] or {}
         head = Table.grid(padding=(0, 2))
-        head.add_row("run", report["run"], "workload", report["workload"])
-        head.add_row("state", f"{report['state']} ({report['stop_reason'] or ''})", "parent", report["parent_run"] or "-")
-        head.add_row("evaluated", str(report["evaluated"]), "correct / failed", f"{report['correct']} / {report['failed']}")
+        head.add_column(style="bold", no_wrap=True)
+        head.add_column(overflow="fold")
+        head.add_row("run", f"{report['run']}  (workload {report['workload']}, parent {report['parent_run'] or '-'})")
+        head.add_row("state", f"{report['state']} ({report['stop_reason'] or ''})")
+        head.add_row("evaluated", f"{report['evaluated']}: {report['correct']} correct, {report['failed']} failed")
         if report.get("faults"):
             from engine.fault_report import fault_line
-            head.add_row("failures", fault_line(report["faults"]), "", "")
-        head.add_row("baseline", f"{report['baseline_time_ms'] or 0:.3f} ms", "best",
-                     f"#{best.get('candidate')} {best.get('speedup') or 0:.3f}x ({best.get('time_ms') or 0:.3f} ms)"
-                     if best else "-")
-        head.add_row("accepted", ", ".join(map(str, report["accepted"])) or "-", "LLM cost", f"${report['llm_cost_usd']:.4f}")
+            head.add_row("failures", fault_line(report["faults"]))
+        head.add_row("baseline", f"{_ms(report['baseline_time_ms'])} (sum over configs, in the seed's job)")
+        head.add_row("best", best_line(best))
+        head.add_row("accepted", ", ".join(map(str, report["accepted"])) or "-")
+        head.add_row("LLM cost", f"${report['llm_cost_usd']:.4f}")
         console.print(head)
         first = store.fetchone("SELECT id, descriptor_json FROM candidates WHERE run_id=? ORDER BY id LIMIT 1",
                                (report["run"],))
         reference = json.loads(first["descriptor_json"]) if first else {}
-        table = Table(title="top candidates (speedup = harness A B A B ratio)",
+        table = Table(title="top candidates (not rejected, not held for review), by speedup",
                       caption=f"design point: what differs from #{first['id']}, the run's first candidate" if first else None)
-        for col in ("id", "island", "gen", "operator", "design point", "speedup", "time ms"):
-            table.add_column(col)
-        rows = store.fetchall("SELECT * FROM candidates WHERE run_id=? AND status='done' ORDER BY fitness DESC LIMIT 8",
-                              (report["run"],))
-        for r in rows:
+        table.add_column("id", no_wrap=True)
+        table.add_column("isl", no_wrap=True)
+        table.add_column("gen", no_wrap=True)
+        table.add_column("op", overflow="fold")
+        table.add_column("design point", overflow="fold", ratio=1)
+        for col in ("speedup", "time ms", "base ms"):
+            table.add_column(col, justify="right", no_wrap=True)
+        marks = {m: "+" for m in report["accepted"]}
+        for r in top_candidates(store.fetchall, report["run"], 8):
             point = _point_change(json.loads(r["descriptor_json"]), reference)
-            table.add_row(str(r["id"]), str(r["island"]), str(r["generation"]), r["operator"], point,
-                          f"{r['speedup'] or 0:.3f}x", f"{r['time_ms'] or 0:.3f}")
+            table.add_row(f"{r['id']}{marks.get(r['id'], '')}", str(r["island"]), str(r["generation"]), r["operator"],
+                          point, f"{r['speedup'] or 0:.3f}x", _num(r["time_ms"]), _num(r["baseline_ms"]))
         console.print(table)
         if best.get("configs"):
             console.print(_config_table(f"best candidate #{best['candidate']} per config", best["configs"]))
-        others = [c for c in report.get("best_per_config") or [] if c["candidate"] != best["candidate"]]
+        others = [c for c in report.get("best_per_config") or [] if c["candidate"] != best.get("candidate")]
         if others:
             console.print(_config_table("configs where another candidate is faster", others, with_candidate=True))
             for cid, point in {c["candidate"]: c.get("descriptor") or {} for c in others}.items():
@@ -123,9 +170,15 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
             console.print(f"[yellow]⚑ the best beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
                           f"{flag['bound_ms']:.4g} ms): a faster computation or a gamed measurement; read its diff "
                           "before trusting it[/]")
+        console.print(Text(legend("speedup", "time", "baseline", "sum ratio", "bound", "eff", "comp / comm")
+                           + "\n+: accepted by a person", style="dim"))
     finally:
         if own:
             store.close()
+
+
+def _num(value: float | None) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) else "-"
 
 
 def _print_waiting(report: dict, console: Console) -> None:
@@ -140,20 +193,20 @@ def _print_waiting(report: dict, console: Console) -> None:
         console.print(f"[magenta]refused: #{r['candidate']}: {r['reason']}[/]")
 
 
-_CONFIG_COLUMNS = (("baseline ms", "baseline_ms", "{:.3f}"), ("best ms", "candidate_ms", "{:.3f}"),
-                   ("speedup", "speedup", "{:.3f}"), ("comp ms", "comp_ms", "{:.3f}"),
-                   ("comm ms", "comm_ms", "{:.3f}"), ("bound", "bound", "{:.3f}"),
+_CONFIG_COLUMNS = (("base ms", "baseline_ms", "{:.3f}"), ("cand ms", "candidate_ms", "{:.3f}"),
+                   ("ratio", "speedup", "{:.3f}x"), ("comp ms", "comp_ms", "{:.3f}"),
+                   ("comm ms", "comm_ms", "{:.3f}"), ("bound", "bound", "{:.3f}x"),
                    ("eff", "efficiency", "{:.2f}"))
 
 
 def _config_table(title: str, configs: list[dict], with_candidate: bool = False) -> Table:
     """Per-config numbers; overlap eff = (base - best) / (base - max(comp, comm)): 1 is a perfect overlap."""
     t = Table(title=title)
-    t.add_column("config")
+    t.add_column("config", overflow="fold")
     if with_candidate:
-        t.add_column("candidate")
+        t.add_column("cand", no_wrap=True)
     for label, _, _ in _CONFIG_COLUMNS:
-        t.add_column(label, justify="right")
+        t.add_column(label, justify="right", no_wrap=True)
     for c in configs:
         cells = [fmt.format(c[k]) if isinstance(c.get(k), (int, float)) else "-" for _, k, fmt in _CONFIG_COLUMNS]
         lead = [str(c["name"])] + ([f"#{c['candidate']}"] if with_candidate else [])

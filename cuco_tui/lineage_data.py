@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 from rich.text import Text
 
+from engine.best import top_candidates
+
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
 MAX_DEPTH = 10_000_000   # a guard against a cycle in corrupt data, far beyond any real search
@@ -175,8 +177,7 @@ def child_counts(fetch: Fetch, ids: list[int]) -> dict[int, int]:
 
 def best_id(fetch: Fetch, run_id: str) -> int | None:
     """The run's best correct candidate (the top of candidates_run_fitness), as the header shows it."""
-    rows = fetch("SELECT id FROM candidates WHERE run_id=? AND status='done' AND fitness IS NOT NULL "
-                 "AND speedup IS NOT NULL ORDER BY fitness DESC LIMIT 1", (run_id,))
+    rows = top_candidates(fetch, run_id, 1, "c.id")
     return rows[0]["id"] if rows else None
 
 

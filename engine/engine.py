@@ -759,7 +759,8 @@ class Engine:
         for sql, params in fault_policy.verdict_rows(c.id, outcome):
             tx.execute(sql, params)
         tx.event(self.run_id, "result", id=c.id, status=outcome.status, correct=outcome.correct,
-                 speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness)
+                 speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness,
+                 review=c.review)
         for sql, params in timeline.store_rows(c.id, outcome.timelines, (outcome.metrics or {}).get("timeline") or {}):
             tx.execute(sql, params)   # with the result, in the same transaction
         if is_seed and outcome.baseline_ms is not None:

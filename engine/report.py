@@ -8,6 +8,7 @@ from typing import Any
 from . import liveness
 from .fault_report import fault_summary
 from .harness_result import overlap_efficiency
+from .best import best_candidate
 from .counting import COUNTS_SQL, NEEDS_REVIEW
 from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, REFUSED
 from .store import ReadStore
@@ -69,9 +70,7 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
     counts = {r["status"]: r["n"] for r in store.fetchall(
         "SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? AND origin_id IS NULL GROUP BY status",
         (run_id,))}
-    best = store.fetchone(
-        f"SELECT c.* FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} ORDER BY c.fitness DESC, c.id LIMIT 1",
-        (run_id,))
+    best = best_candidate(store.fetchall, run_id)
     marks = store.fetchall(
         "SELECT m.candidate_id, m.verdict, m.text FROM marks m WHERE m.run_id=? AND m.id = "
         "(SELECT MAX(id) FROM marks m2 WHERE m2.candidate_id=m.candidate_id)", (run_id,))
@@ -83,6 +82,10 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         metrics = json.loads(best["metrics_json"]) if best["metrics_json"] else {}
         best_obj = {"candidate": best["id"], "speedup": best["speedup"], "time_ms": best["time_ms"],
                     "baseline_ms": best["baseline_ms"], "operator": best["operator"],
+                    # baseline sum / candidate sum of the best's own job: not the speedup (a geometric mean of
+                    # per-config ratios), and not the run's baseline (measured in the seed's job)
+                    "sum_ratio": (round(best["baseline_ms"] / best["time_ms"], 4)
+                                  if best["baseline_ms"] and best["time_ms"] else None),
                     "descriptor": json.loads(best["descriptor_json"]),
                     "measurements": metrics.get("measurements"),
                     "flags": metrics.get("flags") or [],

@@ -1,4 +1,4 @@
-"""Two run-wide views, each read by a thread worker when opened (R reloads):
+"""Two run-wide views, each read by a thread worker when opened (ctrl+r reloads, as on every screen):
 
 - `C` per config: the candidates that win at least one problem config (the Pareto set over configs),
   with every config's speedup; the winning cells are starred, so one design winning small shapes and
@@ -52,7 +52,7 @@ class _RunView(Screen):
 class ConfigsScreen(_RunView):
     AUTO_FOCUS = "#configs-table"
     BINDINGS = [Binding("escape,C,q", "app.pop_screen", "Back", id="configs.back"),
-                Binding("R", "reload", "Reload", id="configs.reload")]
+                Binding("ctrl+r", "reload", "Reload", id="configs.reload")]
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__(view, run_id)
@@ -98,7 +98,7 @@ class ConfigsScreen(_RunView):
 
 class LlmScreen(_RunView):
     BINDINGS = [Binding("escape,M,q", "app.pop_screen", "Back", id="llm.back"),
-                Binding("R", "reload", "Reload", id="llm.reload")]
+                Binding("ctrl+r", "reload", "Reload", id="llm.reload")]
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__(view, run_id)

@@ -27,7 +27,7 @@ def pending_text(nodes: list[dict[str, Any]]) -> str:
 
 class NodesScreen(Screen):
     BINDINGS = [Binding("escape,n,q", "app.pop_screen", "Back", id="nodes.back"),
-                Binding("r", "reload", "Reload", id="nodes.reload")]
+                Binding("ctrl+r", "reload", "Reload", id="nodes.reload")]
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__()
@@ -56,7 +56,8 @@ class NodesScreen(Screen):
         jobs = self.view.jobs(self.run_id)
         self.app.call_from_thread(self.show, nodes, jobs)
 
-    def show(self, nodes: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
+    def show(self, nodes: list[dict[str, Any]], jobs: list[dict[str, Any]] | None) -> None:
+        """Nodes, and the running jobs (None: keep the jobs shown; a node update says nothing of them)."""
         table = self.query_one("#nodes-table", DataTable)
         for n in nodes:
             health = "quarantined" if n.get("quarantined") else ("ok" if n.get("healthy", True) else "down")
@@ -73,6 +74,8 @@ class NodesScreen(Screen):
         text = pending_text(nodes)
         pending.update(text)
         pending.display = bool(text)
+        if jobs is None:
+            return
         queue = {job: state for n in nodes for job, state in (n.get("queue") or {}).items()}
         jt = self.query_one("#jobs-table", DataTable)
         jt.clear()
@@ -83,4 +86,6 @@ class NodesScreen(Screen):
             jt.add_row(j["id"], j["stage"], node, str(j["attempts"]), str(j["candidate_id"]))
 
     def update_nodes(self, nodes: list[dict[str, Any]]) -> None:
-        self.show(nodes, [])
+        """The engine's node states (every 5 s while live): the nodes now, and the jobs read again."""
+        self.show(nodes, None)
+        self._load()

@@ -36,7 +36,7 @@ class ReviewScreen(Screen):
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back", id="review.back"),
                 Binding("a", "accept", "Accept", id="review.accept"),
                 Binding("x", "reject", "Reject", id="review.reject"),
-                Binding("r", "reload", "Reload", id="review.reload")]
+                Binding("ctrl+r", "reload", "Reload", id="review.reload")]
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__()

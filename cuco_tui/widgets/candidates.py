@@ -129,8 +129,8 @@ class CandidatesTable(ScrollView, can_focus=True):
         Binding("end", "scroll_end", "End", show=False),
         Binding("left", "scroll_left", "Scroll left", show=False),
         Binding("right", "scroll_right", "Scroll right", show=False),
-        Binding("s", "sort_next", "Sort", id="sort", show=False),
-        Binding("S", "sort_flip", "Sort reverse", id="sort_reverse", show=False),
+        Binding("s", "sort_next", "Sort by speedup / proposal order", id="sort", show=False),
+        Binding("S", "sort_flip", "Reverse the sort", id="sort_reverse", show=False),
     ]
 
     class SortRequested(Message):
@@ -366,14 +366,9 @@ class CandidatesTable(ScrollView, can_focus=True):
         self.post_message(self.SortRequested((column, descending)))
 
     def action_sort_next(self) -> None:
-        """Next column (speedup first), then back to proposal order."""
-        if self.sort is None:
-            self.request_sort("speedup")
-            return
-        start = COLUMN_KEYS.index("speedup")
-        order = COLUMN_KEYS[start:] + COLUMN_KEYS[:start]
-        nxt = order.index(self.sort[0]) + 1
-        self.request_sort(order[nxt] if nxt < len(order) else None)
+        """Two states: by speedup (the best on top), then back to proposal order. Other columns: a click on
+        their header."""
+        self.request_sort("speedup" if self.sort is None else None)
 
     def action_sort_flip(self) -> None:
         if self.sort is not None:

@@ -62,7 +62,9 @@ class KeyFooter(Widget):
             if not binding.show or binding.action in seen:
                 continue
             seen.add(binding.action)
-            items.append((binding.key, app.get_key_display(binding), binding.description, enabled))
+            label = getattr(app, "binding_label", None)        # the word for the current state, if any
+            description = label(binding) if label is not None else binding.description
+            items.append((binding.key, app.get_key_display(binding), description, enabled))
         if self.show_command_palette and app.ENABLE_COMMAND_PALETTE:
             found = active.get(app.COMMAND_PALETTE_BINDING)
             if found is not None:

@@ -15,9 +15,9 @@ from cuco_tui.settings import TuiSettings  # noqa: E402
 RUN = "demo-20261122-1"
 
 
-def make_app(theme: str = "cuco-dark") -> CucoApp:
+def make_app(theme: str = "cuco-dark", long_line: bool = False) -> CucoApp:
     home = Path(tempfile.mkdtemp(prefix="cuco-snap-"))
-    fill_store(home, run_id=RUN, n=40)
+    fill_store(home, run_id=RUN, n=40, long_line=long_line)
     return CucoApp(home, RUN, settings=TuiSettings(theme=theme))
 
 

@@ -28,6 +28,10 @@ int chunk_bytes = 65536;
 OPERATORS = ("knob", "variant", "cross", "llm-diff")
 
 
+LONG_LINE = ("static const char *tuning_note = \"chunked all-gather overlapped with the GEMM tiles, one "
+             "flag per peer and per chunk, retuned at candidate {}\";\n")
+
+
 def child_source(number: int) -> str:
     return SEED_SOURCE.replace("65536", str(65536 * (1 + number % 7))).replace(
         "* 2.0f", f"* 2.0f + {number}.0f * 0.0f")
@@ -40,7 +44,8 @@ async def create_store(home: Path) -> None:
 
 
 def fill_store(home: Path, run_id: str = "demo-20261122-1", n: int = 40, islands: int = 2,
-               seed: int = 7, fork: bool = True, blobs_for: int = 200, state: str = "paused") -> dict[str, Any]:
+               seed: int = 7, fork: bool = True, blobs_for: int = 200, state: str = "paused",
+               long_line: bool = False) -> dict[str, Any]:
     """A run with `n` candidates (+ marks, migrations, events, a node, an LLM call, and a fork)."""
     home = Path(home)
     asyncio.run(create_store(home))
@@ -61,6 +66,8 @@ def fill_store(home: Path, run_id: str = "demo-20261122-1", n: int = 40, islands
         gen = 0 if parent is None else number // islands
         op = "seed" if parent is None else OPERATORS[number % len(OPERATORS)]
         text = (SEED_SOURCE + ("" if number == 0 else f"// island {island}\n")) if parent is None else child_source(number)
+        if long_line:      # a line longer than the detail pane whose only change is at its end
+            text += LONG_LINE.format(number)
         if number < blobs_for:
             h = store_blobs.put_text(text)
         else:
@@ -132,7 +139,8 @@ def fill_store(home: Path, run_id: str = "demo-20261122-1", n: int = 40, islands
 class FakeEngine:
     """A small engine with the Engine contract, for protocol tests and the benchmark's event source."""
 
-    def __init__(self, store: Store, run_id: str, interval: float = 0.05, max_candidates: int | None = None):
+    def __init__(self, store: Store, run_id: str, interval: float = 0.05, max_candidates: int | None = None,
+                 children_of_first: bool = False):
         self.store = store
         self.run_id = run_id
         self.interval = interval
@@ -143,6 +151,9 @@ class FakeEngine:
         self._running = asyncio.Event()
         self._running.set()
         self.created = 0
+        self.children_of_first = children_of_first   # every candidate after the first is its child
+        self.first: int | None = None
+        self.nodes: list[dict[str, Any]] = []        # what `status` says of the nodes
 
     @classmethod
     async def open(cls, home: Path, run_id: str, **kw: Any) -> "FakeEngine":
@@ -167,18 +178,21 @@ class FakeEngine:
                                     (self.run_id,))
             number = row["n"]
             h = self.store.blobs.put_text(child_source(number) + f"// {self.run_id}\n")
+            parent = self.first if self.children_of_first else None
             cid = await tx.insert(
                 "INSERT INTO candidates (run_id, number, island, generation, parent_id, operator, mutator, "
                 "source_hash, descriptor_json, cell, status, correct, speedup, time_ms, baseline_ms, fitness, "
                 "created_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (self.run_id, number, number % 2, number // 2, None, "knob", "design-space", h, "{}", "c0",
+                (self.run_id, number, number % 2, number // 2, parent, "knob", "design-space", h, "{}", "c0",
                  "done", 1, 1.0 + number / 1000, 10.0, 10.0, 900.0, time.time(), time.time()))
             await tx.event(self.run_id, "candidate", id=cid, number=number, island=number % 2,
-                           generation=number // 2, parent=None, operator="knob", mutator="design-space",
+                           generation=number // 2, parent=parent, operator="knob", mutator="design-space",
                            status="done", cell="c0")
             await tx.event(self.run_id, "result", id=cid, status="done", correct=True,
                            speedup=1.0 + number / 1000, time_ms=10.0, reason=None, fitness=900.0)
         self.created += 1
+        if self.first is None:
+            self.first = cid
         return cid
 
     async def run(self) -> str:
@@ -246,5 +260,5 @@ class FakeEngine:
 
     def status(self) -> dict[str, Any]:
         return {"run": self.run_id, "workload": self.workload, "state": self.state, "evaluated": self.created,
-                "correct": self.created, "failed": 0, "best": None, "llm_cost_usd": 0.0, "nodes": [],
+                "correct": self.created, "failed": 0, "best": None, "llm_cost_usd": 0.0, "nodes": self.nodes,
                 "elapsed_s": 0.0}

@@ -73,3 +73,34 @@ def test_help_screen(snap_compare):
         await pilot.press("question_mark")
         await _settle(pilot)
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_main_screen_100x30(snap_compare):
+    """A small terminal: the detail's whole tab bar (short titles) and the caption naming its candidate."""
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("up")
+        await pilot.pause(0.4)
+        await _settle(pilot)
+    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
+
+
+def test_detail_metrics_100x30(snap_compare):
+    """The Metrics tab at 100x30: numbers with units, eff and bound explained below them."""
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("up", "up", "right_square_bracket", "right_square_bracket")   # #38: Diff -> Source -> Metrics
+        await _settle(pilot)
+    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
+
+
+def test_diff_with_a_long_changed_line_100x30(snap_compare):
+    """A change at the end of a line longer than the pane: the line wraps and the changed characters are
+    marked on both its - and + sides."""
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("up")
+        await _settle(pilot)
+        pilot.app.query_one("#detail-diff").parent.scroll_end(animate=False, immediate=True)
+        await pilot.pause(0.2)
+    assert snap_compare(make_app(long_line=True), terminal_size=(100, 30), run_before=run_before)
