@@ -112,13 +112,17 @@ def cmd_reject(args: argparse.Namespace) -> int:
     return _command(args, "reject", offline, candidate=args.candidate, reason=reason)
 
 
-def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, str]:
+def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, Any]:
     out = {}
     for item in items or []:
         if "=" not in item:
             raise InputError(verb, "--set", f"{item!r} must look like KEY=VALUE (e.g. islands=4)")
         key, value = item.split("=", 1)
-        out[key.strip().replace("-", "_")] = value.strip()
+        key = key.strip().replace("-", "_")
+        if key.startswith("strategy.") and key in out:   # strategy edits repeat: --set strategy.add=... twice
+            out[key] = [*(out[key] if isinstance(out[key], list) else [out[key]]), value.strip()]
+        else:
+            out[key] = value.strip()
     return out
 
 
