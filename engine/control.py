@@ -166,7 +166,7 @@ async def _mark_strategy(tx: Tx, run_id: str, verdict: str, strategy: str | None
             raise InputError(field, str(strategy), f"no strategy {strategy!r} in run {run_id} (known: {known})")
     mid = await tx.insert("INSERT INTO strategy_marks (run_id, strategy, verdict, text, at) VALUES (?,?,?,?,?)",
                           (run_id, strategy, verdict, text, time.time()))
-    await tx.event(run_id, "mark", strategy=strategy, verdict=verdict, text=text, mark=mid)
+    await tx.event(run_id, "strategy_mark", strategy=strategy, verdict=verdict, text=text, mark=mid)
 
 
 async def mark_strategy(store: Store, run_id: str, verdict: str, strategy: str | None = None, text: str = "") -> None:
