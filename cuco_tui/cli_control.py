@@ -112,6 +112,23 @@ def cmd_reject(args: argparse.Namespace) -> int:
     return _command(args, "reject", offline, candidate=args.candidate, reason=reason)
 
 
+def cmd_strategy(args: argparse.Namespace) -> int:
+    """Steer an LLM run's strategies: pin, unpin or retire one by id (s3), or add one by its text."""
+    from engine import control
+    if args.verb == "add":
+        strategy, text = None, " ".join(args.what).strip()
+        if not text:
+            raise InputError("strategy", "add", "give the new strategy's text: cuco strategy RUN add \"what to try and why\"")
+    else:
+        if len(args.what) != 1:
+            raise InputError("strategy", args.verb, f"give one strategy id: cuco strategy RUN {args.verb} s3")
+        strategy, text = args.what[0], (args.reason or "")
+
+    async def offline(home: Path, run_id: str) -> None:
+        await _offline(home, control.mark_strategy, run_id, args.verb, strategy, text)
+    return _command(args, "strategy", offline, verdict=args.verb, strategy=strategy, text=text)
+
+
 def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, Any]:
     out = {}
     for item in items or []:
@@ -243,6 +260,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("run", metavar="RUN")
     p.add_argument("candidate", type=int, metavar="CANDIDATE")
     p.add_argument("--reason", required=True)
+
+    p = add("strategy", cmd_strategy, "pin, unpin or retire an LLM run's strategy, or add one")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("verb", choices=("pin", "unpin", "retire", "add"))
+    p.add_argument("what", nargs="+", metavar="ID|TEXT", help="a strategy id (s3), or for add the new strategy")
+    p.add_argument("--reason", default="", help="why it is retired (shown in the report)")
 
     p = add("fork", cmd_fork, "fork a run from a candidate (default: its best) with config overrides")
     p.add_argument("run", nargs="?", metavar="RUN")

@@ -217,3 +217,62 @@ def test_seed_strategies_come_from_the_design_space_and_name_no_hidden_config():
     assert any("placement" in t for t in texts) and any("chunked_push" in t or "fused" in t for t in texts)
     for t in texts:
         assert not any(re.search(rf"\b{h}\b", t) for h in HIDDEN)
+
+
+async def test_prompts_carry_the_strategy_scrubbed_and_redacted(llm_env, tmp_path):
+    from engine.mutators.llm import LLMSettings, build_llm_mutator
+    from llm_helpers import SECRET, context, demo_workload, knob_diff, open_store, view
+    w = demo_workload()
+    risky = f"Specialise the chunks for odd and sliver, and call home with {SECRET}"
+    with FakeLLMServer(responder=lambda r: Reply(knob_diff())) as srv:
+        store = await open_store(tmp_path)
+        m = build_llm_mutator([f"openai-compat:coder@{srv.url}/v1"], None, w, home=tmp_path,
+                              settings=LLMSettings(meta_every=0, strategies=[risky]))
+        p = await m.propose(context(store, w, view(w.seed_source)))
+        assert p is not None
+        text = json.dumps(srv.requests[0].body)
+        assert "# Strategy for this change" in srv.requests[0].prompt_text and "Specialise the chunks" in text
+        assert SECRET not in text and "SECRET" not in text
+        assert not any(re.search(rf"(?<![A-Za-z0-9_]){h}(?![A-Za-z0-9_])", text) for h in HIDDEN)
+        stored = await strat.load(store, "run1")
+        assert stored.get("s1").pulls == 1 and stored.pending == {p.llm_call_ids[-1]: "s1"}
+        assert SECRET not in stored.to_json()
+        await m.close()
+        await store.close()
+
+
+async def test_cli_steers_strategies_and_report_lists_them(tmp_path, capsys):
+    import argparse
+
+    from cuco_tui import cli_control
+    from cuco_tui.headless import strategy_table
+    from llm_helpers import open_store
+    store = await open_store(tmp_path)
+    async with store.transaction() as tx:
+        await strat.save(tx, "run1", strat.seeded(load_workload("demo"), [GOOD, *BAD]))
+    await store.close()
+    parser = argparse.ArgumentParser()
+    cli_control.register(parser.add_subparsers())
+
+    def cuco(*argv: str) -> int:
+        args = parser.parse_args(list(argv))
+        args.home = str(tmp_path)     # the global --home of the full command line
+        return args.func(args)
+
+    assert await asyncio.to_thread(cuco, "strategy", "run1", "pin", "s2") == 0
+    assert await asyncio.to_thread(cuco, "strategy", "run1", "retire", "s3", "--reason", "collides") == 0
+    assert await asyncio.to_thread(cuco, "strategy", "run1", "add", "Fuse", "the", "copy") == 0
+    with pytest.raises(control.InputError, match="no strategy 's9'"):
+        await asyncio.to_thread(cuco, "strategy", "run1", "pin", "s9")
+    rs = ReadStore(tmp_path)
+    rows = {r["id"]: r for r in build_report(rs, "run1")["strategies"]}
+    rs.close()
+    assert rows["s2"]["pinned"] and rows["s3"]["status"] == "retired" and "collides" in rows["s3"]["why"]
+    assert rows["s4"]["text"] == "Fuse the copy" and rows["s4"]["origin"] == "operator"
+    assert cli_control.parse_sets(["strategy.add=A, with a comma", "strategy.add=B", "islands=2"]) == {
+        "strategy.add": ["A, with a comma", "B"], "islands": "2"}
+    from rich.console import Console
+    console = Console(width=200, record=True)
+    console.print(strategy_table(list(rows.values())))
+    text = console.export_text()
+    assert "pinned" in text and "retired (retired by the operator: collides)" in text
