@@ -22,6 +22,7 @@ from ..insight_data import LlmPanel
 COLUMNS = ("model", "calls", "errors", "tokens in", "tokens out", "cost $", "pulls", "credited", "gain/$")
 STRATEGY_COLUMNS = ("id", "strategy", "status", "prompts", "share", "children", "faster", "failed", "mean gain")
 MARK_TIMEOUT_S = 30.0
+TEXT_CELL = 34          # characters of a strategy in its row; the selected one is shown whole below the table
 
 
 class StrategyModal(ModalScreen):
@@ -59,6 +60,7 @@ class StrategiesTable(DataTable):
     def __init__(self, **kw: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)
         self.pinned: dict[str, bool] = {}
+        self.records: dict[str, dict[str, Any]] = {}
 
     def selected(self) -> str | None:
         if not self.pinned or self.cursor_row < 0:
@@ -123,6 +125,7 @@ class LlmPanelView(Vertical):
         yield Static("", id="llm-budget")
         yield Static("strategies (p pin/unpin, x retire, a add)", id="llm-strategies-title", classes="title")
         yield StrategiesTable(id="llm-strategies")
+        yield Static("", id="llm-strategy-detail")
         yield Static("", id="llm-advice")
 
     def on_mount(self) -> None:
@@ -163,14 +166,30 @@ class LlmPanelView(Vertical):
         selected = table.selected()
         table.clear()
         table.pinned = {r["id"]: bool(r["pinned"]) for r in rows}
+        table.records = {r["id"]: r for r in rows}
         for r in rows:
             status = Text("pinned" if r["pinned"] else r["status"],
                           style="bold green" if r["pinned"] else ("" if r["status"] == "active" else "dim"))
             gain = "-" if r["mean_gain"] is None else f"{r['mean_gain']:+.1%}"
-            table.add_row(r["id"], Text(r["text"], style="" if r["status"] == "active" else "dim strike"), status,
+            text = r["text"] if len(r["text"]) <= TEXT_CELL else r["text"][:TEXT_CELL - 1] + "…"
+            table.add_row(r["id"], Text(text, style="" if r["status"] == "active" else "dim strike"), status,
                           str(r["pulls"]), f"{r['share']:.0%}", str(r["children"]), str(r["successes"]),
                           str(r["failures"]), gain, key=r["id"])
         if not rows:
             table.add_row("", "(no strategies: the LLM mutator seeds them at its first proposal)", *[""] * 7)
         elif selected in table.pinned:
             table.move_cursor(row=table.get_row_index(selected))
+        self._show_detail(table.selected())
+
+    @on(DataTable.RowHighlighted, "#llm-strategies")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.row_key.value if event.row_key is not None else None)
+
+    def _show_detail(self, sid: str | None) -> None:
+        row = self.query_one(StrategiesTable).records.get(sid or "")
+        detail = Text()
+        if row is not None:
+            detail.append(f"{row['id']}: ", style="bold")
+            detail.append(row["text"])
+            detail.append(f"\n{row['origin']}" + (f"; {row['why']}" if row.get("why") else ""), style="dim")
+        self.query_one("#llm-strategy-detail", Static).update(detail)
