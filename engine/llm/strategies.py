@@ -33,6 +33,7 @@ MARK_VERDICTS = ("pin", "unpin", "retire", "add")
 MAX_TEXT = 300                   # characters of one strategy
 MAX_SEEDS = 6
 MAX_REASONS = 3                  # failure reasons kept per strategy, for the rewrite prompt
+MAX_PENDING = 256                # proposals awaiting their child (one the engine dropped as a duplicate never comes)
 FINAL = ("done", "incorrect", "failed", "refused")
 
 
@@ -121,6 +122,8 @@ class Population:
     def proposed(self, call_id: int, s: Strategy) -> None:
         """The child of this call (once the engine links the call to it) is credited to `s`."""
         self.pending[int(call_id)] = s.id
+        for stale in sorted(self.pending)[:-MAX_PENDING]:
+            del self.pending[stale]
 
     def credit(self, candidate_id: int, sid: str, status: str, reward: float, reason: str = "") -> bool:
         if candidate_id in self.credited:

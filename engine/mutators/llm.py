@@ -123,7 +123,7 @@ class LLMMutator:
         population = self._strategies
         assert population is not None
         population.fold(await strat.marks_after(ctx.store, ctx.run_id, population.marks_seen))
-        await population.sync(ctx.store, ctx.run_id, public_reason=lambda text: scrub(text, self.workload))
+        await population.sync(ctx.store, ctx.run_id, public_reason=lambda text: scrub(redact(text), self.workload))
         return self._bandit
 
     async def _recommend(self, ctx: ProposalContext, bandit: Bandit) -> list[str]:
