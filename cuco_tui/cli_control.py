@@ -150,13 +150,34 @@ def cmd_reject(args: argparse.Namespace) -> int:
     return _command(args, "reject", offline, candidate=args.candidate, reason=reason)
 
 
-def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, str]:
+def cmd_strategy(args: argparse.Namespace) -> int:
+    """Steer an LLM run's strategies: pin, unpin or retire one by id (s3), or add one by its text."""
+    from engine import control
+    if args.verb == "add":
+        strategy, text = None, " ".join(args.what).strip()
+        if not text:
+            raise InputError("strategy", "add", "give the new strategy's text: cuco strategy RUN add \"what to try and why\"")
+    else:
+        if len(args.what) != 1:
+            raise InputError("strategy", args.verb, f"give one strategy id: cuco strategy RUN {args.verb} s3")
+        strategy, text = args.what[0], (args.reason or "")
+
+    async def offline(home: Path, run_id: str) -> None:
+        await _offline(home, control.mark_strategy, run_id, args.verb, strategy, text)
+    return _command(args, "strategy", offline, verdict=args.verb, strategy=strategy, text=text)
+
+
+def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, Any]:
     out = {}
     for item in items or []:
         if "=" not in item:
             raise InputError(verb, "--set", f"{item!r} must look like KEY=VALUE (e.g. islands=4)")
         key, value = item.split("=", 1)
-        out[key.strip().replace("-", "_")] = value.strip()
+        key = key.strip().replace("-", "_")
+        if key.startswith("strategy.") and key in out:   # strategy edits repeat: --set strategy.add=... twice
+            out[key] = [*(out[key] if isinstance(out[key], list) else [out[key]]), value.strip()]
+        else:
+            out[key] = value.strip()
     return out
 
 
@@ -303,6 +324,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("run", metavar="RUN")
     p.add_argument("candidate", type=int, metavar="CANDIDATE")
     p.add_argument("--reason", required=True)
+
+    p = add("strategy", cmd_strategy, "pin, unpin or retire an LLM run's strategy, or add one")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("verb", choices=("pin", "unpin", "retire", "add"))
+    p.add_argument("what", nargs="+", metavar="ID|TEXT", help="a strategy id (s3), or for add the new strategy")
+    p.add_argument("--reason", default="", help="why it is retired (shown in the report)")
 
     p = add("fork", cmd_fork, "fork a run from a candidate (default: its best) with config overrides")
     p.add_argument("run", nargs="?", metavar="RUN")

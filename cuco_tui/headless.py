@@ -191,6 +191,23 @@ def _print_waiting(report: dict, console: Console) -> None:
                       "TUI's review queue)[/]")
     for r in report.get("refused") or []:
         console.print(f"[magenta]refused: #{r['candidate']}: {r['reason']}[/]")
+    if report.get("strategies"):
+        console.print(strategy_table(report["strategies"]))
+
+
+def strategy_table(rows: list[dict]) -> Table:
+    """The run's mutation strategies (engine/llm/strategies.py), active and best first."""
+    t = Table(title="strategies")
+    for label, justify in (("id", "left"), ("strategy", "left"), ("status", "left"), ("prompts", "right"),
+                           ("share", "right"), ("children", "right"), ("faster", "right"), ("failed", "right"),
+                           ("mean gain", "right")):
+        t.add_column(label, justify=justify)   # type: ignore[arg-type]
+    for r in rows:
+        status = "pinned" if r["pinned"] else r["status"]
+        t.add_row(r["id"], r["text"], status + (f" ({r['why']})" if r.get("why") else ""), str(r["pulls"]),
+                  f"{r['share']:.0%}", str(r["children"]), str(r["successes"]), str(r["failures"]),
+                  "-" if r["mean_gain"] is None else f"{r['mean_gain']:+.1%}")
+    return t
 
 
 _CONFIG_COLUMNS = (("base ms", "baseline_ms", "{:.3f}"), ("cand ms", "candidate_ms", "{:.3f}"),

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine.llm import strategies as strat
 from engine.llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
@@ -87,6 +88,7 @@ class LlmPanel:
     budget_usd: float | None
     advice: list[str]
     advice_at: int | None              # evaluations finished when the advice was made
+    strategies: list[dict[str, Any]] = field(default_factory=list)   # engine/llm/strategies.py's rows
 
 
 def llm_panel(fetch: Fetch, run_id: str) -> LlmPanel:
@@ -118,8 +120,11 @@ def llm_panel(fetch: Fetch, run_id: str) -> LlmPanel:
         advice_at = json.loads(state.get("meta") or "{}").get("at")
     except (ValueError, AttributeError):
         pass
+    marks = fetch("SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? ORDER BY id", (run_id,))
+    population = strat.effective(state.get(strat.STATE_KEY), marks)
     return LlmPanel(sorted(stats.values(), key=lambda s: s.model), sum(s.cost_usd for s in stats.values()),
-                    float(budget) if isinstance(budget, (int, float)) else None, advice, advice_at)
+                    float(budget) if isinstance(budget, (int, float)) else None, advice, advice_at,
+                    population.rows() if population is not None else [])
 
 
 def _json_list(text: str | None) -> list[str]:

@@ -49,6 +49,12 @@ class RunConfig:
     llm_max_attempts: int = 4                 # per request, with backoff on 429 / 5xx / timeouts
     max_tokens_diff: int = 4096
     max_tokens_full: int = 8192
+    # The strategy population (engine/llm/strategies.py): texts to start from (none: seeded from the
+    # workload), the bandit's exploration, failures in a row that retire one, rewrites per meta step.
+    strategies: list[str] = field(default_factory=list)
+    strategy_exploration: float = 0.5
+    strategy_retire_after: int = 3
+    strategy_rewrites: int = 1
 
     def validate(self, source: str = "run config") -> "RunConfig":
         def bad(field_name: str, msg: str) -> InputError:
@@ -95,6 +101,13 @@ class RunConfig:
             raise bad("embedding", f"must be an openai: or openai-compat: model (got {self.embedding!r})")
         if self.llm_timeout_s <= 0:
             raise bad("llm_timeout_s", f"must be > 0 (got {self.llm_timeout_s})")
+        if self.strategy_exploration < 0:
+            raise bad("strategy_exploration", f"must be >= 0 (got {self.strategy_exploration})")
+        for name in ("strategy_retire_after", "strategy_rewrites"):
+            if getattr(self, name) < 0:
+                raise bad(name, f"must be >= 0 (0 turns it off; got {getattr(self, name)})")
+        if any(not s.strip() for s in self.strategies):
+            raise bad("strategies", "a strategy must be a non-empty text")
         for name in ("llm_max_attempts", "max_tokens_diff", "max_tokens_full"):
             if getattr(self, name) < 1:
                 raise bad(name, f"must be >= 1 (got {getattr(self, name)})")

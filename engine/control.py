@@ -12,6 +12,7 @@ import time
 from remote.errors import InputError
 
 from .config import RunConfig
+from .llm import strategies as strat
 from .counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
 from .runids import new_run_id
 from .schema import DONE, RUN_STATES
@@ -90,7 +91,9 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
     parent = await store.fetchone("SELECT * FROM runs WHERE id=?", (run_id,))
     if parent is None:
         raise InputError("RUN", run_id, "no such run (see `cuco ls`)")
-    config = RunConfig.from_json(parent["config_json"]).with_overrides(overrides or {})
+    overrides = dict(overrides or {})
+    edits = {k: overrides.pop(k) for k in list(overrides) if k.startswith(STRATEGY_PREFIX)}
+    config = RunConfig.from_json(parent["config_json"]).with_overrides(overrides)
     new_id = new_run_id(store.home, parent["workload"], name)
     now = time.time()
     async with store.transaction() as tx:
@@ -130,9 +133,68 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
                     "ON CONFLICT(run_id, cell) DO UPDATE SET candidate_id=excluded.candidate_id, "
                     "fitness=excluded.fitness WHERE excluded.fitness > archive.fitness",
                     (new_id, src["cell"], new_cid, src["fitness"]))
+        await _inherit_strategies(tx, run_id, new_id, edits)
         await tx.event(run_id, "fork", new_run=new_id, from_candidate=from_candidate)
         await tx.event(new_id, "run", state="paused", reason=f"forked from {run_id} at candidate {from_candidate}")
     return new_id
+
+
+STRATEGY_PREFIX = "strategy."
+STRATEGY_EDITS = ("add", "pin", "unpin", "retire")
+
+
+async def _population(tx: Tx, run_id: str) -> "strat.Population | None":
+    row = await tx.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key=?", (run_id, strat.STATE_KEY))
+    marks = [dict(zip(("id", "verdict", "strategy", "text"), r)) for r in await tx.fetchall(
+        "SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? ORDER BY id", (run_id,))]
+    return strat.effective(row["value_json"] if row else None, marks)
+
+
+async def _mark_strategy(tx: Tx, run_id: str, verdict: str, strategy: str | None, text: str,
+                         field: str = "strategy") -> None:
+    if verdict not in strat.MARK_VERDICTS:
+        raise InputError(field, verdict, f"unknown strategy mark; use one of {', '.join(strat.MARK_VERDICTS)}")
+    text = strat.clean(text or "")
+    if verdict == "add":
+        if not text:
+            raise InputError(field, "add", "a new strategy needs its text")
+        strategy = None
+    else:
+        pop = await _population(tx, run_id)
+        if pop is None or pop.get(strategy or "") is None:
+            known = ", ".join(s.id for s in pop.strategies) if pop else "none yet"
+            raise InputError(field, str(strategy), f"no strategy {strategy!r} in run {run_id} (known: {known})")
+    mid = await tx.insert("INSERT INTO strategy_marks (run_id, strategy, verdict, text, at) VALUES (?,?,?,?,?)",
+                          (run_id, strategy, verdict, text, time.time()))
+    await tx.event(run_id, "strategy_mark", strategy=strategy, verdict=verdict, text=text, mark=mid)
+
+
+async def mark_strategy(store: Store, run_id: str, verdict: str, strategy: str | None = None, text: str = "") -> None:
+    """An operator mark on a run's strategy population (pin, unpin, retire, add): recorded like accept and
+    reject, and folded into the population by the LLM mutator before its next proposal."""
+    async with store.transaction() as tx:
+        if await tx.fetchone("SELECT id FROM runs WHERE id=?", (run_id,)) is None:
+            raise InputError("RUN", run_id, "no such run (see `cuco ls`)")
+        await _mark_strategy(tx, run_id, verdict, strategy, text)
+
+
+async def _inherit_strategies(tx: Tx, run_id: str, new_id: str, edits: dict) -> None:
+    """A fork starts from its parent's strategies (what they earned included); `--set strategy.add=TEXT`,
+    `strategy.pin=s2`, `strategy.unpin=s2`, `strategy.retire=s3,s4` edit them, recorded as marks."""
+    pop = await _population(tx, run_id)
+    if pop is not None:
+        await strat.save(tx, new_id, pop.inherited())
+    for key, value in edits.items():
+        verdict = key[len(STRATEGY_PREFIX):]
+        if verdict not in STRATEGY_EDITS:
+            raise InputError("--set", key, f"unknown strategy edit; use strategy.{', strategy.'.join(STRATEGY_EDITS)}")
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if verdict == "add":
+                await _mark_strategy(tx, new_id, "add", None, str(v), field="--set")
+            else:
+                for sid in (x.strip() for x in str(v).split(",") if x.strip()):
+                    await _mark_strategy(tx, new_id, verdict, sid, "set when forking", field="--set")
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, str]:

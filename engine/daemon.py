@@ -308,6 +308,13 @@ class EngineServer:
             if not reason:
                 raise ValueError("reject needs a reason")
             await engine.reject(_candidate(m), reason)
+        elif op == "strategy":
+            from remote.errors import InputError
+            try:
+                await engine.mark_strategy(str(m.get("verdict") or ""), m.get("strategy") or None,
+                                           str(m.get("text") or ""))
+            except InputError as exc:   # the operator's to fix: the message is the answer
+                raise ValueError(str(exc)) from None
         elif op == "fork":
             frm = m.get("from_candidate")
             overrides = m.get("overrides") or {}

@@ -348,6 +348,10 @@ class Engine:
             if self.best is c:
                 self.best = max(self._eligible.values(), key=lambda x: x.fitness or 0, default=None)
 
+    async def mark_strategy(self, verdict: str, strategy: str | None = None, text: str = "") -> None:
+        """Pin, unpin, retire or add a strategy: the LLM mutator folds the mark in before its next proposal."""
+        await control.mark_strategy(self.store, self.run_id, verdict, strategy, text)
+
     async def fork(self, from_candidate: int | None = None, name: str | None = None,
                    overrides: dict | None = None) -> str:
         return await control.fork(self.store, self.run_id, from_candidate, name, overrides)

@@ -34,7 +34,7 @@ PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 16 * 1024 * 1024      # one message; a replay is many messages
 MAX_SOCKET_PATH = 100                  # sun_path is 108 bytes on Linux; keep a margin
 RUN_JSON = "run.json"
-COMMANDS = ("hello", "pause", "resume", "stop", "accept", "reject", "fork", "status")
+COMMANDS = ("hello", "pause", "resume", "stop", "accept", "reject", "fork", "strategy", "status")
 
 
 class ProtocolError(ValueError):

@@ -7,6 +7,7 @@ from typing import Any
 
 from . import liveness
 from .fault_report import fault_summary
+from .llm import strategies as strat
 from .harness_result import overlap_efficiency
 from .best import best_candidate
 from .counting import COUNTS_SQL, NEEDS_REVIEW
@@ -63,6 +64,16 @@ def needs_review(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
+def strategies(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
+    """The run's mutation strategies (LLM runs): text, status, pinned, prompts, children, successes, failures,
+    mean gain, with the operator's marks folded in."""
+    row = store.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key=?", (run_id, strat.STATE_KEY))
+    marks = store.fetchall("SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? ORDER BY id",
+                           (run_id,))
+    pop = strat.effective(row["value_json"] if row else None, marks)
+    return pop.rows() if pop is not None else []
+
+
 def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
     run = store.run(run_id)
     if run is None:
@@ -117,6 +128,7 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         "llm_cost_usd": round(float(cost["usd"]), 6) if cost else 0.0,
         "llm_calls": cost["calls"] if cost else 0,
         "llm_tokens": {"input": cost["tin"], "output": cost["tout"]} if cost else {"input": 0, "output": 0},
+        "strategies": strategies(store, run_id),
         "elapsed_s": run["elapsed_s"],
         "config": json.loads(run["config_json"]),
     }

@@ -191,7 +191,22 @@ CREATE TABLE IF NOT EXISTS id_counters (
 );
 """
 
+# v10: operator marks on a run's mutation strategies (pin, unpin, retire, add), folded in order by the LLM
+# mutator's strategy population (engine/llm/strategies.py), like accept and reject marks on candidates.
+SCHEMA_V10 = """
+CREATE TABLE IF NOT EXISTS strategy_marks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    strategy TEXT,                        -- a strategy id (s3); NULL for add
+    verdict TEXT NOT NULL,                -- pin | unpin | retire | add
+    text TEXT NOT NULL DEFAULT '',        -- add: the strategy; retire: the reason
+    at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS strategy_marks_run ON strategy_marks(run_id, id);
+"""
+
 # Migrations by version. Numbers may leave gaps (a migration is only ever added, never renumbered); the
 # store applies every one above the database's version, in order.
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 8: SCHEMA_V8, 9: SCHEMA_V9}
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 8: SCHEMA_V8, 9: SCHEMA_V9,
+                             10: SCHEMA_V10}
 SCHEMA_VERSION = max(MIGRATIONS)

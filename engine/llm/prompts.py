@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import blocks
 from ..timeline import prompt_summary
+from .keys import redact
 
 if TYPE_CHECKING:
     from ..mutators.base import CandidateView
@@ -156,7 +157,8 @@ def _bodies(source: str) -> str:
 
 def mutate_prompt(kind: str, parent: "CandidateView", workload: "Workload", *,
                   second: "CandidateView | None" = None, inspirations: list["CandidateView"] = (),
-                  rejected: list["CandidateView"] = (), recommendations: list[str] = ()) -> str:
+                  rejected: list["CandidateView"] = (), recommendations: list[str] = (),
+                  strategy: str | None = None) -> str:
     """The user message for one mutation: kind is diff | full | cross."""
     parts = ["# Parent program", describe(parent, workload), f"```\n{parent.source}```"]
     if kind == "cross" and second is not None:
@@ -181,6 +183,8 @@ def mutate_prompt(kind: str, parent: "CandidateView", workload: "Workload", *,
             reason = scrub(c.reject_reason or "no reason given", workload)
             parts.append(f"- candidate {c.id} ({' '.join(f'{k}={v}' for k, v in sorted(c.descriptor.items()))}): "
                          f"{reason}\n```\n{trim(_bodies(c.source), REJECTED_CHARS)}\n```")
+    if strategy:
+        parts.append(strategy_section(strategy, workload))
     if kind == "diff":
         parts += ["# Your job", "Make one focused change to the parent that should make it faster while "
                   "staying correct.", DIFF_FORMAT]
@@ -192,6 +196,12 @@ def mutate_prompt(kind: str, parent: "CandidateView", workload: "Workload", *,
         parts += ["# Your job", "Combine the strengths of the parent and the second parent into one program "
                   "that should be faster than both and stay correct.", FULL_FORMAT]
     return "\n\n".join(parts)   # sources are shown as they are; every other text was scrubbed
+
+
+def strategy_section(strategy: str, workload: "Workload") -> str:
+    """The strategy a mutation follows (one of the run's population), scrubbed like any other text."""
+    return ("# Strategy for this change\n" + scrub(redact(strategy), workload) +
+            "\nFollow this strategy; if it cannot apply to this parent, say so and make the closest useful change.")
 
 
 def rejection_message(reason: str, kind: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,13 +20,15 @@ from ..llm.clients import ChatRequest
 from ..llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
 from ..llm.errors import LLMError
 from ..llm.keys import redact
+from ..llm import strategies as strat
 from ..llm.meta import MetaSummarizer, load_recommendations
 from ..llm.models import ModelSpec, parse_model, parse_models
 from ..llm.novelty import EmbeddingNovelty, NoveltyCheck, ShingleNovelty
 from ..llm.pricing import Pricing
-from ..llm.prompts import mutate_prompt, novelty_message, rejection_message, system_prompt
+from ..llm.prompts import mutate_prompt, novelty_message, rejection_message, scrub, system_prompt
 from ..llm.retry import RetryPolicy
 from ..llm.service import LLMService
+from ..llm.strategy_meta import evolve as evolve_strategies
 from .base import BudgetExhausted, Proposal, ProposalContext
 
 if TYPE_CHECKING:
@@ -52,6 +54,10 @@ class LLMSettings:
     meta_every: int = 10                    # finished evaluations between recommendations (0: off)
     timeout_s: float = 180.0                # one LLM request
     max_attempts: int = 4                   # per request, with backoff (429 / 5xx / timeouts)
+    strategies: list[str] = field(default_factory=list)   # starting strategies (none: from the workload)
+    strategy_exploration: float = 0.5
+    strategy_retire_after: int = 3          # failed children in a row that retire a strategy (0: never)
+    strategy_rewrites: int = 1              # weakest strategies rewritten per meta step
 
 
 def settings_from_config(config: "RunConfig") -> LLMSettings:
@@ -59,7 +65,10 @@ def settings_from_config(config: "RunConfig") -> LLMSettings:
     return LLMSettings(max_tokens_diff=config.max_tokens_diff, max_tokens_full=config.max_tokens_full,
                        novelty_threshold=config.novelty_threshold,
                        embedding_threshold=config.embedding_threshold, meta_every=config.meta_every,
-                       timeout_s=config.llm_timeout_s, max_attempts=config.llm_max_attempts)
+                       timeout_s=config.llm_timeout_s, max_attempts=config.llm_max_attempts,
+                       strategies=list(config.strategies), strategy_exploration=config.strategy_exploration,
+                       strategy_retire_after=config.strategy_retire_after,
+                       strategy_rewrites=config.strategy_rewrites)
 
 
 def choose_kind(ctx: ProposalContext) -> tuple[str, float]:
@@ -93,6 +102,7 @@ class LLMMutator:
         self._run_id: str | None = None
         self._meta_lock = asyncio.Lock()
         self._recommendations: list[str] | None = None
+        self._strategies: strat.Population | None = None
 
     @property
     def budget(self) -> Budget:
@@ -103,11 +113,17 @@ class LLMMutator:
             self._run_id = ctx.run_id
             self._bandit = await Bandit.load(ctx.store, ctx.run_id, self.models)
             self._recommendations = None
+            self._strategies = await strat.load(ctx.store, ctx.run_id) or strat.seeded(
+                self.workload, self.settings.strategies, self.settings.strategy_exploration)
             if isinstance(self.novelty, EmbeddingNovelty) and self.embedding_model:
                 model, store, run_id = self.embedding_model, ctx.store, ctx.run_id
                 self.novelty.embed = lambda texts: self.service.embed(model, texts, store=store, run_id=run_id)
         await self.budget.load(ctx.store, ctx.run_id)
         await self._bandit.sync(ctx.store, ctx.run_id)
+        population = self._strategies
+        assert population is not None
+        population.fold(await strat.marks_after(ctx.store, ctx.run_id, population.marks_seen))
+        await population.sync(ctx.store, ctx.run_id, public_reason=lambda text: scrub(redact(text), self.workload))
         return self._bandit
 
     async def _recommend(self, ctx: ProposalContext, bandit: Bandit) -> list[str]:
@@ -120,9 +136,25 @@ class LLMMutator:
                                                                       self.workload, at)
                 except LLMError as err:
                     log.warning("meta-summarizer: %s", err)
+                await self._evolve_strategies(ctx, model, at)
             if self._recommendations is None:
                 self._recommendations = await load_recommendations(ctx.store, ctx.run_id)
         return self._recommendations or list(ctx.recommendations)
+
+    async def _evolve_strategies(self, ctx: ProposalContext, model: str, at: int) -> None:
+        """The population's meta step, once per meta point (a resumed run does not repeat it)."""
+        population = self._strategies
+        if population is None or population.meta_at >= at:
+            return
+        population.meta_at = at
+        step = await evolve_strategies(population, self.service, model, ctx.store, ctx.run_id, self.workload,
+                                       retire_after=self.settings.strategy_retire_after,
+                                       rewrites=self.settings.strategy_rewrites)
+        async with ctx.store.transaction() as tx:
+            await strat.save(tx, ctx.run_id, population)
+            if step.retired or step.added:
+                await tx.event(ctx.run_id, "strategies", at=at, retired=step.retired, rewritten=step.rewritten,
+                               added=step.added, llm_call=step.call_id)
 
     async def propose(self, ctx: ProposalContext) -> Proposal | None:
         bandit = await self._prepare(ctx)
@@ -133,18 +165,25 @@ class LLMMutator:
             return await self._propose(ctx, bandit)
         finally:
             await bandit.save(ctx.store, ctx.run_id)
+            if self._strategies is not None:
+                async with ctx.store.transaction() as tx:
+                    await strat.save(tx, ctx.run_id, self._strategies)
 
     async def _propose(self, ctx: ProposalContext, bandit: Bandit) -> Proposal | None:
         recommendations = await self._recommend(ctx, bandit)
         kind, temperature = choose_kind(ctx)
         model = bandit.select(ctx.rng)
         bandit.pulled(model)
+        strategy = self._strategies.select(ctx.rng) if self._strategies is not None else None
+        if strategy is not None:
+            self._strategies.pulled(strategy)
         parent = ctx.parent
         max_tokens = self.settings.max_tokens_diff if kind == "diff" else self.settings.max_tokens_full
         system = system_prompt(self.workload, self.node_facts)
         messages = [{"role": "user", "content": mutate_prompt(
             kind, parent, self.workload, second=ctx.second_parent if kind == "cross" else None,
-            inspirations=ctx.inspirations, rejected=ctx.rejected, recommendations=recommendations)}]
+            inspirations=ctx.inspirations, rejected=ctx.rejected, recommendations=recommendations,
+            strategy=strategy.text if strategy is not None else None)}]
         call_ids: list[int] = []
         for attempt in range(1 + max(0, ctx.feedback_attempts)):
             try:
@@ -179,6 +218,8 @@ class LLMMutator:
                 log.info("%s: answer %d too similar (%.3f)", model, attempt + 1, similarity)
                 messages.append({"role": "user", "content": novelty_message(similarity)})
                 continue
+            if strategy is not None and out.call_id is not None and self._strategies is not None:
+                self._strategies.proposed(out.call_id, strategy)   # credited when the child's result is final
             return Proposal(source=child, operator=OPERATORS[kind], mutator=f"llm:{model}",
                             note=_note(redact(out.text)), llm_call_ids=call_ids)
         log.info("%s: no valid, novel answer after %d attempts", model, 1 + max(0, ctx.feedback_attempts))

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from remote.jobs import JobResult, JobSpec, JobStatus, NodeState
 
@@ -33,11 +34,13 @@ def abi_object(interposing: bool = False) -> bytes:
 
 class SyntheticExecutor:
     def __init__(self, slots: int = 4, durations: dict[str, float] | None = None, fail_every: int = 0,
-                 refuse_every: int = 0):
+                 refuse_every: int = 0, judge: "Callable[[str], tuple[bool, float]] | None" = None):
         self.slots = slots
         self.durations = durations or {"build": 0.01, "verify": 0.01, "benchmark": 0.01}
         self.fail_every = fail_every
         self.refuse_every = refuse_every   # every n-th source (by hash) builds an object that defines clock_gettime
+        self.judge = judge                 # source -> (correct, speedup), instead of the hash's verdict
+        self._built: dict[str, str] = {}   # digest -> the candidate's source, for the judge
         self._sem = asyncio.Semaphore(slots)
         self.busy_s = 0.0          # slot-seconds spent running jobs
         self.jobs = 0
@@ -87,6 +90,7 @@ class SyntheticExecutor:
                 return {o: b"obj" for o in spec.outputs}
             source = b"".join(v for k, v in sorted(spec.files.items()) if k.startswith("candidate"))
             digest = hashlib.sha256(source).hexdigest()
+            self._built[digest] = source.decode(errors="replace")
             # the candidate's object, for the symbol policy: a real one that defines only the ABI (or, for the
             # sources refuse_every picks, the ABI and clock_gettime)
             refuse = self.refuse_every and int(digest[6:12], 16) % self.refuse_every == 1
@@ -94,13 +98,16 @@ class SyntheticExecutor:
         digest = spec.files["cuco_candidate"].decode()
         request = json.loads(spec.files["spec.json"])
         wrong = self.fail_every and int(digest[:6], 16) % self.fail_every == 0
+        judged = self.judge(self._built[digest]) if self.judge is not None else None
+        if judged is not None:
+            wrong = not judged[0]
         configs = []
         for c in request["configs"]:
             entry = {"name": c["name"], "correct": not wrong, "error": None, "mismatch": None}
             if stage == "benchmark":
                 # per config, so the best design point can differ from config to config
                 mix = hashlib.sha256(f"{digest}:{c['name']}".encode()).hexdigest()
-                speedup = 0.8 + (int(mix[:4], 16) % 1000) / 1000.0
+                speedup = 0.8 + (int(mix[:4], 16) % 1000) / 1000.0 if judged is None else judged[1]
                 # the baseline's parts: compute 0.7 ms, communication 0.3 ms (bound 0.7 ms, speedup 1.43)
                 entry.update(baseline_ms=1.0, candidate_ms=1.0 / speedup, speedup=speedup, comp_ms=0.7, comm_ms=0.3)
             if wrong:

@@ -39,6 +39,18 @@ def make_insight_store(home: Path) -> dict[str, int]:
                 (RUN, "recommendations", json.dumps(["per-chunk flags beat the global barrier",
                                                      "stop growing chunk sizes past 256 KiB"])))
     con.execute("INSERT INTO run_state (run_id, key, value_json) VALUES (?,?,?)", (RUN, "meta", '{"at": 32}'))
+    strategies = {"next_id": 4, "exploration": 0.5, "marks_seen": 0, "strategies": [
+        {"id": "s1", "text": "Send finished chunks while computing the next", "pulls": 3, "children": 3,
+         "successes": 2, "failures": 0, "reward": 0.3},
+        {"id": "s2", "text": "Flags per chunk instead of the barrier", "pulls": 2, "children": 2, "successes": 1,
+         "failures": 1, "reward": 0.1},
+        {"id": "s3", "text": "Stagger the ranks", "status": "retired", "why": "its last 3 children failed",
+         "pulls": 3, "children": 3, "failures": 3, "streak": 3}]}
+    con.execute("INSERT INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
+                (RUN, "strategies", json.dumps(strategies)))
+    # the operator pinned s2 (a mark the mutator has not folded in yet: the panel shows it all the same)
+    con.execute("INSERT INTO strategy_marks (run_id, strategy, verdict, text, at) VALUES (?,?,?,?,?)",
+                (RUN, "s2", "pin", "", 1_790_000_012.0))
     config = json.loads(con.execute("SELECT config_json FROM runs WHERE id=?", (RUN,)).fetchone()[0])
     config["budget_usd"] = 0.02
     con.execute("UPDATE runs SET config_json=? WHERE id=?", (json.dumps(config), RUN))

@@ -59,3 +59,9 @@ async def test_llm_panel(tmp_path):
         assert "$0.0165 of $0.02 (82%)" in budget
         advice = str(app.screen.query_one("#llm-advice", Static).render())
         assert "per-chunk flags beat the global barrier" in advice and "after 32 evaluations" in advice
+        # strategies: id, text, status, prompts, share, children, faster, failed, mean gain; pinned first
+        strategies = _rows(app.screen.query_one("#llm-strategies", DataTable))
+        assert [r[0] for r in strategies] == ["s2", "s1", "s3"]
+        assert strategies[0][2:] == ["pinned", "2", "25%", "2", "1", "1", "+5.0%"]
+        assert strategies[1][2:] == ["active", "3", "38%", "3", "2", "0", "+10.0%"]
+        assert strategies[2][2] == "retired"
