@@ -16,21 +16,33 @@ from .evaluate import evaluate
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .model import Buffer, Op, Program, Unresolved, Var
+from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
 from .source import (SourceFile, call_args, call_name, declarator_name, identifiers, kernel_config,
-                     names_in, parse_file, walk)
+                     names_in, parse_file, parse_text, walk)
 
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-def analyze_files(paths: list[str]) -> Program:
+def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands: str | None = None) -> Program:
+    """All the files are one program, each read as its compiler reads it: the flags of its entry in
+    `compile_commands` (a compile_commands.json), then `flags` (-D/-U/-I given on the command line)."""
     if not paths:
         raise InputError("cuco analyze", "FILE", "name at least one .cu file")
-    sources = [parse_file(p) for p in paths]
-    return analyze_sources(sources)
+    flags = flags or Flags()
+    per_file = flags_from_compile_commands(compile_commands, paths) if compile_commands else {}
+    sources = [parse_file(p, per_file[p].merged(flags) if p in per_file else flags) for p in paths]
+    prog = analyze_sources(sources)
+    prog.preprocessing = {"flags": {"defines": list(flags.defines), "undefines": list(flags.undefines),
+                                    "include_dirs": list(flags.include_dirs)},
+                          "compile_commands": compile_commands,
+                          "branches": [b.as_json() for s in sources if s.pre for b in s.pre.branches],
+                          "missing_headers": [m for s in sources if s.pre for m in s.pre.missing_headers]}
+    return prog
 
 
 def analyze_sources(sources: list[SourceFile]) -> Program:
     functions, macros, globals_ = _top_level(sources)
     mains = [(s, f) for (name, (s, f)) in functions.items() if name == "main"]
     if not mains:
+        _refuse_inactive_main(sources)
         raise InputError(", ".join(s.path for s in sources), "main",
                          "no main() found: name the file that holds your program's main()")
     main_src, main = mains[0]
@@ -41,6 +53,25 @@ def analyze_sources(sources: list[SourceFile]) -> Program:
                          "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
                          "cuco optimises programs whose GPUs communicate through NCCL")
     return _Analyzer(sources, main_src, main, functions, macros, globals_, kernels).run()
+
+
+def _refuse_inactive_main(sources: list[SourceFile]) -> None:
+    """main() is in the file but the preprocessor left it out: say which #if and the flag to set."""
+    for src in sources:
+        if src.pre is None:
+            continue
+        original = parse_text(src.pre.original.decode("utf-8", "replace"), src.path)
+        for fn in original.nodes("function_definition"):
+            if declarator_name(fn.child_by_field_name("declarator"), original) != "main":
+                continue
+            line = fn.start_point[0] + 1
+            around = [b for b in src.pre.branches if b.taken is False
+                      and int(b.at.rsplit(":", 1)[1]) < line <= b.end]
+            if around:
+                b = max(around, key=lambda b: int(b.at.rsplit(":", 1)[1]))
+                raise InputError(f"{src.path}:{line}", "main",
+                                 f"main() sits under an inactive `{b.directive}` ({b.at}): set "
+                                 f"{flag_to_enable(b)} (cuco analyze/init take -D, -U and -I as your compiler does)")
 
 
 # ---------------------------------------------------------------- top level
@@ -79,6 +110,7 @@ class _Analyzer:
         self.ops: list[Op] = []
         self.unresolved: list[Unresolved] = []
         self.kernel_access = {name: kernel_access(s, f) for name, (s, f) in kernels.items()}
+        self._typedefs: dict[str, str] | None = None
 
     def run(self) -> Program:
         self._collect_vars()
@@ -278,7 +310,7 @@ class _Analyzer:
                                                   "allocate into a plain pointer variable"))
                 continue
             var = self.vars.get(name)
-            elem = var.base_type if var is not None else "unknown"
+            elem = self._resolve_type(var.base_type) if var is not None else "unknown"
             count = None
             if size.type == "binary_expression" and self._t(size.child_by_field_name("operator")) == "*":
                 left, right = size.child_by_field_name("left"), size.child_by_field_name("right")
@@ -290,6 +322,28 @@ class _Analyzer:
             op.writes = []
             op.detail = {"buffer": name, "bytes": self._t(size)}
         return buffers
+
+    def _resolve_type(self, name: str) -> str:
+        """`real` of `typedef float real;` (or `using real = float;`) is float: the element type the
+        harness fills and compares, whichever #if branch chose it."""
+        if self._typedefs is None:
+            self._typedefs = {}
+            for src in self.sources:
+                for node in src.tree.root_node.named_children:
+                    if node.type == "type_definition":
+                        t = node.child_by_field_name("type")
+                        for d in node.children_by_field_name("declarator"):
+                            if t is not None and d.type == "type_identifier":
+                                self._typedefs[src.text(d)] = src.text(t)
+                    elif node.type == "alias_declaration":
+                        n, t = node.child_by_field_name("name"), node.child_by_field_name("type")
+                        if n is not None and t is not None:
+                            self._typedefs[src.text(n)] = src.text(t)
+        seen = set()
+        while name in self._typedefs and name not in seen:
+            seen.add(name)
+            name = self._typedefs[name]
+        return name
 
     def _base_name(self, node) -> str | None:
         """The variable a pointer expression is based on: `x`, `&x`, `(void**)&x`, `x + off`, `(char*)x`."""

@@ -81,3 +81,4 @@ class Program:
     unresolved: list[Unresolved] = field(default_factory=list)
     opportunities: list[dict] = field(default_factory=list)
     dataflow: list[dict] = field(default_factory=list)
+    preprocessing: dict = field(default_factory=dict)   # flags, conditional branches taken, missing headers
