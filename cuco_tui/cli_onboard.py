@@ -44,6 +44,8 @@ def _compiler_flags(p: argparse.ArgumentParser) -> None:
                    help="undefine a macro (repeatable)")
     p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
                    help="a header folder (repeatable)")
+    p.add_argument("--region", metavar="FILE:LINE",
+                   help="the repeated region: the loop that starts at this line (see the analysis's alternatives)")
     p.add_argument("--compile-commands", metavar="FILE",
                    help="a compile_commands.json (CMake, Bear): each file's -D/-U/-I from its entry")
 
@@ -57,7 +59,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.onboard.analyze import analyze_files
     from engine.onboard.report import render_tree, to_json
     try:
-        data = to_json(analyze_files(list(args.files), _flags(args), args.compile_commands))
+        data = to_json(analyze_files(list(args.files), _flags(args), args.compile_commands, args.region))
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -81,7 +83,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.llm:
             from engine.llm.models import parse_models
             model = parse_models([args.llm])[0]      # a bad model name is bad input: nothing written
-        prog = analyze_files(list(args.files), _flags(args), args.compile_commands)
+        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
         out = Path(args.output) if args.output else Path.cwd() / "workloads" / name
         result = write_workload(prog, out, name=name, ranks=args.ranks)

@@ -34,6 +34,7 @@ class Op:
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     detail: dict = field(default_factory=dict)
+    via: object = None        # the host wrapper (wrappers.Wrapper) a kernel is launched through
 
 
 @dataclass
