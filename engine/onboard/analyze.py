@@ -157,6 +157,8 @@ class _Analyzer:
         self.region_node = region_node
         for op in self.ops:
             op.in_region = region_node is not None and self._op_in(op, self.region_src, region_node)
+            if op.in_region:
+                self._context(op, region_node)
         buffers = self._collect_buffers()
         self._reads_writes(buffers)
         self._roles(buffers)
@@ -269,6 +271,40 @@ class _Analyzer:
         self._collect_in(hsrc, fn.child_by_field_name("body").named_children, chain + ((src, call),),
                          depth + 1, top)
 
+    def _context(self, op, region) -> None:
+        """What decides whether and how often an operation of the region runs: the conditions (`if
+        (calculate_norm)`: a run-time flag, an alternative, never both branches as one sequence) and the
+        loops around it inside the region (helpers' loops included), outermost first."""
+        when, loops = [], []
+        level = next((k for k, (s, n) in enumerate(op.chain) if s is self.region_src and _inside(n, region)), 0)
+        for k in range(level, len(op.chain)):
+            src, n = op.chain[k]
+            node, inner = n.parent, []
+            while node is not None and node.type != "function_definition":
+                if k == level and _inside(region, node):
+                    break
+                if node.type == "if_statement":
+                    cond = node.child_by_field_name("condition")
+                    alt = node.child_by_field_name("alternative")
+                    negate = alt is not None and _inside(n, alt)
+                    inner.append(("when", f"{'!' if negate else ''}{self._t(cond)}"))
+                elif node.type in LOOPS:
+                    inner.append(("loop", {"at": src.at(node), "kind": node.type.replace("_statement", ""),
+                                           "iterations": self._iterations(node)}))
+                node = node.parent
+            for kind, what in reversed(inner):
+                (when if kind == "when" else loops).append(what)
+        if when:
+            op.detail["when"] = when
+        if loops:
+            op.detail["loops"] = loops
+
+    def _iterations(self, loop) -> str | None:
+        cond = loop.child_by_field_name("condition")
+        if loop.type == "for_statement" and cond is not None and cond.type == "binary_expression":
+            return self._t(cond.child_by_field_name("right"))
+        return self._t(cond) if cond is not None else None
+
     def _op_in(self, op, src, node) -> bool:
         """Whether an operation runs inside `node` (a loop or section of `src`): the node holds the op's
         call or one of the calls that lead to it."""
@@ -276,6 +312,10 @@ class _Analyzer:
 
     def _init_blockers(self) -> list[str]:
         out = []
+        if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
+            out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays captured CUDA "
+                       "graphs; cuco init does not write graph replay: take --region on the capture loop's "
+                       "program without graphs, or write the workload by hand (docs/workload-format.md)")
         for op in self.ops:
             if op.name == "ncclCommInitAll":
                 out.append(f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
@@ -296,6 +336,8 @@ class _Analyzer:
             return "kernel"
         if name in api.LAUNCH_API:
             return "launch_api"
+        if name in GRAPH_LAUNCH:
+            return "graph_launch"
         if name in api.NCCL_COMM:
             return "collective" if name not in ("ncclSend", "ncclRecv") else "p2p"
         if name in api.NCCL_GROUP:
@@ -363,7 +405,8 @@ class _Analyzer:
             a = call_args(n)
             op.detail = {"dst": t(a[0]) if a else None, "value": t(a[1]) if len(a) > 1 else None,
                          "bytes": t(a[2]) if len(a) > 2 else None}
-        elif op.kind in ("event", "sync", "stream", "device", "mpi", "comm_init", "free", "group", "alloc"):
+        elif op.kind in ("event", "sync", "stream", "device", "mpi", "comm_init", "free", "group", "alloc",
+                         "graph_launch"):
             op.detail = {"args": [t(a) for a in call_args(n)]}
 
     # -- the repeated region
@@ -395,6 +438,9 @@ class _Analyzer:
             self.unresolved.append(Unresolved(self.src.at(self.main), "no loop around the collectives",
                                               "the repeated region is one loop iteration; wrap the timed part "
                                               "in a loop"))
+            for src, loop, what in self.alternatives:
+                self.unresolved.append(Unresolved(src.at(loop), f"not a repeated region: {what}",
+                                                  "--region FILE:LINE takes it anyway"))
             return None
         timed = [c for c in candidates if self._timed(*c)]
         psrc, pick = (timed or candidates)[-1]
@@ -481,8 +527,19 @@ class _Analyzer:
         return any(call_name(n, src) in names for n in src.nodes("call_expression", loop))
 
     def _per_device(self, src, loop) -> bool:
+        """A loop over the devices of one process: it selects device `i`, or indexes the communicators
+        ncclCommInitAll made (`comms[i]`)."""
         var = self._loop_var(src, loop)
-        return var is not None and any(
+        if var is None:
+            return False
+        comm_arrays = {self._plain(call_args(o.node)[0]) for o in self.ops
+                       if o.name == "ncclCommInitAll" and call_args(o.node)}
+        for sub in src.nodes("subscript_expression", loop):
+            arg, idx = sub.child_by_field_name("argument"), sub.child_by_field_name("indices")
+            if arg is not None and self._t(arg) in comm_arrays and idx is not None and \
+                    any(i.text.decode() == var for i in identifiers(idx)):
+                return True
+        return any(
             call_name(n, src) in api.DEVICE_SELECT and
             any(i.text.decode() == var for a in call_args(n) for i in identifiers(a))
             for n in src.nodes("call_expression", loop))
@@ -901,6 +958,10 @@ class _Analyzer:
                 self.unresolved.append(Unresolved(op.at, f"{op.name} runs on stream {op.detail['stream']}, "
                                                   f"not on {prog.timed_stream}",
                                                   "join that stream to the timed stream (an event) before run() returns"))
+            if op.kind == "alloc" or op.name in ("cudaFree", "ncclMemFree"):
+                self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region: every "
+                                                  "iteration allocates or frees", "an overlap opportunity of its "
+                                                  "own: allocate once, outside the region"))
             if op.kind == "mpi":
                 self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region",
                                                   "the workload drops MPI calls; the harness aligns the ranks"))

@@ -16,6 +16,7 @@ def to_json(prog) -> dict:
         "communicators": prog.communicators,
         "nccl_calls": [_op(o) for o in ops if o.kind in ("collective", "p2p", "group")],
         "kernel_launches": [_op(o) for o in ops if o.kind == "kernel"],
+        "graph_launches": [_op(o) for o in ops if o.kind == "graph_launch"],
         "memory_ops": [_op(o) for o in ops if o.kind in ("memcpy", "memset")],
         "events": [_op(o) for o in ops if o.kind == "event"],
         "synchronizations": [_op(o) for o in ops if o.kind == "sync"],
