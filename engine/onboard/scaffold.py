@@ -67,6 +67,19 @@ def _valid_name(name: str) -> bool:
 
 
 def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, str], list[str]]:
+    if not any(o.kind in ("collective", "p2p") for o in prog.ops):
+        at = next((c["at"] for c in prog.communicators), prog.main_src.path)
+        raise InputError(at, "NCCL", "the program sets up a communicator but makes no NCCL communication call "
+                         "(ncclAllReduce, ncclSend, ...): there is nothing to overlap and no workload to write")
+    if not any(o.kind == "kernel" for o in prog.ops):
+        calls = sorted({o.name for o in prog.ops if o.kind in ("collective", "p2p")})
+        raise InputError(prog.main_src.path, "kernels",
+                         f"no kernel launch: nothing for the communication ({', '.join(calls) or 'none'}) to "
+                         "overlap with, so there is no workload to write; cuco optimises programs whose kernels "
+                         "and NCCL calls can overlap")
+    if prog.init_blockers:
+        raise InputError(prog.region["at"] if prog.region else prog.main_src.path, "init",
+                         "; ".join(prog.init_blockers))
     if prog.region_node is None:
         raise InputError(prog.region and prog.region["at"] or prog.main_src.path, "region",
                          "no loop around the collectives: init needs the region that repeats; wrap one "
