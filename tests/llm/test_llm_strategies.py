@@ -13,6 +13,7 @@ import itertools
 import json
 import random
 import re
+from collections import Counter
 
 import pytest
 
@@ -135,6 +136,8 @@ async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(ll
 
     carried = model_answers.carried
     assert len(carried) >= 25 and all(carried), "every mutation prompt carries a strategy"
+    # the strategy each request carried is the one the population counted for it
+    assert Counter(carried) == Counter({s.text: s.pulls for s in after.strategies if s.pulls})
     share = carried.count(GOOD) / len(carried)
     assert share > 0.5, f"the working strategy got {share:.0%} of {len(carried)} mutations"
     good = after.get("s1")
