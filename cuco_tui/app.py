@@ -96,6 +96,12 @@ def event_line(event: dict[str, Any]) -> str | None:
         text = f"migration #{d.get('id')} island {d.get('src')} -> {d.get('dst')}"
     elif kind == "llm_call":
         text = f"llm {d.get('model')} ${float(d.get('cost_usd') or 0):.4f}"
+    elif kind == "strategy_mark":
+        text = f"strategy {d.get('strategy') or ''} {d.get('verdict')}".replace("  ", " ") + (
+            f": {d['text']}" if d.get("text") else "")
+    elif kind == "strategies":
+        changes = [f"{what} {', '.join(d[what])}" for what in ("retired", "rewritten", "added") if d.get(what)]
+        text = "strategies: " + "; ".join(changes)
     elif kind == "recommendations":
         items = [str(i) for i in d.get("items") or []]
         text = "advice: " + " | ".join(items) if items else "advice: (none)"

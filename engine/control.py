@@ -12,11 +12,14 @@ import time
 from remote.errors import InputError
 
 from .config import RunConfig
-from .llm import strategies as strat
 from .counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
+from .llm import strategies as strat
 from .runids import new_run_id
 from .schema import DONE, RUN_STATES
 from .store import Store, Tx
+
+STRATEGY_PREFIX = "strategy."                       # fork overrides that edit the strategy population
+STRATEGY_EDITS = ("add", "pin", "unpin", "retire")
 
 
 async def _candidate_in_run(tx: Tx, run_id: str, candidate_id: int) -> dict:
@@ -137,10 +140,6 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
         await tx.event(run_id, "fork", new_run=new_id, from_candidate=from_candidate)
         await tx.event(new_id, "run", state="paused", reason=f"forked from {run_id} at candidate {from_candidate}")
     return new_id
-
-
-STRATEGY_PREFIX = "strategy."
-STRATEGY_EDITS = ("add", "pin", "unpin", "retire")
 
 
 async def _population(tx: Tx, run_id: str) -> "strat.Population | None":

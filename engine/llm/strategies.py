@@ -21,6 +21,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .bandit import reward_of
 from .keys import redact
 
 if TYPE_CHECKING:
@@ -149,7 +150,6 @@ class Population:
         """Credit the finished children of pending proposals; returns how many were credited."""
         if not self.pending:
             return 0
-        from .bandit import reward_of
         ids = sorted(self.pending)
         rows = await store.fetchall(
             f"SELECT l.id AS call_id, c.id, c.status, c.speedup, c.reason, p.speedup AS parent_speedup "

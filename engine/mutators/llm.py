@@ -114,7 +114,8 @@ class LLMMutator:
             self._bandit = await Bandit.load(ctx.store, ctx.run_id, self.models)
             self._recommendations = None
             self._strategies = await strat.load(ctx.store, ctx.run_id) or strat.seeded(
-                self.workload, self.settings.strategies, self.settings.strategy_exploration)
+                self.workload, self.settings.strategies)
+            self._strategies.exploration = self.settings.strategy_exploration   # the run's setting (a fork may change it)
             if isinstance(self.novelty, EmbeddingNovelty) and self.embedding_model:
                 model, store, run_id = self.embedding_model, ctx.store, ctx.run_id
                 self.novelty.embed = lambda texts: self.service.embed(model, texts, store=store, run_id=run_id)

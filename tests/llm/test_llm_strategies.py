@@ -13,6 +13,7 @@ import itertools
 import json
 import random
 import re
+from collections import Counter
 
 import pytest
 
@@ -108,11 +109,16 @@ async def run_until(engine, home, run_id: str, finished: int) -> None:
     assert await asyncio.wait_for(task, 60) in ("stopped", "finished")
 
 
-async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(llm_env, tmp_path):
+@pytest.mark.parametrize("protocol", ["openai-compat", "anthropic"])
+async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(llm_env, tmp_path, protocol):
     model_answers = ScriptedModel()
     run_id = "strat-1"
     with FakeLLMServer(responder=model_answers) as srv:
-        model = f"openai-compat:coder@{srv.url}/v1"
+        if protocol == "anthropic":     # the official SDK, pointed at the test server
+            llm_env.setenv("ANTHROPIC_BASE_URL", srv.url)
+            model = "anthropic:claude-haiku-4-5"
+        else:
+            model = f"openai-compat:coder@{srv.url}/v1"
         # first half, then a stop and a resume: the population must carry over
         engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"), config(model), run_id=run_id,
                                                 executor=SyntheticExecutor(slots=1, judge=judge))
@@ -125,6 +131,7 @@ async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(ll
         assert await asyncio.wait_for(engine.run(), 120) == "finished"
         await engine.close()
         requests = list(srv.requests)
+    assert {r.path for r in requests} == {"/v1/messages" if protocol == "anthropic" else "/v1/chat/completions"}
 
     after = population(tmp_path, run_id)
     for s in before.strategies:     # resumed, not reseeded: every strategy is still there and kept its record
@@ -135,6 +142,8 @@ async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(ll
 
     carried = model_answers.carried
     assert len(carried) >= 25 and all(carried), "every mutation prompt carries a strategy"
+    # the strategy each request carried is the one the population counted for it
+    assert Counter(carried) == Counter({s.text: s.pulls for s in after.strategies if s.pulls})
     share = carried.count(GOOD) / len(carried)
     assert share > 0.5, f"the working strategy got {share:.0%} of {len(carried)} mutations"
     good = after.get("s1")

@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import Input, Log
 
 from cuco_tui.app import CucoApp
 from cuco_tui.screens.insight import LlmScreen
@@ -105,11 +105,16 @@ async def test_pin_retire_and_add_from_the_llm_panel(tmp_path):
                 assert await until(lambda: isinstance(app.screen, StrategyModal), 5)
                 app.screen.query_one(Input).value = "Fuse the copy into the compute loop."
                 await pilot.press("enter")
-                assert await until(lambda: any(r[1] == "Fuse the copy into the compute loop."
-                                               for r in rows(table).values()), 15)
+                assert await until(lambda: any(r["text"] == "Fuse the copy into the compute loop."
+                                               for r in table.records.values()), 15)
+                added = next(sid for sid, r in table.records.items() if r["origin"] == "operator")
+                assert rows(table)[added][1] == "Fuse the copy into the compute lo…"   # whole below the table
                 verdicts = [r["verdict"] for r in db.fetchall(
                     "SELECT verdict FROM strategy_marks WHERE run_id=? ORDER BY id", (RUN,))]
                 assert verdicts == ["pin", "retire", "add"]
+                log = app._main.query_one("#engine-log", Log)      # the marks reach the engine log like accept/reject
+                assert await until(lambda: any("strategy s2 pin" in line for line in log.lines)
+                                   and any("strategy s3 retire: retired in the LLM panel" in line for line in log.lines), 10)
 
                 # the mutator folds the marks in: stored, and only the pinned strategy is carried from now on
                 def folded() -> bool:
