@@ -481,6 +481,9 @@ class CucoApp(App):
                 elif kind == "mark":
                     table.upsert({"id": d.get("id"), "mark": d.get("verdict"), "mark_text": d.get("text")},
                                  add=False)
+                    if d.get("id") is not None and table.cell_text(d["id"], "verdict") == "review":
+                        # a person decided: the review is closed (engine/control.py), the verdict says so
+                        table.upsert({"id": d["id"], "status": "done", "review": f"{d.get('verdict')}ed"}, add=False)
                     selected_touched |= d.get("id") == self.selected_id
                     self._dirty = True          # a rejected best is the best no more: the header reads it again
                 elif kind == "run":
