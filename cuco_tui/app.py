@@ -49,6 +49,7 @@ DETAIL_FOLLOW_S = 1.0     # the stream moved it (or changed the selected one): a
 EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
 ENGINE_ACTIONS = ("toggle_pause", "hard_pause", "accept", "reject", "fork", "stop_run")
+MAIN_SCREEN_ACTIONS = ("filter", "edit", "jump_to_best", "focus_pane", "detail_tab", "show_plot")
 COMPACT_BELOW = 120      # columns: below this the detail pane takes half the width, with short tab titles
 NODES_POLL_S = 5.0       # live: the engine's node states asked for this often (a node lost or quarantined)
 
@@ -776,6 +777,8 @@ class CucoApp(App):
         or finished run they are neither shown nor run."""
         if action in ENGINE_ACTIONS:
             return self.live and self.summary.get("state") not in TERMINAL_STATES
+        if action in MAIN_SCREEN_ACTIONS and self.screen_stack and self.screen is not self.screen_stack[0]:
+            return False     # they act on the main screen's table or detail, hidden under this one
         return True
 
     def binding_label(self, binding: Binding) -> str:
