@@ -191,6 +191,8 @@ def _print_waiting(report: dict, console: Console) -> None:
                       "TUI's review queue)[/]")
     for r in report.get("refused") or []:
         console.print(f"[magenta]refused: #{r['candidate']}: {r['reason']}[/]")
+    for r in report.get("rejected") or []:   # by a person: never the best, a parent or an inspiration
+        console.print(f"[red]rejected: #{r['candidate']}: {r['reason'] or '(no reason)'}[/]")
 
 
 _CONFIG_COLUMNS = (("base ms", "baseline_ms", "{:.3f}"), ("cand ms", "candidate_ms", "{:.3f}"),

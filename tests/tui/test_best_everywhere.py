@@ -65,6 +65,7 @@ def test_report_and_ls_name_the_same_best(tmp_path):
            if line.startswith("│") and line.split("│")[1].strip().rstrip("+").isdigit()]
     assert ids[0] == best and rejected not in ids and held not in ids, top
     assert f"best       #{best} " in text
+    assert f"rejected: #{rejected}: reads past the buffer" in text and f"needs review: #{held} " in text
     # the best's time is shown beside its own baseline (same job), and both units are explained below
     head = " ".join(text.split("top candidates")[0].split())
     assert " ms vs baseline 10.000 ms in its job (sum ratio " in head, head
