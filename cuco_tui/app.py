@@ -159,9 +159,9 @@ class CucoApp(App):
         self._detail_timer = None
         self._pending_detail: int | None = None
         self._keys_state: tuple[bool, Any] = (False, None)   # (live, state) the footer was drawn for
-        self._parents: dict[int, int] = {}
+        self._parents: dict[int, int] = {}          # child -> parent, of the candidates announced while attached
         self._forking = 0                           # forks asked for by this TUI and not answered yet ...
-        self._own_forks: set[str] = set()           # ... and those answered: their event gets no second toast          # child -> parent, of the candidates announced while attached
+        self._own_forks: set[str] = set()           # ... and those answered: their event gets no second toast
         self.events_applied = 0
         self.detached = False
         self.toasts = ToastWatcher()
@@ -612,10 +612,10 @@ class CucoApp(App):
     @work(group="command", exit_on_error=False)
     async def _fork(self, request: ForkRequest) -> None:
         client = self.client
-        self._forking += 1
         if client is None:
             self.post_message(CommandDone("fork", False, "no live engine"))
             return
+        self._forking += 1
         try:
             reply = await client.request("fork", from_candidate=request.from_candidate, name=request.name,
                                          overrides=request.overrides)
