@@ -54,6 +54,7 @@ EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch r
 TERMINAL_STATES = ("stopped", "finished", "failed")
 SIGNAL_GRACE_S = 3.0   # after SIGTERM, the app has this long to end by itself
 ENGINE_ACTIONS = ("toggle_pause", "hard_pause", "accept", "reject", "fork", "stop_run")
+MAIN_SCREEN_ACTIONS = ("filter", "edit", "jump_to_best", "focus_pane", "detail_tab", "show_plot")
 COMPACT_BELOW = 120      # columns: below this the detail pane takes half the width, with short tab titles
 NODES_POLL_S = 5.0       # live: the engine's node states asked for this often (a node lost or quarantined)
 
@@ -169,7 +170,7 @@ class CucoApp(App):
         self._detail_timer = None
         self._pending_detail: int | None = None
         self._keys_state: tuple[bool, Any] = (False, None)   # (live, state) the footer was drawn for
-        self._parents: dict[int, int] = {}
+        self._parents: dict[int, int] = {}          # child -> parent, of the candidates announced while attached
         self._forking = 0                           # forks asked for by this TUI and not answered yet ...
         self._own_forks: set[str] = set()           # ... and those answered: their event gets no second toast
         self.events_applied = 0
@@ -522,6 +523,9 @@ class CucoApp(App):
                 elif kind == "mark":
                     table.upsert({"id": d.get("id"), "mark": d.get("verdict"), "mark_text": d.get("text")},
                                  add=False)
+                    if d.get("id") is not None and table.cell_text(d["id"], "verdict") == "review":
+                        # a person decided: the review is closed (engine/control.py), the verdict says so
+                        table.upsert({"id": d["id"], "status": "done", "review": f"{d.get('verdict')}ed"}, add=False)
                     selected_touched |= d.get("id") == self.selected_id
                     self._dirty = True          # a rejected best is the best no more: the header reads it again
                 elif kind == "run":
@@ -652,10 +656,10 @@ class CucoApp(App):
     @work(group="command", exit_on_error=False)
     async def _fork(self, request: ForkRequest) -> None:
         client = self.client
-        self._forking += 1
         if client is None:
             self.post_message(CommandDone("fork", False, "no live engine"))
             return
+        self._forking += 1
         try:
             reply = await client.request("fork", from_candidate=request.from_candidate, name=request.name,
                                          overrides=request.overrides)
@@ -817,6 +821,8 @@ class CucoApp(App):
         or finished run they are neither shown nor run."""
         if action in ENGINE_ACTIONS:
             return self.live and self.summary.get("state") not in TERMINAL_STATES
+        if action in MAIN_SCREEN_ACTIONS and self.screen_stack and self.screen is not self.screen_stack[0]:
+            return False     # they act on the main screen's table or detail, hidden under this one
         return True
 
     def binding_label(self, binding: Binding) -> str:

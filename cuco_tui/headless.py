@@ -130,7 +130,7 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         head.add_column(style="bold", no_wrap=True)
         head.add_column(overflow="fold")
         head.add_row("run", f"{report['run']}  (workload {report['workload']}, parent {report['parent_run'] or '-'})")
-        head.add_row("state", f"{report['state']} ({report['stop_reason'] or ''})")
+        head.add_row("state", report["state"] + (f" ({report['stop_reason']})" if report["stop_reason"] else ""))
         head.add_row("evaluated", f"{report['evaluated']}: {report['correct']} correct, {report['failed']} failed")
         if report.get("faults"):
             from engine.fault_report import fault_line
@@ -191,6 +191,8 @@ def _print_waiting(report: dict, console: Console) -> None:
                       "TUI's review queue)[/]")
     for r in report.get("refused") or []:
         console.print(f"[magenta]refused: #{r['candidate']}: {r['reason']}[/]")
+    for r in report.get("rejected") or []:   # by a person: never the best, a parent or an inspiration
+        console.print(f"[red]rejected: #{r['candidate']}: {r['reason'] or '(no reason)'}[/]")
     if report.get("strategies"):
         console.print(strategy_table(report["strategies"]))
 

@@ -9,18 +9,20 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine.counting import COUNTS_SQL
 from engine.llm import strategies as strat
 from engine.llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
-# The per-config results of a correct candidate: the benchmark stage's configs (the engine's shape), or a
-# flat result's own. One pass over the run's correct candidates, in SQLite's JSON functions.
+# The per-config results of a candidate that counts (engine/counting.py: as for the run's best, not rejected
+# and not held for review): the benchmark stage's configs (the engine's shape), or a flat result's own. One
+# pass over the run's counting candidates, in SQLite's JSON functions.
 _PER_CONFIG = ("SELECT c.id, json_extract(j.value, '$.name') AS config, "
                "CAST(json_extract(j.value, '$.speedup') AS REAL) AS speedup "
                "FROM candidates c, json_each(COALESCE(json_extract(c.metrics_json, '$.benchmark.configs'), "
                "json_extract(c.metrics_json, '$.configs'))) j "
-               "WHERE c.run_id=? AND c.status='done' AND c.metrics_json IS NOT NULL")
+               f"WHERE c.run_id=? AND {COUNTS_SQL} AND c.metrics_json IS NOT NULL")
 
 
 @dataclass

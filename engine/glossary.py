@@ -25,6 +25,9 @@ GLOSSARY: dict[str, str] = {
     "review": "a verified result beyond the overlap bound, held for a person: it is not the best, a parent or "
               "an inspiration until accepted (v: the review queue).",
     "$": "USD: the LLM cost committed so far.",
+    "nodes busy": "nodes running at least one job / nodes known (n: the nodes screen).",
+    "size / trend": "an island's candidates, and the speedups of its newest 16 correct ones (low to high).",
+    "+/- (lineage)": "x: the candidate's speedup minus its parent's.",
 }
 
 

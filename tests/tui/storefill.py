@@ -122,6 +122,10 @@ def fill_store(home: Path, run_id: str = "demo-20261122-1", n: int = 40, islands
         db.execute("INSERT INTO llm_calls (run_id, candidate_id, model, purpose, status, input_tokens, output_tokens,"
                    " cost_usd, prompt_hash, response_hash, at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                    (run_id, 3, "fake-model", "mutate", "ok", 1200, 300, 0.0125, prompt, answer, T0 + 3))
+    if n > 4:   # the job the node's running_jobs counts: the nodes screen lists it
+        db.execute("INSERT INTO jobs (id, run_id, candidate_id, stage, state, node, attempts, created_at, updated_at) "
+                   "VALUES (?,?,?,?,?,?,?,?,?)", (f"{run_id}-{n}-benchmark", run_id, n, "benchmark", "running",
+                                                  "local", 1, T0 + n, T0 + n))
     db.execute("INSERT OR REPLACE INTO nodes (name, state_json, updated_at) VALUES (?,?,?)",
                ("local", json.dumps({"name": "local", "healthy": True, "quarantined": False, "gpus_total": 0,
                                      "gpus_busy": 0, "cpu_slots": 2, "cpu_busy": 1, "running_jobs": 1,

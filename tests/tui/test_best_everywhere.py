@@ -15,6 +15,7 @@ from rich.console import Console
 
 from cuco_tui.app import CucoApp
 from cuco_tui.headless import print_report
+from cuco_tui.insight_data import config_winners
 from cuco_tui.lineage_data import best_id
 from cuco_tui.widgets import CandidatesTable, IslandsTable, RunHeader
 from engine.report import build_report
@@ -55,6 +56,8 @@ def test_report_and_ls_name_the_same_best(tmp_path):
     try:
         report = build_report(rs, RUN)
         assert report["best"]["candidate"] == best
+        assert {c["candidate"] for c in report["best_per_config"]} == {best}
+        assert set(config_winners(rs.fetchall, RUN).winners.values()) == {best}   # the per-config view (C)
         out = io.StringIO()
         print_report(report, tmp_path, rs, Console(file=out, width=80))
     finally:
@@ -65,6 +68,7 @@ def test_report_and_ls_name_the_same_best(tmp_path):
            if line.startswith("│") and line.split("│")[1].strip().rstrip("+").isdigit()]
     assert ids[0] == best and rejected not in ids and held not in ids, top
     assert f"best       #{best} " in text
+    assert f"rejected: #{rejected}: reads past the buffer" in text and f"needs review: #{held} " in text
     # the best's time is shown beside its own baseline (same job), and both units are explained below
     head = " ".join(text.split("top candidates")[0].split())
     assert " ms vs baseline 10.000 ms in its job (sum ratio " in head, head

@@ -182,3 +182,23 @@ async def test_diff_tab_shows_the_change_at_the_end_of_a_long_line(tmp_path):
         screen = html.unescape(re.sub(r"<[^>]+>", "", app.export_screenshot()))   # the text on the screen
         for number in (parent - 1, cid - 1):                        # the old and the new tail are both visible
             assert f"candidate {number}\";" in screen.replace("\xa0", " "), number
+
+
+async def test_three_and_brackets_reach_the_detail_tabs(tmp_path):
+    from textual.widgets import Tabs
+
+    from storefill import fill_store
+    await asyncio.to_thread(fill_store, tmp_path, run_id="tabs-1", n=6)
+    app = CucoApp(tmp_path, "tabs-1")
+    async with app.run_test(size=(100, 30)) as pilot:
+        tabs = app.query_one("#detail-tabs")
+        await pilot.press("3")                                       # the tab bar takes the focus ...
+        assert isinstance(app.focused, Tabs)
+        await pilot.press("right")                                   # ... and the arrows switch tabs
+        assert await until(lambda: tabs.active == "tab-source", 5)
+        app.query_one(CandidatesTable).focus()
+        await pilot.press("right_square_bracket")                    # from anywhere: the next tab
+        assert await until(lambda: tabs.active == "tab-metrics", 5)
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert await until(lambda: tabs.active == "tab-diff", 5)
+        assert isinstance(app.focused, CandidatesTable)              # the cursor keys still move the table
