@@ -39,7 +39,7 @@ def _err(message: str, exc: BaseException | None = None) -> int:
 
 
 ENDED = {"finished": "finished", "failed": "failed", "stopped": "been stopped"}
-STOP_WAIT_S = 120.0   # a stop returns once the engine has ended (its jobs cancelled, its state written)
+STOP_WAIT_S = 90.0   # a stop returns once the engine has ended (its jobs cancelled, its state written)
 
 
 def _wait_engine_gone(home: Path, run_id: str, pid: int | None, timeout: float = STOP_WAIT_S) -> bool:

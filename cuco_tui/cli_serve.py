@@ -51,8 +51,19 @@ def check_address(host: str, port: int, public: bool) -> None:
                          "pick another with --port") from None
 
 
-def check_public_url(url: str | None, public: bool) -> None:
+def is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def check_public_url(url: str | None, public: bool, host: str) -> None:
     if url is None:
+        if public and is_wildcard(host):   # the page must name an address browsers reach, and accept its origin
+            raise InputError("--public-url", "(missing)", f"--host {host} listens everywhere; pass the address "
+                             "browsers will open, e.g. --public-url https://gpu-box.example.org (a TLS proxy) or "
+                             "--public-url http://gpu-box:PORT")
         return
     if not public:
         raise InputError("--public-url", url, "goes with --public (the address of a proxy in front of cuco serve)")
@@ -70,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .cli_control import _home_run
     from .web_server import serve_command, url_host
     check_address(args.host, args.port, args.public)
-    check_public_url(args.public_url, args.public)
+    check_public_url(args.public_url, args.public, args.host)
     home, run_id = _home_run(args)
     loopback = is_loopback(args.host)
     if not loopback and not (args.public_url or "").startswith("https:"):

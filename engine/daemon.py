@@ -413,6 +413,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config-json", help="RunConfig as JSON (with --create)")
     parser.add_argument("--cluster", help="cluster.yaml (with --create)")
     args = parser.parse_args(argv)
+    # SIGINT and SIGTERM stop the run cleanly (serve() handles them) even if whoever started this process
+    # had them ignored (ignored signals are inherited); until serve() takes over, they end the process.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if args.create and not args.workload:
         parser.error("--create needs --workload")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

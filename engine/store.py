@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 DB_NAME = "cuco.db"
 DB_TIMEOUT_S = 30.0
-CANDIDATE_ID_BLOCK = 16   # ids a writer reserves at a time (unused ones are skipped, never reused)
+CANDIDATE_ID_BLOCK = 64   # ids a writer reserves at a time (unused ones are skipped, never reused)
 GROUP_WINDOW_S = 0.003   # a submitted batch waits this long for others (one trip and one commit for all)
 LAZY_WINDOW_S = 0.25     # display-only writes (a stage start) wait at most this long
 

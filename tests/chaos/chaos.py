@@ -132,7 +132,8 @@ def check_invariants(home: Path, run: str, max_evals: int) -> dict[str, int]:
     blamed = query(db, "SELECT id, reason FROM candidates WHERE run_id=? AND status IN ('failed','incorrect') "
                        "AND COALESCE(fault, 'candidate') != 'candidate'", (run,))
     assert not blamed, f"failed for the environment: {blamed}"
-    assert not leftover_processes(home), f"processes of the run left behind: {leftover_processes(home)}"
+    left = leftover_processes(home)
+    assert not left, f"processes of the run left behind: {[describe(pid) for pid in left]}"
     report = cuco(home, "report", run, "--json")
     import json
     data = json.loads(report.stdout)
@@ -150,6 +151,14 @@ def check_events(db: Path, run: str, own: list[int]) -> None:
         told[kind].append(json.loads(data)["id"])
     for kind, ids in told.items():
         assert sorted(ids) == sorted(own), f"{run}: {kind} events {sorted(ids)} for candidates {sorted(own)}"
+
+
+def describe(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f"{pid}: " + f.read().replace(b"\0", b" ").decode(errors="replace")[:300]
+    except OSError:
+        return f"{pid}: (gone)"
 
 
 def leftover_processes(home: Path) -> list[int]:

@@ -17,7 +17,7 @@ from cuco_tui.client import EngineClient, EngineError, EngineGone
 from cuco_tui.cli_control import run_detached
 from engine import protocol
 from engine.config import RunConfig
-from tests.chaos.chaos import check_invariants, cuco, query
+from tests.chaos.chaos import check_invariants, cuco, leftover_processes, query
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the demo workload")
 
@@ -88,7 +88,7 @@ def test_daemon_killed_with_viewers_attached_then_resumed(tmp_path: Path):
     seen = asyncio.run(scenario())
     for seqs in seen:
         assert seqs == sorted(set(seqs)), "a viewer got an event twice or out of order"
-    deadline = time.monotonic() + 60   # the daemon exits once the run is over
-    while protocol.live_run_info(home, "d") is not None and time.monotonic() < deadline:
+    deadline = time.monotonic() + 60   # the daemon exits once the run is over (after it stopped serving)
+    while (protocol.live_run_info(home, "d") is not None or leftover_processes(home)) and time.monotonic() < deadline:
         time.sleep(0.2)
     check_invariants(home, "d", MAX_EVALS)

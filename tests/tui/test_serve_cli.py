@@ -43,7 +43,11 @@ def test_a_non_loopback_host_needs_public_and_says_why(tmp_path):
     assert "Traceback" not in out
 
     port = _free_port()
-    public = _serve(tmp_path, "srv-1", "--host", "0.0.0.0", "--port", str(port), "--public")
+    nowhere = _serve(tmp_path, "srv-1", "--host", "0.0.0.0", "--port", str(port), "--public")
+    out, _ = nowhere.communicate(timeout=60)   # listening everywhere, the page needs the address browsers use
+    assert nowhere.returncode == 2 and "--public-url" in out and "Traceback" not in out
+    public = _serve(tmp_path, "srv-1", "--host", "0.0.0.0", "--port", str(port), "--public",
+                    "--public-url", f"http://127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
