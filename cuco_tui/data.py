@@ -18,7 +18,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from engine.counting import COUNTS_SQL, NEEDS_REVIEW
-from engine.harness_result import overlap_efficiency
+from engine.efficiency import OVERLAP, judge
 from engine.store import ReadStore
 
 from .lineage_data import BestPaths, lineage_text
@@ -38,6 +38,12 @@ def _fault_note(ev: dict[str, Any]) -> str:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _timeline_of(metrics: dict, config: Any) -> dict | None:
+    """The timeline figures of one config's profiled call, kept in the candidate's metrics."""
+    figs = metrics.get("timeline")
+    return figs.get(config) if isinstance(figs, dict) else None
 
 
 class FilterError(ValueError):
@@ -407,9 +413,10 @@ class StoreView:
                     parts.append(f"bound {cfg['bound']:.3f}x")
                 if parts:
                     out.append("    " + "  ".join(parts) + "\n", style="dim")
-                eff = overlap_efficiency(cfg)
-                if eff is not None:   # 1: a perfect overlap of the baseline's own compute and communication
-                    out.append(f"    overlap efficiency {eff:.2f}\n", style="dim")
+                verdict = judge(cfg, _timeline_of(metrics, cfg.get("name")))
+                if verdict.kind is not None:   # 1: a perfect overlap of the baseline's own compute and communication
+                    out.append(f"    {'overlap efficiency ' if verdict.kind == OVERLAP else ''}{verdict.label()}\n",
+                               style="dim")
         rest = {k: v for k, v in metrics.items() if k not in ("configs", "flags")}
         if rest:
             out.append("\nharness\n", style="bold underline")
