@@ -41,8 +41,27 @@ extern "C" int cuco_problem_describe(const cuco_ctx* ctx, cuco_problem* p) {
   return 0;
 }
 
+// The fp32 reference of the last inputs made: the harness checks the same inputs several times (verify:
+// candidate, baseline, candidate; benchmark: those and once more after the timed loop), and at S = 16K the
+// reference is about a second of CUDA-core work per check. Inputs are a function of (seed, shape, ranks,
+// rank) made into harness-private pristine copies no candidate can write, so that key names them exactly.
+// Every rank makes and checks the same sequence of configs, so all ranks hit or miss together (a miss
+// gathers K and V collectively; a hit calls no collective on any rank).
+struct RefCache {
+  bool valid = false;
+  unsigned long long seed = 0;
+  long long S = 0, HQ = 0, HKV = 0, causal = 0;
+  int n = 0, rank = -1;
+  size_t n_out = 0;
+  float *ref = nullptr, *scale = nullptr;
+};
+static RefCache g_ref;
+static unsigned long long g_inputs_seed = 0;
+
 extern "C" int cuco_problem_make_inputs(const cuco_ctx* ctx, void* const* pristine, unsigned long long seed, cudaStream_t st) {
   attn::Shape s = shape_of(ctx);
+  g_inputs_seed = seed;
+  g_ref.valid = false;   // new pristine inputs (a new seed, or the same seed for another config)
   return cuco_h_fill_bf16(pristine[IN_Q], (size_t)(s.S_loc() * s.HQ * attn::D), seed, 5000 + s.rank, 2.0f, st) |
          cuco_h_fill_bf16(pristine[IN_K], (size_t)s.kv_elems(), seed, 6000 + s.rank, 2.0f, st) |
          cuco_h_fill_bf16(pristine[IN_V], (size_t)s.kv_elems(), seed, 7000 + s.rank, 1.0f, st);
@@ -87,14 +106,43 @@ __global__ void attn_reference(const __nv_bfloat16* __restrict__ Q, const __nv_b
   O_scale[((long long)i * HQ + h) * attn::D + tid] = sqrtf(acc2) / sum;
 }
 
+static int reference(const attn::Shape& s, void* const* pristine, ncclComm_t hcomm, cudaStream_t st, size_t n_out);
+
 extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t st,
                                    double tol, cuco_mismatch* mm) {
   attn::Shape s = shape_of(ctx);
   mm->found = 0;
-  void *kall = nullptr, *vall = nullptr; float *ref = nullptr, *ref_scale = nullptr;
   const size_t n_out = (size_t)(s.S_loc() * s.HQ * attn::D);
-  if (cudaMalloc(&kall, s.kv_elems() * s.n * 2) != cudaSuccess || cudaMalloc(&vall, s.kv_elems() * s.n * 2) != cudaSuccess ||
-      cudaMalloc(&ref, n_out * 4) != cudaSuccess || cudaMalloc(&ref_scale, n_out * 4) != cudaSuccess)
+  RefCache& c = g_ref;
+  const bool hit = c.valid && c.seed == g_inputs_seed && c.S == s.S && c.HQ == s.HQ && c.HKV == s.HKV &&
+                   c.causal == s.causal && c.n == s.n && c.rank == s.rank && c.n_out == n_out;
+  int rc = 0;
+  if (!hit) rc = reference(s, pristine, hcomm, st, n_out);
+  if (!rc) {
+    double ex = 0, got = 0;
+    long long bad = cuco_check::bf16_vs_f32(ctx->outputs[0].ptr, c.ref, n_out, tol, st, &ex, &got, c.scale);
+    if (bad < -1) rc = 1;
+    else if (bad >= 0) {
+      mm->found = 1; mm->index = bad; mm->expected = ex; mm->got = got;
+      strcpy(mm->what, "compute"); strcpy(mm->buffer, "O");
+    }
+  }
+  return rc;
+}
+
+// Gathers every rank's K and V (harness communicator) and computes this rank's reference into g_ref.
+static int reference(const attn::Shape& s, void* const* pristine, ncclComm_t hcomm, cudaStream_t st, size_t n_out) {
+  RefCache& c = g_ref;
+  c.valid = false;
+  if (c.n_out != n_out) {
+    cudaFree(c.ref); cudaFree(c.scale);
+    c.ref = c.scale = nullptr; c.n_out = 0;
+    if (cudaMalloc(&c.ref, n_out * 4) != cudaSuccess || cudaMalloc(&c.scale, n_out * 4) != cudaSuccess) return 1;
+    c.n_out = n_out;
+  }
+  float *ref = c.ref, *ref_scale = c.scale;
+  void *kall = nullptr, *vall = nullptr;
+  if (cudaMalloc(&kall, s.kv_elems() * s.n * 2) != cudaSuccess || cudaMalloc(&vall, s.kv_elems() * s.n * 2) != cudaSuccess)
     return 1;
   int rc = 0;
   rc |= ncclGroupStart() != ncclSuccess;
@@ -109,15 +157,11 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
         (int)(s.rank * s.S_loc()), (int)s.S, (int)s.causal, ref, ref_scale);
     rc |= cudaGetLastError() != cudaSuccess;
   }
+  rc |= cudaStreamSynchronize(st) != cudaSuccess;
+  cudaFree(kall); cudaFree(vall);
   if (!rc) {
-    double ex = 0, got = 0;
-    long long bad = cuco_check::bf16_vs_f32(ctx->outputs[0].ptr, ref, n_out, tol, st, &ex, &got, ref_scale);
-    if (bad < -1) rc = 1;
-    else if (bad >= 0) {
-      mm->found = 1; mm->index = bad; mm->expected = ex; mm->got = got;
-      strcpy(mm->what, "compute"); strcpy(mm->buffer, "O");
-    }
+    c.valid = true; c.seed = g_inputs_seed; c.S = s.S; c.HQ = s.HQ; c.HKV = s.HKV; c.causal = s.causal;
+    c.n = s.n; c.rank = s.rank;
   }
-  cudaFree(kall); cudaFree(vall); cudaFree(ref); cudaFree(ref_scale);
   return rc;
 }
