@@ -6,11 +6,13 @@ For each run in the store: evaluations (candidates that reached a final status, 
 `cuco report` counts them) over the run's elapsed minutes; then the stages: builds (CPU), and the GPU jobs
 (verify, benchmark, and the re-measures `benchmark2` of would-be bests), each with its count, total and mean
 seconds. A stage's start is its `candidate_status` event (engine/engine.py writes one as each stage starts),
-its end that plus the stage's duration. From those intervals:
+its duration the executor's (from the moment the job held its GPUs). A stage's start event is written when
+the job is submitted, before it waits for GPUs, so where every GPU job takes all of the node's GPUs (ranks =
+GPUs) they are laid out one after another in submission order, each starting when it was submitted or when
+the one before it ended, whichever is later. From those intervals:
 
-  - GPU busy: the union of the GPU jobs' intervals (on a node whose jobs take every GPU, the jobs run one
-    after another, so this is the time the GPUs were in use), and the idle gaps between them, each put down
-    to what the run was doing then (a build in flight, or nothing: the engine between proposals);
+  - GPU busy: the GPU jobs' time, and the idle gaps between them, each put down to what the run was doing
+    then (a build in flight, or nothing: the engine between proposals);
   - inside the benchmark jobs: the harness's timed calls (`timed_ms` of the result) against the job's wall
     time; the rest is process start, NCCL set-up, verification, the profiled call and teardown.
 
@@ -39,6 +41,15 @@ def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
             out[-1] = (out[-1][0], max(out[-1][1], b))
         else:
             out.append((a, b))
+    return out
+
+
+def _serial(jobs: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Jobs (submitted, submitted + duration) that each held every GPU, run one after another in order."""
+    out: list[tuple[float, float]] = []
+    for submitted, end in sorted(jobs):
+        start = max(submitted, out[-1][1]) if out else submitted
+        out.append((start, start + (end - submitted)))
     return out
 
 
@@ -82,9 +93,11 @@ def analyse(con: sqlite3.Connection, run: str) -> dict[str, Any]:
                 bench_wall_s += dur
     for s in stages.values():
         s["mean_s"] = s["total_s"] / s["n"] if s["n"] else 0.0
-    gpu = _union(spans["gpu"])
+    gpu = _serial(spans["gpu"])
     builds = _union(spans["build"])
     gaps = [(a[1], b[0]) for a, b in zip(gpu, gpu[1:]) if b[0] - a[1] >= MIN_GAP_S]
+    if gpu and finished and (finished - gpu[-1][1]) >= MIN_GAP_S:
+        gaps.append((gpu[-1][1], finished))   # the tail: builds of candidates the stop left unmeasured
     waiting_on_build = sum(sum(max(0.0, min(g[1], b[1]) - max(g[0], b[0])) for b in builds) for g in gaps)
     idle_gaps = sum(g[1] - g[0] for g in gaps)
     minutes = float(elapsed or ((finished or created) - created)) / 60.0

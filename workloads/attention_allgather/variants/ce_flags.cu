@@ -33,7 +33,9 @@ static attn::Shape attn_shape(const cuco_ctx* ctx) {
 // kernel starts on the local block at once and waits (bounded) on each remote group's flag before loading
 // it: a single online softmax over all blocks. No handshake and no kernel on the copy stream: the peers'
 // inputs are valid for the whole call on every rank, and nothing an SM must run stands between a copy and
-// its flag, so attention CTAs that spin on a flag can never keep the flag from being written.
+// its flag, so attention CTAs that spin on a flag can never keep the flag from being written. The kernel is
+// launched before the copies are enqueued: at 1K tokens enqueueing them took longer than the copies
+// themselves, and the GPU sat idle until the kernel's launch came.
 __global__ void ce_resolve(ncclWindow_t kwin, ncclWindow_t vwin, int n, const __nv_bfloat16** out) {
   for (int p = 0; p < n; p++) {
     out[2 * p] = (const __nv_bfloat16*)ncclGetPeerPointer(kwin, 0, p);
@@ -96,18 +98,6 @@ static int impl_run(cuco_ctx* ctx) {
   const size_t row = (size_t)s.HKV * attn::D * 2, width = row / groups;
   CUCO_CK(cudaEventRecord(st->ev_start, ctx->stream));
   CUCO_CK(cudaStreamWaitEvent(st->comm, st->ev_start, 0));
-  for (int k = 1; k < s.n; k++) {          // pull in ring order: the previous rank's block first
-    int j = (s.rank - k + s.n) % s.n;
-    if (s.causal && j > s.rank) continue;  // all of its keys come after all of our queries
-    for (int g = 0; g < groups; g++) {
-      CUCO_CK(cudaMemcpy2DAsync((char*)(st->kst + j * kv) + g * width, row, (const char*)st->peer[2 * j] + g * width, row,
-                                width, (size_t)s.S_loc(), cudaMemcpyDeviceToDevice, st->comm));
-      CUCO_CK(cudaMemcpy2DAsync((char*)(st->vst + j * kv) + g * width, row, (const char*)st->peer[2 * j + 1] + g * width, row,
-                                width, (size_t)s.S_loc(), cudaMemcpyDeviceToDevice, st->comm));
-      CUCO_CK(cudaMemcpyAsync(st->flags + j * groups + g, slot, sizeof(unsigned), cudaMemcpyHostToDevice, st->comm));
-    }
-  }
-  CUCO_CK(cudaEventRecord(st->ev_done, st->comm));
   attn::KvList list{};
   list.b[list.n++] = attn::KvBlock{(const __nv_bfloat16*)ctx->inputs[1].ptr, (const __nv_bfloat16*)ctx->inputs[2].ptr,
                                    (int)(s.rank * s.S_loc()), (int)s.S_loc(), nullptr, 0u, 0};
@@ -123,6 +113,24 @@ static int impl_run(cuco_ctx* ctx) {
   attn::Args a = attn::args_for(s, (const __nv_bfloat16*)ctx->inputs[0].ptr, (__nv_bfloat16*)ctx->outputs[0].ptr,
                                 ctx->spin_timeout_ns, ctx->timeout_flag);
   CUCO_CK(attn::launch(a, list, ctx->stream));
+  for (int k = 1; k < s.n; k++) {          // pull in ring order: the previous rank's block first
+    int j = (s.rank - k + s.n) % s.n;
+    if (s.causal && j > s.rank) continue;  // all of its keys come after all of our queries
+    if (groups == 1) {                     // whole blocks: two plain copies
+      CUCO_CK(cudaMemcpyAsync(st->kst + j * kv, st->peer[2 * j], kv * 2, cudaMemcpyDeviceToDevice, st->comm));
+      CUCO_CK(cudaMemcpyAsync(st->vst + j * kv, st->peer[2 * j + 1], kv * 2, cudaMemcpyDeviceToDevice, st->comm));
+      CUCO_CK(cudaMemcpyAsync(st->flags + j, slot, sizeof(unsigned), cudaMemcpyHostToDevice, st->comm));
+      continue;
+    }
+    for (int g = 0; g < groups; g++) {
+      CUCO_CK(cudaMemcpy2DAsync((char*)(st->kst + j * kv) + g * width, row, (const char*)st->peer[2 * j] + g * width, row,
+                                width, (size_t)s.S_loc(), cudaMemcpyDeviceToDevice, st->comm));
+      CUCO_CK(cudaMemcpy2DAsync((char*)(st->vst + j * kv) + g * width, row, (const char*)st->peer[2 * j + 1] + g * width, row,
+                                width, (size_t)s.S_loc(), cudaMemcpyDeviceToDevice, st->comm));
+      CUCO_CK(cudaMemcpyAsync(st->flags + j * groups + g, slot, sizeof(unsigned), cudaMemcpyHostToDevice, st->comm));
+    }
+  }
+  CUCO_CK(cudaEventRecord(st->ev_done, st->comm));
   CUCO_CK(cudaStreamWaitEvent(ctx->stream, st->ev_done, 0));
   return 0;
 }

@@ -35,13 +35,15 @@ static moe::Shape moe_shape(const cuco_ctx* ctx) {
 //    its own receive window on the main stream and publishes them at once; pass 1, on a high-priority
 //    side stream, pushes the rows for every other rank over LSA while this rank computes its own rows,
 //    and its last CTA publishes the counts and raises each owner's per-source counter;
-//  * the expert pipeline runs source by source, own rows first: gate/up GEMM, SwiGLU, and the down GEMM
-//    whose epilogue pushes each finished tile straight back into the source's return window (so the own
-//    rows' results are home while the remote rows are still computed); the remote sources' GEMM CTAs wait
-//    (bounded) for their source's counter, which the peer's pass 1 raised while we computed our rows;
+//  * the expert pipeline: own rows' gate/up GEMM and SwiGLU first, then the remote sources' (their GEMM CTAs
+//    wait, bounded, for their source's counter, which the peer's pass 1 raised while we computed our rows),
+//    then the remote rows' down GEMM, whose epilogue pushes each finished tile straight back into the
+//    source's return window, and the own rows' down GEMM last (local stores), so a peer's wait for its
+//    tiles ends while this rank still computes;
 //  * the source waits until every tile of its rows is back, then combines.
 // The local GEMMs never wait, and the waiting remote GEMMs are launched only after them: the side stream's
-// dispatch gets SMs as the local GEMM's CTAs retire, so no spinning CTA can keep it out.
+// dispatch (dispatch_ctas CTAs, launched with pass 0) gets SMs as the local GEMM's CTAs retire, so no
+// spinning CTA can keep it out.
 // Flag window of each rank (4 KiB of u32): [src] ready, [64 + src] landed, [256 + src*EL + le] rows from src
 // for local expert le, [1000] returned tiles (cumulative over calls).
 constexpr int kMoeMaxRanks = 16;
@@ -284,20 +286,24 @@ static int impl_run(cuco_ctx* ctx) {
     CUCO_CK(cudaGetLastError());
   }
   CUCO_CK(cudaEventRecord(st->ev_sent, st->side));
-  moe_lsa_dispatch<<<ctas, 256, 0, ctx->stream>>>(d, X, route, (int)s.K, s.H, st->poscnt, st->sendcnt, st->done, 0);
-  // own rows: gate/up, SwiGLU, down GEMM pushing the results home
+  // own rows: nothing else to run yet, so every SM copies them (two CTAs per SM)
+  moe_lsa_dispatch<<<2 * (ctx->sm_count > 0 ? ctx->sm_count : 66), 256, 0, ctx->stream>>>(
+      d, X, route, (int)s.K, s.H, st->poscnt, st->sendcnt, st->done, 0);
+  // own rows' gate/up and SwiGLU, then the other sources' (each GEMM CTA after its source's counter), then
+  // the others' down GEMM, pushing their results home while the own rows' down GEMM runs last: the peers'
+  // waits for their tiles end before this rank's last kernel does
   moe_expert_gemm<false><<<dim3(up_tiles.x, up_tiles.y, local), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
       d, (const __nv_bfloat16*)st->xr, W1, (int)(2 * s.F), (int)s.H, st->g, 0);
   moe_swiglu_segments<<<dim3(256, local), 256, 0, ctx->stream>>>(d, st->g, s.F, st->h, 0);
-  moe_expert_gemm<true><<<dim3(down_tiles.x, down_tiles.y, local), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
-      d, st->h, W2, (int)s.H, (int)s.F, nullptr, 0);
-  if (remote > 0) {   // the other sources' rows, each GEMM CTA after its source's counter
+  if (remote > 0) {
     moe_expert_gemm<false><<<dim3(up_tiles.x, up_tiles.y, remote), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
         d, (const __nv_bfloat16*)st->xr, W1, (int)(2 * s.F), (int)s.H, st->g, local);
     moe_swiglu_segments<<<dim3(256, remote), 256, 0, ctx->stream>>>(d, st->g, s.F, st->h, local);
     moe_expert_gemm<true><<<dim3(down_tiles.x, down_tiles.y, remote), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
         d, st->h, W2, (int)s.H, (int)s.F, nullptr, local);
   }
+  moe_expert_gemm<true><<<dim3(down_tiles.x, down_tiles.y, local), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
+      d, st->h, W2, (int)s.H, (int)s.F, nullptr, 0);
   CUCO_CK(cudaMemsetAsync(recv, 0, ctx->outputs[2].bytes, ctx->stream));
   moe_recv_segments<<<dim3((unsigned)((s.T + 255) / 256), segs), 256, 0, ctx->stream>>>(d, (int)s.K, recv);
   CUCO_CK(cudaStreamWaitEvent(ctx->stream, st->ev_sent, 0));   // sendcnt of the remote rows
