@@ -29,8 +29,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run as a script from the tree, not installed
+from engine.schema import FINAL_STATUSES as FINAL  # noqa: E402
+
 GPU_STAGES = ("verify", "benchmark", "benchmark2")
-FINAL = ("done", "incorrect", "failed", "refused")   # engine/schema.py FINAL_STATUSES
 MIN_GAP_S = 0.5   # shorter idle stretches are the hand-over between two jobs, not a wait worth naming
 
 
