@@ -20,8 +20,8 @@ from rich.text import Text
 from engine.best import RANK_ORDER_SQL, best_candidate, island_bests
 from engine.counting import COUNTS_SQL, NEEDS_REVIEW
 from engine.glossary import legend
-from engine.harness_result import overlap_efficiency
 from engine.liveness import shown_state
+from engine.efficiency import OVERLAP, judge
 from engine.store import ReadStore
 
 from .lineage_data import BestPaths, lineage_text
@@ -41,6 +41,12 @@ def _fault_note(ev: dict[str, Any]) -> str:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _timeline_of(metrics: dict, config: Any) -> dict | None:
+    """The timeline figures of one config's profiled call, kept in the candidate's metrics."""
+    figs = metrics.get("timeline")
+    return figs.get(config) if isinstance(figs, dict) else None
 
 
 class FilterError(ValueError):
@@ -420,9 +426,9 @@ class StoreView:
                     parts.append(f"bound {cfg['bound']:.3f}x")
                 if parts:
                     out.append("    " + "  ".join(parts) + "\n", style="dim")
-                eff = overlap_efficiency(cfg)
-                if eff is not None:   # 1: a perfect overlap of the baseline's own compute and communication
-                    out.append(f"    eff {eff:.2f}" + (" (> 1: faster than overlap alone)" if eff > 1 else "") + "\n",
+                verdict = judge(cfg, _timeline_of(metrics, cfg.get("name")))
+                if verdict.kind is not None:   # 1: a perfect overlap of the baseline's own compute and communication
+                    out.append(f"    {'overlap efficiency ' if verdict.kind == OVERLAP else ''}{verdict.label()}\n",
                                style="dim")
         rest = {k: v for k, v in metrics.items() if k not in ("configs", "flags")}
         if stage is not None:

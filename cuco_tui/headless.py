@@ -215,11 +215,12 @@ def strategy_table(rows: list[dict]) -> Table:
 _CONFIG_COLUMNS = (("base ms", "baseline_ms", "{:.3f}"), ("cand ms", "candidate_ms", "{:.3f}"),
                    ("ratio", "speedup", "{:.3f}x"), ("comp ms", "comp_ms", "{:.3f}"),
                    ("comm ms", "comm_ms", "{:.3f}"), ("bound", "bound", "{:.3f}x"),
-                   ("eff", "efficiency", "{:.2f}"))
+                   ("eff", "efficiency_label", "{}"))
 
 
 def _config_table(title: str, configs: list[dict], with_candidate: bool = False) -> Table:
-    """Per-config numbers; overlap eff = (base - best) / (base - max(comp, comm)): 1 is a perfect overlap."""
+    """Per-config numbers; overlap eff = (base - best) / (base - max(comp, comm)): 1 is a perfect overlap, and a
+    candidate that beat that bound changed the compute itself ("compute changed", engine/efficiency.py)."""
     t = Table(title=title)
     t.add_column("config", overflow="fold")
     if with_candidate:
@@ -227,7 +228,7 @@ def _config_table(title: str, configs: list[dict], with_candidate: bool = False)
     for label, _, _ in _CONFIG_COLUMNS:
         t.add_column(label, justify="right", no_wrap=True)
     for c in configs:
-        cells = [fmt.format(c[k]) if isinstance(c.get(k), (int, float)) else "-" for _, k, fmt in _CONFIG_COLUMNS]
+        cells = [fmt.format(c[k]) if isinstance(c.get(k), (int, float, str)) else "-" for _, k, fmt in _CONFIG_COLUMNS]
         lead = [str(c["name"])] + ([f"#{c['candidate']}"] if with_candidate else [])
         t.add_row(*lead, *cells)
     return t

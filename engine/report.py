@@ -8,8 +8,8 @@ from typing import Any
 from . import liveness
 from .fault_report import fault_summary
 from .llm import strategies as strat
-from .harness_result import overlap_efficiency
 from .best import best_candidate
+from .efficiency import judge
 from .counting import COUNTS_SQL, NEEDS_REVIEW
 from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, REFUSED
 from .store import ReadStore
@@ -17,19 +17,32 @@ from .store import ReadStore
 CONFIG_KEYS = ("name", "baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")
 
 
-def _config_row(c: dict[str, Any]) -> dict[str, Any]:
+def _config_row(c: dict[str, Any], timeline_figures: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config's numbers and its efficiency verdict (engine/efficiency.py): an overlap efficiency, or
+    "compute changed" with the candidate's own compute time where it beat every overlap of the baseline."""
     row = {k: c.get(k) for k in CONFIG_KEYS}
-    eff = overlap_efficiency(c)
-    row["efficiency"] = round(eff, 3) if eff is not None else None
+    verdict = judge(c, timeline_figures)
+    row.update(verdict.as_dict())
+    row["efficiency_label"] = verdict.label()
     return row
 
 
-def _bench_configs(metrics_json: str | None) -> list[dict[str, Any]]:
+def _metrics(metrics_json: str | None) -> dict[str, Any]:
     try:
         metrics = json.loads(metrics_json) if metrics_json else {}
     except ValueError:
-        return []
-    stage = metrics.get("benchmark") if isinstance(metrics, dict) else None
+        return {}
+    return metrics if isinstance(metrics, dict) else {}
+
+
+def _timeline_figures(metrics: dict[str, Any], config: str) -> dict[str, Any] | None:
+    figs = metrics.get("timeline")
+    return figs.get(config) if isinstance(figs, dict) else None
+
+
+def _bench_configs(metrics_json: str | None) -> list[dict[str, Any]]:
+    metrics = _metrics(metrics_json)
+    stage = metrics.get("benchmark")
     configs = stage.get("configs") if isinstance(stage, dict) else None
     return [c for c in configs or [] if isinstance(c, dict) and c.get("name") is not None]
 
@@ -41,6 +54,7 @@ def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     best: dict[str, dict[str, Any]] = {}
     for r in store.fetchall(f"SELECT c.id, c.descriptor_json, c.metrics_json FROM candidates c WHERE c.run_id=? "
                             f"AND {COUNTS_SQL} ORDER BY c.id", (run_id,)):
+        metrics = _metrics(r["metrics_json"])
         for c in _bench_configs(r["metrics_json"]):
             ratio = c.get("speedup")
             if not isinstance(ratio, (int, float)):
@@ -48,7 +62,7 @@ def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
             held = best.get(c["name"])
             if held is None or ratio > held["speedup"]:
                 best[c["name"]] = {"candidate": r["id"], "descriptor": json.loads(r["descriptor_json"]),
-                                   **_config_row(c)}
+                                   **_config_row(c, _timeline_figures(metrics, c["name"]))}
     return list(best.values())
 
 
@@ -100,7 +114,8 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
                     "descriptor": json.loads(best["descriptor_json"]),
                     "measurements": metrics.get("measurements"),
                     "flags": metrics.get("flags") or [],
-                    "configs": [_config_row(c) for c in _bench_configs(best["metrics_json"])]}
+                    "configs": [_config_row(c, _timeline_figures(metrics, c["name"]))
+                                for c in _bench_configs(best["metrics_json"])]}
     evaluated = sum(n for s, n in counts.items() if s in FINAL_STATUSES)
     state = liveness.shown_state(store.home, run)
     return {

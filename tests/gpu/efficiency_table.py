@@ -5,8 +5,11 @@
 For each candidate that verified (its verify evaluation passed on every config and rank), and for each
 bench config, prints the baseline and candidate ms, the speedup, the bound and the overlap efficiency
 (T_base - T_cand) / (T_base - max(T_comp, T_comm)), with T_base, T_comp and T_comm taken from the same
-benchmark job as T_cand. Where the engine measured a candidate more than once, each number is the mean over
-its benchmark evaluations. Ends with the best candidate per config and the candidate whose worst config is
+benchmark job as T_cand. A candidate that beat that bound by more than its noise margin changed the compute
+itself (split-K, a faster GEMM): its cell says "compute changed" with its own compute time (from its
+profiled call's timeline, where it has one) instead of an efficiency above 1, as `cuco report` and the TUI
+do (engine/efficiency.py); for the worst-config column it counts as 1. Where the engine measured a
+candidate more than once, each number is the mean over its benchmark evaluations. Ends with the best candidate per config and the candidate whose worst config is
 best (the one to name when a single design point must hold everywhere). Candidates are named by their
 store id, as `cuco report` names them (the seed is id 1).
 """
@@ -19,7 +22,7 @@ from pathlib import Path
 from statistics import mean
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run as a script from the tree, not installed
-from engine.harness_result import overlap_efficiency  # noqa: E402
+from engine.efficiency import judge  # noqa: E402
 
 KEYS = ("baseline_ms", "candidate_ms", "comp_ms", "comm_ms")
 
@@ -39,6 +42,11 @@ def load(db: str) -> tuple[str, list[dict]]:
                             "and stage in ('verify', 'benchmark') order by id", (cid,)).fetchall()
         verify = [json.loads(r) for s, r in evals if s == "verify" and r]
         bench = [json.loads(r) for s, r in evals if s == "benchmark" and r]
+        try:
+            figs = {config: json.loads(f) for config, f in con.execute(
+                "select config, figures_json from timelines where candidate_id = ?", (cid,))}
+        except sqlite3.OperationalError:   # a store from before timelines were kept
+            figs = {}
         verified = bool(verify) and all(v["correct"] and all(c["correct"] for c in v["configs"]) for v in verify)
         per_config: dict[str, dict] = {}
         for b in bench:
@@ -54,7 +62,9 @@ def load(db: str) -> tuple[str, list[dict]]:
             c["n"] = len(lists["baseline_ms"])
             c["speedup"] = c["baseline_ms"] / c["candidate_ms"]
             c["bound"] = (c["comp_ms"] + c["comm_ms"]) / max(c["comp_ms"], c["comm_ms"])
-            c["eff"] = overlap_efficiency(c)   # the report's own formula
+            verdict = judge(c, figs.get(name))   # the report's own reading
+            c["eff"], c["kind"], c["own_comp_ms"] = verdict.meets, verdict.kind, verdict.own_compute_ms
+            c["label"] = verdict.label()
             configs[name] = c
         out.append({"id": cid, "seed": number == 0, "operator": op, "descriptor": json.loads(desc), "verified": verified,
                     "configs": configs})
@@ -74,8 +84,7 @@ def main(paths: list[str]) -> int:
             cells = []
             for n in names:
                 x = c["configs"].get(n)
-                cells.append("-" if x is None else f"{x['candidate_ms']:.4f} ({x['eff']:.2f})" if x["eff"] is not None
-                             else f"{x['candidate_ms']:.4f} (n/a)")
+                cells.append("-" if x is None else f"{x['candidate_ms']:.4f} ({x['label']})")
             effs = [c["configs"][n]["eff"] for n in names if n in c["configs"] and c["configs"][n]["eff"] is not None]
             c["worst"] = min(effs) if len(effs) == len(names) else None
             worst = "-" if c["worst"] is None else f"{c['worst']:.2f}"
@@ -91,7 +100,7 @@ def main(paths: list[str]) -> int:
                 continue
             b = min(ok, key=lambda c: c["configs"][n]["candidate_ms"] / c["configs"][n]["baseline_ms"])
             x = b["configs"][n]
-            eff = "n/a" if x["eff"] is None else f"{x['eff']:.2f}"
+            eff = x["label"]
             print(f"| {n} | {x['baseline_ms']:.4f} | {b['id']} | {x['candidate_ms']:.4f} | {x['speedup']:.3f} | "
                   f"{x['comp_ms']:.4f} | {x['comm_ms']:.4f} | {x['bound']:.3f} | {eff} | {short(b['descriptor'])} |")
         whole = [c for c in cands if c["verified"] and c.get("worst") is not None and not c["seed"]]

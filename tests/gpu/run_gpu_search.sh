@@ -35,7 +35,8 @@
 # PCI_BUS_ID, as nvidia-smi's order). Everything comes back under $OUT: log (this output),
 # bundle.tar.xz (each run's cuco.db and report JSON, the engine's output, the test logs) and
 # summary.json (the reports); after each search, tests/gpu/efficiency_table.py prints every candidate's
-# per-config overlap efficiency from the run's store. NVLink multicast stays off in every process (exported here, and in each
+# per-config overlap efficiency from the run's store and tests/bench/bench_eval_rate.py its evaluations per
+# minute and where the time went (a search of under 4 per minute is reported, not stopped). NVLink multicast stays off in every process (exported here, and in each
 # workload's launch.env).
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,6 +47,7 @@ SEARCH_LIMIT_S=${SEARCH_LIMIT_S:-225}  # hard wall limit of each search (timeout
 MAX_EVALS=${MAX_EVALS:-12}
 CONCURRENCY=${CONCURRENCY:-4}
 TESTS_LIMIT_S=${TESTS_LIMIT_S:-240}    # wall limit of tests/gpu/test_cuda_harness_gpu.py
+SEARCH_ONLY=${SEARCH_ONLY:-}           # non-empty: moe2 / attn2 run the search without the workload's GPU tests
 DEADLINE_S=${DEADLINE_S:-555}          # the whole script ends by then (the `run` tool's limit is 600 s)
 BUNDLE=/tmp/cuco-gpu-bundle
 mkdir -p "$OUT" "$BUNDLE"
@@ -114,6 +116,7 @@ src.backup(dst); dst.close(); src.close()
 EOF
     du -sh "$home" | sed 's/^/home size: /'
     python3 tests/gpu/efficiency_table.py "$BUNDLE/$name.db"
+    python3 tests/bench/bench_eval_rate.py "$BUNDLE/$name.db" --min-rate 4 --json "$BUNDLE/$name.rate.json"
 }
 
 ssh_test() {
@@ -241,8 +244,8 @@ for phase in "$@"; do
             ;;
         ga4) search ga-r4 gemm_allgather 4 all ;;
         kv2) search kv-r2 kv_transfer 2 0,1 ;;
-        moe2) search moe-r2 moe_dispatch_combine 2 0,1; ma_tests 2 0,1 moe_dispatch_combine ;;
-        attn2) search attn-r2 attention_allgather 2 0,1; ma_tests 2 0,1 attention_allgather ;;
+        moe2) search moe-r2 moe_dispatch_combine 2 0,1; [ -n "$SEARCH_ONLY" ] || ma_tests 2 0,1 moe_dispatch_combine ;;
+        attn2) search attn-r2 attention_allgather 2 0,1; [ -n "$SEARCH_ONLY" ] || ma_tests 2 0,1 attention_allgather ;;
         moe4) search moe-r4 moe_dispatch_combine 4 all; ma_tests 4 0,1,2,3 moe_dispatch_combine ;;
         attn4) search attn-r4 attention_allgather 4 all; ma_tests 4 0,1,2,3 attention_allgather ;;
         ma1) kernel_bench; ma_tests 1 0 moe_dispatch_combine attention_allgather ;;

@@ -77,3 +77,29 @@ def test_best_per_config_and_single_best_skip_the_seed_and_unverified(tmp_path, 
     assert rows["big"].split(" | ")[2] == "2"       # id 2 (0.8), not the unverified id 4
     assert rows["small"].split(" | ")[2] == "3"     # id 3 (0.5)
     assert "one candidate for every config: id 3 " in out and "worst efficiency 0.50" in out
+
+
+def test_a_candidate_that_changed_the_compute_is_not_shown_as_overlap_above_1(tmp_path, capsys):
+    db = _make_store(tmp_path)
+    con = sqlite3.connect(db)
+    cur = con.execute(
+        "insert into candidates (run_id, number, island, generation, operator, mutator, source_hash, descriptor_json, "
+        "cell, status, correct, created_at) values ('r', 5, 0, 0, 'variant', 'design-space', 'h5', ?, '', 'done', 1, 0)",
+        (json.dumps({"backend": "split_k"}),))
+    cid = cur.lastrowid
+    verify = {"correct": True, "configs": [{"name": "big", "correct": True}, {"name": "hidden", "correct": True}]}
+    con.execute("insert into evaluations (candidate_id, run_id, stage, status, result_json, created_at) "
+                "values (?, 'r', 'verify', 'ok', ?, 0)", (cid, json.dumps(verify)))
+    # small: 0.03 ms against a 0.08 ms bound, raw efficiency 3.5: a different (split-K) computation
+    bench = {"configs": [_config("big", 2.0, 1.9, 1.5, 0.4), _config("small", 0.1, 0.03, 0.08, 0.02)]}
+    con.execute("insert into evaluations (candidate_id, run_id, stage, status, result_json, created_at) "
+                "values (?, 'r', 'benchmark', 'ok', ?, 0)", (cid, json.dumps(bench)))
+    con.execute("insert into timelines (candidate_id, config, figures_json, data) values (?, 'small', ?, x'00')",
+                (cid, json.dumps({"ranks": [{"rank": 0, "compute_ms": 0.021}, {"rank": 1, "compute_ms": 0.024}]})))
+    con.commit()
+    con.close()
+    efficiency_table.main([str(db)])
+    out = capsys.readouterr().out
+    assert "3.50" not in out and "0.0300 (compute changed, own compute 0.024 ms)" in out
+    best_small = next(line for line in out.splitlines() if line.startswith("| small"))
+    assert best_small.split(" | ")[2] == str(cid) and "compute changed" in best_small
