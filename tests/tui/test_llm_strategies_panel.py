@@ -105,8 +105,10 @@ async def test_pin_retire_and_add_from_the_llm_panel(tmp_path):
                 assert await until(lambda: isinstance(app.screen, StrategyModal), 5)
                 app.screen.query_one(Input).value = "Fuse the copy into the compute loop."
                 await pilot.press("enter")
-                assert await until(lambda: any(r[1] == "Fuse the copy into the compute loop."
-                                               for r in rows(table).values()), 15)
+                assert await until(lambda: any(r["text"] == "Fuse the copy into the compute loop."
+                                               for r in table.records.values()), 15)
+                added = next(sid for sid, r in table.records.items() if r["origin"] == "operator")
+                assert rows(table)[added][1] == "Fuse the copy into the compute lo…"   # whole below the table
                 verdicts = [r["verdict"] for r in db.fetchall(
                     "SELECT verdict FROM strategy_marks WHERE run_id=? ORDER BY id", (RUN,))]
                 assert verdicts == ["pin", "retire", "add"]
