@@ -55,6 +55,7 @@ def key_scopes() -> list[tuple[str, list[Binding]]]:
     neighbours)."""
     from ..app import CucoApp
     from ..widgets.candidates import CandidatesTable
+    from ..widgets.llm_panel import StrategiesTable, StrategyModal
     from ..widgets.timeline import TimelineView
     from .insight import ConfigsScreen, LlmScreen
     from .lineage import LineageScreen
@@ -65,6 +66,7 @@ def key_scopes() -> list[tuple[str, list[Binding]]]:
     return [("main", CucoApp.BINDINGS), ("candidates", CandidatesTable.BINDINGS),
             ("detail: Timeline", TimelineView.BINDINGS), ("lineage (L)", LineageScreen.BINDINGS),
             ("per config (C)", ConfigsScreen.BINDINGS), ("LLMs (M)", LlmScreen.BINDINGS),
+            ("LLMs: strategies", StrategiesTable.BINDINGS), ("new strategy", StrategyModal.BINDINGS),
             ("nodes (n)", NodesScreen.BINDINGS), ("runs (r)", RunsScreen.BINDINGS),
             ("review (v)", ReviewScreen.BINDINGS), ("dialogs", NoteModal.BINDINGS),
             ("confirm", ConfirmModal.BINDINGS), ("help (?)", HelpScreen.BINDINGS)]

@@ -83,16 +83,21 @@ class StrategiesTable(DataTable):
         self.mark("retire", sid, "retired in the LLM panel")
 
     def action_add(self) -> None:
+        if not self._can_mark("add"):      # said before the dialog, not after the text is typed
+            return
+
         def done(text: str | None) -> None:
             if text:
                 self.mark("add", None, text)
         self.app.push_screen(StrategyModal(), done)
 
-    def mark(self, verdict: str, sid: str | None, text: str = "") -> None:
+    def _can_mark(self, verdict: str) -> bool:
         need_live = getattr(self.app, "_need_live", None)
-        if need_live is not None and not need_live(f"strategy {verdict}"):
-            return
-        self._send(verdict, sid, text)
+        return need_live is None or need_live(f"strategy {verdict}")
+
+    def mark(self, verdict: str, sid: str | None, text: str = "") -> None:
+        if self._can_mark(verdict):
+            self._send(verdict, sid, text)
 
     @work(group="strategy-mark", exit_on_error=False)
     async def _send(self, verdict: str, sid: str | None, text: str) -> None:

@@ -1,6 +1,7 @@
 """The end of a run, told at once: the real engine on workloads/demo finishes while the TUI is attached through
 the daemon socket; within a second of the engine's end the header says `finished`, the banner gives the
-reason, nothing says the engine "went away", and `q` says the run ended, not that the engine keeps running."""
+reason, nothing says the engine "went away", the keys that steer the engine leave the footer, a control still
+offered says the engine has ended, and `q` says the run ended, not that the engine keeps running."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import time
 import pytest
 
 from cuco_tui.app import CucoApp
+from cuco_tui.screens.insight import LlmScreen
 from cuco_tui.settings import TuiSettings
+from cuco_tui.widgets import KeyFooter
 from cuco_tui.widgets.header import RunHeader
+from cuco_tui.widgets.llm_panel import StrategiesTable, StrategyModal
 from engine import protocol
 from tests.tui.waiting import until
 
@@ -56,10 +60,24 @@ async def test_a_run_that_finishes_while_attached_says_so_at_once(tmp_path):
             await pilot.pause(1.5)   # past the first reconnect attempts: still told as finished, never lost
             assert "went away" not in _text(banner) and "[finished]" in _text(header), _text(banner)
             assert app.ended == ("finished", f"reached {MAX_EVALS} evaluations")
-            await pilot.press("space")   # a control on an ended run says why it cannot
+            # the keys that steer the engine leave the footer and are not taken; the banner says why
+            footer = app.query_one(KeyFooter)
+            assert await until(lambda: "Pause" not in str(footer.render()), 1.0), str(footer.render())
+            for word in ("Stop", "Pause", "Accept", "Reject", "Fork"):
+                assert word not in str(footer.render()), (word, str(footer.render()))
+            await pilot.press("space")
             await pilot.pause(0.2)
-            assert any("engine has ended" in str(n.message) for n in app._notifications), \
+            assert app.summary["state"] == "finished" and "[finished]" in _text(header)
+            assert "engine has ended" in _text(banner), _text(banner)
+            # a control still offered elsewhere (the LLM panel's new strategy) says why it cannot, no dialog
+            await pilot.press("M")
+            assert await until(lambda: isinstance(app.screen, LlmScreen), 5)
+            app.screen.query_one(StrategiesTable).focus()
+            await pilot.press("a")
+            assert await until(lambda: any("engine has ended" in str(n.message) for n in app._notifications), 2), \
                 [str(n.message) for n in app._notifications]
+            assert not isinstance(app.screen, StrategyModal)
+            await pilot.press("escape")
             await pilot.press("q")
         assert app.ended is not None
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine import protocol
+from engine.best import best_candidate
 from engine.store import ReadStore
 
 if shutil.which("tmux") is None:
@@ -145,13 +146,15 @@ def test_a_person_in_tmux(tmp_path):
         screen = t.wait_for("ancestors back to generation 0", 20)
         assert "seed" in screen and all(len(line) <= 80 for line in screen.splitlines()), screen
         assert "esc Back" in screen.splitlines()[-1] and "b Best" in screen.splitlines()[-1], screen
-        best_sql = ("SELECT id FROM candidates WHERE run_id=? AND status='done' AND fitness IS NOT NULL "
-                    "ORDER BY fitness DESC LIMIT 1")
-        best_before = db.fetchone(best_sql, (run,))["id"]
+        def best_id() -> int:   # the run's best by its one definition: the candidate just rejected is not it
+            return best_candidate(db.fetchall, run, "c.id")["id"]
+        best_before = best_id()
         t.keys("b")
         screen = t.wait_for("★ ● #", 20)                  # the focus (●) is now on the path to the best (★)
         focus = next(line for line in screen.splitlines() if "★ ● #" in line).split("★ ● #")[1].split()[0]
-        assert int(focus) in (best_before, db.fetchone(best_sql, (run,))["id"]), screen   # (a job may finish)
+        assert int(focus) in (best_before, best_id()), screen   # (a job may finish)
+        rejected = db.fetchone("SELECT candidate_id FROM marks WHERE verdict='reject' AND text='too slow'")
+        assert int(focus) != rejected["candidate_id"], screen
         starred = [line for line in screen.splitlines() if "★" in line]
         assert any("seed" in line for line in starred), screen        # the path reaches generation 0
         raw = t.screen(escapes=True)
