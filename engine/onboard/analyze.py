@@ -14,6 +14,7 @@ from pathlib import Path
 from remote.errors import InputError
 
 from . import api
+from .command_line import ENV_CALLS, default_of, reads_command_line
 from .evaluate import evaluate
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, has_comm_call, is_kernel
 from .kernel_access import kernel_access
@@ -891,10 +892,14 @@ class _Analyzer:
                 continue
             seen.add(name)
             var = self.vars.get(name)
+            if var is not None and var.top_level and var.init is None:    # `T v; if (c) v = a; else v = b;`
+                todo.extend(i.text.decode() for st in self._assigning_statements(name) for i in identifiers(st)
+                            if i.text.decode() != name)
+                continue
             if var is None or not var.top_level or var.init is None:
                 continue
             if var.init is not None:
-                value = evaluate(var.init, self.src, {})
+                value = self._default(var)
                 if value is not None and isinstance(value, int) and not var.pointer:
                     roots.append(name)
                     continue
@@ -902,9 +907,31 @@ class _Analyzer:
         params = []
         for name in sorted(set(roots), key=lambda n: self.vars[n].pos):
             var = self.vars[name]
-            params.append({"name": name, "type": var.type, "default": evaluate(var.init, self.src, {}),
-                           "at": f"{self.src.path}:{var.line}"})
+            param = {"name": name, "type": var.type, "default": self._default(var),
+                     "at": f"{self.src.path}:{var.line}"}
+            if evaluate(var.init, self.src, {}) is None:     # the program's default when its command line is empty
+                param["from"] = "command line"
+            params.append(param)
         return params
+
+    def _assigning_statements(self, name: str) -> list:
+        """main()'s top-level statements before the region that assign `name` (no calls in them)."""
+        out = []
+        for st in self.body.named_children:
+            if self.region_node is not None and self.region_src is self.src and st.start_byte >= self.region_node.start_byte:
+                break
+            if st.type not in ("expression_statement", "if_statement"):
+                continue
+            targets = {self._t(a.child_by_field_name("left")) for a in walk(st) if a.type == "assignment_expression"}
+            if name in targets and not any(n.type == "call_expression" for n in walk(st)):
+                out.append(st)
+        return out
+
+    def _default(self, var):
+        value = evaluate(var.init, self.src, {})
+        if value is None and reads_command_line(var.init, self.src, lambda n: self._calls(n, ENV_CALLS)):
+            value = default_of(var.init, self.src)
+        return value
 
     def _runtime_sizes(self, prog: Program) -> None:
         for o in prog.opportunities:
@@ -964,7 +991,9 @@ class _Analyzer:
                                                   "own: allocate once, outside the region"))
             if op.kind == "mpi":
                 self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region",
-                                                  "the workload drops MPI calls; the harness aligns the ranks"))
+                                                  "the harness owns MPI: a host collective of a small known size "
+                                                  "becomes an NCCL stand-in of the same cost class in the "
+                                                  "workload, other MPI calls are dropped"))
         for b in prog.buffers.values():
             if b.role == "carried":
                 self.unresolved.append(Unresolved(b.at, f"buffer {b.name} is read before it is written in the region "
