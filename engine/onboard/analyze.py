@@ -16,7 +16,7 @@ from remote.errors import InputError
 from . import api
 from .command_line import ENV_CALLS, default_of, reads_command_line
 from .evaluate import evaluate
-from .hidden import WHAT_TO_DO, check_no_hidden_collectives, has_comm_call, is_kernel
+from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .wrappers import find_wrappers
 from .model import Buffer, Op, Program, Unresolved, Var
@@ -30,7 +30,7 @@ TIMERS = {"cudaEventRecord", "MPI_Wtime", "clock_gettime", "gettimeofday", "omp_
 CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
 GRAPH_LAUNCH = {"cudaGraphLaunch"}
 def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands: str | None = None,
-                  region: str | None = None) -> Program:
+                  region: str | None = None, entry: str | None = None) -> Program:
     """All the files are one program, each read as its compiler reads it: the flags of its entry in
     `compile_commands` (a compile_commands.json), then `flags` (-D/-U/-I given on the command line)."""
     if not paths:
@@ -38,7 +38,7 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
     flags = flags or Flags()
     per_file = flags_from_compile_commands(compile_commands, paths) if compile_commands else {}
     sources = [parse_file(p, per_file[p].merged(flags) if p in per_file else flags) for p in paths]
-    prog = analyze_sources(sources, region)
+    prog = analyze_sources(sources, region, entry)
     prog.preprocessing = {"flags": {"defines": list(flags.defines), "undefines": list(flags.undefines),
                                     "include_dirs": list(flags.include_dirs)},
                           "compile_commands": compile_commands,
@@ -47,7 +47,7 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
     return prog
 
 
-def analyze_sources(sources: list[SourceFile], region: str | None = None) -> Program:
+def analyze_sources(sources: list[SourceFile], region: str | None = None, entry: str | None = None) -> Program:
     functions, macros, globals_ = _top_level(sources)
     mains = [(s, f) for (name, (s, f)) in functions.items() if name == "main"]
     if not mains:
@@ -55,7 +55,7 @@ def analyze_sources(sources: list[SourceFile], region: str | None = None) -> Pro
         raise InputError(", ".join(s.path for s in sources), "main",
                          "no main() found: name the file that holds your program's main()")
     main_src, main = mains[0]
-    check_no_hidden_collectives(sources, functions, macros)
+    check_no_hidden_collectives(sources, functions, macros, entry)
     kernels = {n: sf for n, sf in functions.items() if is_kernel(*sf)}
     sets_up_nccl = any(call_name(n, s) in api.NCCL_INIT for (s, f) in functions.values()
                        for n in s.nodes("call_expression", f))
@@ -65,6 +65,8 @@ def analyze_sources(sources: list[SourceFile], region: str | None = None) -> Pro
                          "cuco optimises programs whose GPUs communicate through NCCL")
     analyzer = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels)
     analyzer.region_at = region
+    analyzer.entry = entry
+    analyzer.dispatch_holders = dispatch_targets(sources)[1] if entry else set()
     return analyzer.run()
 
 
@@ -144,6 +146,8 @@ class _Analyzer:
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
         self.alternatives: list = []
         self.region_at: str | None = None
+        self.entry: str | None = None              # --entry: the target a function-pointer call stands for
+        self.dispatch_holders: set[str] = set()
         self.region_src = src
         self.alias: dict[str, str] = {}          # pointer name -> the pointer it is based on
         self.helpers = _helpers(functions, kernels, self.wrappers)
@@ -236,6 +240,11 @@ class _Analyzer:
         for stmt in stmts:
             for n in src.nodes("call_expression", stmt):
                 name = call_name(n, src)
+                fn = n.child_by_field_name("function")
+                through = None
+                if self.entry and fn is not None and any(i.text.decode() in self.dispatch_holders
+                                                         for i in identifiers(fn)):
+                    through, name = fn.text.decode(), self.entry     # a call through the table: --entry's target
                 if name is None:
                     if any(i.text.decode() in api.NCCL_COMM for i in identifiers(n)):
                         raise InputError(src.at(n), "call",
@@ -258,6 +267,8 @@ class _Analyzer:
                 op.chain = chain + ((src, n),)
                 op.src = src
                 self._describe(op)
+                if through is not None:
+                    op.detail["through"] = through
                 self.ops.append(op)
 
     def _follow(self, src, call, name, chain, depth, top) -> None:
