@@ -15,7 +15,7 @@ from remote.errors import InputError
 
 from . import api
 from .command_line import ENV_CALLS, default_of, reads_command_line
-from .evaluate import evaluate
+from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .wrappers import find_wrappers
@@ -30,7 +30,8 @@ TIMERS = {"cudaEventRecord", "MPI_Wtime", "clock_gettime", "gettimeofday", "omp_
 CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
 GRAPH_LAUNCH = {"cudaGraphLaunch"}
 def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands: str | None = None,
-                  region: str | None = None, entry: str | None = None) -> Program:
+                  region: str | None = None, entry: str | None = None,
+                  assume: dict[str, int] | None = None) -> Program:
     """All the files are one program, each read as its compiler reads it: the flags of its entry in
     `compile_commands` (a compile_commands.json), then `flags` (-D/-U/-I given on the command line)."""
     if not paths:
@@ -38,7 +39,7 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
     flags = flags or Flags()
     per_file = flags_from_compile_commands(compile_commands, paths) if compile_commands else {}
     sources = [parse_file(p, per_file[p].merged(flags) if p in per_file else flags) for p in paths]
-    prog = analyze_sources(sources, region, entry)
+    prog = analyze_sources(sources, region, entry, assume)
     prog.preprocessing = {"flags": {"defines": list(flags.defines), "undefines": list(flags.undefines),
                                     "include_dirs": list(flags.include_dirs)},
                           "compile_commands": compile_commands,
@@ -47,7 +48,8 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
     return prog
 
 
-def analyze_sources(sources: list[SourceFile], region: str | None = None, entry: str | None = None) -> Program:
+def analyze_sources(sources: list[SourceFile], region: str | None = None, entry: str | None = None,
+                    assume: dict[str, int] | None = None) -> Program:
     functions, macros, globals_ = _top_level(sources)
     mains = [(s, f) for (name, (s, f)) in functions.items() if name == "main"]
     if not mains:
@@ -66,6 +68,7 @@ def analyze_sources(sources: list[SourceFile], region: str | None = None, entry:
     analyzer = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels)
     analyzer.region_at = region
     analyzer.entry = entry
+    analyzer.assume = dict(assume or {})
     analyzer.dispatch_holders = dispatch_targets(sources)[1] if entry else set()
     return analyzer.run()
 
@@ -147,6 +150,7 @@ class _Analyzer:
         self.alternatives: list = []
         self.region_at: str | None = None
         self.entry: str | None = None              # --entry: the target a function-pointer call stands for
+        self.assume: dict[str, int] = {}           # --assume NAME=VALUE: run-time flags taken as given
         self.dispatch_holders: set[str] = set()
         self.region_src = src
         self.alias: dict[str, str] = {}          # pointer name -> the pointer it is based on
@@ -164,6 +168,7 @@ class _Analyzer:
             op.in_region = region_node is not None and self._op_in(op, self.region_src, region_node)
             if op.in_region:
                 self._context(op, region_node)
+                self._assume(op)
         buffers = self._collect_buffers()
         self._reads_writes(buffers)
         self._roles(buffers)
@@ -310,6 +315,20 @@ class _Analyzer:
             op.detail["when"] = when
         if loops:
             op.detail["loops"] = loops
+
+    def _assume(self, op) -> None:
+        """--assume NAME=VALUE: a run-time flag's branch is an alternative. An operation whose condition is
+        false under the assumptions is not part of the region's sequence (kept, marked `assumed_out`)."""
+        if not self.assume or not op.detail.get("when"):
+            return
+        for cond in op.detail["when"]:
+            negate = cond.startswith("!")
+            value = evaluate_text(cond[1:] if negate else cond, self.assume)
+            if value is not None and bool(value) == negate:
+                op.in_region = False
+                op.detail["assumed_out"] = f"{cond} is false with " + ", ".join(
+                    f"{k}={v}" for k, v in self.assume.items())
+                return
 
     def _iterations(self, loop) -> str | None:
         cond = loop.child_by_field_name("condition")

@@ -115,3 +115,20 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
     assert rc == 0, text
     assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+
+
+def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
+    """Jacobi's norm is copied and reduced only `if (calculate_norm)`: --assume calculate_norm=false takes
+    those operations out of the region's sequence; a malformed assumption is bad input."""
+    files, flags, _ = PROGRAMS["nvidia_jacobi_nccl"]
+    monkeypatch.chdir(CORPUS)
+    rc, out, err = _run(capsys, "analyze", *files, *flags, "--assume", "calculate_norm=false", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert [o["name"] for o in _in_region(d)] == ["cudaMemsetAsync", "jacobi_kernel", "ncclGroupStart", "ncclRecv",
+                                                  "ncclSend", "ncclRecv", "ncclSend", "ncclGroupEnd"]
+    out_ops = {o["name"]: o["assumed_out"] for k in ("memory_ops", "mpi_calls") for o in d[k] if "assumed_out" in o}
+    assert out_ops == {"cudaMemcpyAsync": "(calculate_norm) is false with calculate_norm=0",
+                       "MPI_Allreduce": "(calculate_norm) is false with calculate_norm=0"}
+    rc, _, err = _run(capsys, "analyze", *files, "--assume", "calculate_norm")
+    assert rc == 2 and err.startswith("cuco: --assume: calculate_norm: write NAME=VALUE")
