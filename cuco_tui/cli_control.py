@@ -105,6 +105,9 @@ def _command(args: argparse.Namespace, op: str, offline: Any, **payload: Any) ->
         state = _stored_state(home, run_id)
         if state not in ("stopped", "finished"):
             return _err(f"stop {run_id}: the engine ended with the run {state} (see cuco report {run_id})")
+    if isinstance(reply, str):   # what the store-side command found instead of doing it
+        print(f"{op} {run_id}: {reply}")
+        return EXIT_OK
     print(f"{op} {run_id}: done ({'engine' if where == 'live' else 'store; no live engine'})")
     return EXIT_OK
 
@@ -126,8 +129,12 @@ def cmd_pause(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     from engine import control
 
-    async def offline(home: Path, run_id: str) -> None:
+    async def offline(home: Path, run_id: str) -> str | None:
+        state = _stored_state(home, run_id)
+        if state in ENDED:   # its end stays as it was (a finished run is not made `stopped`)
+            return f"the run has {ENDED[state]} already; nothing to stop"
         await _offline(home, control.set_state, run_id, "stopped", "stopped by the user (no live engine)")
+        return None
     return _command(args, "stop", offline)
 
 
@@ -279,9 +286,8 @@ def run_detached(home: Path, run_id: str, workload_path: Path, config: Any, clus
                  attach: bool = True) -> int:
     """`cuco run WORKLOAD` without --headless: spawn the engine daemon, wait for it, attach the TUI."""
     home = Path(home).resolve()
-    if attach and _no_terminal():   # before any engine starts: nothing to clean up
-        raise InputError("cuco run", "--headless", "no terminal on stdin for the TUI; run it with --headless "
-                         "(or start it in a terminal, or watch it with cuco serve)")
+    no_terminal = attach and _no_terminal()
+    attach = attach and not no_terminal   # the engine is detached anyway: start it, and say how to watch it
     home.mkdir(parents=True, exist_ok=True)
     config_json = config.to_json() if hasattr(config, "to_json") else str(config)
     proc = spawn_daemon(home, run_id, create=True, workload=Path(workload_path).resolve(),
@@ -291,7 +297,10 @@ def run_detached(home: Path, run_id: str, workload_path: Path, config: Any, clus
     except RuntimeError as exc:
         return _err(str(exc))
     if not attach:
-        print(f"{run_id}: engine running (pid {info.pid}); watch it with: cuco attach {run_id}")
+        if no_terminal:
+            print(f"{run_id}: no terminal on stdin, so no TUI here; the engine runs detached", file=sys.stderr)
+        print(f"{run_id}: engine running (pid {info.pid}); watch it with: cuco attach {run_id} "
+              f"(or cuco serve {run_id})")
         return EXIT_OK
     return attach_tui(home, run_id)
 

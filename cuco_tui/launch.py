@@ -16,6 +16,7 @@ from engine.store import DB_NAME, ReadStore
 from .client import ping
 
 SPAWN_TIMEOUT_S = 60.0
+BUSY_ENGINE_S = 15.0   # a second, longer, hello to an engine whose process lives but did not answer at once
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -63,6 +64,10 @@ async def live_engine(home: Path, run_id: str, timeout: float = 2.0) -> RunInfo 
     if info is None:
         return None
     hello = await ping(info.socket, timeout=timeout)
+    if hello is None and protocol.pid_alive(info.pid):
+        # its process lives: a busy engine on a loaded machine, most likely, not a dead one. Mistaken for
+        # dead, a control would write the store beside it, or `resume` would start a second engine.
+        hello = await ping(info.socket, timeout=BUSY_ENGINE_S)
     return info if hello is not None and hello.get("run") == run_id else None
 
 

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -61,17 +62,18 @@ def test_four_runs_and_two_forks_side_by_side(tmp_path):
         _ok(cuco(home, "fork", parent, "--name", fork, "--start"), f"fork {parent}")
     everyone = (*RUNS, *FORKS)
 
-    for run in everyone:   # paused, a run waits for the verbs that follow
+    def verbs(run: str) -> None:   # paused, a run waits for the verbs that follow
         _ok(cuco(home, "pause", run), f"pause {run}")
-    for run in everyone:
-        correct = _wait(lambda run=run: _correct(db, run), 120, f"a correct candidate in {run}")
+        correct = _wait(lambda: _correct(db, run), 120, f"a correct candidate in {run}")
         _ok(cuco(home, "accept", run, str(correct[0]), "--note", "looked at it"), f"accept {run}")
         others = [r[0] for r in query(db, "SELECT id FROM candidates WHERE run_id=? AND status NOT IN "
                                           "('pending','running') AND id!=? ORDER BY id", (run, correct[0]))]
         if others:
             _ok(cuco(home, "reject", run, str(others[-1]), "--reason", "reads a peer's tile twice"), f"reject {run}")
-    for run in everyone:
         _ok(cuco(home, "resume", run), f"resume {run}")
+
+    with ThreadPoolExecutor(len(everyone)) as pool:   # every run's verbs at once: six writers, six engines
+        list(pool.map(verbs, everyone))
 
     killed = rng.sample([r for r in everyone if protocol.live_run_info(home, r) is not None], 2)
     for run in killed:
@@ -85,9 +87,8 @@ def test_four_runs_and_two_forks_side_by_side(tmp_path):
         assert shown["state"] == ("died" if stored == "running" else stored), (stored, shown["state"])
         listed = {r["run"]: r["state"] for r in json.loads(cuco(home, "ls", "--json").stdout)}
         assert listed[run] == shown["state"]
-    for run in everyone:
-        result = cuco(home, "stop", run)
-        _ok(result, f"stop {run}")
+    with ThreadPoolExecutor(len(everyone)) as pool:
+        list(pool.map(lambda run: _ok(cuco(home, "stop", run), f"stop {run}"), everyone))
     for proc in procs.values():
         proc.wait(60)
         proc.stderr.close()

@@ -1,7 +1,7 @@
 """A control command that fails says so: one line, a non-zero exit, no traceback. Forking a live run before it
 has a correct candidate, or accepting a candidate it does not have, is the user's to fix (exit 2; the
 engine serves on and nothing is added); pausing a run that has ended fails (exit 1) instead of flipping its
-state."""
+state, and stopping it says it had ended."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ async def test_fork_before_the_first_correct_candidate_is_one_line_and_exit_2(tm
         await engine.close()
 
 
-def test_pausing_an_ended_run_fails_and_leaves_it(tmp_path):
+def test_pausing_or_stopping_an_ended_run_leaves_it(tmp_path):
     import subprocess
     from storefill import fill_store
     fill_store(tmp_path, run_id="ended-1", n=3, state="finished")
@@ -68,8 +68,11 @@ def test_pausing_an_ended_run_fails_and_leaves_it(tmp_path):
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 1 and "nothing to pause" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+    done = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "stop", "ended-1"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and "finished already" in done.stdout, done.stdout + done.stderr
     db = ReadStore(tmp_path)
     try:
-        assert db.run("ended-1")["state"] == state
+        assert db.run("ended-1")["state"] == state   # neither made paused nor stopped
     finally:
         db.close()
