@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("workload", metavar="WORKLOAD")
     p.add_argument("--no-compile", action="store_true", help="check the spec and blocks only")
 
-    for module in ("cuco_tui.cli_control", "cuco_tui.cli_nodes", "cuco_tui.cli_llm", "cuco_tui.cli_onboard",
+    for module in ("cuco_tui.cli_control", "cuco_tui.cli_nodes", "cuco_tui.cli_llm", "cuco_tui.cli_onboard", "cuco_tui.cli_rewrite",
                    "cuco_tui.cli_timeline", "cuco_tui.cli_serve"):
         try:
             mod = importlib.import_module(module)

@@ -94,8 +94,9 @@ def plan(facts: ScheduleFacts) -> dict | str:
                         reasons.append(f"{facts.path}:{bad[0].line}: a receive writes {bad[0].args[0].text}, "
                                        "not a halo row outside the range the interior computes")
                         continue
-                    if not read_only:
-                        reasons.append(f"{call.name} reads no buffer other than the ones it writes (in place)")
+                    if not read_only or buf in read_only:
+                        reasons.append(f"{facts.path}:{stmt.line}: {call.name} reads {buf} as well as writing it "
+                                       "(in place): the interior would read rows the boundary launches change")
                         continue
                     return dict(stmt=i, call=call, wrapper=w, lo_arg=k, hi_arg=k + 1, stream_arg=stream_i[0],
                                 buffer=buf, g_start=g_start, g_end=g_end, p2p=p2p)

@@ -310,9 +310,10 @@ def build_facts(texts: dict[str, bytes], path: str, region_line: int, stream: st
             or bool(stream and stream in names and not is_masked)
         host_sync = any(c.name in HOST_SYNC_CALLS or c.name.startswith("MPI_") for c in calls)
         end = masked_at.get(n.start_byte, n.end_byte)
+        local = {x for d in walk(n) if d.type == "declaration" and d is not n for x in _declared(masked, d)}
         stmts.append(Stmt(n.start_byte, end, n.start_point[0] + 1, data[n.start_byte:end].decode(), tuple(calls),
                           device and not is_masked, host_sync, tuple(_declared(masked, n)),
-                          tuple(sorted(set(_written_names(masked, n)))), names, is_masked))
+                          tuple(sorted(set(_written_names(masked, n)) - local)), tuple(sorted(set(names) - local)), is_masked))
     if not stream:
         raise FactsError(f"{path}:{region_line}: the analysis names no stream for the region")
     file_calls = _calls_in(masked, tree.root_node)

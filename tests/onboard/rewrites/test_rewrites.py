@@ -1,0 +1,153 @@
+"""The schedule rewrites on real programs: offered where the analysis shows their preconditions, refused
+with the reason where not, and the rewritten program, as a patch against the user's files, compiles with
+the real nvcc and NCCL's headers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from engine.onboard.analyze import analyze_files
+from engine.onboard.patch import unified_diff
+from engine.onboard.rewrites import REGISTRY, Offer, Refusal, RewriteError, check_all, facts_from_analysis, rewrite_program
+from remote.errors import InputError
+
+HERE = Path(__file__).parent
+HALO = HERE / "programs" / "halo.cu"
+PROGRAMS = HERE.parent / "programs"
+CORPUS = Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
+
+
+def verdicts(*files) -> dict[str, Offer | Refusal]:
+    return {v.rewrite: v for v in check_all(facts_from_analysis(analyze_files([str(f) for f in files])))}
+
+
+def variant(tmp_path, old: str, new: str) -> Path:
+    text = HALO.read_text()
+    assert old in text
+    out = tmp_path / "halo.cu"
+    out.write_text(text.replace(old, new))
+    return out
+
+
+def test_every_rewrite_is_offered_on_the_halo_exchange():
+    v = verdicts(HALO)
+    assert all(isinstance(v[r.name], Offer) for r in REGISTRY), v
+    assert "launch_relax" in v["boundary_first"].what and "iy_start" in v["boundary_first"].what
+    assert v["graph_replay"].what.endswith("a, a_new")       # one graph per parity of the ping-pong
+
+
+def test_boundary_first_refused_for_a_direct_launch_and_without_a_group():
+    ring = verdicts(PROGRAMS / "env_ring.cu")["boundary_first"]
+    assert isinstance(ring, Refusal) and "direct <<<>>> launch" in ring.reason
+    allreduce = verdicts(PROGRAMS / "mpi_allreduce.cu")["boundary_first"]
+    assert isinstance(allreduce, Refusal) and "ncclGroupStart" in allreduce.reason
+
+
+def test_boundary_first_refused_when_a_receive_lands_inside_the_interior(tmp_path):
+    f = variant(tmp_path, "ncclRecv(a_new + iy_end * nx,", "ncclRecv(a_new + (iy_end - 2) * nx,")
+    v = verdicts(f)["boundary_first"]
+    assert isinstance(v, Refusal) and "a receive writes a_new + (iy_end - 2) * nx" in v.reason
+
+
+def test_boundary_first_refused_in_place(tmp_path):
+    f = variant(tmp_path, "launch_relax(a_new, a, norm_d", "launch_relax(a_new, a_new, norm_d")
+    v = verdicts(f)["boundary_first"]
+    assert isinstance(v, Refusal) and "in place" in v.reason
+
+
+def test_graph_replay_refused_when_the_captured_work_reads_the_counter(tmp_path):
+    f = variant(tmp_path, "launch_relax(a_new, a, norm_d, iy_start, iy_end, nx, stream)",
+                "launch_relax(a_new, a, norm_d, iy_start, iy_end, nx + iter % 2, stream)")
+    v = verdicts(f)["graph_replay"]
+    assert isinstance(v, Refusal) and "reads iter, which changes every iteration" in v.reason
+
+
+def test_comm_config_refused_where_a_config_is_given(tmp_path):
+    f = variant(tmp_path, "NCCLCHECK(ncclCommInitRank(&comm, size, id, rank));",
+                "ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;\n  NCCLCHECK(ncclCommInitRankConfig(&comm, size, id, rank, &cfg));")
+    v = verdicts(f)["comm_config"]
+    assert isinstance(v, Refusal) and "ncclCommInitRankConfig" in v.reason
+
+
+def test_a_refused_rewrite_is_not_applied(tmp_path):
+    facts = facts_from_analysis(analyze_files([str(PROGRAMS / "env_ring.cu")]))
+    with pytest.raises(RewriteError, match="boundary_first does not apply: no launch wrapper"):
+        rewrite_program(facts, ["boundary_first"])
+
+
+def _toolchain() -> tuple[str, str]:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH: the rewritten programs are compiled where it is")
+    try:
+        import nvidia.nccl as nccl
+    except ImportError:
+        pytest.skip("NCCL's headers (pip install nvidia-nccl-cu13) are not installed")
+    mpicxx = shutil.which("mpicxx")
+    if mpicxx is None:
+        pytest.skip("mpicxx (OpenMPI's headers) is not installed: the programs include mpi.h")
+    return nvcc, os.path.join(list(nccl.__path__)[0], "include")
+
+
+def _patched_copy(files: list[Path], names: list[str], knobs: dict, dest: Path) -> tuple[Path, list[str]]:
+    facts = facts_from_analysis(analyze_files([str(f) for f in files]))
+    texts, notes = rewrite_program(facts, names, knobs)
+    diff = unified_diff(facts.texts, texts)
+    src = files[0].parent
+    shutil.copytree(src, dest)
+    patch = dest / "cuco.patch"
+    patch.write_text(diff)
+    subprocess.run(["patch", "-p1", "-i", "cuco.patch"], cwd=dest, check=True, capture_output=True, timeout=30)
+    return dest, notes
+
+
+@pytest.mark.parametrize("names", [["boundary_first"], ["graph_replay"], ["comm_config"],
+                                   ["boundary_first", "comm_config", "graph_replay"]])
+def test_the_patch_applies_to_the_halo_program_and_compiles(tmp_path, names):
+    nvcc, nccl_include = _toolchain()
+    folder = tmp_path / "src"
+    shutil.copytree(HALO.parent, folder)
+    dest, notes = _patched_copy([folder / "halo.cu"], names, {"comm_ctas": "8", "nccl_proto": "LL128"},
+                                tmp_path / "patched")
+    assert [n.split(":")[0] for n in notes] == [r.name for r in REGISTRY if r.name in names]
+    text = (dest / "halo.cu").read_text()
+    assert text.count("cuco rewrite") >= len(names)
+    r = subprocess.run([nvcc, "-ccbin", "mpicxx", "-std=c++17", f"-I{nccl_include}", "-c", "halo.cu", "-o", "halo.o"],
+                       cwd=dest, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def _jacobi_facts_or_skip(folder: Path):
+    files = [folder / "jacobi.cpp", folder / "jacobi_kernels.cu"]
+    if not files[0].is_file():
+        pytest.skip(f"the corpus is not at {folder}")
+    try:
+        return files, verdicts(*files)
+    except InputError as exc:
+        pytest.skip(f"the analysis cannot read NVIDIA's Jacobi yet: {exc}")
+
+
+def test_jacobi_patched_with_every_rewrite_builds_with_its_own_makefile(tmp_path):
+    files, v = _jacobi_facts_or_skip(CORPUS / "nvidia_jacobi_nccl")
+    assert all(isinstance(v[r.name], Offer) for r in REGISTRY), v
+    nvcc, nccl_include = _toolchain()
+    dest, _ = _patched_copy(files, [r.name for r in REGISTRY], {"comm_ctas": "8"}, tmp_path / "nccl")
+    make = (dest / "Makefile").read_text().replace("-std=c++14", "-std=c++17")   # CUDA 13's CUB
+    (dest / "Makefile").write_text(make)
+    home = tmp_path / "ncclhome"
+    (home / "lib").mkdir(parents=True)
+    (home / "include").symlink_to(nccl_include)
+    (home / "lib" / "libnccl.so").symlink_to(Path(nccl_include).parent / "lib" / "libnccl.so.2")
+    cuda = next((c for c in [os.environ.get("CUDA_HOME", ""), str(Path(os.path.realpath(nvcc)).parent.parent),
+                             *sorted(map(str, Path("/usr/local").glob("cuda*")))]
+                 if c and (Path(c) / "include" / "cuda_runtime.h").is_file()), None)
+    if cuda is None:
+        pytest.skip("no CUDA toolkit with include/cuda_runtime.h found for the Makefile's CUDA_HOME")
+    r = subprocess.run(["make", "BUILD_SM_ARCH=90", f"NCCL_HOME={home}", f"CUDA_HOME={cuda}", "jacobi"], cwd=dest,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
