@@ -23,6 +23,7 @@ def register(subparsers) -> None:
                                               "collectives, kernels, buffers, dataflow, overlap opportunities)")
     a.add_argument("files", nargs="+", metavar="FILE.cu", help="the program's sources (main() in one of them)")
     a.add_argument("--json", action="store_true", help="print the analysis as JSON (schema cuco-analysis/1)")
+    _compiler_flags(a)
     a.set_defaults(func=cmd_analyze)
     i = subparsers.add_parser("init", help="turn a host-driven CUDA + NCCL program into a workload folder")
     i.add_argument("files", nargs="+", metavar="FILE.cu", help="the program's sources (main() in one of them)")
@@ -31,14 +32,34 @@ def register(subparsers) -> None:
     i.add_argument("-o", "--output", metavar="DIR", help="the workload folder to write (default: ./workloads/NAME)")
     i.add_argument("--llm", metavar="MODEL", help="let the fast path complete the parts init could not place")
     i.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+    _compiler_flags(i)
     i.set_defaults(func=cmd_init)
+
+
+def _compiler_flags(p: argparse.ArgumentParser) -> None:
+    """The flags the program's own build passes, so the analysis reads what the compiler reads."""
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="define a macro, as for the compiler (repeatable)")
+    p.add_argument("-U", dest="undefines", action="append", default=[], metavar="NAME",
+                   help="undefine a macro (repeatable)")
+    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
+                   help="a header folder (repeatable)")
+    p.add_argument("--region", metavar="FILE:LINE",
+                   help="the repeated region: the loop that starts at this line (see the analysis's alternatives)")
+    p.add_argument("--compile-commands", metavar="FILE",
+                   help="a compile_commands.json (CMake, Bear): each file's -D/-U/-I from its entry")
+
+
+def _flags(args: argparse.Namespace):
+    from engine.onboard.preprocess import Flags
+    return Flags(tuple(args.defines), tuple(args.undefines), tuple(args.include_dirs))
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.onboard.analyze import analyze_files
     from engine.onboard.report import render_tree, to_json
     try:
-        data = to_json(analyze_files(list(args.files)))
+        data = to_json(analyze_files(list(args.files), _flags(args), args.compile_commands, args.region))
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -62,7 +83,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.llm:
             from engine.llm.models import parse_models
             model = parse_models([args.llm])[0]      # a bad model name is bad input: nothing written
-        prog = analyze_files(list(args.files))
+        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
         out = Path(args.output) if args.output else Path.cwd() / "workloads" / name
         result = write_workload(prog, out, name=name, ranks=args.ranks)

@@ -9,28 +9,47 @@ naming the place and what to do.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from remote.errors import InputError
 
 from . import api
 from .evaluate import evaluate
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, has_comm_call, is_kernel
 from .kernel_access import kernel_access
+from .wrappers import find_wrappers
 from .model import Buffer, Op, Program, Unresolved, Var
+from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
 from .source import (SourceFile, call_args, call_name, declarator_name, identifiers, kernel_config,
-                     names_in, parse_file, walk)
+                     names_in, parse_file, parse_text, walk)
 
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-def analyze_files(paths: list[str]) -> Program:
+TIMERS = {"cudaEventRecord", "MPI_Wtime", "clock_gettime", "gettimeofday", "omp_get_wtime", "clock"}
+CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
+GRAPH_LAUNCH = {"cudaGraphLaunch"}
+def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands: str | None = None,
+                  region: str | None = None) -> Program:
+    """All the files are one program, each read as its compiler reads it: the flags of its entry in
+    `compile_commands` (a compile_commands.json), then `flags` (-D/-U/-I given on the command line)."""
     if not paths:
         raise InputError("cuco analyze", "FILE", "name at least one .cu file")
-    sources = [parse_file(p) for p in paths]
-    return analyze_sources(sources)
+    flags = flags or Flags()
+    per_file = flags_from_compile_commands(compile_commands, paths) if compile_commands else {}
+    sources = [parse_file(p, per_file[p].merged(flags) if p in per_file else flags) for p in paths]
+    prog = analyze_sources(sources, region)
+    prog.preprocessing = {"flags": {"defines": list(flags.defines), "undefines": list(flags.undefines),
+                                    "include_dirs": list(flags.include_dirs)},
+                          "compile_commands": compile_commands,
+                          "branches": [b.as_json() for s in sources if s.pre for b in s.pre.branches],
+                          "missing_headers": [m for s in sources if s.pre for m in s.pre.missing_headers]}
+    return prog
 
 
-def analyze_sources(sources: list[SourceFile]) -> Program:
+def analyze_sources(sources: list[SourceFile], region: str | None = None) -> Program:
     functions, macros, globals_ = _top_level(sources)
     mains = [(s, f) for (name, (s, f)) in functions.items() if name == "main"]
     if not mains:
+        _refuse_inactive_main(sources)
         raise InputError(", ".join(s.path for s in sources), "main",
                          "no main() found: name the file that holds your program's main()")
     main_src, main = mains[0]
@@ -40,7 +59,28 @@ def analyze_sources(sources: list[SourceFile]) -> Program:
         raise InputError(main_src.path, "NCCL",
                          "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
                          "cuco optimises programs whose GPUs communicate through NCCL")
-    return _Analyzer(sources, main_src, main, functions, macros, globals_, kernels).run()
+    analyzer = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels)
+    analyzer.region_at = region
+    return analyzer.run()
+
+
+def _refuse_inactive_main(sources: list[SourceFile]) -> None:
+    """main() is in the file but the preprocessor left it out: say which #if and the flag to set."""
+    for src in sources:
+        if src.pre is None:
+            continue
+        original = parse_text(src.pre.original.decode("utf-8", "replace"), src.path)
+        for fn in original.nodes("function_definition"):
+            if declarator_name(fn.child_by_field_name("declarator"), original) != "main":
+                continue
+            line = fn.start_point[0] + 1
+            around = [b for b in src.pre.branches if b.taken is False
+                      and int(b.at.rsplit(":", 1)[1]) < line <= b.end]
+            if around:
+                b = max(around, key=lambda b: int(b.at.rsplit(":", 1)[1]))
+                raise InputError(f"{src.path}:{line}", "main",
+                                 f"main() sits under an inactive `{b.directive}` ({b.at}): set "
+                                 f"{flag_to_enable(b)} (cuco analyze/init take -D, -U and -I as your compiler does)")
 
 
 # ---------------------------------------------------------------- top level
@@ -79,11 +119,16 @@ class _Analyzer:
         self.ops: list[Op] = []
         self.unresolved: list[Unresolved] = []
         self.kernel_access = {name: kernel_access(s, f) for name, (s, f) in kernels.items()}
+        self._typedefs: dict[str, str] | None = None
+        self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
+        self.alternatives: list = []
+        self.region_at: str | None = None
 
     def run(self) -> Program:
         self._collect_vars()
         self._collect_ops()
         region_node = self._pick_region()
+        self.region_node = region_node
         for op in self.ops:
             op.in_region = region_node is not None and _inside(op.node, region_node)
         buffers = self._collect_buffers()
@@ -147,7 +192,12 @@ class _Analyzer:
                 kind = self._kind(n, name)
                 if kind is None:
                     continue
+                wrapper = self.wrappers.get(name) if kernel_config(n) is None else None
+                if wrapper is not None:      # a host wrapper: the launch of the kernel it wraps
+                    kernels_launched = {launch.kernel for launch in wrapper.launches}
+                    name = wrapper.launches[0].kernel if len(kernels_launched) == 1 else wrapper.name
                 op = Op(f"op{len(self.ops)}", kind, name, self.src.at(n), n, stmt)
+                op.via = wrapper
                 self._describe(op)
                 self.ops.append(op)
 
@@ -155,7 +205,7 @@ class _Analyzer:
         return any(self.src.text(i) in api.NCCL_COMM for i in identifiers(n))
 
     def _kind(self, n, name) -> str | None:
-        if kernel_config(n) is not None:
+        if kernel_config(n) is not None or name in self.wrappers:
             return "kernel"
         if name in api.LAUNCH_API:
             return "launch_api"
@@ -177,7 +227,7 @@ class _Analyzer:
             return "event"
         if name in api.STREAM_CREATE:
             return "stream"
-        if name.startswith("MPI_"):
+        if name.startswith("MPI_") and name not in self.macros:
             return "mpi"
         if name in ("cudaFree", "ncclMemFree", "cudaFreeHost", "ncclCommDestroy", "ncclCommFinalize"):
             return "free"
@@ -194,7 +244,14 @@ class _Analyzer:
 
     def _describe(self, op: Op) -> None:
         n, t = op.node, self._t
-        if op.kind == "kernel":
+        if op.kind == "kernel" and op.via is not None:
+            args = [t(a) for a in call_args(n)]
+            launches = op.via.config_for(args)
+            first = launches[0]
+            op.detail = {"grid": first["grid"], "block": first["block"], "shared_bytes": first["shared_bytes"],
+                         "stream": first["stream"], "args": args,
+                         "via": {"wrapper": op.via.name, "at": op.via.at, "launches": launches}}
+        elif op.kind == "kernel":
             cfg = [c for c in kernel_config(n).named_children if c.type != "comment"]
             args = call_args(n)
             op.detail = {"grid": t(cfg[0]) if cfg else None, "block": t(cfg[1]) if len(cfg) > 1 else None,
@@ -224,26 +281,95 @@ class _Analyzer:
 
     # -- the repeated region
     def _pick_region(self):
-        loops = [n for t in LOOPS for n in self.src.nodes(t, self.body) if self._loop_has_comm(n)]
+        """The repeated region, by evidence: a loop around the collectives (or around the replay of a
+        captured graph), timed by a timer just before or after it. A loop that captures graphs, one that
+        walks the devices (`cudaSetDevice(i)` on its variable) and an untimed loop before the timed one
+        (a warm-up) are not the region: they are listed as alternatives with what they are."""
+        loops = [n for t in LOOPS for n in self.src.nodes(t, self.body)
+                 if self._loop_has_comm(n) or self._loop_calls(n, GRAPH_LAUNCH)]
         loops.sort(key=lambda n: n.start_byte)
         outer = [l for l in loops if not any(o is not l and _inside(l, o) for o in loops)]
-        if not outer:
+        self.alternatives = []
+        candidates = []
+        for loop in outer:
+            if self._loop_calls(loop, CAPTURE):
+                self.alternatives.append((loop, "graph capture: what the replay loop launches"))
+            elif self._per_device(loop):
+                self.alternatives.append((loop, "per-device loop: one process driving every GPU, not a repetition"))
+            else:
+                candidates.append(loop)
+        if self.region_at is not None:
+            want_file, _, want_line = self.region_at.rpartition(":")
+            chosen = [l for l in loops if want_line == str(l.start_point[0] + 1)
+                      and Path(want_file).resolve() == Path(self.src.path).resolve()]
+            if not chosen:
+                raise InputError(self.region_at, "--region", "no loop around the collectives starts here; "
+                                 f"the loops are at {', '.join(self.src.at(l) for l in loops) or 'none'}")
+            pick = chosen[0]
+        elif not candidates:
             self.unresolved.append(Unresolved(self.src.at(self.main), "no loop around the collectives",
                                               "the repeated region is one loop iteration; wrap the timed part "
                                               "in a loop"))
             return None
-        timed = [l for l in outer if self._preceded_by_event(l)]
-        return (timed or outer)[-1]
+        else:
+            timed = [l for l in candidates if self._timed(l)]
+            pick = (timed or candidates)[-1]
+        for loop in candidates:
+            if loop is not pick:
+                what = "warm-up: untimed, before the timed loop" if loop.start_byte < pick.start_byte and \
+                    not self._timed(loop) else "another loop around the collectives"
+                self.alternatives.append((loop, what))
+        self.alternatives.sort(key=lambda a: a[0].start_byte)
+        return pick
 
     def _loop_has_comm(self, loop) -> bool:
         return any(op.kind in ("collective", "p2p") and _inside(op.node, loop) for op in self.ops)
 
+    def _loop_calls(self, loop, names) -> bool:
+        return any(call_name(n, self.src) in names for n in self.src.nodes("call_expression", loop))
+
+    def _per_device(self, loop) -> bool:
+        var = self._loop_var(loop)
+        return var is not None and any(
+            call_name(n, self.src) in api.DEVICE_SELECT and
+            any(self.src.text(i) == var for a in call_args(n) for i in identifiers(a))
+            for n in self.src.nodes("call_expression", loop))
+
+    def _loop_var(self, loop) -> str | None:
+        if loop.type != "for_statement":
+            return None
+        init = loop.child_by_field_name("initializer")
+        if init is None:
+            return None
+        if init.type == "assignment_expression":
+            return self._t(init.child_by_field_name("left"))
+        return next((declarator_name(d, self.src) for d in init.children_by_field_name("declarator")), None)
+
+    def _timed(self, loop) -> bool:
+        """A timer read in one of the few statements just before the loop, or just after it when no other
+        loop follows that timer (then it starts that loop's timing: this one is its warm-up)."""
+        for step in ("prev_named_sibling", "next_named_sibling"):
+            n, seen, found = getattr(loop, step), 0, False
+            while n is not None and seen < 3:
+                if n.type != "comment":
+                    seen += 1
+                    if n.type in LOOPS:
+                        found = found and step == "prev_named_sibling"
+                        break
+                    if any(self._is_timer(c) for c in self.src.nodes("call_expression", n)) or \
+                            (n.type == "call_expression" and self._is_timer(n)):
+                        found = True
+                n = getattr(n, step)
+            if found:
+                return True
+        return False
+
+    def _is_timer(self, call) -> bool:
+        name = call_name(call, self.src)
+        return name in TIMERS or (name == "now" and "chrono" in self._t(call))
+
     def _preceded_by_event(self, loop) -> bool:
-        prev = loop.prev_named_sibling
-        while prev is not None and prev.type == "comment":
-            prev = prev.prev_named_sibling
-        return prev is not None and any(
-            call_name(n, self.src) == "cudaEventRecord" for n in self.src.nodes("call_expression", prev))
+        return self._timed(loop)
 
     def _region_json(self, loop) -> dict | None:
         if loop is None:
@@ -260,9 +386,16 @@ class _Analyzer:
                 var = next((declarator_name(d, self.src) for d in init.children_by_field_name("declarator")), None)
         warmups = [self.src.at(o.node) for o in self.ops if o.kind in ("collective", "p2p")
                    and not _inside(o.node, loop)]
-        return {"at": self.src.at(loop), "end": f"{self.src.path}:{loop.end_point[0] + 1}",
-                "kind": loop.type.replace("_statement", ""), "timed": timed, "iterations": iterations,
-                "loop_variable": var, "outside_collectives": warmups}
+        region = {"at": self.src.at(loop), "end": f"{self.src.path}:{loop.end_point[0] + 1}",
+                  "kind": loop.type.replace("_statement", ""), "timed": timed, "iterations": iterations,
+                  "loop_variable": var, "outside_collectives": warmups,
+                  "alternatives": [{"at": self.src.at(l), "what": what} for l, what in self.alternatives]}
+        if self._loop_calls(loop, GRAPH_LAUNCH):
+            region["replays"] = [{"at": self.src.at(l), "captures": [
+                {"name": o.name, "at": o.at} for o in self.ops
+                if _inside(o.node, l) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
+                for l, what in self.alternatives if what.startswith("graph capture")]
+        return region
 
     # -- buffers
     def _collect_buffers(self) -> dict[str, Buffer]:
@@ -278,7 +411,7 @@ class _Analyzer:
                                                   "allocate into a plain pointer variable"))
                 continue
             var = self.vars.get(name)
-            elem = var.base_type if var is not None else "unknown"
+            elem = self._resolve_type(var.base_type) if var is not None else "unknown"
             count = None
             if size.type == "binary_expression" and self._t(size.child_by_field_name("operator")) == "*":
                 left, right = size.child_by_field_name("left"), size.child_by_field_name("right")
@@ -290,6 +423,28 @@ class _Analyzer:
             op.writes = []
             op.detail = {"buffer": name, "bytes": self._t(size)}
         return buffers
+
+    def _resolve_type(self, name: str) -> str:
+        """`real` of `typedef float real;` (or `using real = float;`) is float: the element type the
+        harness fills and compares, whichever #if branch chose it."""
+        if self._typedefs is None:
+            self._typedefs = {}
+            for src in self.sources:
+                for node in src.tree.root_node.named_children:
+                    if node.type == "type_definition":
+                        t = node.child_by_field_name("type")
+                        for d in node.children_by_field_name("declarator"):
+                            if t is not None and d.type == "type_identifier":
+                                self._typedefs[src.text(d)] = src.text(t)
+                    elif node.type == "alias_declaration":
+                        n, t = node.child_by_field_name("name"), node.child_by_field_name("type")
+                        if n is not None and t is not None:
+                            self._typedefs[src.text(n)] = src.text(t)
+        seen = set()
+        while name in self._typedefs and name not in seen:
+            seen.add(name)
+            name = self._typedefs[name]
+        return name
 
     def _base_name(self, node) -> str | None:
         """The variable a pointer expression is based on: `x`, `&x`, `(void**)&x`, `x + off`, `(char*)x`."""
@@ -308,7 +463,7 @@ class _Analyzer:
         for op in self.ops:
             n = op.node
             if op.kind == "kernel":
-                access = self.kernel_access.get(op.name)
+                access = op.via.access if op.via is not None else self.kernel_access.get(op.name)
                 args = call_args(n)
                 if access is None:
                     self.unresolved.append(Unresolved(op.at, f"kernel {op.name} is not defined in the given files",
@@ -365,9 +520,16 @@ class _Analyzer:
 
     def _roles(self, buffers: dict[str, Buffer]) -> None:
         region_ops = [o for o in self.ops if o.in_region]
+        if self.region_node is not None and self._loop_calls(self.region_node, GRAPH_LAUNCH):
+            captures = [l for l, what in self.alternatives if what.startswith("graph capture")]
+            region_ops = [o for o in self.ops if any(_inside(o.node, l) for l in captures)]  # what it replays
+        swapped = self._swapped(buffers)
         for b in buffers.values():
             seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]
             seq = [s for s in seq if s]
+            if b.name in swapped:
+                b.role = "carried"     # ping-pong: what one iteration writes, the next one reads
+                continue
             if not seq:
                 b.role = "unused"
                 continue
@@ -381,6 +543,20 @@ class _Analyzer:
                 continue
             last_write = max(i for i, s in enumerate(seq) if "w" in s)
             b.role = "intermediate" if any("r" in s for s in seq[last_write + 1:]) else "output"
+
+    def _swapped(self, buffers) -> set[str]:
+        """Buffers whose pointers the region swaps (`std::swap(a_new, a)`): each iteration reads what the
+        previous one wrote."""
+        if self.region_node is None:
+            return set()
+        out = set()
+        for n in self.src.nodes("call_expression", self.region_node):
+            if call_name(n, self.src) != "swap":
+                continue
+            names = [self._base_name(a) for a in call_args(n)]
+            if len(names) == 2 and all(x in buffers for x in names):
+                out.update(names)
+        return out
 
     def _rw_reads_first(self, b, region_ops) -> bool:
         """An op that reads and writes b first in the region (in place, e.g. ncclAllReduce(x, x)) reads a

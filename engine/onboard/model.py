@@ -34,6 +34,7 @@ class Op:
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     detail: dict = field(default_factory=dict)
+    via: object = None        # the host wrapper (wrappers.Wrapper) a kernel is launched through
 
 
 @dataclass
@@ -81,3 +82,4 @@ class Program:
     unresolved: list[Unresolved] = field(default_factory=list)
     opportunities: list[dict] = field(default_factory=list)
     dataflow: list[dict] = field(default_factory=list)
+    preprocessing: dict = field(default_factory=dict)   # flags, conditional branches taken, missing headers

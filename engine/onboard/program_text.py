@@ -252,7 +252,7 @@ class ProgramWriter:
                 edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"
                               if op.kind in drop or op.kind == "group" else f"/* {op.name}: the harness's */;"))
                 continue
-            if op.kind == "kernel":
+            if op.kind == "kernel" and kernel_config(op.node) is not None:
                 cfg = kernel_config(op.node)
                 parts = [self.src.text(c) for c in cfg.named_children if c.type != "comment"]
                 if len(parts) < 4:

@@ -11,6 +11,7 @@ def to_json(prog) -> dict:
     return {
         "schema": SCHEMA,
         "files": list(prog.files),
+        "preprocessing": prog.preprocessing,
         "ranks": prog.ranks,
         "communicators": prog.communicators,
         "nccl_calls": [_op(o) for o in ops if o.kind in ("collective", "p2p", "group")],

@@ -11,6 +11,8 @@ from typing import Iterator
 
 from remote.errors import InputError
 
+from .preprocess import Flags, Preprocessed, brace_launch_configs, preprocess, terminate_statement_macros
+
 
 @lru_cache(maxsize=1)
 def _parser():
@@ -29,6 +31,7 @@ class SourceFile:
     data: bytes
     tree: object
     _index: dict | None = field(default=None, repr=False)
+    pre: Preprocessed | None = field(default=None, repr=False)     # what the preprocessor did
 
     def nodes(self, node_type: str, within=None) -> list:
         """Every node of a type (in source order), inside `within` when given: one walk of the tree serves
@@ -63,26 +66,54 @@ class SourceFile:
         return node.start_point[0] + 1
 
 
-def parse_file(path: str | Path) -> SourceFile:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(str(path), "FILE", "no such file; name a .cu or .cpp source of your program")
-    data = p.read_bytes()
-    tree = _parser().parse(data)
-    src = SourceFile(str(path), data, tree)
-    bad = first_error(tree.root_node)
-    if bad is not None:
-        line = data.decode("utf-8", "replace").splitlines()[bad.start_point[0]].strip()
-        snippet = (f"missing {bad.type!r} in " if bad.is_missing else "") + repr(line[:70])
-        raise InputError(src.at(bad), "syntax",
-                         f"the parser cannot read this: {snippet}; fix the syntax (or expand the macro that "
-                         "hides it) and run the command again")
+def parse_file(path: str | Path, flags: Flags | None = None) -> SourceFile:
+    """The file as its compiler reads it (the real preprocessor with the user's flags decides every #if),
+    parsed; locations stay the original file:line. Everything the parser cannot read is one error naming
+    every place, never a request to change code the compiler accepts."""
+    pre = preprocess(str(path), flags or Flags())
+    text = brace_launch_configs(pre.text)
+    tree = _parser().parse(text)
+    if tree.root_node.has_error and pre.macros:
+        text = terminate_statement_macros(text, pre.macros)
+        tree = _parser().parse(text)
+    src = SourceFile(str(path), text, tree, pre=pre)
+    bad = all_errors(tree.root_node)
+    if bad:
+        lines = text.decode("utf-8", "replace").splitlines()
+        places = []
+        for node in bad[:8]:
+            row = node.start_point[0]
+            line = lines[row].strip() if row < len(lines) else ""
+            what = f"a missing {node.type!r} before" if node.is_missing else "the construct"
+            places.append(f"{what} {line[:60]!r} at {src.at(node)}")
+        more = f" (and {len(bad) - 8} more)" if len(bad) > 8 else ""
+        raise InputError(src.at(bad[0]), "parser",
+                         "cuco's parser does not support " + "; ".join(places) + more +
+                         ": the preprocessor kept this text with your -D/-U/-I; if your compiler reads it "
+                         "with other flags, pass them (or --compile-commands FILE)")
     return src
 
 
 def parse_text(text: str, path: str = "<text>") -> SourceFile:
     data = text.encode()
     return SourceFile(path, data, _parser().parse(data))
+
+
+def all_errors(node) -> list:
+    """The innermost unreadable node of each broken place, in source order (one per line)."""
+    out, seen = [], set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if not n.has_error and not n.is_missing:
+            continue
+        if n.type == "ERROR" or n.is_missing:
+            if n.start_point[0] not in seen:
+                seen.add(n.start_point[0])
+                out.append(n)
+            continue
+        stack.extend(reversed(n.children))
+    return sorted(out, key=lambda n: n.start_byte)
 
 
 def first_error(node):

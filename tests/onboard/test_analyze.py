@@ -28,6 +28,7 @@ def test_analysis_matches_golden(name, capsys, monkeypatch):
     rc, out, err = _analyze(capsys, f"{name}.cu", "--json")
     assert rc == 0, err
     got = json.loads(out)
+    got["preprocessing"].pop("missing_headers")      # mpi.h is installed on some machines, not others
     want = json.loads((PROGRAMS / f"{name}.json").read_text())
     assert got == want
 
@@ -74,7 +75,7 @@ def test_terminal_tree(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("file, where, words", [
-    ("syntax_error.cu", "syntax_error.cu:7", "cannot read"),
+    ("syntax_error.cu", "syntax_error.cu:7", "cuco's parser does not support"),
     ("no_nccl.cu", "no_nccl.cu", "no NCCL communication call"),
     ("dynamic_dispatch.cu", "dynamic_dispatch.cu:13", "dynamic dispatch"),
     ("macro_collective.cu", "macro_collective.cu:4", "hides ncclAllReduce"),
