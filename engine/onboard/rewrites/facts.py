@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..source import _parser, call_args, call_name, kernel_config, walk
 
@@ -357,8 +358,11 @@ def facts_from_analysis(prog) -> ScheduleFacts:
     if not prog.region:
         raise FactsError(f"{prog.files[0]}: the analysis found no repeated region")
     path, line = prog.region["at"].rsplit(":", 1)
-    texts = {s.path: bytes(s.data) for s in prog.sources}
+    # The files as the user wrote them (the analysis may read a preprocessed text): edits land in these.
+    texts = {f: Path(f).read_bytes() for f in prog.files}
+    if path not in texts:
+        raise FactsError(f"{prog.region['at']}: the region is not in one of the files given")
     macros = list(prog.check_macros)
-    for s in prog.sources:     # the analysis lists the macros it saw in main(); the text may have more
-        macros += [m.decode() for m in re.findall(rb"#\s*define\s+(\w+)\(\w+\)", s.data)]
+    for data in texts.values():     # the analysis lists the macros it saw in main(); the text may have more
+        macros += [m.decode() for m in re.findall(rb"#\s*define\s+(\w+)\(\w+\)", data)]
     return build_facts(texts, path, int(line), prog.timed_stream, sorted(set(macros)))
