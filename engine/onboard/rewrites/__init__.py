@@ -4,7 +4,7 @@ them as they compose (graph replay last: it captures what the others produced)."
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, Rewrite, RewriteError, apply_edits, shifted
+from .base import Edit, Offer, Refusal, Rewrite, Rewritten, RewriteError, apply_edits, place, shifted
 from .boundary_first import BoundaryFirst
 from .comm_config import CommConfig
 from .facts import FactsError, ScheduleFacts, build_facts, facts_from_analysis
@@ -36,10 +36,9 @@ def rewrite_program(facts: ScheduleFacts, names: list[str], knobs: dict[str, str
         verdict = r.check(facts)
         if isinstance(verdict, Refusal):
             raise RewriteError(f"{r.name} does not apply: {verdict.reason}")
-        edits, note = r.edits(facts, knobs or {})
+        done = r.rewrite(facts, knobs or {})
+        edits = place(facts, done)
         texts = apply_edits(facts.texts, edits)
-        loop_at = shifted(facts.loop_start, facts.path, edits)
-        line = texts[facts.path].count(b"\n", 0, loop_at) + 1
-        facts = build_facts(texts, facts.path, line, facts.stream, list(facts.check_macros))
-        notes.append(note)
+        facts = facts.reread(texts, edits)
+        notes.append(done.note)
     return facts.texts, notes

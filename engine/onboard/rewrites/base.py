@@ -31,6 +31,20 @@ class Refusal:
     reason: str
 
 
+@dataclass
+class Rewritten:
+    """What a rewrite does, apart from where it lands: edits of the region's statements, the state its new
+    code keeps across iterations (declarations), what runs once before and after the region, and edits
+    only the user's whole program has (its communicator's creation: the harness makes its own)."""
+    edits: list[Edit]
+    note: str
+    members: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
+    teardown: list[str] = field(default_factory=list)
+    program_only: list[Edit] = field(default_factory=list)
+    headers: list[str] = field(default_factory=list)
+
+
 class RewriteError(ValueError):
     """A rewrite asked for where its preconditions do not hold."""
 
@@ -41,7 +55,7 @@ class Rewrite(Protocol):
 
     def check(self, facts: ScheduleFacts) -> Offer | Refusal: ...
 
-    def edits(self, facts: ScheduleFacts, knobs: dict[str, str]) -> tuple[list[Edit], str]: ...
+    def rewrite(self, facts: ScheduleFacts, knobs: dict[str, str]) -> Rewritten: ...
 
 
 def apply_edits(texts: dict[str, bytes], edits: list[Edit]) -> dict[str, bytes]:
@@ -68,6 +82,34 @@ def shifted(offset: int, path: str, edits: list[Edit]) -> int:
         if e.path == path and e.end <= offset:
             delta += len(e.text.encode()) - (e.end - e.start)
     return offset + delta
+
+
+def place(facts: ScheduleFacts, r: Rewritten) -> list[Edit]:
+    """Every edit of a rewrite, placed in the facts' target: the user's program (state and set-up before
+    the timer that precedes the loop, teardown after the loop) or the harness's Program (state as members,
+    set-up at the end of setup(), teardown at the start of teardown())."""
+    edits = list(r.edits)
+    if facts.members_at is None:
+        li = facts.loop_indent
+        lines = r.members + r.setup
+        if lines:
+            edits.append(Edit(facts.path, facts.setup_at, facts.setup_at, "".join(f"{li}{x}\n" for x in "\n".join(lines).split("\n"))))
+        if r.teardown:
+            edits.append(Edit(facts.path, facts.loop_end, facts.loop_end, "".join(f"\n{li}{x}" for x in r.teardown)))
+        edits += r.program_only
+        for h in r.headers:
+            edits += include_edit(facts, h)
+        return edits
+    if r.program_only:
+        raise RewriteError("it changes the program outside the region (the harness owns that part)")
+    if r.members:
+        edits.append(Edit(facts.path, facts.members_at, facts.members_at, "".join(f"  {x}\n" for x in r.members)))
+    if r.setup:
+        edits.append(Edit(facts.path, facts.setup_at, facts.setup_at,
+                          "".join(f"    {x}\n" for x in "\n".join(r.setup).split("\n"))))
+    if r.teardown:
+        edits.append(Edit(facts.path, facts.teardown_at, facts.teardown_at, "".join(f"\n    {x}" for x in r.teardown)))
+    return edits
 
 
 def include_edit(facts: ScheduleFacts, header: str) -> list[Edit]:

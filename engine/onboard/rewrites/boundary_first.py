@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Edit, Offer, Refusal, RewriteError
+from .base import Edit, Offer, Refusal, Rewritten, RewriteError
 from .facts import P2P, Call, ScheduleFacts, Stmt
 
 NAME = "boundary_first"
@@ -120,7 +120,7 @@ class BoundaryFirst:
         return Offer(NAME, f"{c.name} at {facts.path}:{c.line} split at rows {c.args[p['lo_arg']].text} and "
                            f"{c.args[p['hi_arg']].text}-1; the group on a high-priority stream")
 
-    def edits(self, facts: ScheduleFacts, knobs: dict[str, str]) -> tuple[list[Edit], str]:
+    def rewrite(self, facts: ScheduleFacts, knobs: dict[str, str]) -> Rewritten:
         p = plan(facts)
         if isinstance(p, str):
             raise RewriteError(f"{NAME}: {p}")
@@ -153,25 +153,23 @@ class BoundaryFirst:
             facts.wrap_cuda("cudaEventRecord(cuco_comm_done, cuco_comm_stream)"),
             facts.wrap_cuda(f"cudaStreamWaitEvent({s}, cuco_comm_done, 0)"),
         ]).replace("\n", "\n" + ind)))
-        li = facts.loop_indent
-        setup = "\n".join([
-            f"// cuco rewrite {NAME}: a high-priority stream for the halo exchange, events to order it",
-            "cudaStream_t cuco_comm_stream;",
-            "cudaEvent_t cuco_ready, cuco_boundary_done, cuco_comm_done;",
-            "{",
+        members = [f"cudaStream_t cuco_comm_stream{{}};   // cuco rewrite {NAME}: the halo exchange's stream",
+                   "cudaEvent_t cuco_ready{}, cuco_boundary_done{}, cuco_comm_done{};"]
+        setup = [
+            f"{{   // cuco rewrite {NAME}: a high-priority stream for the halo exchange, events to order it",
             "    int cuco_least = 0, cuco_greatest = 0;",
             "    " + facts.wrap_cuda("cudaDeviceGetStreamPriorityRange(&cuco_least, &cuco_greatest)"),
-            "    " + facts.wrap_cuda("cudaStreamCreateWithPriority(&cuco_comm_stream, cudaStreamDefault, cuco_greatest)"),
+            "    " + facts.wrap_cuda("cudaStreamCreateWithPriority(&cuco_comm_stream, cudaStreamNonBlocking, cuco_greatest)"),
             "    " + facts.wrap_cuda("cudaEventCreateWithFlags(&cuco_ready, cudaEventDisableTiming)"),
             "    " + facts.wrap_cuda("cudaEventCreateWithFlags(&cuco_boundary_done, cudaEventDisableTiming)"),
             "    " + facts.wrap_cuda("cudaEventCreateWithFlags(&cuco_comm_done, cudaEventDisableTiming)"),
             "}",
-        ])
-        edits.append(Edit(facts.path, facts.setup_at, facts.setup_at,
-                          "".join(f"{li}{line}\n" for line in setup.split("\n"))))
+        ]
+        teardown = [facts.wrap_cuda("cudaEventDestroy(cuco_ready)"), facts.wrap_cuda("cudaEventDestroy(cuco_boundary_done)"),
+                    facts.wrap_cuda("cudaEventDestroy(cuco_comm_done)"), facts.wrap_cuda("cudaStreamDestroy(cuco_comm_stream)")]
         note = (f"{NAME}: {call.name} ({facts.path}:{call.line}) split into rows {lo} and {hi}-1 on a "
                 f"high-priority stream (cuco_comm_stream), then the interior {lo}+1..{hi}-2 on {s}; the "
                 f"send/recv group moved to cuco_comm_stream after the boundary rows; {s} waits for the boundary "
                 "rows (before anything after the launch) and for the exchange (after the group). Needs at "
                 "least 3 rows per rank.")
-        return edits, note
+        return Rewritten(edits, note, members, setup, teardown)

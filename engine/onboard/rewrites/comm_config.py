@@ -6,7 +6,7 @@ Precondition: one ncclCommInitRank call in the region's file, as a statement of 
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, RewriteError
+from .base import Edit, Offer, Refusal, Rewritten, RewriteError
 from .facts import ScheduleFacts
 
 NAME = "comm_config"
@@ -37,7 +37,7 @@ class CommConfig:
         return Offer(NAME, f"ncclCommInitRank at {facts.path}:{facts.comm_init.line} with a ncclConfig_t",
                      knobs={"comm_ctas": CTAS, "nccl_proto": PROTOCOLS})
 
-    def edits(self, facts: ScheduleFacts, knobs: dict[str, str]) -> tuple[list[Edit], str]:
+    def rewrite(self, facts: ScheduleFacts, knobs: dict[str, str]) -> Rewritten:
         why = _reason(facts)
         if why:
             raise RewriteError(f"{NAME}: {why}")
@@ -65,4 +65,4 @@ class CommConfig:
         note = (f"{NAME}: ncclCommInitRank ({facts.path}:{init.line}) now ncclCommInitRankConfig with "
                 f"minCTAs = maxCTAs = {ctas}" + (f", NCCL_PROTO={proto} unless already set" if proto != "default" else "")
                 + (" (CTAs left to NCCL)" if ctas == "default" else ""))
-        return edits, note
+        return Rewritten([], note, program_only=edits)

@@ -100,6 +100,8 @@ class ScheduleFacts:
     calls: tuple[Call, ...]                # every call of the region's file (allocation, free, ...)
     call_stmts: dict[int, tuple[int, int]] = field(default_factory=dict)   # call start -> its statement's range
     check_macros: tuple[str, ...] = ()
+    members_at: int | None = None          # the harness's Program: where members go (None: the user's program)
+    teardown_at: int | None = None
 
     @property
     def text(self) -> bytes:
@@ -110,6 +112,15 @@ class ScheduleFacts:
 
     def at(self, offset: int) -> str:
         return f"{self.path}:{self.line_of(offset)}"
+
+    def reread(self, texts: dict[str, bytes], edits) -> "ScheduleFacts":
+        """The facts of the same region in the edited files."""
+        if self.members_at is not None:
+            return build_harness_facts(texts, self.path, self.stream, list(self.check_macros))
+        loop_at = self.loop_start + sum(len(e.text.encode()) - (e.end - e.start) for e in edits
+                                        if e.path == self.path and e.end <= self.loop_start)
+        line = texts[self.path].count(b"\n", 0, loop_at) + 1
+        return build_facts(texts, self.path, line, self.stream, list(self.check_macros))
 
     def wrap_cuda(self, call: str) -> str:
         return f"{self.cuda_check}({call});" if self.cuda_check else f"{call};"
@@ -298,10 +309,59 @@ def build_facts(texts: dict[str, bytes], path: str, region_line: int, stream: st
     body = loop.child_by_field_name("body")
     if body is None or body.type != "compound_statement":
         raise FactsError(f"{path}:{region_line}: the loop's body is not a block")
+    if not stream:
+        raise FactsError(f"{path}:{region_line}: the analysis names no stream for the region")
+    # Set-up goes before the statements just above the loop that start its timer (so the timer does not
+    # count it): a barrier, a clock read, a timing event.
+    siblings = [c for c in loop.parent.named_children if c.type != "comment"] if loop.parent else []
+    setup_node = loop
+    idx = next((i for i, c in enumerate(siblings) if c.start_byte == loop.start_byte), None)
+    if idx is not None:
+        j = idx - 1
+        while j >= 0 and (siblings[j].start_byte in masked_at or _TIMER_STARTS.search(_text(masked, siblings[j]))):
+            setup_node = siblings[j]
+            j -= 1
+    return _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros,
+                  setup_at=data.rfind(b"\n", 0, setup_node.start_byte) + 1)
+
+
+def _function(tree, data: bytes, name: str):
+    for fn in walk(tree.root_node):
+        if fn.type == "function_definition":
+            decl = fn.child_by_field_name("declarator")
+            while decl is not None and decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            if decl is not None and _text(data, decl.child_by_field_name("declarator")) == name:
+                return fn
+    return None
+
+
+def build_harness_facts(texts: dict[str, bytes], path: str, stream: str, check_macros: list[str]) -> ScheduleFacts:
+    """The facts for a workload's candidate: its Program's run() is one iteration of the region; state
+    goes in as members, set-up at the end of setup(), teardown at the start of teardown()."""
+    data = texts[path]
+    masked, masked_at = mask_macros(data, statement_macros(b"".join(texts.values())))
+    tree = _parser().parse(masked)
+    run, setup, teardown = (_function(tree, masked, n) for n in ("run", "setup", "teardown"))
+    if run is None or setup is None or teardown is None:
+        raise FactsError(f"{path}: no Program with setup(), run() and teardown()")
+    body = run.child_by_field_name("body")
+    rets = [c for c in setup.child_by_field_name("body").named_children if c.type == "return_statement"]
+    if not rets:
+        raise FactsError(f"{path}: setup() does not end in a return")
+    setup_at = data.rfind(b"\n", 0, rets[-1].start_byte) + 1
+    facts = _facts(texts, path, masked, masked_at, tree, run, body, stream, check_macros, setup_at=setup_at)
+    facts.members_at = data.rfind(b"\n", 0, setup.start_byte) + 1
+    facts.teardown_at = teardown.child_by_field_name("body").start_byte + 1
+    return facts
+
+
+def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros, setup_at) -> ScheduleFacts:
+    data = texts[path]
     wrappers = _wrappers(texts)
     stmts = []
     for n in body.named_children:
-        if n.type == "comment":
+        if n.type == "comment" or (n.type == "return_statement" and n == body.named_children[-1]):
             continue
         calls = _calls_in(masked, n)
         names = tuple(sorted({_text(masked, i) for i in walk(n) if i.type == "identifier"}))
@@ -315,21 +375,9 @@ def build_facts(texts: dict[str, bytes], path: str, region_line: int, stream: st
         stmts.append(Stmt(n.start_byte, end, n.start_point[0] + 1, data[n.start_byte:end].decode(), tuple(calls),
                           device and not is_masked, host_sync, tuple(_declared(masked, n)),
                           tuple(sorted(set(_written_names(masked, n)) - local)), tuple(sorted(set(names) - local)), is_masked))
-    if not stream:
-        raise FactsError(f"{path}:{region_line}: the analysis names no stream for the region")
     file_calls = _calls_in(masked, tree.root_node)
     macros = list(check_macros)
     all_calls = [c for s in stmts for c in s.calls] + file_calls
-    # Set-up goes before the statements just above the loop that start its timer (so the timer does not
-    # count it): a barrier, a clock read, a timing event.
-    siblings = [c for c in loop.parent.named_children if c.type != "comment"] if loop.parent else []
-    setup_node = loop
-    idx = next((i for i, c in enumerate(siblings) if c.start_byte == loop.start_byte), None)
-    if idx is not None:
-        j = idx - 1
-        while j >= 0 and (siblings[j].start_byte in masked_at or _TIMER_STARTS.search(_text(masked, siblings[j]))):
-            setup_node = siblings[j]
-            j -= 1
     inits = [c for c in file_calls if c.name == "ncclCommInitRank"]
     call_stmts = {}
     for n in walk(tree.root_node):
@@ -347,7 +395,7 @@ def build_facts(texts: dict[str, bytes], path: str, region_line: int, stream: st
         indent=_indent_of(data, first.start_byte) if first is not None else _indent_of(data, loop.start_byte) + "    ",
         loop_indent=_indent_of(data, loop.start_byte), stream=stream, stmts=tuple(stmts),
         cuda_check=_check_macro(all_calls, "cuda", macros), nccl_check=_check_macro(all_calls, "nccl", macros),
-        wrappers=wrappers, setup_at=data.rfind(b"\n", 0, setup_node.start_byte) + 1,
+        wrappers=wrappers, setup_at=setup_at,
         comm_init=init, comm_init_stmt=call_stmts.get(init.start) if init else None,
         calls=tuple(file_calls), call_stmts=call_stmts, check_macros=tuple(macros))
 

@@ -11,11 +11,12 @@ or one forked from it by an event (the communication stream of boundary_first).
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, RewriteError, include_edit
+from .base import Edit, Offer, Refusal, Rewritten, RewriteError
 from .facts import CONTROL_FLOW, ScheduleFacts, Stmt
 
 NAME = "graph_replay"
 MAX_GRAPHS = 16       # distinct keys kept per stretch; past that a stretch runs uncaptured (correct, slower)
+KEY_BYTES = 64        # the key: the bytes of the host values the captured work reads
 
 
 def _stretches(facts: ScheduleFacts) -> list[list[int]]:
@@ -109,34 +110,44 @@ class GraphReplay:
         keys = "; ".join(", ".join(x["key"]) or "nothing" for x in p)
         return Offer(NAME, f"{len(p)} stretch(es) captured, one graph per value of: {keys}")
 
-    def edits(self, facts: ScheduleFacts, knobs: dict[str, str]) -> tuple[list[Edit], str]:
+    def rewrite(self, facts: ScheduleFacts, knobs: dict[str, str]) -> Rewritten:
         p = plan(facts)
         if isinstance(p, str):
             raise RewriteError(f"{NAME}: {p}")
-        ind, s, li = facts.indent, facts.stream, facts.loop_indent
+        ind, s = facts.indent, facts.stream
         edits: list[Edit] = []
-        setup, teardown = [], []
+        members, teardown = [], []
         for n, st in enumerate(p):
-            cache = f"cuco_graphs_{n}"
-            setup.append(f"std::vector<std::pair<std::string, cudaGraphExec_t>> {cache};   "
-                         f"// cuco rewrite {NAME}: captured graphs by key")
-            teardown.append(f"for (auto& cuco_entry : {cache}) "
-                            + facts.wrap_cuda("cudaGraphExecDestroy(cuco_entry.second)"))
+            cache, count = f"cuco_graphs_{n}", f"cuco_graphs_{n}_n"
+            members += [f"struct {{ unsigned char key[{KEY_BYTES}]; cudaGraphExec_t exec; }} {cache}[{MAX_GRAPHS}]{{}};"
+                        f"   // cuco rewrite {NAME}: captured graphs by key",
+                        f"int {count}{{}};"]
+            teardown.append(f"for (int cuco_i = 0; cuco_i < {count}; ++cuco_i) "
+                            + facts.wrap_cuda(f"cudaGraphExecDestroy({cache}[cuco_i].exec)"))
             device: list[Stmt] = st["device"]
             body = "\n".join(d.text for d in device)
             hoisted = "\n".join(h.text for h in st["host"])
-            key_lines = [f"    cuco_key.append(reinterpret_cast<const char*>(&{k}), sizeof({k}));" for k in st["key"]]
+            key = st["key"]
+            size = " + ".join(f"sizeof({k})" for k in key) or "0"
+            key_lines = [f"    for (unsigned cuco_b = 0; cuco_b < sizeof({k}); ++cuco_b) "
+                         f"cuco_key[cuco_len++] = reinterpret_cast<const unsigned char*>(&{k})[cuco_b];" for k in key]
             block = "\n".join([
-                *( [hoisted] if hoisted else []),
+                *([hoisted] if hoisted else []),
                 f"// cuco rewrite {NAME}: the device work below is captured once per value of "
-                f"({', '.join(st['key']) or 'nothing'}) and replayed",
+                f"({', '.join(key) or 'nothing'}) and replayed",
                 "{",
-                "    std::string cuco_key;",
+                f"    static_assert({size} <= {KEY_BYTES}, \"graph_replay: the key's variables exceed its bytes\");",
+                f"    unsigned char cuco_key[{KEY_BYTES}] = {{}};",
+                "    unsigned cuco_len = 0;",
                 *key_lines,
+                "    (void)cuco_len;",
                 "    cudaGraphExec_t cuco_exec = nullptr;",
-                f"    for (auto& cuco_entry : {cache})",
-                "        if (cuco_entry.first == cuco_key) cuco_exec = cuco_entry.second;",
-                f"    if (cuco_exec == nullptr && {cache}.size() < {MAX_GRAPHS}) {{",
+                f"    for (int cuco_i = 0; cuco_i < {count} && cuco_exec == nullptr; ++cuco_i) {{",
+                "        bool cuco_same = true;",
+                f"        for (int cuco_b = 0; cuco_b < {KEY_BYTES}; ++cuco_b) cuco_same = cuco_same && {cache}[cuco_i].key[cuco_b] == cuco_key[cuco_b];",
+                f"        if (cuco_same) cuco_exec = {cache}[cuco_i].exec;",
+                "    }",
+                f"    if (cuco_exec == nullptr && {count} < {MAX_GRAPHS}) {{",
                 "        cudaGraph_t cuco_graph;",
                 "        " + facts.wrap_cuda(f"cudaStreamBeginCapture({s}, cudaStreamCaptureModeGlobal)"),
                 "        " + body.replace("\n", "\n        "),
@@ -144,7 +155,8 @@ class GraphReplay:
                 "        " + facts.wrap_cuda("cudaGraphInstantiateWithFlags(&cuco_exec, cuco_graph, "
                                              "cudaGraphInstantiateFlagUseNodePriority)"),
                 "        " + facts.wrap_cuda("cudaGraphDestroy(cuco_graph)"),
-                f"        {cache}.emplace_back(cuco_key, cuco_exec);",
+                f"        for (int cuco_b = 0; cuco_b < {KEY_BYTES}; ++cuco_b) {cache}[{count}].key[cuco_b] = cuco_key[cuco_b];",
+                f"        {cache}[{count}++].exec = cuco_exec;",
                 "    }",
                 "    if (cuco_exec != nullptr) {",
                 "        " + facts.wrap_cuda(f"cudaGraphLaunch(cuco_exec, {s})"),
@@ -155,22 +167,15 @@ class GraphReplay:
             ])
             # The stretch's statements are replaced by the block: the first one's place takes it, the
             # others (and only they: what lies between is comments) are removed.
-            first, last = (st["device"] + st["host"]), None
-            idx = sorted(facts.stmts.index(x) for x in first)
+            idx = sorted(facts.stmts.index(x) for x in st["device"] + st["host"])
+            if idx != list(range(idx[0], idx[-1] + 1)):
+                raise RewriteError(f"{NAME}: a statement inside the stretch is neither device nor host work")
             first, last = facts.stmts[idx[0]], facts.stmts[idx[-1]]
-            between = [x for x in facts.stmts[idx[0]:idx[-1] + 1] if facts.stmts.index(x) not in idx]
-            if between:
-                raise RewriteError(f"{NAME}: {facts.path}:{between[0].line}: a statement inside the stretch")
             edits.append(Edit(facts.path, first.start, last.end, block.replace("\n", "\n" + ind)))
-        edits.append(Edit(facts.path, facts.setup_at, facts.setup_at, "".join(f"{li}{x}\n" for x in setup)))
-        edits.append(Edit(facts.path, facts.loop_end, facts.loop_end,
-                          "".join(f"\n{li}{x}" for x in teardown)))
-        for h in ("string", "utility", "vector"):
-            edits += include_edit(facts, h)
         keys = "; ".join(", ".join(x["key"]) or "nothing" for x in p)
         note = (f"{NAME}: {len(p)} stretch(es) of the region (split at its host synchronisations) captured on "
                 f"{s} and replayed by cudaGraphLaunch, one graph per value of ({keys}), at most {MAX_GRAPHS} "
                 "each (past that the stretch runs as written); host statements of a stretch run before its "
                 "graph, in their order; a statement-like macro inside a stretch (an NVTX range) runs each "
                 "iteration outside the graph.")
-        return edits, note
+        return Rewritten(edits, note, members, [], teardown)
