@@ -205,6 +205,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if getattr(args, "patch", False):
+        from .cli_rewrite import export_patch
+        return export_patch(args)
     if args.trace is not None:
         from .cli_timeline import export_trace
         return export_trace(args)
@@ -301,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", action="store_true",
                    help="with --trace: write the trace as one self-contained HTML page that any browser opens "
                         "offline (the default for -o FILE.html)")
+    p.add_argument("--patch", action="store_true",
+                   help="the candidate's schedule rewrites written back into your program's files, as a unified "
+                        "diff (patch -p1 in their folder); for workloads made by cuco init")
 
     p = add("validate", cmd_validate, "check a workload and compile it where the toolchain is present")
     p.add_argument("workload", metavar="WORKLOAD")

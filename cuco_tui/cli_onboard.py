@@ -58,16 +58,21 @@ def _flags(args: argparse.Namespace):
 def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.onboard.analyze import analyze_files
     from engine.onboard.report import render_tree, to_json
+    from .cli_rewrite import rewrite_lines, rewrites_json
     try:
-        data = to_json(analyze_files(list(args.files), _flags(args), args.compile_commands, args.region))
+        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)
+        data = to_json(prog)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps({**data, "rewrites": rewrites_json(prog)}, indent=2))
     else:
         from rich.console import Console
         Console().print(render_tree(data))
+        print("schedule rewrites (cuco init makes them design-space points; cuco rewrite applies them)")
+        for line in rewrite_lines(prog):
+            print(line)
     return EXIT_OK
 
 
@@ -87,10 +92,16 @@ def cmd_init(args: argparse.Namespace) -> int:
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
         out = Path(args.output) if args.output else Path.cwd() / "workloads" / name
         result = write_workload(prog, out, name=name, ranks=args.ranks)
+        from engine.onboard.rewrites.attach import attach_rewrites
+        attached = attach_rewrites(prog, result.root)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"wrote workload {result.name} to {result.root}")
+    for point in attached.points:
+        print(f"  rewrite variant rewrites={point}")
+    for note in attached.notes:
+        print(f"  rewrite note {note}")
     for note in result.notes:
         print(f"  note {note}")
     for todo in result.todos:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from remote.errors import InputError
 
@@ -23,25 +24,58 @@ def register(subparsers) -> None:
     r.add_argument("--knob", action="append", default=[], metavar="K=V",
                    help="a rewrite's knob (comm_ctas=8, nccl_proto=LL128); repeatable")
     r.add_argument("-o", "--output", metavar="PATCH", help="write the patch here instead of printing it")
+    from .cli_onboard import _compiler_flags
+    _compiler_flags(r)
     r.set_defaults(func=cmd_rewrite)
 
 
-def offers_for(files: list[str]):
+def offers_for(args: argparse.Namespace):
     """The analysis of the files, and the facts the rewrites read from it."""
     from engine.onboard.analyze import analyze_files
     from engine.onboard.rewrites import FactsError, facts_from_analysis
-    prog = analyze_files(files)
+
+    from .cli_onboard import _flags
+    prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)
     try:
         return facts_from_analysis(prog)
     except FactsError as exc:
-        raise InputError(files[0], "region", str(exc)) from None
+        raise InputError(args.files[0], "region", str(exc)) from None
+
+
+def _verdicts(prog) -> list:
+    from engine.onboard.rewrites import REGISTRY, FactsError, Refusal, check_all, facts_from_analysis
+    try:
+        return check_all(facts_from_analysis(prog))
+    except FactsError as exc:
+        return [Refusal(r.name, str(exc)) for r in REGISTRY]
+
+
+def rewrites_json(prog) -> list[dict]:
+    """`cuco analyze --json`'s `rewrites`: each rewrite, offered (what it would do, its knobs) or refused
+    (why)."""
+    from engine.onboard.rewrites import Refusal
+    return [{"name": v.rewrite, "offered": False, "reason": v.reason} if isinstance(v, Refusal)
+            else {"name": v.rewrite, "offered": True, "what": v.what, "knobs": {k: list(x) for k, x in v.knobs.items()}}
+            for v in _verdicts(prog)]
+
+
+def rewrite_lines(prog) -> list[str]:
+    from engine.onboard.rewrites import Refusal
+    out = []
+    for v in _verdicts(prog):
+        if isinstance(v, Refusal):
+            out.append(f"  refused {v.rewrite}: {v.reason}")
+        else:
+            knobs = "".join(f"  [{k}: {' '.join(vals)}]" for k, vals in v.knobs.items())
+            out.append(f"  offered {v.rewrite}: {v.what}{knobs}")
+    return out
 
 
 def cmd_rewrite(args: argparse.Namespace) -> int:
     from engine.onboard.patch import unified_diff
     from engine.onboard.rewrites import Refusal, RewriteError, check_all, rewrite_program
     try:
-        facts = offers_for(list(args.files))
+        facts = offers_for(args)
         if not args.apply:
             for v in check_all(facts):
                 if isinstance(v, Refusal):
@@ -69,6 +103,52 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
         with open(args.output, "w") as f:
             f.write(diff)
         print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(diff)
+    for note in notes:
+        print(f"  note {note}", file=sys.stderr)
+    return EXIT_OK
+
+
+def export_patch(args: argparse.Namespace) -> int:
+    """`cuco export RUN --patch [--candidate ID] [-o FILE]`: the accepted (or best, or named) candidate as
+    a patch against the user's files."""
+    from engine.onboard.export_patch import patch_for
+    from engine.onboard.rewrites import RewriteError
+    from engine.report import build_report
+    from engine.store import ReadStore
+
+    from .cli import _resolve_run, home_from
+    home = home_from(args)
+    try:
+        run_id = _resolve_run(home, args.run)
+        store = ReadStore(home)
+        try:
+            if args.candidate is not None:
+                cid = args.candidate
+            else:
+                report = build_report(store, run_id)
+                ids = report["accepted"] or ([report["best"]["candidate"]] if report["best"] else [])
+                if not ids:
+                    raise InputError("RUN", run_id, "has no accepted or correct candidate to export; pass --candidate")
+                cid = ids[0]
+            row = store.candidate(cid)
+            if row is None or row["run_id"] != run_id:
+                raise InputError("--candidate", str(cid), f"no candidate {cid} in run {run_id}")
+            source = store.source(cid)
+            root = Path(store.run(run_id)["workload_path"])
+        finally:
+            store.close()
+        diff, notes = patch_for(source, root, f"candidate {cid}")
+    except InputError as exc:
+        print(f"cuco: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RewriteError as exc:
+        print(f"cuco: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.output and args.output != "-":
+        Path(args.output).write_text(diff)
+        print(f"candidate {cid} (speedup {row['speedup'] or 0:.3f}x) -> {args.output} (patch -p1 in your program's folder)")
     else:
         sys.stdout.write(diff)
     for note in notes:

@@ -102,6 +102,7 @@ class ScheduleFacts:
     check_macros: tuple[str, ...] = ()
     members_at: int | None = None          # the harness's Program: where members go (None: the user's program)
     teardown_at: int | None = None
+    program: dict[str, bytes] = field(default_factory=dict)   # the user's files (harness target: for wrappers)
 
     @property
     def text(self) -> bytes:
@@ -116,7 +117,7 @@ class ScheduleFacts:
     def reread(self, texts: dict[str, bytes], edits) -> "ScheduleFacts":
         """The facts of the same region in the edited files."""
         if self.members_at is not None:
-            return build_harness_facts(texts, self.path, self.stream, list(self.check_macros))
+            return build_harness_facts(texts, self.path, self.stream, list(self.check_macros), self.program)
         loop_at = self.loop_start + sum(len(e.text.encode()) - (e.end - e.start) for e in edits
                                         if e.path == self.path and e.end <= self.loop_start)
         line = texts[self.path].count(b"\n", 0, loop_at) + 1
@@ -336,9 +337,11 @@ def _function(tree, data: bytes, name: str):
     return None
 
 
-def build_harness_facts(texts: dict[str, bytes], path: str, stream: str, check_macros: list[str]) -> ScheduleFacts:
+def build_harness_facts(texts: dict[str, bytes], path: str, stream: str, check_macros: list[str],
+                        program: dict[str, bytes] | None = None) -> ScheduleFacts:
     """The facts for a workload's candidate: its Program's run() is one iteration of the region; state
-    goes in as members, set-up at the end of setup(), teardown at the start of teardown()."""
+    goes in as members, set-up at the end of setup(), teardown at the start of teardown(). `program`: the
+    user's files, where the launch wrappers the candidate declares are defined."""
     data = texts[path]
     masked, masked_at = mask_macros(data, statement_macros(b"".join(texts.values())))
     tree = _parser().parse(masked)
@@ -350,15 +353,18 @@ def build_harness_facts(texts: dict[str, bytes], path: str, stream: str, check_m
     if not rets:
         raise FactsError(f"{path}: setup() does not end in a return")
     setup_at = data.rfind(b"\n", 0, rets[-1].start_byte) + 1
-    facts = _facts(texts, path, masked, masked_at, tree, run, body, stream, check_macros, setup_at=setup_at)
+    facts = _facts(texts, path, masked, masked_at, tree, run, body, stream, check_macros, setup_at=setup_at,
+                   program=program or {})
+    facts.program = dict(program or {})
     facts.members_at = data.rfind(b"\n", 0, setup.start_byte) + 1
     facts.teardown_at = teardown.child_by_field_name("body").start_byte + 1
     return facts
 
 
-def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros, setup_at) -> ScheduleFacts:
+def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros, setup_at,
+           program: dict[str, bytes] | None = None) -> ScheduleFacts:
     data = texts[path]
-    wrappers = _wrappers(texts)
+    wrappers = {**_wrappers(program or {}), **_wrappers(texts)}
     stmts = []
     for n in body.named_children:
         if n.type == "comment" or (n.type == "return_statement" and n == body.named_children[-1]):
@@ -368,7 +374,7 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
         is_masked = n.start_byte in masked_at
         launches = any(kernel_config(c) is not None for c in walk(n) if c.type == "call_expression")
         device = launches or any(c.name in STREAM_ORDERED or c.name in wrappers for c in calls) \
-            or bool(stream and stream in names and not is_masked)
+            or bool(stream and ({stream, "cuco_comm_stream"} & set(names)) and not is_masked)
         host_sync = any(c.name in HOST_SYNC_CALLS or c.name.startswith("MPI_") for c in calls)
         end = masked_at.get(n.start_byte, n.end_byte)
         local = {x for d in walk(n) if d.type == "declaration" and d is not n for x in _declared(masked, d)}
