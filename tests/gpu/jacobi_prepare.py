@@ -1,6 +1,6 @@
-"""Writes the patches the Jacobi end-to-end run searches: each design point (a set of schedule rewrites and
-their knobs) applied to NVIDIA's unmodified Jacobi (nvidia_jacobi_nccl/) as a unified diff, with the notes.
-Run where cuco is installed; the GPU machine then needs only the corpus copy, the patches and a toolchain.
+"""The design points the Jacobi end-to-end run times on the program itself when the harness search cannot
+run: each set of schedule rewrites (and communicator knobs) applied to NVIDIA's unmodified Jacobi
+(nvidia_jacobi_nccl/) as a unified diff, with the notes (what `cuco rewrite --apply` prints).
 
     python tests/gpu/jacobi_prepare.py CORPUS_DIR OUT_DIR
 """
@@ -17,7 +17,7 @@ from engine.onboard.rewrites import Offer, check_all, facts_from_analysis, rewri
 
 POINTS = [(["boundary_first"], {}), (["graph_replay"], {}), (["boundary_first", "graph_replay"], {})]
 POINTS += [(["boundary_first", "comm_config", "graph_replay"], {"comm_ctas": c, "nccl_proto": p})
-           for c in ("2", "4", "8", "16") for p in ("default", "LL", "LL128")]
+           for c in ("4", "8", "16") for p in ("default", "LL128")]
 
 
 def main(corpus: str, out: str) -> int:
