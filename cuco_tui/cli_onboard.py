@@ -58,7 +58,7 @@ def _flags(args: argparse.Namespace):
 def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.onboard.analyze import analyze_files
     from engine.onboard.report import render_tree, to_json
-    from .cli_rewrite import rewrite_lines, rewrites_json
+    from .cli_rewrite import rewrite_lines
     try:
         prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)
         data = to_json(prog)
@@ -66,7 +66,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
-        print(json.dumps({**data, "rewrites": rewrites_json(prog)}, indent=2))
+        print(json.dumps(data, indent=2))
     else:
         from rich.console import Console
         Console().print(render_tree(data))

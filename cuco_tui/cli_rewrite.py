@@ -50,15 +50,6 @@ def _verdicts(prog) -> list:
         return [Refusal(r.name, str(exc)) for r in REGISTRY]
 
 
-def rewrites_json(prog) -> list[dict]:
-    """`cuco analyze --json`'s `rewrites`: each rewrite, offered (what it would do, its knobs) or refused
-    (why)."""
-    from engine.onboard.rewrites import Refusal
-    return [{"name": v.rewrite, "offered": False, "reason": v.reason} if isinstance(v, Refusal)
-            else {"name": v.rewrite, "offered": True, "what": v.what, "knobs": {k: list(x) for k, x in v.knobs.items()}}
-            for v in _verdicts(prog)]
-
-
 def rewrite_lines(prog) -> list[str]:
     from engine.onboard.rewrites import Refusal
     out = []
