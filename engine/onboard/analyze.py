@@ -23,6 +23,7 @@ from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
 from .source import (SourceFile, call_args, call_name, declarator_name, identifiers, kernel_config,
                      names_in, parse_file, parse_text, walk)
 
+MAX_CALL_DEPTH = 8
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 TIMERS = {"cudaEventRecord", "MPI_Wtime", "clock_gettime", "gettimeofday", "omp_get_wtime", "clock"}
 CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
@@ -55,7 +56,9 @@ def analyze_sources(sources: list[SourceFile], region: str | None = None) -> Pro
     main_src, main = mains[0]
     check_no_hidden_collectives(sources, functions, macros)
     kernels = {n: sf for n, sf in functions.items() if is_kernel(*sf)}
-    if not any(has_comm_call(s, f) for (s, f) in functions.values()):
+    sets_up_nccl = any(call_name(n, s) in api.NCCL_INIT for (s, f) in functions.values()
+                       for n in s.nodes("call_expression", f))
+    if not sets_up_nccl and not any(has_comm_call(s, f) for (s, f) in functions.values()):
         raise InputError(main_src.path, "NCCL",
                          "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
                          "cuco optimises programs whose GPUs communicate through NCCL")
@@ -109,6 +112,23 @@ def _top_level(sources):
 
 # ---------------------------------------------------------------- main()
 
+class _Span:
+    """Statements of one block between two timer statements: the region of a program that times
+    straight-line code, standing where a loop node stands."""
+    type = "section"
+
+    def __init__(self, stmts: list):
+        self.children = self.named_children = stmts
+        self.start_byte, self.end_byte = stmts[0].start_byte, stmts[-1].end_byte
+        self.start_point, self.end_point = stmts[0].start_point, stmts[-1].end_point
+        self.parent = stmts[0].parent
+        self.prev_named_sibling = stmts[0].prev_named_sibling
+        self.next_named_sibling = stmts[-1].next_named_sibling
+
+    def child_by_field_name(self, name):
+        return self if name == "body" else None
+
+
 class _Analyzer:
     def __init__(self, sources, src, main, functions, macros, globals_, kernels):
         self.sources, self.src, self.main = sources, src, main
@@ -123,6 +143,12 @@ class _Analyzer:
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
         self.alternatives: list = []
         self.region_at: str | None = None
+        self.region_src = src
+        self.alias: dict[str, str] = {}          # pointer name -> the pointer it is based on
+        self.helpers = _helpers(functions, kernels, self.wrappers)
+        self.helper_calls: list[dict] = []
+        self.bodies = [(src, self.body)] + [(s, f.child_by_field_name("body")) for n, (s, f) in functions.items()
+                                            if n in self.helpers]
 
     def run(self) -> Program:
         self._collect_vars()
@@ -130,7 +156,9 @@ class _Analyzer:
         region_node = self._pick_region()
         self.region_node = region_node
         for op in self.ops:
-            op.in_region = region_node is not None and _inside(op.node, region_node)
+            op.in_region = region_node is not None and self._op_in(op, self.region_src, region_node)
+            if op.in_region:
+                self._context(op, region_node)
         buffers = self._collect_buffers()
         self._reads_writes(buffers)
         self._roles(buffers)
@@ -142,6 +170,8 @@ class _Analyzer:
             region=self._region_json(region_node), region_node=region_node, params=[], check_macros=[],
             kernels=self.kernels, kernel_access=self.kernel_access, timed_stream=timed_stream,
             unresolved=self.unresolved)
+        prog.helper_calls = self.helper_calls
+        prog.init_blockers = self._init_blockers()
         prog.check_macros = self._check_macros()
         prog.params = self._params(buffers)
         self._region_notes(prog)
@@ -154,14 +184,28 @@ class _Analyzer:
 
     # -- variables
     def _collect_vars(self) -> None:
-        top = {(c.start_byte, c.end_byte) for c in self.body.named_children}
-        for decl in self.src.nodes("declaration", self.body):
+        for src, body in self.bodies:
+            self._collect_vars_in(src, body, main=src is self.src and body is self.body)
+        pointers = {n for n, v in self.vars.items() if v.pointer}
+        for name, (src, fn) in self.functions.items():
+            if name in self.helpers:
+                pointers |= _param_names(src, fn)[1]
+        for name, v in self.vars.items():         # `float* p = base + off`, `p = c ? a : b`: aliases
+            if v.pointer and v.init is not None:
+                base = next((i.text.decode() for i in identifiers(v.init)
+                             if i.text.decode() != name and i.text.decode() in pointers), None)
+                if base is not None:
+                    self.alias[name] = base
+
+    def _collect_vars_in(self, src, body, main: bool) -> None:
+        top = {(c.start_byte, c.end_byte) for c in body.named_children}
+        for decl in src.nodes("declaration", body):
             type_node = decl.child_by_field_name("type")
             if type_node is None:
                 continue
-            base = self.src.text(type_node)
+            base = src.text(type_node)
             for d in decl.children_by_field_name("declarator"):
-                name = declarator_name(d, self.src)
+                name = declarator_name(d, src)
                 if not name:
                     continue
                 inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
@@ -170,24 +214,36 @@ class _Analyzer:
                 array = None
                 if inner is not None and inner.type == "array_declarator":
                     size = inner.child_by_field_name("size")
-                    array = self.src.text(size) if size is not None else ""
+                    array = src.text(size) if size is not None else ""
                 ctor = None
                 if inner is not None and inner.type == "function_declarator":   # `T v(n);` (vexing parse)
                     params = inner.child_by_field_name("parameters")
-                    ctor = self.src.text(params)[1:-1]
+                    ctor = src.text(params)[1:-1]
+                if not main and name in self.vars:
+                    continue              # main's own variable of that name comes first
                 self.vars[name] = Var(name, base + ("*" if pointer else ""), base, pointer, array, value, decl,
-                                      self.src.line(decl), (decl.start_byte, decl.end_byte) in top, ctor, d.start_byte)
+                                      src.line(decl), main and (decl.start_byte, decl.end_byte) in top, ctor, d.start_byte)
 
     # -- operations in program order
     def _collect_ops(self) -> None:
-        for stmt in self.body.named_children:
-            for n in self.src.nodes("call_expression", stmt):
-                name = call_name(n, self.src)
+        self._collect_in(self.src, self.body.named_children, (), 0, None)
+
+    def _collect_in(self, src, stmts, chain: tuple, depth: int, top) -> None:
+        """The calls of these statements in program order; a helper function that communicates is
+        followed into its body (in any given file), its pointer parameters bound to the caller's
+        buffers, every operation keeping the chain of calls that reaches it."""
+        for stmt in stmts:
+            for n in src.nodes("call_expression", stmt):
+                name = call_name(n, src)
                 if name is None:
-                    if self._mentions_nccl(n):
-                        raise InputError(self.src.at(n), "call",
-                                         f"a call through an expression ({self.src.text(n)[:50]!r}) the analysis "
+                    if any(i.text.decode() in api.NCCL_COMM for i in identifiers(n)):
+                        raise InputError(src.at(n), "call",
+                                         f"a call through an expression ({src.text(n)[:50]!r}) the analysis "
                                          f"cannot follow; {WHAT_TO_DO}")
+                    continue
+                if name in self.helpers and depth < MAX_CALL_DEPTH and \
+                        all(call_name(c, s) != name for s, c in chain):
+                    self._follow(src, n, name, chain, depth, top or stmt)
                     continue
                 kind = self._kind(n, name)
                 if kind is None:
@@ -196,10 +252,81 @@ class _Analyzer:
                 if wrapper is not None:      # a host wrapper: the launch of the kernel it wraps
                     kernels_launched = {launch.kernel for launch in wrapper.launches}
                     name = wrapper.launches[0].kernel if len(kernels_launched) == 1 else wrapper.name
-                op = Op(f"op{len(self.ops)}", kind, name, self.src.at(n), n, stmt)
+                op = Op(f"op{len(self.ops)}", kind, name, src.at(n), n, top or stmt)
                 op.via = wrapper
+                op.chain = chain + ((src, n),)
+                op.src = src
                 self._describe(op)
                 self.ops.append(op)
+
+    def _follow(self, src, call, name, chain, depth, top) -> None:
+        hsrc, fn = self.functions[name]
+        params, pointers = _param_names(hsrc, fn)
+        for p, a in zip(params, call_args(call)):
+            base = self._base_name(a)
+            if p in pointers and base is not None and base != p:
+                self.alias[p] = base
+        self.helper_calls.append({"name": name, "at": src.at(call), "defined_at": hsrc.at(fn),
+                                  "args": [a.text.decode() for a in call_args(call)]})
+        self._collect_in(hsrc, fn.child_by_field_name("body").named_children, chain + ((src, call),),
+                         depth + 1, top)
+
+    def _context(self, op, region) -> None:
+        """What decides whether and how often an operation of the region runs: the conditions (`if
+        (calculate_norm)`: a run-time flag, an alternative, never both branches as one sequence) and the
+        loops around it inside the region (helpers' loops included), outermost first."""
+        when, loops = [], []
+        level = next((k for k, (s, n) in enumerate(op.chain) if s is self.region_src and _inside(n, region)), 0)
+        for k in range(level, len(op.chain)):
+            src, n = op.chain[k]
+            node, inner = n.parent, []
+            while node is not None and node.type != "function_definition":
+                if k == level and _inside(region, node):
+                    break
+                if node.type == "if_statement":
+                    cond = node.child_by_field_name("condition")
+                    alt = node.child_by_field_name("alternative")
+                    negate = alt is not None and _inside(n, alt)
+                    inner.append(("when", f"{'!' if negate else ''}{self._t(cond)}"))
+                elif node.type in LOOPS:
+                    inner.append(("loop", {"at": src.at(node), "kind": node.type.replace("_statement", ""),
+                                           "iterations": self._iterations(node)}))
+                node = node.parent
+            for kind, what in reversed(inner):
+                (when if kind == "when" else loops).append(what)
+        if when:
+            op.detail["when"] = when
+        if loops:
+            op.detail["loops"] = loops
+
+    def _iterations(self, loop) -> str | None:
+        cond = loop.child_by_field_name("condition")
+        if loop.type == "for_statement" and cond is not None and cond.type == "binary_expression":
+            return self._t(cond.child_by_field_name("right"))
+        return self._t(cond) if cond is not None else None
+
+    def _op_in(self, op, src, node) -> bool:
+        """Whether an operation runs inside `node` (a loop or section of `src`): the node holds the op's
+        call or one of the calls that lead to it."""
+        return any(s is src and _inside(n, node) for s, n in op.chain)
+
+    def _init_blockers(self) -> list[str]:
+        out = []
+        if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
+            out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays captured CUDA "
+                       "graphs; cuco init does not write graph replay: take --region on the capture loop's "
+                       "program without graphs, or write the workload by hand (docs/workload-format.md)")
+        for op in self.ops:
+            if op.name == "ncclCommInitAll":
+                out.append(f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
+                           "process per GPU: give each GPU its own process and ncclCommInitRank")
+        if self.region_src is not self.src or any(o.in_region and len(o.chain) > 1 and o.kind != "kernel"
+                                                   for o in self.ops):
+            out.append(f"the repeated region runs inside helper functions "
+                       f"({', '.join(sorted({c['name'] for c in self.helper_calls}))}); cuco init writes "
+                       "workloads whose region is in main() so far: write the workload by hand "
+                       "(docs/workload-format.md) from this analysis")
+        return out
 
     def _mentions_nccl(self, n) -> bool:
         return any(self.src.text(i) in api.NCCL_COMM for i in identifiers(n))
@@ -209,6 +336,8 @@ class _Analyzer:
             return "kernel"
         if name in api.LAUNCH_API:
             return "launch_api"
+        if name in GRAPH_LAUNCH:
+            return "graph_launch"
         if name in api.NCCL_COMM:
             return "collective" if name not in ("ncclSend", "ncclRecv") else "p2p"
         if name in api.NCCL_GROUP:
@@ -240,7 +369,7 @@ class _Analyzer:
         return args[i] if i is not None and i < len(args) else None
 
     def _t(self, node) -> str | None:
-        return self.src.text(node) if node is not None else None
+        return node.text.decode("utf-8", "replace") if node is not None else None
 
     def _describe(self, op: Op) -> None:
         n, t = op.node, self._t
@@ -276,66 +405,146 @@ class _Analyzer:
             a = call_args(n)
             op.detail = {"dst": t(a[0]) if a else None, "value": t(a[1]) if len(a) > 1 else None,
                          "bytes": t(a[2]) if len(a) > 2 else None}
-        elif op.kind in ("event", "sync", "stream", "device", "mpi", "comm_init", "free", "group", "alloc"):
+        elif op.kind in ("event", "sync", "stream", "device", "mpi", "comm_init", "free", "group", "alloc",
+                         "graph_launch"):
             op.detail = {"args": [t(a) for a in call_args(n)]}
 
     # -- the repeated region
     def _pick_region(self):
         """The repeated region, by evidence: a loop around the collectives (or around the replay of a
-        captured graph), timed by a timer just before or after it. A loop that captures graphs, one that
-        walks the devices (`cudaSetDevice(i)` on its variable) and an untimed loop before the timed one
-        (a warm-up) are not the region: they are listed as alternatives with what they are."""
-        loops = [n for t in LOOPS for n in self.src.nodes(t, self.body)
-                 if self._loop_has_comm(n) or self._loop_calls(n, GRAPH_LAUNCH)]
-        loops.sort(key=lambda n: n.start_byte)
-        outer = [l for l in loops if not any(o is not l and _inside(l, o) for o in loops)]
+        captured graph), in main() or in a helper it calls, timed by a timer just before or after it; else
+        a straight-line section between two timer statements. A loop that captures graphs, one that walks
+        the devices (`cudaSetDevice(i)` on its variable), a size sweep (a loop that allocates and holds the
+        timed loop: each size is a config) and an untimed loop before the timed one (a warm-up) are not the
+        region: they are listed as alternatives with what they are. Sets self.region_src."""
+        loops = [(src, n) for src, body in self.bodies for t in LOOPS for n in src.nodes(t, body)
+                 if self._loop_has_comm(src, n) or self._loop_calls(src, n, GRAPH_LAUNCH)]
+        loops.sort(key=lambda sn: (sn[0] is not self.src, sn[1].start_byte))
         self.alternatives = []
-        candidates = []
-        for loop in outer:
-            if self._loop_calls(loop, CAPTURE):
-                self.alternatives.append((loop, "graph capture: what the replay loop launches"))
-            elif self._per_device(loop):
-                self.alternatives.append((loop, "per-device loop: one process driving every GPU, not a repetition"))
-            else:
-                candidates.append(loop)
         if self.region_at is not None:
-            want_file, _, want_line = self.region_at.rpartition(":")
-            chosen = [l for l in loops if want_line == str(l.start_point[0] + 1)
-                      and Path(want_file).resolve() == Path(self.src.path).resolve()]
-            if not chosen:
-                raise InputError(self.region_at, "--region", "no loop around the collectives starts here; "
-                                 f"the loops are at {', '.join(self.src.at(l) for l in loops) or 'none'}")
-            pick = chosen[0]
-        elif not candidates:
+            return self._chosen_region(loops)
+        candidates = self._candidates(loops, [l for l in loops if not any(
+            o is not l and self._nested(l, o) for o in loops)])
+        if not any(self._timed(s, l) for s, l in candidates):
+            section = self._timed_section()
+            if section is not None:
+                for src, loop in candidates:
+                    what = "warm-up: untimed, before the timed section" if src is section[0] and \
+                        loop.start_byte < section[1].start_byte else "another loop around the collectives"
+                    self.alternatives.append((src, loop, what))
+                self.region_src = section[0]
+                return section[1]
+        if not candidates:
             self.unresolved.append(Unresolved(self.src.at(self.main), "no loop around the collectives",
                                               "the repeated region is one loop iteration; wrap the timed part "
                                               "in a loop"))
+            for src, loop, what in self.alternatives:
+                self.unresolved.append(Unresolved(src.at(loop), f"not a repeated region: {what}",
+                                                  "--region FILE:LINE takes it anyway"))
             return None
-        else:
-            timed = [l for l in candidates if self._timed(l)]
-            pick = (timed or candidates)[-1]
-        for loop in candidates:
+        timed = [c for c in candidates if self._timed(*c)]
+        psrc, pick = (timed or candidates)[-1]
+        for src, loop in candidates:
             if loop is not pick:
-                what = "warm-up: untimed, before the timed loop" if loop.start_byte < pick.start_byte and \
-                    not self._timed(loop) else "another loop around the collectives"
-                self.alternatives.append((loop, what))
-        self.alternatives.sort(key=lambda a: a[0].start_byte)
+                before = src is psrc and loop.start_byte < pick.start_byte
+                what = "warm-up: untimed, before the timed loop" if before and not self._timed(src, loop) \
+                    else "another loop around the collectives"
+                self.alternatives.append((src, loop, what))
+        self.region_src = psrc
         return pick
 
-    def _loop_has_comm(self, loop) -> bool:
-        return any(op.kind in ("collective", "p2p") and _inside(op.node, loop) for op in self.ops)
+    def _candidates(self, loops, outer) -> list:
+        out = []
+        for src, loop in outer:
+            inner = [l for l in loops if l[1] is not loop and self._nested(l, (src, loop)) and not any(
+                m[1] is not loop and m is not l and self._nested(l, m) and self._nested(m, (src, loop))
+                for m in loops)]
+            if self._loop_calls(src, loop, CAPTURE):
+                self.alternatives.append((src, loop, "graph capture: what the replay loop launches"))
+            elif self._per_device(src, loop):
+                self.alternatives.append((src, loop, "per-device loop: one process driving every GPU, "
+                                                     "not a repetition"))
+            elif inner and self._allocates(src, loop):
+                var = self._loop_var(src, loop)
+                self.alternatives.append((src, loop, f"size sweep: each size is a config"
+                                                     f"{f' (its loop variable {var})' if var else ''}"))
+                out += self._candidates(loops, inner)
+            else:
+                out.append((src, loop))
+        return out
 
-    def _loop_calls(self, loop, names) -> bool:
-        return any(call_name(n, self.src) in names for n in self.src.nodes("call_expression", loop))
+    def _chosen_region(self, loops):
+        want_file, _, want_line = self.region_at.rpartition(":")
+        chosen = [(s, l) for s, l in loops if want_line == str(l.start_point[0] + 1)
+                  and Path(want_file).resolve() == Path(s.path).resolve()]
+        if not chosen:
+            raise InputError(self.region_at, "--region", "no loop around the collectives starts here; "
+                             f"the loops are at {', '.join(s.at(l) for s, l in loops) or 'none'}")
+        self.region_src = chosen[0][0]
+        for s, l in loops:
+            if l is not chosen[0][1]:
+                self.alternatives.append((s, l, "another loop around the collectives"))
+        return chosen[0][1]
 
-    def _per_device(self, loop) -> bool:
-        var = self._loop_var(loop)
-        return var is not None and any(
-            call_name(n, self.src) in api.DEVICE_SELECT and
-            any(self.src.text(i) == var for a in call_args(n) for i in identifiers(a))
-            for n in self.src.nodes("call_expression", loop))
+    def _nested(self, inner, outer) -> bool:
+        """A loop runs inside another: in its text, or called from inside it (a helper's loop)."""
+        (isrc, il), (osrc, ol) = inner, outer
+        if il is ol:
+            return False
+        if isrc is osrc and _inside(il, ol):
+            return True
+        for op in self.ops:      # called from inside it: the outer loop holds an earlier call of the chain
+            i = next((k for k, (s, n) in enumerate(op.chain) if s is isrc and _inside(n, il)), None)
+            o = next((k for k, (s, n) in enumerate(op.chain) if s is osrc and _inside(n, ol)), None)
+            if i is not None and o is not None and o < i:
+                return True
+        return False
 
-    def _loop_var(self, loop) -> str | None:
+    def _timed_section(self):
+        """The widest run of statements of one block between two timer statements with communication
+        between them (the region of a program that times straight-line code with events)."""
+        best = None
+        for src, body in self.bodies:
+            for block in [body] + src.nodes("compound_statement", body):
+                stmts = [c for c in block.named_children if c.type != "comment"]
+                marks = [i for i, st in enumerate(stmts) if any(self._is_timer(src, c)
+                                                                  for c in src.nodes("call_expression", st))]
+                if len(marks) < 2:
+                    continue
+                span = _Span(stmts[marks[0]:marks[-1] + 1])
+                if any(op.kind in ("collective", "p2p") and self._op_in(op, src, span) for op in self.ops):
+                    if best is None or span.end_byte - span.start_byte > best[1].end_byte - best[1].start_byte:
+                        best = (src, span)
+        return best
+
+    def _loop_has_comm(self, src, loop) -> bool:
+        return any(op.kind in ("collective", "p2p") and self._op_in(op, src, loop) for op in self.ops)
+
+    def _allocates(self, src, loop) -> bool:
+        return any(call_name(n, src) in api.DEVICE_ALLOC for n in src.nodes("call_expression", loop))
+
+    def _loop_calls(self, src, loop, names) -> bool:
+        return any(call_name(n, src) in names for n in src.nodes("call_expression", loop))
+
+    def _per_device(self, src, loop) -> bool:
+        """A loop over the devices of one process: it selects device `i`, or indexes the communicators
+        ncclCommInitAll made (`comms[i]`)."""
+        var = self._loop_var(src, loop)
+        if var is None:
+            return False
+        comm_arrays = {self._plain(call_args(o.node)[0]) for o in self.ops
+                       if o.name == "ncclCommInitAll" and call_args(o.node)}
+        for sub in src.nodes("subscript_expression", loop):
+            arg, idx = sub.child_by_field_name("argument"), sub.child_by_field_name("indices")
+            if arg is not None and self._t(arg) in comm_arrays and idx is not None and \
+                    any(i.text.decode() == var for i in identifiers(idx)):
+                return True
+        return any(
+            call_name(n, src) in api.DEVICE_SELECT and
+            any(i.text.decode() == var for a in call_args(n) for i in identifiers(a))
+            for n in src.nodes("call_expression", loop))
+
+    def _loop_var(self, src, loop) -> str | None:
         if loop.type != "for_statement":
             return None
         init = loop.child_by_field_name("initializer")
@@ -343,11 +552,13 @@ class _Analyzer:
             return None
         if init.type == "assignment_expression":
             return self._t(init.child_by_field_name("left"))
-        return next((declarator_name(d, self.src) for d in init.children_by_field_name("declarator")), None)
+        return next((declarator_name(d, src) for d in init.children_by_field_name("declarator")), None)
 
-    def _timed(self, loop) -> bool:
+    def _timed(self, src, loop) -> bool:
         """A timer read in one of the few statements just before the loop, or just after it when no other
         loop follows that timer (then it starts that loop's timing: this one is its warm-up)."""
+        if isinstance(loop, _Span):
+            return True
         for step in ("prev_named_sibling", "next_named_sibling"):
             n, seen, found = getattr(loop, step), 0, False
             while n is not None and seen < 3:
@@ -356,45 +567,41 @@ class _Analyzer:
                     if n.type in LOOPS:
                         found = found and step == "prev_named_sibling"
                         break
-                    if any(self._is_timer(c) for c in self.src.nodes("call_expression", n)) or \
-                            (n.type == "call_expression" and self._is_timer(n)):
+                    if any(self._is_timer(src, c) for c in src.nodes("call_expression", n)) or \
+                            (n.type == "call_expression" and self._is_timer(src, n)):
                         found = True
                 n = getattr(n, step)
             if found:
                 return True
         return False
 
-    def _is_timer(self, call) -> bool:
-        name = call_name(call, self.src)
+    def _is_timer(self, src, call) -> bool:
+        name = call_name(call, src)
         return name in TIMERS or (name == "now" and "chrono" in self._t(call))
-
-    def _preceded_by_event(self, loop) -> bool:
-        return self._timed(loop)
 
     def _region_json(self, loop) -> dict | None:
         if loop is None:
             return None
-        timed = self._preceded_by_event(loop)
-        iterations = None
-        var = None
+        src = self.region_src
+        iterations = var = None
         if loop.type == "for_statement":
             cond = loop.child_by_field_name("condition")
             if cond is not None and cond.type == "binary_expression":
-                iterations = self.src.text(cond.child_by_field_name("right"))
-            init = loop.child_by_field_name("initializer")
-            if init is not None:
-                var = next((declarator_name(d, self.src) for d in init.children_by_field_name("declarator")), None)
-        warmups = [self.src.at(o.node) for o in self.ops if o.kind in ("collective", "p2p")
-                   and not _inside(o.node, loop)]
-        region = {"at": self.src.at(loop), "end": f"{self.src.path}:{loop.end_point[0] + 1}",
-                  "kind": loop.type.replace("_statement", ""), "timed": timed, "iterations": iterations,
-                  "loop_variable": var, "outside_collectives": warmups,
-                  "alternatives": [{"at": self.src.at(l), "what": what} for l, what in self.alternatives]}
-        if self._loop_calls(loop, GRAPH_LAUNCH):
-            region["replays"] = [{"at": self.src.at(l), "captures": [
+                iterations = self._t(cond.child_by_field_name("right"))
+            var = self._loop_var(src, loop)
+        warmups = [o.at for o in self.ops if o.kind in ("collective", "p2p") and not o.in_region]
+        region = {"at": src.at(loop), "end": f"{src.path}:{loop.end_point[0] + 1}",
+                  "kind": loop.type.replace("_statement", ""), "timed": self._timed(src, loop),
+                  "iterations": iterations, "loop_variable": var, "outside_collectives": warmups,
+                  "alternatives": [{"at": s.at(l), "what": what} for s, l, what in self.alternatives]}
+        if src is not self.src:
+            region["in_function"] = next((n for n, (s, f) in self.functions.items()
+                                          if s is src and _inside(loop, f)), None)
+        if self._loop_calls(src, loop, GRAPH_LAUNCH):
+            region["replays"] = [{"at": s.at(l), "captures": [
                 {"name": o.name, "at": o.at} for o in self.ops
-                if _inside(o.node, l) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
-                for l, what in self.alternatives if what.startswith("graph capture")]
+                if self._op_in(o, s, l) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
+                for s, l, what in self.alternatives if what.startswith("graph capture")]
         return region
 
     # -- buffers
@@ -451,10 +658,17 @@ class _Analyzer:
         if node is None:
             return None
         for i in identifiers(node):
-            name = self.src.text(i)
+            name = self._unalias(i.text.decode())
             if name in self.vars and (self.vars[name].pointer or i.parent.type == "pointer_expression"):
                 return name
         return None
+
+    def _unalias(self, name: str) -> str:
+        seen = set()
+        while name in self.alias and name not in seen:
+            seen.add(name)
+            name = self.alias[name]
+        return name
 
     def _reads_writes(self, buffers: dict[str, Buffer]) -> None:
         def buf(node):
@@ -520,9 +734,9 @@ class _Analyzer:
 
     def _roles(self, buffers: dict[str, Buffer]) -> None:
         region_ops = [o for o in self.ops if o.in_region]
-        if self.region_node is not None and self._loop_calls(self.region_node, GRAPH_LAUNCH):
-            captures = [l for l, what in self.alternatives if what.startswith("graph capture")]
-            region_ops = [o for o in self.ops if any(_inside(o.node, l) for l in captures)]  # what it replays
+        if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
+            captures = [(s, l) for s, l, what in self.alternatives if what.startswith("graph capture")]
+            region_ops = [o for o in self.ops if any(self._op_in(o, s, l) for s, l in captures)]  # replayed
         swapped = self._swapped(buffers)
         for b in buffers.values():
             seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]
@@ -550,8 +764,8 @@ class _Analyzer:
         if self.region_node is None:
             return set()
         out = set()
-        for n in self.src.nodes("call_expression", self.region_node):
-            if call_name(n, self.src) != "swap":
+        for n in self.region_src.nodes("call_expression", self.region_node):
+            if call_name(n, self.region_src) != "swap":
                 continue
             names = [self._base_name(a) for a in call_args(n)]
             if len(names) == 2 and all(x in buffers for x in names):
@@ -597,8 +811,8 @@ class _Analyzer:
     def _plain(self, node) -> str | None:
         if node is None:
             return None
-        ids = [self.src.text(i) for i in identifiers(node)]
-        return ids[0] if ids else self.src.text(node)
+        ids = [i.text.decode() for i in identifiers(node)]
+        return ids[0] if ids else node.text.decode()
 
     def _id_exchange(self) -> str:
         ids = [v.name for v in self.vars.values() if v.base_type == "ncclUniqueId"]
@@ -636,8 +850,12 @@ class _Analyzer:
                     any(self.src.text(i) == rank_expr for a in call_args(n) for i in identifiers(a)):
                 return "mpi"
         var = self.vars.get(rank_expr)
-        if var is not None and var.init is not None:
-            for n in walk(var.init):
+        values = [var.init] if var is not None and var.init is not None else []
+        for a in self.src.nodes("assignment_expression", self.body):     # `rank = atoi(getenv(...))`
+            if self._t(a.child_by_field_name("left")) == rank_expr:
+                values.append(a.child_by_field_name("right"))
+        for value in values:
+            for n in walk(value):
                 if n.type == "call_expression":
                     name = call_name(n, self.src)
                     if name == "getenv" or self._calls(name, {"getenv"}):
@@ -702,7 +920,7 @@ class _Analyzer:
         body = prog.region_node.child_by_field_name("body")
         user_macros = {n: sn for n, sn in self.macros.items() if n not in prog.check_macros}
         uses = [(names_in(b.size), b.at) for b in prog.buffers.values() if b.role != "unused"]
-        uses.append(([self.src.text(i) for i in self.src.nodes("identifier", body)], prog.region["at"]))
+        uses.append(([i.text.decode() for i in self.region_src.nodes("identifier", body)], prog.region["at"]))
         seen_macros = set()
         for names, at in uses:
             for name in sorted(set(names) & set(user_macros) - seen_macros):
@@ -726,7 +944,7 @@ class _Analyzer:
                                                   "launch it with <<<...>>>"))
         var = prog.region.get("loop_variable")
         body = prog.region_node.child_by_field_name("body")
-        if var and body is not None and any(self.src.text(i) == var for i in identifiers(body)):
+        if var and body is not None and any(i.text.decode() == var for i in identifiers(body)):
             self.unresolved.append(Unresolved(prog.region["at"], f"the loop variable {var} is used inside the region",
                                               "the workload runs one iteration per call, with it fixed at 0"))
         for op in self.ops:
@@ -740,6 +958,10 @@ class _Analyzer:
                 self.unresolved.append(Unresolved(op.at, f"{op.name} runs on stream {op.detail['stream']}, "
                                                   f"not on {prog.timed_stream}",
                                                   "join that stream to the timed stream (an event) before run() returns"))
+            if op.kind == "alloc" or op.name in ("cudaFree", "ncclMemFree"):
+                self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region: every "
+                                                  "iteration allocates or frees", "an overlap opportunity of its "
+                                                  "own: allocate once, outside the region"))
             if op.kind == "mpi":
                 self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region",
                                                   "the workload drops MPI calls; the harness aligns the ranks"))
@@ -772,6 +994,28 @@ def evaluate_size_possible(deps, vars_, params, ranks) -> bool:
             continue      # a type name (sizeof(float)) or a file-scope constant
         return False
     return True
+
+
+def _helpers(functions, kernels, wrappers) -> set[str]:
+    """Host functions (not main, not kernels, not launch wrappers) that communicate, directly or through
+    another such function: the analysis follows calls into them."""
+    direct = {n for n, (s, f) in functions.items() if n != "main" and n not in kernels and has_comm_call(s, f)}
+    found = set(direct)
+    changed = True
+    while changed:
+        changed = False
+        for n, (s, f) in functions.items():
+            if n in found or n == "main" or n in kernels or n in wrappers:
+                continue
+            if any(call_name(c, s) in found for c in s.nodes("call_expression", f)):
+                found.add(n)
+                changed = True
+    return found
+
+
+def _param_names(src, fn):
+    from .wrappers import _params
+    return _params(src, fn)
 
 
 def _inside(node, outer) -> bool:

@@ -46,10 +46,3 @@ def check_no_hidden_collectives(sources, functions, macros) -> None:
             raise InputError(src.at(node), name,
                              f"the macro {name} hides {body.text(hidden[0])} in its body: the parser sees the "
                              f"macro's uses, not the collective; {WHAT_TO_DO}")
-    for name, (src, fn) in functions.items():
-        if name == "main" or is_kernel(src, fn):
-            continue
-        if has_comm_call(src, fn):
-            raise InputError(src.at(fn), name,
-                             f"the helper function {name}() calls NCCL collectives; the analysis follows main() "
-                             f"only; {WHAT_TO_DO}")

@@ -35,6 +35,8 @@ class Op:
     writes: list[str] = field(default_factory=list)
     detail: dict = field(default_factory=dict)
     via: object = None        # the host wrapper (wrappers.Wrapper) a kernel is launched through
+    chain: tuple = ()         # (SourceFile, call node) from main() down to this call (helpers followed)
+    src: object = None        # the SourceFile of `node`
 
 
 @dataclass
@@ -82,4 +84,6 @@ class Program:
     unresolved: list[Unresolved] = field(default_factory=list)
     opportunities: list[dict] = field(default_factory=list)
     dataflow: list[dict] = field(default_factory=list)
-    preprocessing: dict = field(default_factory=dict)   # flags, conditional branches taken, missing headers
+    preprocessing: dict = field(default_factory=dict)
+    helper_calls: list[dict] = field(default_factory=list)   # calls followed into helper functions
+    init_blockers: list[str] = field(default_factory=list)   # why `cuco init` cannot write this one yet   # flags, conditional branches taken, missing headers

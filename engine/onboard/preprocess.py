@@ -109,9 +109,11 @@ def _run_cpp(real: Path, shown: str, flags: Flags, stubs: Path) -> tuple[bytes, 
         err = done.stderr.decode("utf-8", "replace")
         first = next((m for m in map(_MISSING.match, err.splitlines()) if m), None)
         if first is None:
+            absent = f" (not found here, read as empty: {', '.join(m.rsplit(': ', 1)[1] for m in missing)}; " \
+                "pass their folders with -I)" if missing else ""
             raise InputError(_shown_at(first_error_at(err), real, shown), "preprocessor",
                              f"the preprocessor stops here: {first_error_msg(err)}; it is the error your "
-                             "compiler gives with these flags (-D/-U/-I)")
+                             f"compiler gives with these flags (-D/-U/-I){absent}")
         header = first["header"]
         stub = stubs / header
         if stub.exists() or ".." in Path(header).parts or Path(header).is_absolute():

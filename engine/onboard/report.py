@@ -16,6 +16,7 @@ def to_json(prog) -> dict:
         "communicators": prog.communicators,
         "nccl_calls": [_op(o) for o in ops if o.kind in ("collective", "p2p", "group")],
         "kernel_launches": [_op(o) for o in ops if o.kind == "kernel"],
+        "graph_launches": [_op(o) for o in ops if o.kind == "graph_launch"],
         "memory_ops": [_op(o) for o in ops if o.kind in ("memcpy", "memset")],
         "events": [_op(o) for o in ops if o.kind == "event"],
         "synchronizations": [_op(o) for o in ops if o.kind == "sync"],
@@ -23,6 +24,7 @@ def to_json(prog) -> dict:
         "buffers": [{"name": b.name, "at": b.at, "alloc": b.alloc, "elem_type": b.elem_type, "bytes": b.size,
                      "count": b.count, "role": b.role, "written_by": b.writers, "read_by": b.readers}
                     for b in prog.buffers.values()],
+        "calls_followed": prog.helper_calls,
         "region": prog.region,
         "timed_stream": prog.timed_stream,
         "params": prog.params,
@@ -30,11 +32,14 @@ def to_json(prog) -> dict:
         "dataflow": prog.dataflow,
         "opportunities": prog.opportunities,
         "unresolved": [u.as_json() for u in prog.unresolved],
+        "init_blockers": prog.init_blockers,
     }
 
 
 def _op(o) -> dict:
     d = {"id": o.id, "name": o.name, "at": o.at, "in_region": o.in_region}
+    if len(o.chain) > 1:      # reached through helper functions: the calls that lead here, from main()
+        d["called_from"] = [src.at(n) for src, n in o.chain[:-1]]
     d.update(o.detail)
     return d
 

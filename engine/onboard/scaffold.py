@@ -9,6 +9,10 @@
                  data movement produced, the dtype tolerance for computed values)
   workload.yaml  configs from the program's sizes (one hidden at other sizes), tolerances, design space,
                  the LLM's task text written from the analysis
+  checks/        two candidates the workload's verification must reject, so that a workload that would
+                 accept anything is caught before a search trusts it: do_nothing.cu (run() returns at
+                 once) and skip_comm.cu (the region without its collectives); `cuco validate` builds them,
+                 and on GPUs both must verify incorrect
 
 The folder is written to a temporary sibling and renamed into place, so an existing folder is never
 overwritten and a failure leaves nothing half-written.
@@ -19,7 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from remote.errors import InputError
@@ -30,6 +34,7 @@ from .source import walk
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness"
 MAX_BUFFERS = 8
+CHECKS = {"do_nothing": "checks/do_nothing.cu", "skip_comm": "checks/skip_comm.cu"}   # must verify incorrect
 
 
 @dataclass
@@ -54,6 +59,7 @@ def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         for rel, text in files.items():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp / rel).write_text(text)
         os.rename(tmp, out)       # atomic on one file system; fails if out appeared meanwhile
     except OSError as exc:
@@ -67,6 +73,19 @@ def _valid_name(name: str) -> bool:
 
 
 def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, str], list[str]]:
+    if not any(o.kind in ("collective", "p2p") for o in prog.ops):
+        at = next((c["at"] for c in prog.communicators), prog.main_src.path)
+        raise InputError(at, "NCCL", "the program sets up a communicator but makes no NCCL communication call "
+                         "(ncclAllReduce, ncclSend, ...): there is nothing to overlap and no workload to write")
+    if not any(o.kind == "kernel" for o in prog.ops):
+        calls = sorted({o.name for o in prog.ops if o.kind in ("collective", "p2p")})
+        raise InputError(prog.main_src.path, "kernels",
+                         f"no kernel launch: nothing for the communication ({', '.join(calls) or 'none'}) to "
+                         "overlap with, so there is no workload to write; cuco optimises programs whose kernels "
+                         "and NCCL calls can overlap")
+    if prog.init_blockers:
+        raise InputError(prog.region["at"] if prog.region else prog.main_src.path, "init",
+                         "; ".join(prog.init_blockers))
     if prog.region_node is None:
         raise InputError(prog.region and prog.region["at"] or prog.main_src.path, "region",
                          "no loop around the collectives: init needs the region that repeats; wrap one "
@@ -92,6 +111,9 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
         "baseline.cu": workload_text.baseline(prog, text, top, name),
         "problem.cu": workload_text.problem(prog, inputs, outputs, top, name),
         "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, harness_root),
+        CHECKS["do_nothing"]: workload_text.candidate(prog, replace(text, run="\n    // does nothing: verification "
+                                                                          "must reject this candidate"), top, name),
+        CHECKS["skip_comm"]: workload_text.candidate(prog, replace(text, run=text.run_compute), top, name),
     }
     return files, todos
 

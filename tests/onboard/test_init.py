@@ -80,25 +80,32 @@ def test_init_facts_of_the_allreduce_program(tmp_path, capsys):
 
 
 def test_moved_only_outputs_are_compared_bit_exact(tmp_path, capsys):
-    """An output that only data movement produced (a gathered input) is compared bit-exact."""
+    """An output that only data movement produced (a gathered input) is compared bit-exact; one a kernel
+    computed, with a tolerance."""
     src = tmp_path / "gather.cu"
     src.write_text((HERE / "todo" / "loopvar_env.cu").read_text().split("__global__")[0] + """
+__global__ void scale(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = 2.f * x[i]; }
 int main() {
   ncclUniqueId id; ncclGetUniqueId(&id);
   ncclComm_t comm; ncclCommInitRank(&comm, 1, id, 0);
   const size_t n = 4096;
-  int* part; int* all;
+  int* part; int* all; float* x; float* y;
   cudaMalloc(&part, n * sizeof(int));
   cudaMalloc(&all, 4 * n * sizeof(int));
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMalloc(&y, n * sizeof(float));
   cudaStream_t s; cudaStreamCreate(&s);
-  for (int i = 0; i < 5; ++i) ncclAllGather(part, all, n, ncclInt32, comm, s);
+  for (int i = 0; i < 5; ++i) {
+    scale<<<16, 256, 0, s>>>(x, y, n);
+    ncclAllGather(part, all, n, ncclInt32, comm, s);
+  }
   return 0;
 }
 """)
     out = tmp_path / "g"
     assert _init(capsys, str(src), "-o", str(out))[0] == 0
     problem = (out / "problem.cu").read_text()
-    assert 'kOutputs[] = {"all"}' in problem and "kOutputExact[] = {1}" in problem
+    assert 'kOutputs[] = {"all", "y"}' in problem and "kOutputExact[] = {1, 0}" in problem
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the compile is not checked here")

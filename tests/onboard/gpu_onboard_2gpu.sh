@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The 2-GPU acceptance of `cuco init` (device machine kind nvidia-h100-x2 or nvidia-h200-x2), from the
+# repository root, carrying .whl/ (bash tests/gpu/fetch_wheels.sh, plus the parser wheels in .whl/onboard/,
+# as for tests/onboard/gpu_onboard.sh) and the corpus (CORPUS=DIR, default ../shared/corpus, else
+# shared/corpus under the root):
+#   1. `cuco init --ranks 2` on every corpus program and every test program of tests/onboard/programs;
+#      a refusal is recorded with its one-line reason (the kernel-less NCCL examples must be refused);
+#   2. every written workload's seed and its two checks (checks/do_nothing.cu, checks/skip_comm.cu) built
+#      in parallel by the harness's own runner;
+#   3. at 2 ranks: the seed verifies and measures ~1.00x against its own frozen baseline (within the
+#      spread), and both checks verify INCORRECT (the workload's verification proves something).
+# Output: $OUT/log, $OUT/summary.txt (one PASS/FAIL line per claim) and $OUT/results.json. Exit 0 only when
+# every claim holds (INIT_ONLY=1: step 1 only, runs anywhere). Budget: under 8 minutes on 2 H100s (RUN_LIMIT caps each harness run, default 120 s).
+set -u -o pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-/tmp/cuco-onboard-2gpu}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log") 2>&1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+stamp() { echo "== $(date -u +%H:%M:%S) (${SECONDS}s) $*"; }
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+claim() { echo "$1 $2" | tee -a "$SUMMARY"; }
+
+CORPUS=${CORPUS:-$ROOT/../shared/corpus}
+[ -d "$CORPUS" ] || CORPUS=$ROOT/shared/corpus
+[ -d "$CORPUS" ] || { echo "no corpus at $CORPUS: pass CORPUS=DIR"; exit 3; }
+
+if [ -d .whl ]; then
+    stamp "install wheels"
+    pip_t() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$@"; }
+    pip_t $(ls .whl/*.whl | grep -v '/pytest-[0-9]') .whl/onboard/tree_sitter*.whl || exit 3
+    export PYTHONPATH=/tmp/site:$ROOT
+else
+    export PYTHONPATH=$ROOT
+fi
+python3 -c 'import tree_sitter_cuda, yaml, rich, nvidia.nccl; print("python ok")' || exit 3
+export LD_LIBRARY_PATH=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])')/lib:${LD_LIBRARY_PATH:-}
+nvidia-smi -L
+git log -1 --format='commit %h %s' 2>/dev/null
+
+W=/tmp/onboard-2gpu-ws
+rm -rf "$W" && mkdir -p "$W"
+export CUCO_BUILD_DIR=$W/build
+# name|files (relative to $CORPUS, or to the root for test programs)|flags|expect (workload or refused)
+PROGRAMS=$(python3 - "$CORPUS" <<'PY'
+import sys
+sys.path.insert(0, ".")
+from tests.onboard.corpus import PROGRAMS
+for name, (files, flags, has_kernel) in PROGRAMS.items():
+    print(f"{name}|{' '.join(sys.argv[1] + '/' + f for f in files)}|{' '.join(flags)}|{'workload' if has_kernel else 'refused'}")
+for name in ["mpi_allreduce", "env_ring", "moe_alltoall", "gemm_allgather"]:
+    print(f"{name}|tests/onboard/programs/{name}.cu||workload")
+PY
+)
+MADE=""
+while IFS='|' read -r name files flags expect; do
+    stamp "cuco init $name"
+    python3 -m cuco_tui.cli init $files $flags --ranks 2 -o "$W/$name" > "$W/$name.init.log" 2>&1
+    rc=$?
+    cat "$W/$name.init.log" | grep -vE '^  note ' | head -8
+    if [ "$expect" = refused ]; then
+        [ $rc -eq 2 ] && [ "$(grep -c '^cuco: ' "$W/$name.init.log")" -eq 1 ] \
+            && claim PASS "$name: init refuses in one line (exit 2)" || claim FAIL "$name: init should refuse (exit $rc)"
+        continue
+    fi
+    if [ $rc -ne 0 ]; then claim FAIL "$name: init refused: $(grep '^cuco: ' "$W/$name.init.log" | head -1)"; continue; fi
+    if grep -q '^  TODO ' "$W/$name.init.log"; then claim FAIL "$name: init left CUCO-TODOs (a hand edit needed)"; continue; fi
+    MADE="$MADE $name"
+done <<< "$PROGRAMS"
+
+[ -n "${INIT_ONLY:-}" ] && { stamp "init only: made$MADE"; cat "$SUMMARY"; exit 0; }
+stamp "build seeds and checks (parallel)"
+for n in $MADE; do
+    for src in candidate.cu checks/do_nothing.cu checks/skip_comm.cu; do
+        timeout 400 python3 workloads/_harness/cuda/run_local.py "$W/$n" --source "$W/$n/$src" --ranks 2 --build-only \
+            > "$W/$n.$(basename $src .cu).build.log" 2>&1 &
+    done
+done
+wait
+for n in $MADE; do for b in candidate do_nothing skip_comm; do tail -1 "$W/$n.$b.build.log"; done; done
+
+echo "[" > "$OUT/results.json"
+run() {   # name source mode tag -> $W/name.tag.json
+    timeout ${RUN_LIMIT:-120} python3 workloads/_harness/cuda/run_local.py "$W/$1" --source "$W/$1/$2" --ranks 2 \
+        --mode "$3" --result "$W/$1.$4.json" > "$W/$1.$4.log" 2>&1
+    [ -f "$W/$1.$4.json" ] && { cat "$W/$1.$4.json"; echo ","; } >> "$OUT/results.json"
+}
+judge() {   # name tag expectation(correct|incorrect|speedup) -> PASS/FAIL line
+    python3 - "$W/$1.$2.json" "$1" "$2" "$3" <<'PY' | tee -a "$SUMMARY"
+import json, sys
+path, name, tag, want = sys.argv[1:]
+try:
+    r = json.load(open(path))
+except Exception as e:
+    print(f"FAIL {name} {tag}: no result ({e})"); sys.exit(0)
+cfgs = r.get("configs", [])
+detail = "; ".join(f"{c['name']}: correct={c['correct']} speedup={c.get('speedup')} "
+                   f"spread={c.get('baseline_spread')}/{c.get('candidate_spread')} mismatch={c.get('mismatch')}"
+                   for c in cfgs)
+if want == "correct":
+    ok = r.get("correct") is True
+elif want == "incorrect":
+    ok = r.get("correct") is False and all(not c["correct"] for c in cfgs) and not (r.get("error") or "").startswith("build")
+else:       # the seed against its own baseline: 1.00x within the measured spread
+    ok = r.get("correct") is True and all(
+        c.get("speedup") and abs(c["speedup"] - 1.0) <= max(0.03, (c.get("baseline_spread") or 0)
+                                                           + (c.get("candidate_spread") or 0)) for c in cfgs)
+print(f"{'PASS' if ok else 'FAIL'} {name} {tag} (want {want}): error={r.get('error')} {detail} gpu={r.get('env', {}).get('gpu')}")
+PY
+}
+for n in $MADE; do
+    stamp "$n: seed verify, seed benchmark, do_nothing, skip_comm"
+    run "$n" candidate.cu verify seed.verify; judge "$n" seed.verify correct
+    run "$n" candidate.cu benchmark seed.bench; judge "$n" seed.bench speedup
+    run "$n" checks/do_nothing.cu verify do_nothing; judge "$n" do_nothing incorrect
+    run "$n" checks/skip_comm.cu verify skip_comm; judge "$n" skip_comm incorrect
+done
+echo "{}]" >> "$OUT/results.json"
+stamp "done"
+echo "---- summary"
+cat "$SUMMARY"
+grep -q '^FAIL' "$SUMMARY" && exit 1
+exit 0

@@ -1,0 +1,87 @@
+"""`cuco analyze` and `cuco init` on real programs written by others (../shared/corpus/, read at run time):
+the analysis matches a golden file reviewed by hand against the corpus's READING.md (the region, the calls
+in order with their buffers, the wrapper launches, the carried buffers), and init refuses in one line,
+exit 2, what it cannot write (no kernel, one process driving every GPU, a communicator and nothing else)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cuco_tui.cli import main
+from tests.onboard.corpus import CORPUS, GOLDENS, PROGRAMS, comparable
+
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the program corpus is not at {CORPUS}")
+
+
+def _run(capsys, *args) -> tuple[int, str, str]:
+    rc = main(list(map(str, args)))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_analysis_matches_the_reviewed_golden(name, capsys, monkeypatch):
+    files, flags, _ = PROGRAMS[name]
+    monkeypatch.chdir(CORPUS)
+    rc, out, err = _run(capsys, "analyze", *files, *flags, "--json")
+    assert rc == 0, err
+    assert comparable(json.loads(out)) == json.loads((GOLDENS / f"{name}.json").read_text())
+
+
+def _in_region(d: dict) -> list[dict]:
+    ops = [o for k in ("nccl_calls", "kernel_launches", "memory_ops", "mpi_calls") for o in d[k] if o["in_region"]]
+    return sorted(ops, key=lambda o: int(o["id"][2:]))
+
+
+def test_jacobi_facts(capsys, monkeypatch):
+    """What READING.md says of NVIDIA's Jacobi, spelled out (the golden file holds it all)."""
+    files, flags, _ = PROGRAMS["nvidia_jacobi_nccl"]
+    monkeypatch.chdir(CORPUS)
+    d = json.loads(_run(capsys, "analyze", *files, *flags, "--json")[1])
+    assert d["region"]["at"] == "nvidia_jacobi_nccl/jacobi.cpp:332" and d["region"]["timed"]
+    assert d["region"]["alternatives"] == [{"at": "nvidia_jacobi_nccl/jacobi.cpp:301",
+                                            "what": "warm-up: untimed, before the timed loop"}]
+    seq = [o["name"] for o in _in_region(d)]
+    assert seq == ["cudaMemsetAsync", "jacobi_kernel", "cudaMemcpyAsync", "ncclGroupStart", "ncclRecv",
+                   "ncclSend", "ncclRecv", "ncclSend", "ncclGroupEnd", "MPI_Allreduce"]
+    kernel = next(o for o in _in_region(d) if o["name"] == "jacobi_kernel")
+    assert kernel["via"]["wrapper"] == "launch_jacobi_kernel"
+    assert kernel["via"]["launches"][0]["at"] == "nvidia_jacobi_nccl/jacobi_kernels.cu:113"
+    assert (kernel["reads"], kernel["writes"], kernel["stream"]) == (["a", "l2_norm_d"], ["a_new", "l2_norm_d"],
+                                                                     "compute_stream")
+    assert {b["name"]: b["role"] for b in d["buffers"]}["a"] == "carried"
+    assert {b["name"]: b["role"] for b in d["buffers"]}["a_new"] == "carried"
+    memcpy = next(o for o in _in_region(d) if o["name"] == "cudaMemcpyAsync")
+    assert memcpy["when"] == ["(calculate_norm)"]
+
+
+def test_helpers_are_followed(capsys, monkeypatch):
+    monkeypatch.chdir(CORPUS)
+    d = json.loads(_run(capsys, "analyze", *PROGRAMS["cuco_moe_seed"][0], "--json")[1])
+    assert d["region"]["kind"] == "section" and d["region"]["at"] == "cuco_moe_seed/ds_v3_moe.cu:243"
+    assert [o["name"] for o in _in_region(d)] == ["ncclAlltoAll", "dequantizeBlockScale", "tiledMatmul", "swiGLU",
+                                                  "tiledMatmul", "ncclAlltoAll"]
+    assert all(o["called_from"] == ["cuco_moe_seed/ds_v3_moe.cu:372"] for o in _in_region(d))
+    d = json.loads(_run(capsys, "analyze", *PROGRAMS["async_ring_allreduce_single"][0], "--json")[1])
+    assert d["ranks"]["source"] == "environment" and d["communicators"][0]["id_exchange"] == "file"
+    assert d["region"]["at"].endswith(":158")
+    assert d["region"]["alternatives"][0]["what"].startswith("size sweep")
+    add = next(o for o in _in_region(d) if o["name"] == "add_vectors")
+    assert (add["reads"], add["writes"]) == (["d_recv", "scratch_buff"], ["d_recv"])      # dest_ptr = recvbuff + off
+    assert add["loops"][0]["iterations"] == "nranks-1"
+
+
+@pytest.mark.parametrize("name, words", [
+    ("nccl_examples_allreduce", "no kernel launch"),
+    ("nccl_examples_ring", "no kernel launch"),
+    ("nccl_examples_mpi_comm", "makes no NCCL communication call"),
+])
+def test_init_refuses_what_has_nothing_to_overlap(name, words, capsys, monkeypatch, tmp_path):
+    files, flags, has_kernel = PROGRAMS[name]
+    assert not has_kernel
+    monkeypatch.chdir(CORPUS)
+    rc, out, err = _run(capsys, "init", *files, *flags, "-o", tmp_path / "w")
+    assert rc == 2 and words in err and err.count("\n") == 1 and out == ""
+    assert not (tmp_path / "w").exists()
