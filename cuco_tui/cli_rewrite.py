@@ -64,17 +64,16 @@ def rewrite_lines(prog) -> list[str]:
 
 def cmd_rewrite(args: argparse.Namespace) -> int:
     from engine.onboard.patch import unified_diff
-    from engine.onboard.rewrites import Refusal, RewriteError, check_all, rewrite_program
+    from engine.onboard.rewrites import RewriteError, rewrite_program
     try:
-        facts = offers_for(args)
         if not args.apply:
-            for v in check_all(facts):
-                if isinstance(v, Refusal):
-                    print(f"  refused {v.rewrite}: {v.reason}")
-                else:
-                    knobs = "".join(f"  [{k}: {' '.join(vals)}]" for k, vals in v.knobs.items())
-                    print(f"  offered {v.rewrite}: {v.what}{knobs}")
+            from engine.onboard.analyze import analyze_files
+
+            from .cli_onboard import _flags
+            for line in rewrite_lines(analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)):
+                print(line)
             return EXIT_OK
+        facts = offers_for(args)
         knobs = {}
         for kv in args.knob:
             if "=" not in kv:

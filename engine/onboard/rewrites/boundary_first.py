@@ -33,7 +33,8 @@ def _group(facts: ScheduleFacts) -> tuple[int, int, list[tuple[int, Call]]] | st
     starts = [i for i, s in enumerate(facts.stmts) if any(c.name == "ncclGroupStart" for c in s.calls)]
     ends = [i for i, s in enumerate(facts.stmts) if any(c.name == "ncclGroupEnd" for c in s.calls)]
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        return "the region has no single ncclGroupStart ... ncclGroupEnd bracket of sends and receives"
+        return ("the region's own statements hold no single ncclGroupStart ... ncclGroupEnd bracket of sends "
+                "and receives (one inside a called function is not rewritten)")
     calls = [(i, c) for i in range(starts[0] + 1, ends[0]) for c in facts.stmts[i].calls if c.name in P2P]
     others = [c.name for i in range(starts[0] + 1, ends[0]) for c in facts.stmts[i].calls
               if c.name.startswith("nccl") and c.name not in P2P]

@@ -59,6 +59,7 @@ class Stmt:
     writes: tuple[str, ...]    # host names it assigns, increments, swaps, or hands out by address
     names: tuple[str, ...]     # every identifier it mentions
     masked_macro: bool = False
+    sync_calls: tuple[str, ...] = ()   # what makes it a host synchronisation (followed into helpers)
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,35 @@ def _wrappers(texts: dict[str, bytes]) -> dict[str, Wrapper]:
     return out
 
 
+def _helper_calls(texts: dict[str, bytes]) -> dict[str, set[str]]:
+    """Every function of the program with the names it calls, transitively (a helper that calls a
+    helper that allocates, allocates)."""
+    direct: dict[str, set[str]] = {}
+    for data in texts.values():
+        tree = _parser().parse(data)
+        for fn in walk(tree.root_node):
+            if fn.type != "function_definition" or fn.child_by_field_name("body") is None:
+                continue
+            decl = fn.child_by_field_name("declarator")
+            while decl is not None and decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            if decl is None or decl.child_by_field_name("declarator") is None:
+                continue
+            name = _text(data, decl.child_by_field_name("declarator")).split("::")[-1]
+            direct.setdefault(name, set()).update(c.name for c in _calls_in(data, fn.child_by_field_name("body")))
+    closed = {}
+    for name in direct:
+        seen, todo = set(), [name]
+        while todo:
+            for callee in direct.get(todo.pop(), ()):
+                if callee not in seen:
+                    seen.add(callee)
+                    if callee in direct and callee != name:
+                        todo.append(callee)
+        closed[name] = seen
+    return closed
+
+
 def _check_macro(stmts_calls: list[Call], family: str, macros: list[str]) -> str | None:
     for c in stmts_calls:
         if c.name in macros and len(c.args) == 1 and c.args[0].text.lstrip().startswith(family):
@@ -365,6 +395,7 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
            program: dict[str, bytes] | None = None) -> ScheduleFacts:
     data = texts[path]
     wrappers = {**_wrappers(program or {}), **_wrappers(texts)}
+    helpers = {**_helper_calls(program or {}), **_helper_calls(texts)}
     stmts = []
     for n in body.named_children:
         if n.type == "comment" or (n.type == "return_statement" and n == body.named_children[-1]):
@@ -375,12 +406,16 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
         launches = any(kernel_config(c) is not None for c in walk(n) if c.type == "call_expression")
         device = launches or any(c.name in STREAM_ORDERED or c.name in wrappers for c in calls) \
             or bool(stream and ({stream, "cuco_comm_stream"} & set(names)) and not is_masked)
-        host_sync = any(c.name in HOST_SYNC_CALLS or c.name.startswith("MPI_") for c in calls)
+        reached = {c.name for c in calls}
+        for c in calls:
+            reached |= helpers.get(c.name, set())
+        syncs = tuple(sorted(n for n in reached if n in HOST_SYNC_CALLS or n.startswith("MPI_")))
+        host_sync = bool(syncs)
         end = masked_at.get(n.start_byte, n.end_byte)
         local = {x for d in walk(n) if d.type == "declaration" and d is not n for x in _declared(masked, d)}
         stmts.append(Stmt(n.start_byte, end, n.start_point[0] + 1, data[n.start_byte:end].decode(), tuple(calls),
                           device and not is_masked, host_sync, tuple(_declared(masked, n)),
-                          tuple(sorted(set(_written_names(masked, n)) - local)), tuple(sorted(set(names) - local)), is_masked))
+                          tuple(sorted(set(_written_names(masked, n)) - local)), tuple(sorted(set(names) - local)), is_masked, syncs))
     file_calls = _calls_in(masked, tree.root_node)
     macros = list(check_macros)
     all_calls = [c for s in stmts for c in s.calls] + file_calls
@@ -411,6 +446,13 @@ def facts_from_analysis(prog) -> ScheduleFacts:
     macros it saw through; everything else is read from the files as written."""
     if not prog.region:
         raise FactsError(f"{prog.files[0]}: the analysis found no repeated region")
+    kind = prog.region.get("kind")
+    if kind not in ("for", "while", "do"):
+        raise FactsError(f"{prog.region['at']}: the region is a {kind or 'non-loop'} that runs once; the schedule "
+                         "rewrites transform a loop that repeats")
+    if prog.region.get("replays"):
+        raise FactsError(f"{prog.region['at']}: the region replays CUDA graphs captured at "
+                         f"{prog.region['replays'][0]['at']}; the schedule rewrites transform the work as launched")
     path, line = prog.region["at"].rsplit(":", 1)
     # The files as the user wrote them (the analysis may read a preprocessed text): edits land in these.
     texts = {f: Path(f).read_bytes() for f in prog.files}

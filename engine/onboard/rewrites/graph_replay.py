@@ -56,8 +56,15 @@ def _every_iteration(facts: ScheduleFacts) -> set[str]:
 
 
 def plan(facts: ScheduleFacts) -> list[dict] | str:
+    launches = [x for x in facts.stmts if any(c.name == "cudaGraphLaunch" for c in x.calls)]
+    if launches:
+        return f"{facts.path}:{launches[0].line}: the region replays CUDA graphs already"
     stretches = _stretches(facts)
     if not stretches:
+        held = [x for x in facts.stmts if x.host_sync and x.device]
+        if held:
+            return (f"{facts.path}:{held[0].line}: its device work sits with a host synchronisation "
+                    f"({', '.join(held[0].sync_calls)}, inside the call), which a capture cannot hold")
         return "the region enqueues no device work between its host synchronisations"
     changed, per_iter = _loop_changed(facts), _every_iteration(facts)
     forked = {facts.stream, "cuco_comm_stream"}
