@@ -9,8 +9,9 @@ from .boundary_first import BoundaryFirst
 from .comm_config import CommConfig
 from .facts import FactsError, ScheduleFacts, build_facts, facts_from_analysis
 from .graph_replay import GraphReplay
+from .nccl_register import NcclRegister
 
-REGISTRY: tuple[Rewrite, ...] = (BoundaryFirst(), CommConfig(), GraphReplay())
+REGISTRY: tuple[Rewrite, ...] = (BoundaryFirst(), NcclRegister(), CommConfig(), GraphReplay())
 BY_NAME = {r.name: r for r in REGISTRY}
 
 __all__ = ["REGISTRY", "BY_NAME", "Edit", "Offer", "Refusal", "RewriteError", "FactsError", "ScheduleFacts",

@@ -104,6 +104,7 @@ class ScheduleFacts:
     members_at: int | None = None          # the harness's Program: where members go (None: the user's program)
     teardown_at: int | None = None
     program: dict[str, bytes] = field(default_factory=dict)   # the user's files (harness target: for wrappers)
+    function: tuple[int, int] = (0, 0)     # the function that holds the region (its locals are the region's)
 
     @property
     def text(self) -> bytes:
@@ -430,6 +431,9 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
                 call_stmts[n.start_byte] = (s.start_byte, s.end_byte)
     first = next((c for c in body.named_children if c.type != "comment"), None)
     init = inits[0] if len(inits) == 1 else None
+    fn = loop
+    while fn is not None and fn.type != "function_definition":
+        fn = fn.parent
     return ScheduleFacts(
         path=path, texts=dict(texts), loop_start=loop.start_byte, loop_end=loop.end_byte,
         body_start=body.start_byte + 1, body_end=body.end_byte - 1,
@@ -438,7 +442,8 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
         cuda_check=_check_macro(all_calls, "cuda", macros), nccl_check=_check_macro(all_calls, "nccl", macros),
         wrappers=wrappers, setup_at=setup_at,
         comm_init=init, comm_init_stmt=call_stmts.get(init.start) if init else None,
-        calls=tuple(file_calls), call_stmts=call_stmts, check_macros=tuple(macros))
+        calls=tuple(file_calls), call_stmts=call_stmts, check_macros=tuple(macros),
+        function=(fn.start_byte, fn.end_byte) if fn is not None else (0, len(data)))
 
 
 def facts_from_analysis(prog) -> ScheduleFacts:

@@ -26,6 +26,7 @@ def test_jacobi_is_offered_every_rewrite():
     assert all(isinstance(x, Offer) for x in v.values()), v
     assert "launch_jacobi_kernel" in v["boundary_first"].what and "iy_start and iy_end-1" in v["boundary_first"].what
     assert v["graph_replay"].what.endswith("a, a_new, bottom, calculate_norm, top")
+    assert v["nccl_register"].what == "a_new, a by ncclMemAlloc, registered with nccl_comm"   # a_new's ping-pong half too
 
 
 def test_the_hand_overlapped_jacobi_is_not_split_or_captured_again():
@@ -45,6 +46,7 @@ def test_the_ring_allreduce_allocating_in_its_helper_is_not_captured():
     assert "cudaFree, cudaMalloc, inside the call" in v["graph_replay"].reason
     assert isinstance(v["boundary_first"], Refusal) and "inside a called function" in v["boundary_first"].reason
     assert isinstance(v["comm_config"], Offer)
+    assert isinstance(v["nccl_register"], Refusal) and "inside a called function" in v["nccl_register"].reason
 
 
 def test_the_moe_seed_section_runs_once():

@@ -39,7 +39,7 @@ def test_init_makes_each_offered_set_of_rewrites_a_point_the_mutator_moves_to(tm
     spec = yaml.safe_load((out / "workload.yaml").read_text())
     dim = spec["design_space"]["dimensions"]["rewrites"]
     assert dim == {"values": ["none", "boundary_first", "graph_replay", "boundary_first+graph_replay"], "default": "none"}
-    assert spec["program"]["rewrites"] == ["boundary_first", "comm_config", "graph_replay"]
+    assert spec["program"]["rewrites"] == ["boundary_first", "nccl_register", "comm_config", "graph_replay"]
     workload = load_workload(out)
     seed = (out / "candidate.cu").read_text()
     mutator = DesignSpaceMutator(workload.design_space, seed)

@@ -74,6 +74,19 @@ def test_comm_config_refused_where_a_config_is_given(tmp_path):
     assert isinstance(v, Refusal) and "ncclCommInitRankConfig" in v.reason
 
 
+def test_nccl_register_refused_for_a_buffer_allocated_before_the_communicator(tmp_path):
+    text = HALO.read_text()
+    alloc = "  float* a;\n  float* a_new;\n  CUDACHECK(cudaMalloc(&a, nx * (rows + 2) * sizeof(float)));\n"
+    assert alloc in text
+    text = text.replace(alloc, "  float* a_new;\n").replace("  ncclComm_t comm;\n", "  const int nx = 4096;\n  const int rows = 1024;\n"
+        "  float* a;\n  CUDACHECK(cudaMalloc(&a, nx * (rows + 2) * sizeof(float)));\n  ncclComm_t comm;\n", 1)
+    text = text.replace("  const int nx = 4096;\n  const int rows = 1024;\n  const int iter_max", "  const int iter_max")
+    f = tmp_path / "halo.cu"
+    f.write_text(text)
+    v = verdicts(f)["nccl_register"]
+    assert isinstance(v, Refusal) and "a is allocated before the communicator exists" in v.reason
+
+
 def test_a_refused_rewrite_is_not_applied(tmp_path):
     facts = facts_from_analysis(analyze_files([str(PROGRAMS / "env_ring.cu")]))
     with pytest.raises(RewriteError, match="boundary_first does not apply: no launch wrapper"):
@@ -106,8 +119,8 @@ def _patched_copy(files: list[Path], names: list[str], knobs: dict, dest: Path) 
     return dest, notes
 
 
-@pytest.mark.parametrize("names", [["boundary_first"], ["graph_replay"], ["comm_config"],
-                                   ["boundary_first", "comm_config", "graph_replay"]])
+@pytest.mark.parametrize("names", [["boundary_first"], ["nccl_register"], ["graph_replay"], ["comm_config"],
+                                   ["boundary_first", "nccl_register", "comm_config", "graph_replay"]])
 def test_the_patch_applies_to_the_halo_program_and_compiles(tmp_path, names):
     nvcc, nccl_include = _toolchain()
     folder = tmp_path / "src"
