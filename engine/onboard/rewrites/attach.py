@@ -38,13 +38,16 @@ def point_names(point: str) -> list[str]:
     return [] if point == NONE else point.split("+")
 
 
-def _with_point(body: str, point: str) -> str:
+def _with_point(body: str, point: str, notes: list[str]) -> str:
+    """The block at its point, saying what its rewrites did (the candidate's own notes: an LLM shown it
+    reads them, and so does whoever exports it)."""
+    said = "".join(f"// {n}\n" for n in notes)
     lines = body.split("\n")
     for i, line in enumerate(lines):
         if line.lstrip().startswith("// cuco:design"):
-            lines[i] = line + f" {DIMENSION}={point}"
+            lines[i] = line + f" {DIMENSION}={point}\n" + said.rstrip("\n")
             return "\n".join(lines)
-    return f"// cuco:design {DIMENSION}={point}\n" + body
+    return f"// cuco:design {DIMENSION}={point}\n" + said + body
 
 
 def attach_rewrites(prog, root: Path) -> Attached:
@@ -84,9 +87,8 @@ def attach_rewrites(prog, root: Path) -> Attached:
             bodies = blocks.block_bodies(texts[cand_key].decode())
             point = point_name(names)
             rel = f"variants/rw_{point.replace('+', '_')}.cu"
-            body = _with_point(bodies[SCHEDULE_BLOCK], point)
-            (root / rel).write_text("// " + "\n// ".join(rnotes) + "\n"
-                                    f"// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
+            body = _with_point(bodies[SCHEDULE_BLOCK], point, [n.replace(cand_key, cand_path.name) for n in rnotes])
+            (root / rel).write_text(f"// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
             variants.append({"name": f"rw_{point.replace('+', '_')}", "file": rel, "point": {DIMENSION: point}})
             points.append(point)
     if not points:

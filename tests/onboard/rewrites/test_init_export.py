@@ -63,6 +63,7 @@ def _at_point(out: Path, point: str) -> str:
 def test_a_candidate_at_a_rewrite_point_patches_the_users_file(tmp_path):
     out = init(tmp_path, HERE / "programs" / "halo.cu")
     source = _at_point(out, "boundary_first+graph_replay")
+    assert "// boundary_first: launch_relax (candidate.cu:" in source     # the candidate says what was done
     source = blocks.set_knob(source, "chunks", "4")      # knobs the schedule does not use may move freely
     diff, notes = patch_for(source, out, "candidate 7")
     assert diff.startswith("--- a/halo.cu\n+++ b/halo.cu\n")
