@@ -23,7 +23,6 @@ def _comparable(body: str) -> list[str]:
 
 def patch_for(source: str, workload_root: Path, label: str) -> tuple[str, list[str]]:
     spec = yaml.safe_load((Path(workload_root) / "workload.yaml").read_text())
-    program = program_facts(spec, str(Path(workload_root) / "workload.yaml"))
     point = blocks.design_annotations(source).get(DIMENSION, NONE)
     seed = blocks.block_bodies((Path(workload_root) / spec["candidate"]).read_text())
     expected = dict(seed)
@@ -43,5 +42,6 @@ def patch_for(source: str, workload_root: Path, label: str) -> tuple[str, list[s
                                "written back into your files; export its source instead (cuco export without --patch)")
     if point == NONE:
         raise RewriteError(f"{label}: it is your program as it is ({DIMENSION}={NONE}): there is nothing to patch")
+    program = program_facts(spec, str(Path(workload_root) / "workload.yaml"))
     texts, notes = rewrite_program(program, point_names(point))
     return unified_diff(program.texts, texts), notes

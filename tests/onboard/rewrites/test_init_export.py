@@ -90,3 +90,47 @@ def test_the_seed_and_a_changed_program_are_refused(tmp_path):
     user.write_text(user.read_text() + "\n// edited after init\n")
     with pytest.raises(RewriteError, match="halo.cu: changed since cuco init"):
         patch_for(_at_point(out, "graph_replay"), out, "candidate 2")
+
+
+def _store_with(home: Path, workload: Path, sources: list[str]) -> None:
+    """A run of the workload in the real store, its candidates the given sources (the seed first)."""
+    import asyncio
+    import time
+
+    from engine.store import Store
+
+    async def fill():
+        store = await Store(home).open()
+        now = time.time()
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, "
+                             "updated_at) VALUES (?, ?, ?, 'finished', '{}', ?, ?)",
+                             ("r1", workload.name, str(workload), now, now))
+            for i, src in enumerate(sources):
+                await tx.execute("INSERT INTO candidates (run_id, number, island, generation, operator, mutator, "
+                                 "source_hash, descriptor_json, cell, status, correct, speedup, fitness, created_at) "
+                                 "VALUES ('r1', ?, 0, 0, 'variant', 'design-space', ?, '{}', '', 'correct', 1, ?, ?, ?)",
+                                 (i, store.blobs.put_text(src), 1.0 + i, 1.0 + i, now))
+        await store.close()
+    asyncio.run(fill())
+
+
+def test_cuco_export_patch_writes_a_candidate_into_the_users_folder(tmp_path):
+    out = init(tmp_path, HERE / "programs" / "halo.cu")
+    seed = (out / "candidate.cu").read_text()
+    best = _at_point(out, "boundary_first+graph_replay")
+    home = tmp_path / "home"
+    _store_with(home, out, [seed, best])
+    patch = tmp_path / "best.patch"
+    r = subprocess.run([*CLI, "export", "r1", "--patch", "--candidate", "2", "-o", str(patch), "--home", str(home)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "note boundary_first:" in r.stderr and "note graph_replay:" in r.stderr
+    r = subprocess.run(["patch", "-p1", "-i", str(patch)], cwd=tmp_path / "program", capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (tmp_path / "program" / "halo.cu").read_text()
+    assert "cudaStreamCreateWithPriority(&cuco_comm_stream" in text and "cudaGraphLaunch(cuco_exec, stream)" in text
+    r = subprocess.run([*CLI, "export", "r1", "--patch", "--candidate", "1", "--home", str(home)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "it is your program as it is" in r.stderr
