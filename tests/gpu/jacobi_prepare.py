@@ -18,7 +18,7 @@ from engine.onboard.rewrites import Offer, check_all, facts_from_analysis, rewri
 POINTS = [(["boundary_first"], {}), (["graph_replay"], {}), (["boundary_first", "graph_replay"], {}),
           (["boundary_first", "nccl_register", "graph_replay"], {})]
 POINTS += [(["boundary_first", "nccl_register", "comm_config", "graph_replay"], {"comm_ctas": c, "nccl_proto": p})
-           for c in ("4", "16") for p in ("default", "LL", "LL128")]
+           for c, p in (("4", "default"), ("16", "LL"))]
 
 
 def main(corpus: str, out: str) -> int:
