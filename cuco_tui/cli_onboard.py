@@ -92,16 +92,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
         out = Path(args.output) if args.output else Path.cwd() / "workloads" / name
         result = write_workload(prog, out, name=name, ranks=args.ranks)
-        from engine.onboard.rewrites.attach import attach_rewrites
-        attached = attach_rewrites(prog, result.root)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"wrote workload {result.name} to {result.root}")
-    for point in attached.points:
-        print(f"  rewrite variant rewrites={point}")
-    for note in attached.notes:
-        print(f"  rewrite note {note}")
     for note in result.notes:
         print(f"  note {note}")
     for todo in result.todos:
@@ -113,6 +107,13 @@ def cmd_init(args: argparse.Namespace) -> int:
             return rc
     elif model is not None:
         print("nothing to complete: init placed everything")
+    # After the completion: a variant carries the whole schedule block, setup() included.
+    from engine.onboard.rewrites.attach import attach_rewrites
+    attached = attach_rewrites(prog, result.root)
+    for point in attached.points:
+        print(f"  rewrite variant rewrites={point}")
+    for note in attached.notes:
+        print(f"  rewrite note {note}")
     print(f"next: cuco validate {result.root}   then: cuco run {result.root}")
     return EXIT_OK
 

@@ -62,9 +62,12 @@ def attach_rewrites(prog, root: Path) -> Attached:
     offered = [v.rewrite for v in offers if isinstance(v, Offer)]
     cand_path = root / spec["candidate"]
     cand_key = str(cand_path)
-    harness = build_harness_facts({cand_key: cand_path.read_bytes()}, cand_key, program.stream,
-                                  list(program.check_macros), program.texts)
-    in_harness = {v.rewrite: v for v in check_all(harness)}
+    try:
+        harness = build_harness_facts({cand_key: cand_path.read_bytes()}, cand_key, program.stream,
+                                      list(program.check_macros), program.texts)
+        in_harness = {v.rewrite: v for v in check_all(harness)}
+    except FactsError as exc:
+        harness, in_harness = None, {r.name: Refusal(r.name, str(exc)) for r in REGISTRY}
     notes, searched = [], []
     for name in offered:
         v = in_harness[name]
@@ -91,8 +94,8 @@ def attach_rewrites(prog, root: Path) -> Attached:
             (root / rel).write_text(f"// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
             variants.append({"name": f"rw_{point.replace('+', '_')}", "file": rel, "point": {DIMENSION: point}})
             points.append(point)
-    if not points:
-        (root / "variants").rmdir() if not any((root / "variants").iterdir()) else None
+    if not points and not any((root / "variants").iterdir()):
+        (root / "variants").rmdir()
     ds = spec.setdefault("design_space", {})
     ds.setdefault("dimensions", {})[DIMENSION] = {"values": [NONE, *points], "default": NONE}
     if points:
