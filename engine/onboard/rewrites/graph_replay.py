@@ -162,6 +162,7 @@ class GraphReplay:
                 "        " + facts.wrap_cuda("cudaGraphInstantiateWithFlags(&cuco_exec, cuco_graph, "
                                              "cudaGraphInstantiateFlagUseNodePriority)"),
                 "        " + facts.wrap_cuda("cudaGraphDestroy(cuco_graph)"),
+                "        " + facts.wrap_cuda(f"cudaGraphUpload(cuco_exec, {s})"),
                 f"        for (int cuco_b = 0; cuco_b < {KEY_BYTES}; ++cuco_b) {cache}[{count}].key[cuco_b] = cuco_key[cuco_b];",
                 f"        {cache}[{count}++].exec = cuco_exec;",
                 "    }",
