@@ -7,11 +7,12 @@ from __future__ import annotations
 from .base import Edit, Offer, Refusal, Rewrite, Rewritten, RewriteError, apply_edits, place, shifted
 from .boundary_first import BoundaryFirst
 from .comm_config import CommConfig
+from .comm_stream import CommStream
 from .facts import FactsError, ScheduleFacts, build_facts, facts_from_analysis
 from .graph_replay import GraphReplay
 from .nccl_register import NcclRegister
 
-REGISTRY: tuple[Rewrite, ...] = (BoundaryFirst(), NcclRegister(), CommConfig(), GraphReplay())
+REGISTRY: tuple[Rewrite, ...] = (BoundaryFirst(), CommStream(), NcclRegister(), CommConfig(), GraphReplay())
 BY_NAME = {r.name: r for r in REGISTRY}
 
 __all__ = ["REGISTRY", "BY_NAME", "Edit", "Offer", "Refusal", "RewriteError", "FactsError", "ScheduleFacts",

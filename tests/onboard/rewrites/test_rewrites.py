@@ -34,9 +34,11 @@ def variant(tmp_path, old: str, new: str) -> Path:
     return out
 
 
-def test_every_rewrite_is_offered_on_the_halo_exchange():
+def test_every_rewrite_but_comm_stream_is_offered_on_the_halo_exchange():
     v = verdicts(HALO)
-    assert all(isinstance(v[r.name], Offer) for r in REGISTRY), v
+    assert all(isinstance(v[r.name], Offer) for r in REGISTRY if r.name != "comm_stream"), v
+    assert isinstance(v["comm_stream"], Refusal)      # the host synchronises right after the exchange
+    assert "halo.cu:75) synchronises the host; nothing would overlap" in v["comm_stream"].reason
     assert "launch_relax" in v["boundary_first"].what and "iy_start" in v["boundary_first"].what
     assert v["graph_replay"].what.endswith("a, a_new")       # one graph per parity of the ping-pong
 
@@ -85,6 +87,41 @@ def test_nccl_register_refused_for_a_buffer_allocated_before_the_communicator(tm
     f.write_text(text)
     v = verdicts(f)["nccl_register"]
     assert isinstance(v, Refusal) and "a is allocated before the communicator exists" in v.reason
+
+
+RING_STEP = "    ncclGroupEnd();\n"
+RING_BESIDE = "    stage_kernel<<<(elems + 511) / 512, 512, 0, s>>>(in, next, elems, 2.0f);\n"
+
+
+def test_comm_stream_offered_only_with_device_work_between_the_exchange_and_its_use(tmp_path):
+    ring = verdicts(PROGRAMS / "env_ring.cu")["comm_stream"]
+    assert isinstance(ring, Refusal) and "env_ring.cu:71) uses recv; nothing would overlap" in ring.reason
+    text = (PROGRAMS / "env_ring.cu").read_text()
+    assert text.count(RING_STEP) == 1
+    f = tmp_path / "env_ring.cu"
+    f.write_text(text.replace(RING_STEP, RING_STEP + RING_BESIDE))
+    v = verdicts(f)["comm_stream"]
+    assert isinstance(v, Offer) and v.what.endswith("beside the device work at line(s) 71")
+
+
+def test_comm_stream_joins_before_the_first_use_and_compiles(tmp_path):
+    nvcc, nccl_include = _toolchain()
+    (tmp_path / "src").mkdir()
+    f = tmp_path / "src" / "env_ring.cu"
+    f.write_text((PROGRAMS / "env_ring.cu").read_text().replace(RING_STEP, RING_STEP + RING_BESIDE))
+    dest, notes = _patched_copy([f], ["comm_stream", "graph_replay"], {}, tmp_path / "patched")
+    assert notes[0].startswith("comm_stream: ncclRecv, ncclSend (")
+    text = (dest / "env_ring.cu").read_text()
+    body = text[text.index("cudaEventRecord(cuco_ready, s)"):]
+    order = [body.index(x) for x in ("ncclSend(act, elems, ncclHalf, peer_next, comm, cuco_comm_stream)",
+                                     "cudaEventRecord(cuco_comm_done, cuco_comm_stream)",
+                                     "stage_kernel<<<(elems + 511) / 512, 512, 0, s>>>(in, next",
+                                     "cudaStreamWaitEvent(s, cuco_comm_done, 0)",
+                                     "consume_kernel<<<")]
+    assert order == sorted(order)
+    r = subprocess.run([nvcc, "-std=c++17", f"-I{nccl_include}", "-c", "env_ring.cu", "-o", "env_ring.o"],
+                       cwd=dest, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 def test_a_refused_rewrite_is_not_applied(tmp_path):
@@ -145,11 +182,12 @@ def _jacobi_facts_or_skip(folder: Path):
         pytest.skip(f"the analysis cannot read NVIDIA's Jacobi yet: {exc}")
 
 
-def test_jacobi_patched_with_every_rewrite_builds_with_its_own_makefile(tmp_path):
+def test_jacobi_patched_with_every_offered_rewrite_builds_with_its_own_makefile(tmp_path):
     files, v = _jacobi_facts_or_skip(CORPUS / "nvidia_jacobi_nccl")
-    assert all(isinstance(v[r.name], Offer) for r in REGISTRY), v
+    offered = [r.name for r in REGISTRY if isinstance(v[r.name], Offer)]
+    assert offered == ["boundary_first", "nccl_register", "comm_config", "graph_replay"], v
     nvcc, nccl_include = _toolchain()
-    dest, _ = _patched_copy(files, [r.name for r in REGISTRY], {"comm_ctas": "8"}, tmp_path / "nccl")
+    dest, _ = _patched_copy(files, offered, {"comm_ctas": "8"}, tmp_path / "nccl")
     make = (dest / "Makefile").read_text().replace("-std=c++14", "-std=c++17")   # CUDA 13's CUB
     (dest / "Makefile").write_text(make)
     home = tmp_path / "ncclhome"
