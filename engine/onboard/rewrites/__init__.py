@@ -4,7 +4,7 @@ them as they compose (graph replay last: it captures what the others produced)."
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, Rewrite, Rewritten, RewriteError, apply_edits, place, shifted
+from .base import Edit, Offer, Refusal, Rewrite, Rewritten, RewriteError, apply_edits, place
 from .boundary_first import BoundaryFirst
 from .comm_config import CommConfig
 from .comm_stream import CommStream
@@ -15,7 +15,7 @@ from .nccl_register import NcclRegister
 REGISTRY: tuple[Rewrite, ...] = (BoundaryFirst(), CommStream(), NcclRegister(), CommConfig(), GraphReplay())
 BY_NAME = {r.name: r for r in REGISTRY}
 
-__all__ = ["REGISTRY", "BY_NAME", "Edit", "Offer", "Refusal", "RewriteError", "FactsError", "ScheduleFacts",
+__all__ = ["REGISTRY", "BY_NAME", "Edit", "Offer", "Refusal", "Rewritten", "RewriteError", "FactsError", "ScheduleFacts",
            "build_facts", "facts_from_analysis", "check_all", "rewrite_program"]
 
 

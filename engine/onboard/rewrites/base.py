@@ -75,15 +75,6 @@ def apply_edits(texts: dict[str, bytes], edits: list[Edit]) -> dict[str, bytes]:
     return out
 
 
-def shifted(offset: int, path: str, edits: list[Edit]) -> int:
-    """Where `offset` of `path` lands once the edits are applied (edits at or before it move it)."""
-    delta = 0
-    for e in edits:
-        if e.path == path and e.end <= offset:
-            delta += len(e.text.encode()) - (e.end - e.start)
-    return offset + delta
-
-
 def place(facts: ScheduleFacts, r: Rewritten) -> list[Edit]:
     """Every edit of a rewrite, placed in the facts' target: the user's program (state and set-up before
     the timer that precedes the loop, teardown after the loop) or the harness's Program (state as members,
