@@ -86,7 +86,8 @@ def place(facts: ScheduleFacts, r: Rewritten) -> list[Edit]:
         if lines:
             edits.append(Edit(facts.path, facts.setup_at, facts.setup_at, "".join(f"{li}{x}\n" for x in "\n".join(lines).split("\n"))))
         if r.teardown:
-            edits.append(Edit(facts.path, facts.loop_end, facts.loop_end, "".join(f"\n{li}{x}" for x in r.teardown)))
+            at = facts.after_loop_at or facts.loop_end
+            edits.append(Edit(facts.path, at, at, "".join(f"\n{li}{x}" for x in r.teardown)))
         edits += r.program_only
         for h in r.headers:
             edits += include_edit(facts, h)

@@ -105,6 +105,7 @@ class ScheduleFacts:
     teardown_at: int | None = None
     program: dict[str, bytes] = field(default_factory=dict)   # the user's files (harness target: for wrappers)
     function: tuple[int, int] = (0, 0)     # the function that holds the region (its locals are the region's)
+    after_loop_at: int = 0                 # where teardown goes: after the loop and the timer's stop
 
     @property
     def text(self) -> bytes:
@@ -318,6 +319,8 @@ def _check_macro(stmts_calls: list[Call], family: str, macros: list[str]) -> str
     return None
 
 
+_TIMER_STOPS = re.compile(r"\b(MPI_Wtime|MPI_Barrier|cudaEventRecord|cudaEventSynchronize|cudaDeviceSynchronize|"
+                          r"cudaStreamSynchronize|cudaEventElapsedTime|chrono|clock_gettime|gettimeofday)\b")
 _TIMER_STARTS = re.compile(r"\b(MPI_Wtime|MPI_Barrier|cudaEventRecord|chrono|clock_gettime|gettimeofday)\b")
 
 
@@ -353,8 +356,18 @@ def build_facts(texts: dict[str, bytes], path: str, region_line: int, stream: st
         while j >= 0 and (siblings[j].start_byte in masked_at or _TIMER_STARTS.search(_text(masked, siblings[j]))):
             setup_node = siblings[j]
             j -= 1
-    return _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros,
-                  setup_at=data.rfind(b"\n", 0, setup_node.start_byte) + 1)
+    # Teardown goes after the statements just below the loop that stop its timer (the device is idle
+    # there, and the timer does not count it).
+    teardown_node = loop
+    if idx is not None:
+        j = idx + 1
+        while j < len(siblings) and (siblings[j].start_byte in masked_at or _TIMER_STOPS.search(_text(masked, siblings[j]))):
+            teardown_node = siblings[j]
+            j += 1
+    facts = _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros,
+                   setup_at=data.rfind(b"\n", 0, setup_node.start_byte) + 1)
+    facts.after_loop_at = masked_at.get(teardown_node.start_byte, teardown_node.end_byte)
+    return facts
 
 
 def _function(tree, data: bytes, name: str):
