@@ -43,8 +43,25 @@ def test_every_rewrite_compiles_on_jacobi(tmp_path):
         pytest.skip(f"the corpus is not at {folder}")
     text, variants = _validate(tmp_path, folder, ["jacobi.cpp", "jacobi_kernels.cu"])
     assert set(variants) == {"rw_boundary_first", "rw_graph_replay", "rw_boundary_first_graph_replay"}
-    if "compiled seed" not in text:
-        pytest.skip("the seed init writes for NVIDIA's Jacobi does not compile yet, so neither can a variant: "
-                    + text[text.find("compile failed seed"):][:400])
-    for v in variants:
-        assert f"compiled {v}" in text, text
+    if "compiled seed" in text:
+        for v in variants:
+            assert f"compiled {v}" in text, text
+        return
+    # The workload's other files (problem.cu, the baseline) do not build yet: the candidate's own
+    # translation unit, seed and each variant swapped in as the design-space mutator swaps it, still must.
+    import nvidia.nccl
+
+    from engine import blocks
+    out = tmp_path / "w"
+    harness = Path(__file__).resolve().parents[3] / "workloads" / "_harness"
+    seed = (out / "candidate.cu").read_text()
+    spec = yaml.safe_load((out / "workload.yaml").read_text())
+    units = {"seed": seed}
+    for v in spec["variants"]:
+        units[v["name"]] = blocks.replace_blocks(seed, blocks.block_bodies((out / v["file"]).read_text()))
+    for name, src in units.items():
+        (tmp_path / f"{name}.cu").write_text(src)
+        r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{list(nvidia.nccl.__path__)[0]}/include",
+                            f"-I{harness / 'cuda'}", f"-I{harness}", "-c", f"{name}.cu", "-o", f"{name}.o"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"{name}: {r.stderr[-1500:]}"
