@@ -46,6 +46,11 @@ def _compiler_flags(p: argparse.ArgumentParser) -> None:
                    help="a header folder (repeatable)")
     p.add_argument("--region", metavar="FILE:LINE",
                    help="the repeated region: the loop that starts at this line (see the analysis's alternatives)")
+    p.add_argument("--entry", metavar="NAME",
+                   help="a collective called through a function-pointer table: analyse it as a call to NAME")
+    p.add_argument("--assume", metavar="NAME=VALUE", action="append", default=[],
+                   help="a run-time flag's value: operations under a condition false with it leave the region "
+                        "(repeatable; true/false or an integer)")
     p.add_argument("--compile-commands", metavar="FILE",
                    help="a compile_commands.json (CMake, Bear): each file's -D/-U/-I from its entry")
 
@@ -55,12 +60,25 @@ def _flags(args: argparse.Namespace):
     return Flags(tuple(args.defines), tuple(args.undefines), tuple(args.include_dirs))
 
 
+def _assumptions(items: list[str]) -> dict[str, int]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        value = {"true": "1", "false": "0"}.get(value.strip().lower(), value.strip())
+        if not sep or not name.strip().isidentifier() or not value.lstrip("-").isdigit():
+            raise InputError("--assume", item, "write NAME=VALUE with an integer, true or false (e.g. "
+                             "--assume calculate_norm=false)")
+        out[name.strip()] = int(value)
+    return out
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.onboard.analyze import analyze_files
     from engine.onboard.report import render_tree, to_json
     from .cli_rewrite import rewrite_lines
     try:
-        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)
+        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
+                             _assumptions(args.assume))
         data = to_json(prog)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
@@ -88,7 +106,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.llm:
             from engine.llm.models import parse_models
             model = parse_models([args.llm])[0]      # a bad model name is bad input: nothing written
-        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)
+        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
+                                    _assumptions(args.assume))
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
         out = Path(args.output) if args.output else Path.cwd() / "workloads" / name
         result = write_workload(prog, out, name=name, ranks=args.ranks)

@@ -29,13 +29,19 @@ def register(subparsers) -> None:
     r.set_defaults(func=cmd_rewrite)
 
 
+def _analyze(args: argparse.Namespace):
+    """The analysis, read with the same flags as `cuco analyze`."""
+    from engine.onboard.analyze import analyze_files
+
+    from .cli_onboard import _assumptions, _flags
+    return analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
+                         _assumptions(args.assume))
+
+
 def offers_for(args: argparse.Namespace):
     """The analysis of the files, and the facts the rewrites read from it."""
-    from engine.onboard.analyze import analyze_files
     from engine.onboard.rewrites import FactsError, facts_from_analysis
-
-    from .cli_onboard import _flags
-    prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)
+    prog = _analyze(args)
     try:
         return facts_from_analysis(prog)
     except FactsError as exc:
@@ -67,10 +73,7 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
     from engine.onboard.rewrites import RewriteError, rewrite_program
     try:
         if not args.apply:
-            from engine.onboard.analyze import analyze_files
-
-            from .cli_onboard import _flags
-            for line in rewrite_lines(analyze_files(list(args.files), _flags(args), args.compile_commands, args.region)):
+            for line in rewrite_lines(_analyze(args)):
                 print(line)
             return EXIT_OK
         facts = offers_for(args)

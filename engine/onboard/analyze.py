@@ -14,8 +14,9 @@ from pathlib import Path
 from remote.errors import InputError
 
 from . import api
-from .evaluate import evaluate
-from .hidden import WHAT_TO_DO, check_no_hidden_collectives, has_comm_call, is_kernel
+from .command_line import ENV_CALLS, default_of, reads_command_line
+from .evaluate import evaluate, evaluate_text
+from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .wrappers import find_wrappers
 from .model import Buffer, Op, Program, Unresolved, Var
@@ -29,7 +30,8 @@ TIMERS = {"cudaEventRecord", "MPI_Wtime", "clock_gettime", "gettimeofday", "omp_
 CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
 GRAPH_LAUNCH = {"cudaGraphLaunch"}
 def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands: str | None = None,
-                  region: str | None = None) -> Program:
+                  region: str | None = None, entry: str | None = None,
+                  assume: dict[str, int] | None = None) -> Program:
     """All the files are one program, each read as its compiler reads it: the flags of its entry in
     `compile_commands` (a compile_commands.json), then `flags` (-D/-U/-I given on the command line)."""
     if not paths:
@@ -37,7 +39,7 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
     flags = flags or Flags()
     per_file = flags_from_compile_commands(compile_commands, paths) if compile_commands else {}
     sources = [parse_file(p, per_file[p].merged(flags) if p in per_file else flags) for p in paths]
-    prog = analyze_sources(sources, region)
+    prog = analyze_sources(sources, region, entry, assume)
     prog.preprocessing = {"flags": {"defines": list(flags.defines), "undefines": list(flags.undefines),
                                     "include_dirs": list(flags.include_dirs)},
                           "compile_commands": compile_commands,
@@ -46,7 +48,8 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
     return prog
 
 
-def analyze_sources(sources: list[SourceFile], region: str | None = None) -> Program:
+def analyze_sources(sources: list[SourceFile], region: str | None = None, entry: str | None = None,
+                    assume: dict[str, int] | None = None) -> Program:
     functions, macros, globals_ = _top_level(sources)
     mains = [(s, f) for (name, (s, f)) in functions.items() if name == "main"]
     if not mains:
@@ -54,7 +57,7 @@ def analyze_sources(sources: list[SourceFile], region: str | None = None) -> Pro
         raise InputError(", ".join(s.path for s in sources), "main",
                          "no main() found: name the file that holds your program's main()")
     main_src, main = mains[0]
-    check_no_hidden_collectives(sources, functions, macros)
+    check_no_hidden_collectives(sources, functions, macros, entry)
     kernels = {n: sf for n, sf in functions.items() if is_kernel(*sf)}
     sets_up_nccl = any(call_name(n, s) in api.NCCL_INIT for (s, f) in functions.values()
                        for n in s.nodes("call_expression", f))
@@ -64,6 +67,9 @@ def analyze_sources(sources: list[SourceFile], region: str | None = None) -> Pro
                          "cuco optimises programs whose GPUs communicate through NCCL")
     analyzer = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels)
     analyzer.region_at = region
+    analyzer.entry = entry
+    analyzer.assume = dict(assume or {})
+    analyzer.dispatch_holders = dispatch_targets(sources)[1] if entry else set()
     return analyzer.run()
 
 
@@ -143,6 +149,9 @@ class _Analyzer:
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
         self.alternatives: list = []
         self.region_at: str | None = None
+        self.entry: str | None = None              # --entry: the target a function-pointer call stands for
+        self.assume: dict[str, int] = {}           # --assume NAME=VALUE: run-time flags taken as given
+        self.dispatch_holders: set[str] = set()
         self.region_src = src
         self.alias: dict[str, str] = {}          # pointer name -> the pointer it is based on
         self.helpers = _helpers(functions, kernels, self.wrappers)
@@ -159,6 +168,7 @@ class _Analyzer:
             op.in_region = region_node is not None and self._op_in(op, self.region_src, region_node)
             if op.in_region:
                 self._context(op, region_node)
+                self._assume(op)
         buffers = self._collect_buffers()
         self._reads_writes(buffers)
         self._roles(buffers)
@@ -235,6 +245,11 @@ class _Analyzer:
         for stmt in stmts:
             for n in src.nodes("call_expression", stmt):
                 name = call_name(n, src)
+                fn = n.child_by_field_name("function")
+                through = None
+                if self.entry and fn is not None and any(i.text.decode() in self.dispatch_holders
+                                                         for i in identifiers(fn)):
+                    through, name = fn.text.decode(), self.entry     # a call through the table: --entry's target
                 if name is None:
                     if any(i.text.decode() in api.NCCL_COMM for i in identifiers(n)):
                         raise InputError(src.at(n), "call",
@@ -257,6 +272,8 @@ class _Analyzer:
                 op.chain = chain + ((src, n),)
                 op.src = src
                 self._describe(op)
+                if through is not None:
+                    op.detail["through"] = through
                 self.ops.append(op)
 
     def _follow(self, src, call, name, chain, depth, top) -> None:
@@ -298,6 +315,20 @@ class _Analyzer:
             op.detail["when"] = when
         if loops:
             op.detail["loops"] = loops
+
+    def _assume(self, op) -> None:
+        """--assume NAME=VALUE: a run-time flag's branch is an alternative. An operation whose condition is
+        false under the assumptions is not part of the region's sequence (kept, marked `assumed_out`)."""
+        if not self.assume or not op.detail.get("when"):
+            return
+        for cond in op.detail["when"]:
+            negate = cond.startswith("!")
+            value = evaluate_text(cond[1:] if negate else cond, self.assume)
+            if value is not None and bool(value) == negate:
+                op.in_region = False
+                op.detail["assumed_out"] = f"{cond} is false with " + ", ".join(
+                    f"{k}={v}" for k, v in self.assume.items())
+                return
 
     def _iterations(self, loop) -> str | None:
         cond = loop.child_by_field_name("condition")
@@ -891,10 +922,14 @@ class _Analyzer:
                 continue
             seen.add(name)
             var = self.vars.get(name)
+            if var is not None and var.top_level and var.init is None:    # `T v; if (c) v = a; else v = b;`
+                todo.extend(i.text.decode() for st in self._assigning_statements(name) for i in identifiers(st)
+                            if i.text.decode() != name)
+                continue
             if var is None or not var.top_level or var.init is None:
                 continue
             if var.init is not None:
-                value = evaluate(var.init, self.src, {})
+                value = self._default(var)
                 if value is not None and isinstance(value, int) and not var.pointer:
                     roots.append(name)
                     continue
@@ -902,9 +937,31 @@ class _Analyzer:
         params = []
         for name in sorted(set(roots), key=lambda n: self.vars[n].pos):
             var = self.vars[name]
-            params.append({"name": name, "type": var.type, "default": evaluate(var.init, self.src, {}),
-                           "at": f"{self.src.path}:{var.line}"})
+            param = {"name": name, "type": var.type, "default": self._default(var),
+                     "at": f"{self.src.path}:{var.line}"}
+            if evaluate(var.init, self.src, {}) is None:     # the program's default when its command line is empty
+                param["from"] = "command line"
+            params.append(param)
         return params
+
+    def _assigning_statements(self, name: str) -> list:
+        """main()'s top-level statements before the region that assign `name` (no calls in them)."""
+        out = []
+        for st in self.body.named_children:
+            if self.region_node is not None and self.region_src is self.src and st.start_byte >= self.region_node.start_byte:
+                break
+            if st.type not in ("expression_statement", "if_statement"):
+                continue
+            targets = {self._t(a.child_by_field_name("left")) for a in walk(st) if a.type == "assignment_expression"}
+            if name in targets and not any(n.type == "call_expression" for n in walk(st)):
+                out.append(st)
+        return out
+
+    def _default(self, var):
+        value = evaluate(var.init, self.src, {})
+        if value is None and reads_command_line(var.init, self.src, lambda n: self._calls(n, ENV_CALLS)):
+            value = default_of(var.init, self.src)
+        return value
 
     def _runtime_sizes(self, prog: Program) -> None:
         for o in prog.opportunities:
@@ -964,7 +1021,9 @@ class _Analyzer:
                                                   "own: allocate once, outside the region"))
             if op.kind == "mpi":
                 self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region",
-                                                  "the workload drops MPI calls; the harness aligns the ranks"))
+                                                  "the harness owns MPI: a host collective of a small known size "
+                                                  "becomes an NCCL stand-in of the same cost class in the "
+                                                  "workload, other MPI calls are dropped"))
         for b in prog.buffers.values():
             if b.role == "carried":
                 self.unresolved.append(Unresolved(b.at, f"buffer {b.name} is read before it is written in the region "

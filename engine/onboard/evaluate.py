@@ -26,13 +26,15 @@ def evaluate(node, src, env: dict[str, int]):
         return evaluate(node.child_by_field_name("value"), src, env)
     if t == "identifier":
         return env.get(src.text(node))
+    if t in ("true", "false"):
+        return int(t == "true")
     if t == "sizeof_expression":
         ty = node.child_by_field_name("type")
         return api.ELEM_BYTES.get(src.text(ty).strip()) if ty is not None else None
     if t == "unary_expression":
         v = evaluate(node.child_by_field_name("argument"), src, env)
         op = src.text(node.child_by_field_name("operator"))
-        return None if v is None else (-v if op == "-" else v if op == "+" else None)
+        return None if v is None else (-v if op == "-" else v if op == "+" else int(not v) if op == "!" else None)
     if t == "conditional_expression":
         cond = evaluate(node.child_by_field_name("condition"), src, env)
         if cond is None:
@@ -47,7 +49,9 @@ def evaluate(node, src, env: dict[str, int]):
         try:
             return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b,
                     "%": lambda: a % b, "<<": lambda: a << b, ">>": lambda: a >> b,
-                    "<": lambda: int(a < b), ">": lambda: int(a > b)}[op]()
+                    "<": lambda: int(a < b), ">": lambda: int(a > b), "<=": lambda: int(a <= b),
+                    ">=": lambda: int(a >= b), "==": lambda: int(a == b), "!=": lambda: int(a != b),
+                    "&&": lambda: int(bool(a) and bool(b)), "||": lambda: int(bool(a) or bool(b))}[op]()
         except (KeyError, ZeroDivisionError):
             return None
     return None

@@ -21,9 +21,11 @@ def has_comm_call(src, fn) -> bool:
     return any(call_name(n, src) in api.NCCL_COMM for n in src.nodes("call_expression", fn))
 
 
-def check_no_hidden_collectives(sources, functions, macros) -> None:
-    """Collectives the analysis cannot follow are errors, never guesses: an NCCL function used as a value
-    (a function pointer: dynamic dispatch), inside a macro's body, or inside a helper function."""
+def dispatch_targets(sources) -> tuple[list[str], set[str], str | None]:
+    """NCCL functions used as values (function pointers, table entries): their names, the variables that
+    hold them (`reduce_fn fn = ncclAllReduce;`, `fn_t table[] = {ncclAllReduce, ncclAllGather};`), and the
+    first place, file:line."""
+    targets, holders, first = [], set(), None
     for src in sources:
         for n in src.nodes("identifier"):
             name = src.text(n)
@@ -32,10 +34,33 @@ def check_no_hidden_collectives(sources, functions, macros) -> None:
             parent = n.parent
             if parent is not None and parent.type == "call_expression" and parent.child_by_field_name("function") == n:
                 continue
-            raise InputError(src.at(n), name,
-                             f"{name} is used as a value (a function pointer or table entry): the collective is "
-                             f"chosen by dynamic dispatch and the analysis cannot tell which call runs; "
-                             f"{WHAT_TO_DO}")
+            if name not in targets:
+                targets.append(name)
+            first = first or src.at(n)
+            holder = parent
+            while holder is not None and holder.type not in ("init_declarator", "assignment_expression"):
+                holder = holder.parent
+            if holder is not None:
+                side = holder.child_by_field_name("declarator" if holder.type == "init_declarator" else "left")
+                ids = [src.text(i) for i in walk(side) if i.type == "identifier"] if side is not None else []
+                holders.update(ids[:1])
+    return targets, holders, first
+
+
+def check_no_hidden_collectives(sources, functions, macros, entry: str | None = None) -> None:
+    """Collectives the analysis cannot follow are errors, never guesses: an NCCL function used as a value
+    (a function pointer: dynamic dispatch; `--entry NAME` names the one to analyse), or inside a macro's
+    body."""
+    targets, _, first = dispatch_targets(sources)
+    if targets and entry is None:
+        raise InputError(first, targets[0],
+                         f"{targets[0]} is used as a value (a function pointer or table entry; the targets: "
+                         f"{', '.join(targets)}): the collective is chosen by dynamic dispatch and the analysis "
+                         f"cannot tell which call runs; pass --entry NAME (one of the targets) to analyse the "
+                         f"program as if it called that one, or {WHAT_TO_DO}")
+    if entry is not None and entry not in targets:
+        raise InputError("--entry", entry, f"not a target of a function-pointer table in the program "
+                         f"({', '.join(targets) or 'there is none'})")
     for name, (src, node) in macros.items():
         value = node.child_by_field_name("value")
         if value is None:

@@ -14,9 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import api
-from .source import call_name, identifiers, kernel_config, names_in, walk
+from .command_line import default_of
+from .evaluate import evaluate
+from .model import Unresolved
+from .source import call_args, call_name, identifiers, kernel_config, names_in, walk
 
 TODO = "CUCO-TODO"
+HOST_COLLECTIVES = {"MPI_Allreduce": 2, "MPI_Reduce": 2, "MPI_Bcast": 1, "MPI_Barrier": None}   # -> count arg
+HOST_COLL_SCRATCH = "cuco_host_coll_"
+HOST_COLL_BYTES = 4096
 DROP_TYPES = ("ncclUniqueId", "cudaEvent_t", "MPI_", "FILE", "ncclComm_t", "ncclConfig_t")
 DROP_KINDS = {"mpi", "comm_init", "event", "device", "free"}
 
@@ -47,6 +53,8 @@ class ProgramWriter:
         self.region = prog.region_node
         self.dropped_vars = {v.name for v in prog.vars.values() if v.type.startswith(DROP_TYPES)
                              and v.name != self.comm_var}
+        self.carried = {b.name for b in outputs if b.role == "carried"}
+        self.carried_init = self._carried_init()
         self.needed = self._needed_vars()
 
     def _prelude(self):
@@ -61,6 +69,8 @@ class ProgramWriter:
         host copies of the inputs, timers) is left out."""
         names = {self.rank_var, self.nranks_var, self.comm_var, self.stream_var} - {None}
         names |= {b.name for b in self.inputs + self.outputs}
+        for stmt in self.carried_init:
+            names |= {self.src.text(i) for i in identifiers(stmt)}
         if self.region is not None:
             names |= {self.src.text(i) for i in identifiers(self.region.child_by_field_name("body"))}
         changed = True
@@ -164,7 +174,17 @@ class ProgramWriter:
                 elif any(b.name == v.name for b in self.inputs + self.outputs):
                     continue
                 elif v.init is not None:
-                    if self._uses_environment(v.init):
+                    if self._uses_environment(v.init) and (default_of(v.init, self.src) is not None
+                                                           or v.base_type == "bool"):
+                        # a bool read from the command line with no default is a flag: absent, false
+                        default = default_of(v.init, self.src) if v.base_type != "bool" else \
+                            (default_of(v.init, self.src) or "false")
+                        out.append(f"{v.name} = ({v.base_type}){default};   // the program's default: {t(v.init)} "
+                                   f"({self.src.path}:{v.line}) reads the command line or environment")
+                        self.p.unresolved.append(Unresolved(
+                            f"{self.src.path}:{v.line}", f"{v.name} is read from the command line or environment",
+                            f"the workload uses the program's default, {default}"))
+                    elif self._uses_environment(v.init):
                         out.append(f"{v.name} = {{}};   // {TODO}: {t(v.init)} ({self.src.path}:{v.line}) reads the "
                                    "environment or the command line; give it a value")
                         self._todo(f"{self.src.path}:{v.line}: {v.name} = {t(v.init)} reads the environment or "
@@ -247,6 +267,10 @@ class ProgramWriter:
         for op in self.p.ops:
             if not op.in_region:
                 continue
+            if op.kind == "mpi" and "collective" not in drop and self._host_collective(op):
+                stmt = _enclosing_statement(op.node)
+                edits.append((stmt.start_byte, stmt.end_byte, self._host_collective(op)))
+                continue
             if op.kind in drop or op.kind in ("mpi", "event") or (op.kind == "group" and "collective" in drop):
                 stmt = _enclosing_statement(op.node)
                 edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"
@@ -296,10 +320,72 @@ class ProgramWriter:
 
     def build(self) -> ProgramText:
         members, setup = self.members(), self.setup()
-        run = self.region_body()
-        compute = self.region_body({"collective", "p2p"})
-        comm = self.region_body({"kernel", "memcpy", "memset"})
-        return ProgramText(members, setup, run, compute, comm, self.teardown(), self.todos)
+        start = self._carried_prologue()
+        self.host_collectives = 0
+        run = start + self.region_body()
+        compute = start + self.region_body({"collective", "p2p"})
+        comm = start + self.region_body({"kernel", "memcpy", "memset"})
+        teardown = self.teardown()
+        if self.host_collectives:      # the scratch the host collectives' stand-ins reduce
+            members.append(f"char* {HOST_COLL_SCRATCH} = nullptr;")
+            setup.append(f"if (cudaMalloc(&{HOST_COLL_SCRATCH}, {HOST_COLL_BYTES}) != cudaSuccess) return 1;")
+            teardown.append(f"cudaFree({HOST_COLL_SCRATCH});")
+        return ProgramText(members, setup, run, compute, comm, teardown, self.todos)
+
+    def _host_collective(self, op) -> str | None:
+        """A host MPI collective inside the region (Jacobi's MPI_Allreduce of the norm after a synchronize)
+        as a stand-in of the same cost class: a small NCCL all-reduce on the timed stream that the host waits
+        for (the harness owns MPI). Its result is not used: the region's values never depend on it here."""
+        if op.name not in HOST_COLLECTIVES:
+            return None
+        count_at = HOST_COLLECTIVES[op.name]
+        args = op.detail.get("args") or []
+        elems = 1
+        if count_at is not None and count_at < len(args):
+            elems = evaluate(call_args(op.node)[count_at], self.src, {})
+            if not isinstance(elems, int) or not 0 < elems * 8 <= HOST_COLL_BYTES:
+                return None
+        self.host_collectives += 1
+        if op.kind == "mpi" and not any(u.at == op.at and "stand-in" in u.what for u in self.p.unresolved):
+            self.p.unresolved.append(Unresolved(op.at, f"{op.name} of {elems} element(s) inside the repeated region: "
+                                                "a host collective, stand-in of the same cost class",
+                                                "the workload runs an NCCL all-reduce of as many bytes on the "
+                                                "timed stream and waits for it, where the program waits for MPI"))
+        return (f"/* {op.name}: the stand-in of the same cost class */ "
+                f"if (ncclAllReduce({HOST_COLL_SCRATCH}, {HOST_COLL_SCRATCH}, {elems * 8}, ncclChar, ncclSum, "
+                f"{self.comm_var or 'cuco_c->comm'}, {self.stream_var}) != ncclSuccess || "
+                f"cudaStreamSynchronize({self.stream_var}) != cudaSuccess) return 1;")
+
+    def _carried_init(self) -> list:
+        """main()'s statements before the region that give a carried buffer its starting value (its memset,
+        its fill kernel or the wrapper that launches it): every call starts from the program's own initial
+        value, never from the harness's poison, so an iteration that reads it computes something real."""
+        if not self.carried:
+            return []
+        out = []
+        for stmt in self._prelude():
+            ops = self._ops_in(stmt)
+            if any(o.kind in ("collective", "p2p") for o in ops):
+                continue
+            if any(set(o.writes) & self.carried for o in ops if o.kind in ("memset", "memcpy", "kernel")):
+                out.append(stmt)
+        return out
+
+    def _carried_prologue(self) -> str:
+        if not self.carried_init:
+            return ""
+        lines = [f"    // the carried buffers' starting value, as the program sets it ({self.src.at(s)}); the pointers"
+                 "\n    // again the harness's (the region may swap them), so every call is the same iteration"
+                 for s in self.carried_init[:1]]
+        lines += [f"    {b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;" for i, b in enumerate(self.outputs)
+                  if b.name in self.carried]
+        lines += ["    " + self.src.text(s).strip() for s in self.carried_init]
+        lines += ["    CUCO_UNCHECKED(cudaDeviceSynchronize());   // ordered before the iteration, whatever stream"]
+        for s in self.carried_init:
+            self.p.unresolved.append(Unresolved(self.src.at(s), "a carried buffer's initial value is set here",
+                                                "the workload sets it at the start of every call, so each "
+                                                "call computes one iteration from the program's own start"))
+        return "\n" + "\n".join(lines)
 
 
 def _function(prog, name):

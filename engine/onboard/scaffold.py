@@ -30,7 +30,7 @@ from remote.errors import InputError
 
 from . import api, workload_text
 from .program_text import TODO, ProgramWriter
-from .source import walk
+from .source import call_name, declarator_name, walk
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness"
 MAX_BUFFERS = 8
@@ -144,10 +144,24 @@ def _top_level_code(prog) -> TopLevel:
             elif node.type in ("function_definition", "template_declaration"):
                 if node == prog.main or _is_host_helper(prog, src, node):
                     continue
-                code.append(_pragmas_as_operators(src, node))
-            elif node.type == "declaration" and ("const" in t.split("=")[0] or "constexpr" in t):
+                host = not any(q in src.text(node).split("{", 1)[0] for q in ("__global__", "__device__"))
+                text = _pragmas_as_operators(src, node, prog.check_macros if host else ())
+                code.append(_static(text) if host else text)
+            elif node.type == "declaration" and ("const" in t.split("=")[0] or "constexpr" in t) and \
+                    not any(c.type == "function_declarator" for d in node.children_by_field_name("declarator")
+                            for c in walk(d)):
                 code.append(t)
                 constants.append(t)
+            elif node.type == "declaration" and any(c.type == "function_declarator"
+                                                    for d in node.children_by_field_name("declarator")
+                                                    for c in walk(d)):
+                # a host function's prototype: static like its carried definition (internal linkage: the
+                # symbol policy lets a candidate define only the ABI)
+                code.append(_static(t))
+            elif node.type in ("type_definition", "alias_declaration"):
+                code.append(t)          # the constants' types too (`typedef float real;` before `const real`)
+                if t not in constants:
+                    constants.append(t)
             elif node.type in ("struct_specifier", "class_specifier", "type_definition", "alias_declaration",
                                "enum_specifier", "declaration", "namespace_definition"):
                 if "ncclUniqueId" in t or "MPI_" in t:
@@ -156,21 +170,76 @@ def _top_level_code(prog) -> TopLevel:
             else:
                 code.append(f"// {TODO}: top-level {node.type} at {src.at(node)} left out; add it if the "
                             f"kernels need it\n// {t.splitlines()[0][:100]}")
+    # <iostream> runs a static initialiser (std::ios_base::Init) the harness's symbol policy rejects:
+    # kept only when the carried code uses the standard streams
+    carried = "\n".join(code + macros)
+    if not any(w in carried for w in ("cout", "cerr", "clog", "cin")):
+        includes = [i for i in includes if "<iostream>" not in i]
     return TopLevel(includes, macros, list(prog.check_macros), code, constants)
 
 
 def _is_host_helper(prog, src, node) -> bool:
     """A host function (not a kernel, not __device__) the workload does not need: the id exchange, the
-    environment readers. The kept code never calls one (setup drops those statements)."""
+    environment readers. The kept code never calls one (setup drops those statements). A host wrapper
+    the region launches its kernels through (and what it calls) is needed: it is carried."""
     text = src.text(node)
     head = text.split("{", 1)[0]
-    return "__global__" not in head and "__device__" not in head
+    if "__global__" in head or "__device__" in head:
+        return False
+    return _function_name(src, node) not in _needed_host_functions(prog)
 
 
-def _pragmas_as_operators(src, node) -> str:
+def _static(text: str) -> str:
+    """The same host function with internal linkage (nvcc gives an anonymous namespace's functions
+    external names)."""
+    if text.startswith("template"):
+        head, sep, rest = text.partition(">")
+        return f"{head}{sep} static {rest.lstrip()}" if not rest.lstrip().startswith("static") else text
+    return text if text.startswith(("static", "inline static")) else f"static {text}"
+
+
+def _function_name(src, node) -> str | None:
+    fn = node
+    if fn.type == "template_declaration":
+        fn = next((c for c in fn.named_children if c.type == "function_definition"), None)
+    if fn is None or fn.type != "function_definition":
+        return None
+    return declarator_name(fn.child_by_field_name("declarator"), src)
+
+
+def _needed_host_functions(prog) -> set[str]:
+    defs = {}
+    for src in prog.sources:
+        for node in src.tree.root_node.named_children:
+            name = _function_name(src, node)
+            if name:
+                defs[name] = (src, node)
+    carried = {b.name for b in prog.buffers.values() if b.role == "carried"}
+    needed = {o.via.name for o in prog.ops if getattr(o, "via", None) is not None
+              and (o.in_region or set(o.writes) & carried)}      # the region's, and the carried buffers' init
+    todo = list(needed)
+    while todo:
+        src, node = defs.get(todo.pop(), (None, None))
+        if node is None:
+            continue
+        for call in src.nodes("call_expression", node):
+            name = call_name(call, src)
+            if name in defs and name not in needed and name != "main":
+                needed.add(name)
+                todo.append(name)
+    return needed
+
+
+def _pragmas_as_operators(src, node, unchecked=()) -> str:
     """`#pragma unroll` inside a kernel becomes `_Pragma("unroll")`: the same directive, and no
-    preprocessor line inside an EVOLVE-BLOCK (the block rules forbid them)."""
+    preprocessor line inside an EVOLVE-BLOCK (the block rules forbid them). In a carried host function
+    (a launch wrapper, which has no harness context to report to), the program's check macros named in
+    `unchecked` become CUCO_UNCHECKED (the call is made, its status left to the harness's own checks)."""
     edits = []
+    for n in walk(node):
+        if n.type == "call_expression" and call_name(n, src) in unchecked:
+            fn = n.child_by_field_name("function")
+            edits.append((fn.start_byte, fn.end_byte, "CUCO_UNCHECKED"))
     for n in walk(node):
         if n.type == "preproc_call" and src.text(n.child_by_field_name("directive")) == "#pragma":
             arg = n.child_by_field_name("argument")

@@ -8,7 +8,7 @@ import yaml
 
 from . import api
 from .design import design_space, seed_annotation, seed_knob_lines
-from .source import names_in
+from .source import walk, names_in
 
 ELEM_CANON = {"half": "__half", "nv_bfloat16": "__nv_bfloat16"}
 STD_INCLUDES = ["#include <cuda_runtime.h>", "#include <nccl.h>", "#include <cstdio>", "#include <cstdlib>",
@@ -25,7 +25,7 @@ def _check_macro_defs(top) -> list[str]:
     (ctx->error, a non-zero return) instead of aborting the process."""
     return [f'#define {m}(cmd) do {{ auto cuco_r_ = (cmd); if ((int)cuco_r_ != 0) {{ snprintf(cuco_c->error, '
             f'sizeof cuco_c->error, "%s failed (%d)", #cmd, (int)cuco_r_); return 1; }} }} while (0)'
-            for m in top.check_macros]
+            for m in top.check_macros] + ["#define CUCO_UNCHECKED(cmd) ((void)(cmd))"]
 
 
 def _head(prog, top, title: str) -> list[str]:
@@ -104,10 +104,13 @@ def _names(prog, role) -> list[str]:
 
 def _size_code(prog, bufs) -> tuple[list[str], list[str]]:
     """Declarations computing the harness buffers' sizes from the config's params and the rank count,
-    in program order, and the TODOs for sizes that depend on anything else."""
+    in program order, and the TODOs for sizes that depend on anything else. A variable declared without
+    a value and assigned by main()'s own statements before the region (`if (rank < low) chunk = a; else
+    chunk = b;`) is computed by those statements, copied."""
     params = {p["name"]: p for p in prog.params}
     rank_vars = {prog.ranks.get("rank"): "cuco_c->rank", prog.ranks.get("nranks"): "cuco_c->nranks"}
     need, todo, problems = set(), [n for b in bufs for n in names_in(b.size)], []
+    assigned: dict[str, list] = {}
     while todo:
         n = todo.pop()
         if n in need or n not in prog.vars:
@@ -117,19 +120,54 @@ def _size_code(prog, bufs) -> tuple[list[str], list[str]]:
         if n in params or n in rank_vars:
             continue
         if v.init is None:
-            problems.append(f"{n} ({prog.main_src.path}:{v.line}) has no initialiser")
+            stmts = _assignments(prog, n)
+            if not stmts:
+                problems.append(f"{n} ({prog.main_src.path}:{v.line}) has no initialiser")
+                continue
+            assigned[n] = stmts
+            todo.extend(x for st in stmts for x in names_in_statement(prog, st) if x != n)
             continue
         todo.extend(names_in(prog.main_src.text(v.init)))
-    lines = []
-    for v in sorted((prog.vars[n] for n in need), key=lambda v: v.pos):
+    items = []
+    for v in (prog.vars[n] for n in need):
         if v.name in rank_vars:
-            lines.append(f"const int {v.name} = {rank_vars[v.name]};")
+            items.append((v.pos, f"const int {v.name} = {rank_vars[v.name]};"))
         elif v.name in params:
-            lines.append(f"const {v.base_type} {v.name} = ({v.base_type})cuco_param_get(cuco_c, \"{v.name}\", "
-                         f"{params[v.name]['default']});")
+            items.append((v.pos, f"const {v.base_type} {v.name} = ({v.base_type})cuco_param_get(cuco_c, "
+                                 f"\"{v.name}\", {params[v.name]['default']});"))
         elif v.init is not None:
-            lines.append(f"const {v.type} {v.name} = {prog.main_src.text(v.init)};")
+            items.append((v.pos, f"const {v.type} {v.name} = {prog.main_src.text(v.init)};"))
+        elif v.name in assigned:
+            items.append((v.pos, f"{v.type} {v.name}{{}};"))
+            items += [(st.start_byte, prog.main_src.text(st)) for st in assigned[v.name]]
+    seen, lines = set(), []
+    for _, text in sorted(items, key=lambda i: i[0]):
+        if text not in seen:
+            seen.add(text)
+            lines.append(text)
     return lines, problems
+
+
+def _assignments(prog, name: str) -> list:
+    """main()'s top-level statements before the region that assign `name` and nothing the harness owns:
+    plain assignments and if/else chains whose every branch assigns it."""
+    body = prog.main.child_by_field_name("body")
+    region = prog.region_node
+    out = []
+    for st in body.named_children:
+        if region is not None and st.start_byte >= region.start_byte:
+            break
+        if st.type not in ("expression_statement", "if_statement"):
+            continue
+        targets = {prog.main_src.text(a.child_by_field_name("left")) for a in walk(st)
+                   if a.type == "assignment_expression"}
+        if name in targets and not any(n.type == "call_expression" for n in walk(st)):
+            out.append(st)
+    return out
+
+
+def names_in_statement(prog, st) -> list[str]:
+    return [prog.main_src.text(i) for i in walk(st) if i.type == "identifier"]
 
 
 def problem(prog, inputs, outputs, top, name: str) -> str:

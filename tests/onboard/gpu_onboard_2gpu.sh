@@ -48,8 +48,9 @@ export CUCO_BUILD_DIR=$W/build
 PROGRAMS=$(python3 - "$CORPUS" <<'PY'
 import sys
 sys.path.insert(0, ".")
-from tests.onboard.corpus import PROGRAMS
+from tests.onboard.corpus import INIT_FLAGS, PROGRAMS
 for name, (files, flags, has_kernel) in PROGRAMS.items():
+    flags = INIT_FLAGS.get(name, flags)
     print(f"{name}|{' '.join(sys.argv[1] + '/' + f for f in files)}|{' '.join(flags)}|{'workload' if has_kernel else 'refused'}")
 for name in ["mpi_allreduce", "env_ring", "moe_alltoall", "gemm_allgather"]:
     print(f"{name}|tests/onboard/programs/{name}.cu||workload")
@@ -83,9 +84,10 @@ wait
 for n in $MADE; do for b in candidate do_nothing skip_comm; do tail -1 "$W/$n.$b.build.log"; done; done
 
 echo "[" > "$OUT/results.json"
-run() {   # name source mode tag -> $W/name.tag.json
+run() {   # name source mode tag [--configs NAME] -> $W/name.tag.json
+    if [ $SECONDS -gt ${DEADLINE_S:-450} ]; then echo "  skipped: past ${DEADLINE_S:-450} s"; return; fi
     timeout ${RUN_LIMIT:-120} python3 workloads/_harness/cuda/run_local.py "$W/$1" --source "$W/$1/$2" --ranks 2 \
-        --mode "$3" --result "$W/$1.$4.json" > "$W/$1.$4.log" 2>&1
+        --mode "$3" --result "$W/$1.$4.json" "${@:5}" > "$W/$1.$4.log" 2>&1
     [ -f "$W/$1.$4.json" ] && { cat "$W/$1.$4.json"; echo ","; } >> "$OUT/results.json"
 }
 judge() {   # name tag expectation(correct|incorrect|speedup) -> PASS/FAIL line
@@ -115,8 +117,9 @@ for n in $MADE; do
     stamp "$n: seed verify, seed benchmark, do_nothing, skip_comm"
     run "$n" candidate.cu verify seed.verify; judge "$n" seed.verify correct
     run "$n" candidate.cu benchmark seed.bench; judge "$n" seed.bench speedup
-    run "$n" checks/do_nothing.cu verify do_nothing; judge "$n" do_nothing incorrect
-    run "$n" checks/skip_comm.cu verify skip_comm; judge "$n" skip_comm incorrect
+    # one config is enough to catch a check (the program's own sizes)
+    run "$n" checks/do_nothing.cu verify do_nothing --configs program; judge "$n" do_nothing incorrect
+    run "$n" checks/skip_comm.cu verify skip_comm --configs program; judge "$n" skip_comm incorrect
 done
 echo "{}]" >> "$OUT/results.json"
 stamp "done"

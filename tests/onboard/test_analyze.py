@@ -109,3 +109,36 @@ def test_kernels_in_another_file(tmp_path, capsys):
     rc, out, err = _analyze(capsys, str(tmp_path / "main.cu"), "--json")     # without the kernels' file
     assert rc == 0
     assert any("is not defined in the given files" in u["what"] for u in json.loads(out)["unresolved"])
+
+
+def test_function_pointer_table_lists_its_targets_and_entry_chooses(tmp_path, capsys):
+    """A collective chosen through a table: the refusal lists the targets; --entry NAME analyses the
+    program as if it called that one, at the call through the table."""
+    src = tmp_path / "table.cu"
+    src.write_text("""#include <nccl.h>
+#include <cuda_runtime.h>
+typedef ncclResult_t (*coll_fn)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+__global__ void k(float* x) { x[threadIdx.x] *= 2.f; }
+int main(int argc, char** argv) {
+  ncclComm_t comm; ncclUniqueId id; ncclGetUniqueId(&id); ncclCommInitRank(&comm, 1, id, 0);
+  coll_fn table[] = {ncclAllReduce, ncclReduceScatter};
+  int which = argc > 1;
+  float* x; cudaMalloc(&x, 1024 * sizeof(float));
+  cudaStream_t s; cudaStreamCreate(&s);
+  for (int i = 0; i < 10; ++i) {
+    k<<<1, 1024, 0, s>>>(x);
+    table[which](x, x, 1024, ncclFloat, ncclSum, comm, s);
+  }
+  return 0;
+}
+""")
+    rc, _, err = _analyze(capsys, str(src))
+    assert rc == 2 and f"{src}:7" in err and "the targets: ncclAllReduce, ncclReduceScatter" in err
+    assert "--entry NAME" in err
+    rc, out, err = _analyze(capsys, str(src), "--entry", "ncclReduceScatter", "--json")
+    assert rc == 0, err
+    call = next(c for c in json.loads(out)["nccl_calls"] if c["in_region"])
+    assert (call["name"], call["through"], call["at"]) == ("ncclReduceScatter", "table[which]", f"{src}:13")
+    assert call["send_buffer"] == "x"
+    rc, _, err = _analyze(capsys, str(src), "--entry", "ncclBroadcast")
+    assert rc == 2 and "--entry: ncclBroadcast: not a target" in err and "ncclAllReduce, ncclReduceScatter" in err

@@ -10,7 +10,10 @@ import json
 import pytest
 
 from cuco_tui.cli import main
-from tests.onboard.corpus import CORPUS, GOLDENS, PROGRAMS, comparable
+import importlib.util
+import shutil
+
+from tests.onboard.corpus import CORPUS, GOLDENS, INIT_FLAGS, PROGRAMS, comparable
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the program corpus is not at {CORPUS}")
 
@@ -85,3 +88,47 @@ def test_init_refuses_what_has_nothing_to_overlap(name, words, capsys, monkeypat
     rc, out, err = _run(capsys, "init", *files, *flags, "-o", tmp_path / "w")
     assert rc == 2 and words in err and err.count("\n") == 1 and out == ""
     assert not (tmp_path / "w").exists()
+
+
+def _nccl_headers() -> bool:
+    try:
+        return importlib.util.find_spec("nvidia.nccl") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the compile is not checked here")
+@pytest.mark.skipif(not _nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")
+@pytest.mark.parametrize("name", ["nvidia_jacobi_nccl", "nvidia_jacobi_nccl_overlap"])
+def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_path):
+    """NVIDIA's Jacobi as its authors wrote it: init writes a workload with no CUCO-TODO (nx, ny from the
+    command line become config params; the wrapper launch_jacobi_kernel is carried; a and a_new start
+    from the program's own memset and boundary kernel) and cuco validate accepts it as written."""
+    files, _, _ = PROGRAMS[name]
+    monkeypatch.chdir(CORPUS)
+    out = tmp_path / name
+    rc, text, err = _run(capsys, "init", *files, *INIT_FLAGS[name], "-o", out)
+    assert rc == 0, err
+    assert "TODO" not in text and "CUCO-TODO" not in (out / "candidate.cu").read_text()
+    workload = (out / "workload.yaml").read_text()
+    assert "nx: 16384" in workload and "ny: 16384" in workload
+    rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
+    assert rc == 0, text
+    assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+
+
+def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
+    """Jacobi's norm is copied and reduced only `if (calculate_norm)`: --assume calculate_norm=false takes
+    those operations out of the region's sequence; a malformed assumption is bad input."""
+    files, flags, _ = PROGRAMS["nvidia_jacobi_nccl"]
+    monkeypatch.chdir(CORPUS)
+    rc, out, err = _run(capsys, "analyze", *files, *flags, "--assume", "calculate_norm=false", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert [o["name"] for o in _in_region(d)] == ["cudaMemsetAsync", "jacobi_kernel", "ncclGroupStart", "ncclRecv",
+                                                  "ncclSend", "ncclRecv", "ncclSend", "ncclGroupEnd"]
+    out_ops = {o["name"]: o["assumed_out"] for k in ("memory_ops", "mpi_calls") for o in d[k] if "assumed_out" in o}
+    assert out_ops == {"cudaMemcpyAsync": "(calculate_norm) is false with calculate_norm=0",
+                       "MPI_Allreduce": "(calculate_norm) is false with calculate_norm=0"}
+    rc, _, err = _run(capsys, "analyze", *files, "--assume", "calculate_norm")
+    assert rc == 2 and err.startswith("cuco: --assume: calculate_norm: write NAME=VALUE")
