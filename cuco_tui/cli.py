@@ -225,6 +225,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if getattr(args, "patch", False):
+        from .cli_rewrite import export_patch
+        return export_patch(args)
     if args.trace is not None:
         from .cli_timeline import export_trace
         return export_trace(args)
@@ -322,12 +325,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", action="store_true",
                    help="with --trace: write the trace as one self-contained HTML page that any browser opens "
                         "offline (the default for -o FILE.html)")
+    p.add_argument("--patch", action="store_true",
+                   help="the candidate's schedule rewrites written back into your program's files, as a unified "
+                        "diff (patch -p1 in their folder); for workloads made by cuco init")
 
     p = add("validate", cmd_validate, "check a workload and compile it where the toolchain is present")
     p.add_argument("workload", metavar="WORKLOAD")
     p.add_argument("--no-compile", action="store_true", help="check the spec and blocks only")
 
-    for module in ("cuco_tui.cli_control", "cuco_tui.cli_nodes", "cuco_tui.cli_llm", "cuco_tui.cli_onboard",
+    for module in ("cuco_tui.cli_control", "cuco_tui.cli_nodes", "cuco_tui.cli_llm", "cuco_tui.cli_onboard", "cuco_tui.cli_rewrite",
                    "cuco_tui.cli_timeline", "cuco_tui.cli_serve"):
         try:
             mod = importlib.import_module(module)

@@ -75,9 +75,11 @@ def _assumptions(items: list[str]) -> dict[str, int]:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.onboard.analyze import analyze_files
     from engine.onboard.report import render_tree, to_json
+    from .cli_rewrite import rewrite_lines
     try:
-        data = to_json(analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
-                                    _assumptions(args.assume)))
+        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
+                             _assumptions(args.assume))
+        data = to_json(prog)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -86,6 +88,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
         Console().print(render_tree(data))
+        print("schedule rewrites (cuco init makes them design-space points; cuco rewrite applies them)")
+        for line in rewrite_lines(prog):
+            print(line)
     return EXIT_OK
 
 
@@ -121,6 +126,13 @@ def cmd_init(args: argparse.Namespace) -> int:
             return rc
     elif model is not None:
         print("nothing to complete: init placed everything")
+    # After the completion: a variant carries the whole schedule block, setup() included.
+    from engine.onboard.rewrites.attach import attach_rewrites
+    attached = attach_rewrites(prog, result.root)
+    for point in attached.points:
+        print(f"  rewrite variant rewrites={point}")
+    for note in attached.notes:
+        print(f"  rewrite note {note}")
     print(f"next: cuco validate {result.root}   then: cuco run {result.root}")
     return EXIT_OK
 

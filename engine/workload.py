@@ -266,7 +266,8 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
 
 
 _KNOWN_KEYS = {"name", "description", "language", "ranks", "candidate", "harness", "build", "launch",
-               "timeouts", "benchmark", "configs", "tolerances", "design_space", "variants", "llm"}
+               "timeouts", "benchmark", "configs", "tolerances", "design_space", "variants", "llm",
+               "program"}   # program: the user's files a workload made by `cuco init` came from (export --patch)
 
 
 def _load_configs(f: _Fields, yaml_file: Path) -> list[ProblemConfig]:

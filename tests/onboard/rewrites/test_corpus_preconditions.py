@@ -1,0 +1,57 @@
+"""The rewrites on the corpus's real programs: offered where the program shows their preconditions,
+refused with the reason read from the program where it does not (checked against READING.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuco_tui.cli_rewrite import _verdicts
+from engine.onboard.analyze import analyze_files
+from engine.onboard.rewrites import Offer, Refusal
+
+CORPUS = Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
+
+
+def verdicts(*rel: str) -> dict:
+    files = [CORPUS / r for r in rel]
+    if not files[0].is_file():
+        pytest.skip(f"the corpus is not at {CORPUS}")
+    return {v.rewrite: v for v in _verdicts(analyze_files([str(f) for f in files]))}
+
+
+def test_jacobi_is_offered_every_rewrite_but_a_bare_comm_stream():
+    v = verdicts("nvidia_jacobi_nccl/jacobi.cpp", "nvidia_jacobi_nccl/jacobi_kernels.cu")
+    assert all(isinstance(x, Offer) for n, x in v.items() if n != "comm_stream"), v
+    # the norm's synchronisation follows the exchange: on its own stream it would overlap nothing
+    assert isinstance(v["comm_stream"], Refusal) and "jacobi.cpp:359) synchronises the host" in v["comm_stream"].reason
+    assert "launch_jacobi_kernel" in v["boundary_first"].what and "iy_start and iy_end-1" in v["boundary_first"].what
+    assert v["graph_replay"].what.endswith("a, a_new, bottom, calculate_norm, top")
+    assert v["nccl_register"].what == "a_new, a by ncclMemAlloc, registered with nccl_comm"   # a_new's ping-pong half too
+
+
+def test_the_hand_overlapped_jacobi_is_not_split_or_captured_again():
+    v = verdicts("nvidia_jacobi_nccl_overlap/jacobi.cpp", "nvidia_jacobi_nccl_overlap/jacobi_kernels.cu")
+    assert isinstance(v["boundary_first"], Refusal) and "does not take the region's stream" in v["boundary_first"].reason
+    assert isinstance(v["graph_replay"], Refusal) and "does not fork" in v["graph_replay"].reason
+    assert isinstance(v["comm_stream"], Refusal) and "already runs on several streams" in v["comm_stream"].reason
+
+
+def test_the_graph_replaying_jacobi_is_refused_for_what_it_is():
+    v = verdicts("nvidia_jacobi_nccl_graphs/jacobi.cpp", "nvidia_jacobi_nccl_graphs/jacobi_kernels.cu")
+    assert all(isinstance(x, Refusal) and "replays CUDA graphs captured at" in x.reason for x in v.values()), v
+
+
+def test_the_ring_allreduce_allocating_in_its_helper_is_not_captured():
+    v = verdicts("async_ring_allreduce_single/ring_allreduce.cu")
+    assert isinstance(v["graph_replay"], Refusal)
+    assert "cudaFree, cudaMalloc, inside the call" in v["graph_replay"].reason
+    assert isinstance(v["boundary_first"], Refusal) and "inside a called function" in v["boundary_first"].reason
+    assert isinstance(v["comm_config"], Offer)
+    assert isinstance(v["nccl_register"], Refusal) and "inside a called function" in v["nccl_register"].reason
+
+
+def test_the_moe_seed_section_runs_once():
+    v = verdicts("cuco_moe_seed/ds_v3_moe.cu")
+    assert all(isinstance(x, Refusal) and "runs once" in x.reason for x in v.values()), v
