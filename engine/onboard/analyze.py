@@ -345,8 +345,9 @@ class _Analyzer:
         out = []
         if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
             out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays captured CUDA "
-                       "graphs; cuco init does not write graph replay: take --region on the capture loop's "
-                       "program without graphs, or write the workload by hand (docs/workload-format.md)")
+                       "graphs; cuco init does not write graph replay yet: region.replays lists what it runs; "
+                       "write the workload by hand (docs/workload-format.md), or init the program's version "
+                       "without graphs")
         for op in self.ops:
             if op.name == "ncclCommInitAll":
                 out.append(f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
