@@ -232,7 +232,8 @@ class _Analyzer:
                 if not main and name in self.vars:
                     continue              # main's own variable of that name comes first
                 self.vars[name] = Var(name, base + ("*" if pointer else ""), base, pointer, array, value, decl,
-                                      src.line(decl), main and (decl.start_byte, decl.end_byte) in top, ctor, d.start_byte)
+                                      src.line(decl), main and (decl.start_byte, decl.end_byte) in top, ctor,
+                                      d.start_byte)
 
     # -- operations in program order
     def _collect_ops(self) -> None:
@@ -949,7 +950,8 @@ class _Analyzer:
         """main()'s top-level statements before the region that assign `name` (no calls in them)."""
         out = []
         for st in self.body.named_children:
-            if self.region_node is not None and self.region_src is self.src and st.start_byte >= self.region_node.start_byte:
+            in_main_region = self.region_node is not None and self.region_src is self.src
+            if in_main_region and st.start_byte >= self.region_node.start_byte:
                 break
             if st.type not in ("expression_statement", "if_statement"):
                 continue
