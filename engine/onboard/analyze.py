@@ -1,10 +1,12 @@
 """`cuco analyze`: from the syntax trees of a host-driven CUDA + NCCL program to its program model.
 
-It follows main() statement by statement (in program order), records every NCCL, CUDA and MPI call, the
-buffers and which operation reads and writes them, picks the region that repeats (the timed or iterated
-loop around the collectives), and says what it could not resolve, with file:line. It never guesses: a
-collective it cannot see as a direct call (a function pointer, a macro, a helper function) is an error
-naming the place and what to do.
+It follows main() statement by statement (in program order), into the helper functions that communicate
+and through the host wrappers that launch kernels (in any given file), records every NCCL, CUDA and MPI
+call, the buffers and which operation reads and writes them, picks the region that repeats by evidence
+(the timed loop or section around the collectives; warm-ups, sweeps, per-device and capture loops listed
+as alternatives), and says what it could not resolve, with file:line. It never guesses: a collective it
+cannot see as a call (a function pointer without --entry, a macro body) is an error naming the place and
+what to do.
 """
 
 from __future__ import annotations
