@@ -1,10 +1,12 @@
 """`cuco analyze`: from the syntax trees of a host-driven CUDA + NCCL program to its program model.
 
-It follows main() statement by statement (in program order), records every NCCL, CUDA and MPI call, the
-buffers and which operation reads and writes them, picks the region that repeats (the timed or iterated
-loop around the collectives), and says what it could not resolve, with file:line. It never guesses: a
-collective it cannot see as a direct call (a function pointer, a macro, a helper function) is an error
-naming the place and what to do.
+It follows main() statement by statement (in program order), into the helper functions that communicate
+and through the host wrappers that launch kernels (in any given file), records every NCCL, CUDA and MPI
+call, the buffers and which operation reads and writes them, picks the region that repeats by evidence
+(the timed loop or section around the collectives; warm-ups, sweeps, per-device and capture loops listed
+as alternatives), and says what it could not resolve, with file:line. It never guesses: a collective it
+cannot see as a call (a function pointer without --entry, a macro body) is an error naming the place and
+what to do.
 """
 
 from __future__ import annotations
@@ -232,7 +234,8 @@ class _Analyzer:
                 if not main and name in self.vars:
                     continue              # main's own variable of that name comes first
                 self.vars[name] = Var(name, base + ("*" if pointer else ""), base, pointer, array, value, decl,
-                                      src.line(decl), main and (decl.start_byte, decl.end_byte) in top, ctor, d.start_byte)
+                                      src.line(decl), main and (decl.start_byte, decl.end_byte) in top, ctor,
+                                      d.start_byte)
 
     # -- operations in program order
     def _collect_ops(self) -> None:
@@ -345,8 +348,9 @@ class _Analyzer:
         out = []
         if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
             out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays captured CUDA "
-                       "graphs; cuco init does not write graph replay: take --region on the capture loop's "
-                       "program without graphs, or write the workload by hand (docs/workload-format.md)")
+                       "graphs; cuco init does not write graph replay yet: region.replays lists what it runs; "
+                       "write the workload by hand (docs/workload-format.md), or init the program's version "
+                       "without graphs")
         for op in self.ops:
             if op.name == "ncclCommInitAll":
                 out.append(f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
@@ -948,7 +952,8 @@ class _Analyzer:
         """main()'s top-level statements before the region that assign `name` (no calls in them)."""
         out = []
         for st in self.body.named_children:
-            if self.region_node is not None and self.region_src is self.src and st.start_byte >= self.region_node.start_byte:
+            in_main_region = self.region_node is not None and self.region_src is self.src
+            if in_main_region and st.start_byte >= self.region_node.start_byte:
                 break
             if st.type not in ("expression_statement", "if_statement"):
                 continue

@@ -231,8 +231,8 @@ def _needed_host_functions(prog) -> set[str]:
 
 
 def _pragmas_as_operators(src, node, unchecked=()) -> str:
-    """`#pragma unroll` inside a kernel becomes `_Pragma("unroll")`: the same directive, and no
-    preprocessor line inside an EVOLVE-BLOCK (the block rules forbid them). In a carried host function
+    """The function's text as written (a `#pragma unroll` stays: candidate.cu keeps such code outside the
+    evolvable block, where the block rules allow directives). In a carried host function
     (a launch wrapper, which has no harness context to report to), the program's check macros named in
     `unchecked` become CUCO_UNCHECKED (the call is made, its status left to the harness's own checks)."""
     edits = []
@@ -240,11 +240,6 @@ def _pragmas_as_operators(src, node, unchecked=()) -> str:
         if n.type == "call_expression" and call_name(n, src) in unchecked:
             fn = n.child_by_field_name("function")
             edits.append((fn.start_byte, fn.end_byte, "CUCO_UNCHECKED"))
-    for n in walk(node):
-        if n.type == "preproc_call" and src.text(n.child_by_field_name("directive")) == "#pragma":
-            arg = n.child_by_field_name("argument")
-            arg_text = src.text(arg).strip() if arg is not None else ""
-            edits.append((n.start_byte, n.end_byte, f'_Pragma("{arg_text}")\n'))
     text, pos, base = [], node.start_byte, node.start_byte
     for a, b, r in sorted(edits):
         text.append(src.data[pos:a].decode())

@@ -36,6 +36,14 @@ def _head(prog, top, title: str) -> list[str]:
     return lines
 
 
+def _split_at_pragmas(items: list[str]) -> tuple[list[str], list[str]]:
+    """The device code up to its last item with a `#pragma` (kept as the user wrote it, in order, outside
+    the evolvable block), and the rest."""
+    last = max((i for i, t in enumerate(items) if any(line.lstrip().startswith("#") for line in t.splitlines())),
+               default=-1)
+    return items[:last + 1], items[last + 1:]
+
+
 def _struct(text, extra: bool) -> list[str]:
     lines = ["struct Program {"]
     lines += ["  " + m for m in text.members]
@@ -58,8 +66,14 @@ def candidate(prog, text, top, name: str) -> str:
               f"// Inputs: {', '.join(f'ctx->inputs[{i}] = {b}' for i, b in enumerate(_names(prog, 'input'))) or 'none'}; "
               f"outputs: {', '.join(f'ctx->outputs[{i}] = {b}' for i, b in enumerate(_names(prog, 'output')))}.",
               "// Both are NCCL symmetric windows (ctx->inputs[i].win); the program's other buffers are its own.",
-              "", "namespace {", "// EVOLVE-BLOCK-START kernels"]
-    lines += top.device_code
+              "", "namespace {"]
+    frozen, evolving = _split_at_pragmas(top.device_code)
+    if frozen:
+        lines += ["// Frozen: code with #pragma (a directive may not sit inside an EVOLVE-BLOCK) and what",
+                  "// precedes it; the search writes new kernels in the block below instead of editing these."]
+        lines += frozen
+    lines += ["// EVOLVE-BLOCK-START kernels"]
+    lines += evolving
     lines += ["// EVOLVE-BLOCK-END", "", "// EVOLVE-BLOCK-START schedule", seed_annotation(prog)]
     lines += seed_knob_lines()
     lines += _struct(text, extra=False)

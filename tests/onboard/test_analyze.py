@@ -142,3 +142,15 @@ int main(int argc, char** argv) {
     assert call["send_buffer"] == "x"
     rc, _, err = _analyze(capsys, str(src), "--entry", "ncclBroadcast")
     assert rc == 2 and "--entry: ncclBroadcast: not a target" in err and "ncclAllReduce, ncclReduceScatter" in err
+
+
+def test_region_flag_chooses_a_loop_or_names_the_loops(capsys, monkeypatch):
+    monkeypatch.chdir(PROGRAMS)
+    rc, out, err = _analyze(capsys, "gemm_allgather.cu", "--region", "gemm_allgather.cu:65", "--json")
+    assert rc == 0, err
+    region = json.loads(out)["region"]
+    assert region["at"] == "gemm_allgather.cu:65"
+    assert region["alternatives"] == [{"at": "gemm_allgather.cu:70", "what": "another loop around the collectives"}]
+    rc, _, err = _analyze(capsys, "gemm_allgather.cu", "--region", "gemm_allgather.cu:40")
+    assert rc == 2 and err.startswith("cuco: gemm_allgather.cu:40: --region: no loop around the collectives")
+    assert "gemm_allgather.cu:65, gemm_allgather.cu:70" in err

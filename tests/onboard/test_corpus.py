@@ -132,3 +132,14 @@ def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
                        "MPI_Allreduce": "(calculate_norm) is false with calculate_norm=0"}
     rc, _, err = _run(capsys, "analyze", *files, "--assume", "calculate_norm")
     assert rc == 2 and err.startswith("cuco: --assume: calculate_norm: write NAME=VALUE")
+
+
+@pytest.mark.parametrize("name, words", [
+    ("cuco_moe_seed", "the repeated region runs inside helper functions (run_moe_alltoall)"),
+    ("nvidia_jacobi_nccl_graphs", "replays captured CUDA graphs"),
+])
+def test_init_refuses_what_it_cannot_write_yet_naming_why(name, words, capsys, monkeypatch, tmp_path):
+    files, flags, _ = PROGRAMS[name]
+    monkeypatch.chdir(CORPUS)
+    rc, out, err = _run(capsys, "init", *files, *INIT_FLAGS.get(name, flags), "-o", tmp_path / "w")
+    assert rc == 2 and words in err and err.count("\n") == 1 and not (tmp_path / "w").exists()

@@ -163,3 +163,53 @@ def test_todo_markers_are_listed_by_validate(tmp_path, capsys):
     line = next(i for i, l in enumerate(cand, 1) if "CUCO-TODO" in l and "STRIDE" in l)
     assert f"{out / 'candidate.cu'}:{line}:" in listed.replace(" ", "") or \
         f"{out / 'candidate.cu'}:{line}" in "".join(listed.split())
+
+
+def test_a_kernel_with_pragma_unroll_passes_the_block_rules(tmp_path, capsys):
+    """`#pragma unroll` stays as written, outside the evolvable block (the block rules forbid directives
+    inside one, `_Pragma` too), with the code before it; the kernels after it stay evolvable."""
+    text = (PROGRAMS / "mpi_allreduce.cu").read_text()
+    head, rest = text.split("__global__", 1)
+    pragma_kernel = ("__global__ void unrolled(const float* x, float* y, int n) {\n"
+                     "  int i = blockIdx.x * blockDim.x + threadIdx.x; float acc = 0.f;\n"
+                     "  #pragma unroll\n  for (int k = 0; k < 4; ++k) acc += x[(i + k) % n];\n"
+                     "  if (i < n) y[i] = acc;\n}\n")
+    src = tmp_path / "unrolled.cu"
+    src.write_text(head + pragma_kernel + "__global__" + rest)
+    out = tmp_path / "w"
+    assert _init(capsys, str(src), "-o", str(out))[0] == 0
+    cand = (out / "candidate.cu").read_text()
+    blocks.check_block_bodies(cand)                       # raises on a directive inside a block
+    frozen, block = cand.split("// EVOLVE-BLOCK-START kernels", 1)
+    assert "#pragma unroll" in frozen and "_Pragma" not in cand
+    assert "scale_kernel" in block.split("// EVOLVE-BLOCK-END")[0]
+
+
+def test_one_process_driving_every_gpu_is_refused_in_one_line(tmp_path, capsys):
+    src = tmp_path / "all.cu"
+    src.write_text("""#include <nccl.h>
+#include <cuda_runtime.h>
+__global__ void k(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.f; }
+int main() {
+  const int ndev = 2;
+  ncclComm_t comms[ndev];
+  int devs[ndev] = {0, 1};
+  ncclCommInitAll(comms, ndev, devs);
+  float* x[ndev]; cudaStream_t s[ndev];
+  for (int i = 0; i < ndev; ++i) { cudaSetDevice(i); cudaMalloc(&x[i], 1024 * sizeof(float)); cudaStreamCreate(&s[i]); }
+  for (int it = 0; it < 10; ++it) {
+    ncclGroupStart();
+    for (int i = 0; i < ndev; ++i) {
+      cudaSetDevice(i);
+      k<<<1, 1024, 0, s[i]>>>(x[i], 1024);
+      ncclAllReduce(x[i], x[i], 1024, ncclFloat, ncclSum, comms[i], s[i]);
+    }
+    ncclGroupEnd();
+  }
+  return 0;
+}
+""")
+    rc, out, err = _init(capsys, str(src), "-o", str(tmp_path / "w"))
+    assert rc == 2 and err.count("\n") == 1 and out == ""
+    assert f"one process drives every GPU (ncclCommInitAll at {src}:8)" in err
+    assert not (tmp_path / "w").exists()
