@@ -4,13 +4,19 @@ log, prompts, answer parsing, novelty, the UCB bandit over models and the meta-s
 Never imports textual or cuco_tui. See docs/llm.md.
 """
 
-from .budget import Budget
-from .clients import ChatRequest, ChatResult
-from .errors import LLMError
-from .models import ModelSpec, parse_model, parse_models
-from .pricing import Pricing
-from .retry import RetryPolicy
-from .service import LLMService
+from importlib import import_module
+from typing import Any
 
-__all__ = ["Budget", "ChatRequest", "ChatResult", "LLMError", "LLMService", "ModelSpec", "Pricing",
-           "RetryPolicy", "parse_model", "parse_models"]
+# Loaded on first use: a search with the design-space mutator needs no LLM SDK, and GPU nodes and
+# minimal installs may not have one (importing the engine must not import anthropic or openai).
+_HOMES = {"Budget": "budget", "ChatRequest": "clients", "ChatResult": "clients", "LLMError": "errors",
+          "ModelSpec": "models", "parse_model": "models", "parse_models": "models", "Pricing": "pricing",
+          "RetryPolicy": "retry", "LLMService": "service"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_HOMES[name]}", __name__), name)
