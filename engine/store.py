@@ -1,7 +1,7 @@
 """The project store: one SQLite database (WAL) per project home, blobs beside it.
 
 `Store` is a writer (aiosqlite; each run's engine writes its own run). `ReadStore` is the
-read-only view used by the TUI and `cuco report` (plain sqlite3 with mode=ro). Every change that a
+read-only view used by the TUI and `cuco report` (plain sqlite3 with query_only). Every change that a
 viewer should see is written together with its event, in one transaction: a crash leaves either both
 or neither.
 
@@ -33,7 +33,7 @@ import aiosqlite
 
 from .blobs import BlobStore
 from .schema import MIGRATIONS, SCHEMA_VERSION
-from .store_check import check_store_file, not_usable
+from .store_check import check_store_file, connect_for_reading, not_usable
 
 log = logging.getLogger(__name__)
 
@@ -399,8 +399,7 @@ class ReadStore:
             raise FileNotFoundError(f"{self.db_path}: no cuco store here (run `cuco run` first, or pass --home)")
         check_store_file(self.db_path)
         self.blobs = BlobStore(self.home / "blobs")
-        self._conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=DB_TIMEOUT_S,
-                                     check_same_thread=False)
+        self._conn = connect_for_reading(self.db_path, DB_TIMEOUT_S, check_same_thread=False)
 
     def close(self) -> None:
         self._conn.close()

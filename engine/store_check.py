@@ -35,6 +35,21 @@ def not_usable(db_path: Path, exc: BaseException) -> InputError | None:
     return None
 
 
+def connect_for_reading(db_path: Path, timeout: float, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A connection that never writes the database. Opened read-write with `query_only` where it may be: a
+    `mode=ro` connection cannot create the WAL's -shm and -wal files, which the last writer to close deletes,
+    so beside other processes opening and closing it fails now and then ("disk I/O error"). Read-only where
+    the file or its folder cannot be written (a copied home on read-only media)."""
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=rw", uri=True, timeout=timeout,
+                               check_same_thread=check_same_thread)
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+    except sqlite3.OperationalError:
+        return sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=timeout,
+                               check_same_thread=check_same_thread)
+
+
 def check_store_file(db_path: Path) -> None:
     """Raise InputError when the file at `db_path` (if any) is not a cuco store this version can use."""
     db_path = Path(db_path)
@@ -50,7 +65,7 @@ def check_store_file(db_path: Path) -> None:
     if not head:
         return   # an empty file: SQLite makes a fresh database of it
     try:
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=PROBE_TIMEOUT_S)
+        conn = connect_for_reading(db_path, PROBE_TIMEOUT_S)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
