@@ -1,7 +1,7 @@
 """The project store: one SQLite database (WAL) per project home, blobs beside it.
 
 `Store` is a writer (aiosqlite; each run's engine writes its own run). `ReadStore` is the
-read-only view used by the TUI and `cuco report` (plain sqlite3 with query_only). Every change that a
+read-only view used by the TUI and `cuco report` (plain sqlite3 with mode=ro). Every change that a
 viewer should see is written together with its event, in one transaction: a crash leaves either both
 or neither.
 
@@ -20,6 +20,7 @@ row in a write transaction of its own (docs/engine.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -41,6 +42,7 @@ DB_NAME = "cuco.db"
 DB_TIMEOUT_S = 30.0
 CANDIDATE_ID_BLOCK = 64   # ids a writer reserves at a time (unused ones are skipped, never reused)
 GROUP_WINDOW_S = 0.003   # a submitted batch waits this long for others (one trip and one commit for all)
+READ_RETRIES = 3          # a reader's "disk I/O error" beside writers coming and going: reopen and read again
 LAZY_WINDOW_S = 0.25     # display-only writes (a stage start) wait at most this long
 
 
@@ -405,8 +407,24 @@ class ReadStore:
         self._conn.close()
 
     def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        cur = self._conn.execute(sql, tuple(params))
-        return [_row_dict(cur, r) for r in cur.fetchall()]
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                cur = self._conn.execute(sql, tuple(params))
+                return [_row_dict(cur, r) for r in cur.fetchall()]
+            except sqlite3.OperationalError as exc:
+                # A read-only connection cannot recreate the WAL's -shm and -wal files, which the last writer
+                # to close deletes: with engines and CLI commands coming and going it now and then reads
+                # "disk I/O error". A fresh connection reads again.
+                if "disk I/O error" not in str(exc) or attempt == READ_RETRIES:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+                self._reopen()
+        raise AssertionError("unreachable")
+
+    def _reopen(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connect_for_reading(self.db_path, DB_TIMEOUT_S, check_same_thread=False)
 
     def fetchone(self, sql: str, params: Iterable[Any] = ()) -> dict[str, Any] | None:
         rows = self.fetchall(sql, params)
