@@ -36,18 +36,32 @@ def parent_death_signal(sig: int = signal.SIGKILL) -> Callable[[], None]:
     return in_child
 
 
-def end_group(pgid: int, grace_s: float = 2.0) -> None:
-    """SIGTERM to the process group, then SIGKILL to whatever of it is left after `grace_s`."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+def end_groups(pgids: list[int], grace_s: float = 2.0) -> None:
+    """SIGTERM to each process group, then SIGKILL to whatever of them is left after `grace_s` (all at once:
+    ending several groups takes one grace period, not one each)."""
+    def signal_all(sig: int) -> list[int]:
+        left = []
+        for pgid in pgids:
+            try:
+                os.killpg(pgid, sig)
+                left.append(pgid)
+            except ProcessLookupError:
+                pass
+        return left
+
+    left = signal_all(signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
+    while left and time.monotonic() < deadline:
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
+        left = [pgid for pgid in left if _group_alive(pgid)]
+    for pgid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False

@@ -25,7 +25,7 @@ import signal
 from typing import Any
 from urllib.parse import urlsplit
 
-from .processes import parent_death_signal
+from .processes import end_groups, parent_death_signal
 
 log = logging.getLogger("cuco.serve")
 
@@ -146,8 +146,7 @@ def _app_service_class() -> Any:
 
 
 def end_process_group(pgid: int) -> None:
-    from .processes import end_group
-    end_group(pgid, grace_s=SESSION_END_GRACE_S)
+    end_groups([pgid], grace_s=SESSION_END_GRACE_S)
 
 
 def make_server(argv: list[str], host: str, port: int, title: str, token: str, public_url: str,
@@ -175,9 +174,8 @@ def make_server(argv: list[str], host: str, port: int, title: str, token: str, p
             await asyncio.to_thread(self.end_children)
 
         def end_children(self) -> None:
-            for pid in list(self.children):
-                end_process_group(pid)
-                self.children.discard(pid)
+            children, self.children = list(self.children), set()
+            end_groups(children, grace_s=SESSION_END_GRACE_S)
 
         async def handle_websocket(self, request: Any) -> Any:
             """textual-serve's handler, with each tab's process started as `TabProcess`."""

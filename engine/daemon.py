@@ -258,8 +258,13 @@ class EngineServer:
             if since is not None and not isinstance(since, int):
                 self._queue(client, {"reply": rid, "ok": False, "error": "since must be an integer"})
                 return
+            try:
+                last_seq = await self._last_seq()
+            except Exception as exc:  # noqa: BLE001 - a store hiccup refuses this hello, not the daemon
+                self._queue(client, {"reply": rid, "ok": False, "error": f"reading the store: {exc}"})
+                return
             reply = {"reply": rid, "ok": True, "protocol": PROTOCOL_VERSION, "run": self.run_id,
-                     "pid": os.getpid(), "status": self._status(), "last_seq": await self._last_seq()}
+                     "pid": os.getpid(), "status": self._status(), "last_seq": last_seq}
             if want_events:
                 self._queue(client, _Replay(reply, since if since is not None else reply["last_seq"]))
                 client.subscribed = True

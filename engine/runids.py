@@ -9,7 +9,7 @@ from pathlib import Path
 from remote.errors import InputError
 
 from .store import DB_NAME
-from .store_check import check_store_file
+from .store_check import check_store_file, connect_for_reading
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -19,7 +19,7 @@ def existing_run_ids(home: Path) -> set[str]:
     if not db.exists():
         return set()
     check_store_file(db)
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    conn = connect_for_reading(db, 30)
     try:
         return {r[0] for r in conn.execute("SELECT id FROM runs")}
     except sqlite3.OperationalError:

@@ -20,6 +20,7 @@ row in a write transaction of its own (docs/engine.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -33,7 +34,7 @@ import aiosqlite
 
 from .blobs import BlobStore
 from .schema import MIGRATIONS, SCHEMA_VERSION
-from .store_check import check_store_file, not_usable
+from .store_check import check_store_file, connect_for_reading, not_usable
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ DB_NAME = "cuco.db"
 DB_TIMEOUT_S = 30.0
 CANDIDATE_ID_BLOCK = 64   # ids a writer reserves at a time (unused ones are skipped, never reused)
 GROUP_WINDOW_S = 0.003   # a submitted batch waits this long for others (one trip and one commit for all)
+READ_RETRIES = 3          # a reader's "disk I/O error" beside writers coming and going: reopen and read again
 LAZY_WINDOW_S = 0.25     # display-only writes (a stage start) wait at most this long
 
 
@@ -399,15 +401,30 @@ class ReadStore:
             raise FileNotFoundError(f"{self.db_path}: no cuco store here (run `cuco run` first, or pass --home)")
         check_store_file(self.db_path)
         self.blobs = BlobStore(self.home / "blobs")
-        self._conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=DB_TIMEOUT_S,
-                                     check_same_thread=False)
+        self._conn = connect_for_reading(self.db_path, DB_TIMEOUT_S, check_same_thread=False)
 
     def close(self) -> None:
         self._conn.close()
 
     def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        cur = self._conn.execute(sql, tuple(params))
-        return [_row_dict(cur, r) for r in cur.fetchall()]
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                cur = self._conn.execute(sql, tuple(params))
+                return [_row_dict(cur, r) for r in cur.fetchall()]
+            except sqlite3.OperationalError as exc:
+                # A read-only connection cannot recreate the WAL's -shm and -wal files, which the last writer
+                # to close deletes: with engines and CLI commands coming and going it now and then reads
+                # "disk I/O error". A fresh connection reads again.
+                if "disk I/O error" not in str(exc) or attempt == READ_RETRIES:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+                self._reopen()
+        raise AssertionError("unreachable")
+
+    def _reopen(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = connect_for_reading(self.db_path, DB_TIMEOUT_S, check_same_thread=False)
 
     def fetchone(self, sql: str, params: Iterable[Any] = ()) -> dict[str, Any] | None:
         rows = self.fetchall(sql, params)

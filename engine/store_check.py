@@ -7,7 +7,9 @@ locked each end in an `InputError` naming the file and what to do (the CLI exits
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
+from typing import Any
 
 from remote.errors import InputError
 
@@ -15,6 +17,7 @@ from .schema import SCHEMA_VERSION
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 PROBE_TIMEOUT_S = 5.0
+PROBE_RETRIES = 3   # "disk I/O error": a read-only open as the last writer closed (its WAL files went)
 
 
 def _error(db_path: Path, message: str) -> InputError:
@@ -35,6 +38,23 @@ def not_usable(db_path: Path, exc: BaseException) -> InputError | None:
     return None
 
 
+def connect_for_reading(db_path: Path, timeout: float, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A connection that cannot write the database (mode=ro). Not read-write with `query_only`: such a
+    connection, closing last, may remove the WAL it could not checkpoint, and commits still in it with it."""
+    return sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=timeout, check_same_thread=check_same_thread)
+
+
+def _probe(db_path: Path) -> tuple[set[str], Any]:
+    conn = connect_for_reading(db_path, PROBE_TIMEOUT_S)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+            if "meta" in tables else None
+    finally:
+        conn.close()
+    return tables, row
+
+
 def check_store_file(db_path: Path) -> None:
     """Raise InputError when the file at `db_path` (if any) is not a cuco store this version can use."""
     db_path = Path(db_path)
@@ -49,16 +69,17 @@ def check_store_file(db_path: Path) -> None:
         raise not_usable(db_path, sqlite3.DatabaseError("file is not a database"))
     if not head:
         return   # an empty file: SQLite makes a fresh database of it
-    try:
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=PROBE_TIMEOUT_S)
+    for attempt in range(PROBE_RETRIES + 1):
         try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
-                if "meta" in tables else None
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise (not_usable(db_path, exc) or _error(db_path, f"cannot be read: {exc}")) from None
+            tables, row = _probe(db_path)
+            break
+        except sqlite3.OperationalError as exc:
+            if "disk I/O error" in str(exc) and attempt < PROBE_RETRIES:
+                time.sleep(0.05 * (attempt + 1))   # a writer closing as this opened: read again
+                continue
+            raise (not_usable(db_path, exc) or _error(db_path, f"cannot be read: {exc}")) from None
+        except sqlite3.Error as exc:
+            raise (not_usable(db_path, exc) or _error(db_path, f"cannot be read: {exc}")) from None
     if tables and ("meta" not in tables or "runs" not in tables):
         raise _error(db_path, "an SQLite database that is not cuco's (no runs or schema version in it): "
                               "pass another --home, or move it aside")

@@ -37,7 +37,8 @@ def cuco(home: Path, *args: str, timeout: float = 120, columns: int = 200) -> su
 def query(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
     if not db.exists():
         return []
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    from engine.store_check import connect_for_reading
+    conn = connect_for_reading(db, 30)
     try:
         return conn.execute(sql, params).fetchall()
     except sqlite3.OperationalError:
