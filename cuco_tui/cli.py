@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from engine.llm.keys import hold_keys
 from remote.errors import InputError
 from remote.jobs import NoUsableNode
 
@@ -338,6 +339,7 @@ class _KeepFirst:
 
 
 def main(argv: list[str] | None = None) -> int:
+    hold_keys()   # API keys live in this process's memory from here on; no child inherits them
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

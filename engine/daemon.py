@@ -381,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config-json", help="RunConfig as JSON (with --create)")
     parser.add_argument("--cluster", help="cluster.yaml (with --create)")
     args = parser.parse_args(argv)
+    from .llm.keys import hold_keys
+    hold_keys()   # the keys the launcher handed over stay in this process's memory; no job inherits them
     if args.create and not args.workload:
         parser.error("--create needs --workload")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
