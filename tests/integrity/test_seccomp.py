@@ -1,5 +1,5 @@
 """The CPU harness's system-call filter (workloads/_harness/cpu/cuco_seccomp.h): what a candidate reaches
-past the symbol policy (a denied function the policy did not see, bytes of its own run as a syscall stub)
+past the symbol policy (a denied function the policy did not see, bytes of its own made a syscall stub)
 the kernel still refuses, and the verdict names the call.
 
 The workload's policy here allows the calls, as a computed pointer would get round it: the filter must
@@ -23,7 +23,7 @@ from remote.local import LocalExecutor
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH: the candidates are compiled")
 
 RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {\n'
-ALLOWED = ["fork", "syscall", "timer_create", "timer_settime", "sigaction", "raise", "sched_setaffinity"]
+ALLOWED = ["fork", "syscall", "timer_create", "mprotect"]
 
 # name -> (declarations, code at the start of cuco_run)
 CHEATS = {
@@ -32,11 +32,13 @@ CHEATS = {
     "timer_hog": ("", "  { timer_t t; timer_create(CLOCK_THREAD_CPUTIME_ID, nullptr, &t); }\n"),
     "raw_syscall_kill": ('extern "C" long syscall(long, ...) noexcept;\n',
                          "  syscall(62 /* kill */, 0, 0);\n"),
-    # machine code in a const array placed in an executable section: mov rax,rdi; mov rdi,rsi; mov rsi,rdx;
-    # syscall; ret -- a syscall stub without `asm` and without a symbol for the policy to see
-    "stub_in_text": ('__attribute__((section(".text.cuco_stub"))) static const unsigned char cuco_stub[] = '
-                     "{0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48, 0x89, 0xd6, 0x0f, 0x05, 0xc3};\n",
-                     "  ((long (*)(long, long, long))(const void*)cuco_stub)(57 /* fork */, 0, 0);\n"),
+    # machine code of its own made executable (the symbol policy refuses data in an executable section,
+    # tests/integrity/test_symbol_rules.py): mov rax,rdi; mov rdi,rsi; mov rsi,rdx; syscall; ret
+    "stub_made_executable": ('extern "C" int mprotect(void*, unsigned long, int) noexcept;\n'
+                             "alignas(4096) static unsigned char cuco_stub[4096] = "
+                             "{0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48, 0x89, 0xd6, 0x0f, 0x05, 0xc3};\n",
+                             "  if (mprotect(cuco_stub, sizeof cuco_stub, 5 /* read, exec */) == 0)\n"
+                             "    ((long (*)(long, long, long))(void*)cuco_stub)(57 /* fork */, 0, 0);\n"),
 }
 
 
@@ -48,7 +50,7 @@ def outcomes(tmp_path_factory) -> dict[str, EvalOutcome]:
     shutil.copytree(base.root, folder)
     shutil.copytree(base.root.parent / "_harness", tmp / "workloads" / "_harness")
     with open(folder / "workload.yaml", "a") as f:
-        f.write(f"\npolicy:\n  allow: [{', '.join(ALLOWED)}]\n  sections: ['.text.cuco_stub']\n")
+        f.write(f"\npolicy:\n  allow: [{', '.join(ALLOWED)}]\n")
     workload = dataclasses.replace(load_workload(str(folder)), warmup=1, iters=1)
     seed = workload.seed_source
     sources = {}
@@ -92,5 +94,5 @@ def test_a_raw_syscall_through_libc_is_refused_by_the_filter(outcomes):
     refused_by_the_filter(outcomes["raw_syscall_kill"], "kill")
 
 
-def test_a_syscall_stub_in_an_executable_section_is_refused_by_the_filter(outcomes):
-    refused_by_the_filter(outcomes["stub_in_text"], "fork")
+def test_making_a_syscall_stub_executable_is_refused_by_the_filter(outcomes):
+    refused_by_the_filter(outcomes["stub_made_executable"], "mprotect (executable memory)")
