@@ -24,7 +24,8 @@ from typing import Iterable, Mapping
 
 # Exact names a job may inherit from the engine's (or the node's) environment.
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH",
-             "CUDA_HOME", "CUDA_PATH", "NCCL_HOME", "CUCO_PYTHON", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV")
+             "CUDA_HOME", "CUDA_PATH", "NCCL_HOME", "CUCO_PYTHON", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV",
+             "PYTHONPATH")   # where the NCCL wheel may be installed (the build finds NCCL_HOME through it)
 # Families of names a job may inherit (locale, NCCL's and CUDA's knobs, Slurm's job description).
 ENV_ALLOW_PREFIXES = ("LC_", "NCCL_", "CUDA_", "SLURM_")
 # Never, even inside an allowed family (NCCL_..._TOKEN would be someone's secret).
@@ -71,7 +72,10 @@ for v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do
   case $v in {_case_pattern(keep)}) ;; *) unset "$v" 2>/dev/null;; esac
 done
 d=$(pwd -P)
-if [ "$mode" = gpu ]; then dev="--dev-bind /dev /dev --tmpfs /dev/shm"; else dev="--dev /dev"; fi
+if [ "$mode" = gpu ]; then
+  dev="--dev-bind /dev /dev --tmpfs /dev/shm"
+  export NCCL_SOCKET_IFNAME=lo   # its network namespace has loopback only: NCCL's bootstrap rides on it
+else dev="--dev /dev"; fi
 if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --proc /proc true >/dev/null 2>&1; then
   exec bwrap --ro-bind / / $dev --proc /proc --tmpfs /tmp --bind "$d" "$d" --chdir "$d" \\
     --unshare-pid --unshare-ipc --unshare-uts --unshare-net --unshare-cgroup-try --die-with-parent -- "$@"
