@@ -339,7 +339,6 @@ class _KeepFirst:
 
 
 def main(argv: list[str] | None = None) -> int:
-    hold_keys()   # API keys live in this process's memory from here on; no child inherits them
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -354,5 +353,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
 
 
+def entry() -> int:
+    """The `cuco` command: API keys live in this process's memory from here on, and no child inherits them
+    (engine/llm/keys.py); then `main`."""
+    hold_keys()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -381,8 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config-json", help="RunConfig as JSON (with --create)")
     parser.add_argument("--cluster", help="cluster.yaml (with --create)")
     args = parser.parse_args(argv)
-    from .llm.keys import hold_keys
-    hold_keys()   # the keys the launcher handed over stay in this process's memory; no job inherits them
+    if argv is None:   # the daemon process itself (not a test calling main): keys to its memory only
+        from .llm.keys import hold_keys
+        hold_keys()
     if args.create and not args.workload:
         parser.error("--create needs --workload")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -284,14 +284,14 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
             reasons.append(f"candidate defines `{s.name}` (operator new or delete): a replaceable function would "
                            "take their place for the harness and every library; not allowed, inline or not")
             continue
-        if s.name in exports:
-            reasons.append(f"candidate defines `{s.name}`, a name the C or C++ runtime exports: its definition "
-                           "would take the library's place for the harness; not allowed, weak or COMDAT")
-            continue
         if s["st_shndx"] == "SHN_COMMON":
             reasons.append(f"candidate defines `{s.name}` (a common symbol): only the ABI may be defined")
             continue
         if bind == "STB_WEAK" or bind == "STB_GNU_UNIQUE":
+            if s.name in exports:
+                reasons.append(f"candidate defines `{s.name}`, a name the C or C++ runtime exports: its definition "
+                               "would take the library's place for the harness; not allowed, weak or COMDAT")
+                continue
             if s["st_shndx"] in obj.comdat and (s.name.startswith("_Z") or s.name.startswith("DW.ref.")):
                 continue   # inline or template code the compiler emits (the harness's own copy wins the link)
             reasons.append(f"candidate defines `{s.name}` as a weak symbol: only the ABI may be defined, strongly")
