@@ -93,6 +93,11 @@ def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str
     `signal_voids_rc`: a TERM/INT/HUP sent to the job from outside (a scheduler ending it) leaves no rc, so
     the exit code of a command killed under it is never taken for the command's own."""
     exports = "".join(f"export {k}={q(v)}\n" for k, v in env.items())
+    names = "env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'"
+    # What the setup lines export is the node's configuration for its jobs: it passes the sandbox's allow-list.
+    before_setup = f'cuco_env0=" $({names} | tr \'\\n\' \' \') "\n' if setup else ""
+    after_setup = (f'CUCO_KEEP_ENV=$(for n in $({names}); do case "$cuco_env0" in *" $n "*) ;; '
+                   f'*) printf \'%s \' "$n";; esac; done); export CUCO_KEEP_ENV\n') if setup else ""
     setup_lines = "".join(
         f"if [ $ok = 1 ]; then {line}\n"
         f"[ $? = 0 ] || {{ echo {q('cuco: setup line failed on this node: ' + line)}; ok=0; }}; fi\n"
@@ -106,7 +111,7 @@ def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str
     return f"""{trap_line}echo $$ > ../pgid
 [ -f ../cancel ] && exit 0
 ok=1; rc=125
-{setup_lines}if [ $ok = 1 ]; then
+{before_setup}{setup_lines}{after_setup}if [ $ok = 1 ]; then
 {exports}timeout --foreground -k {grace} -s TERM {t} {cmd}
 rc=$?
 fi

@@ -2,8 +2,9 @@
 
 A job runs code an LLM wrote. The launcher starts it
 
-- with an environment built from an allow-list (names below, plus the ones the job itself sets), so no
-  key, token or password of the engine's or the node's user reaches it, whatever its name;
+- with an environment built from an allow-list (names below, plus the ones the job itself sets and the
+  ones a node's `setup:` lines export), so no key, token or password of the engine's or the node's user
+  reaches it, whatever its name (nor one a setup line exports under a name that says so);
 - under bubblewrap (`bwrap`): its own pid namespace and a fresh `/proc` (no other process's environ,
   memory or fds), the whole file system read-only except its own job directory, a private `/tmp` (and
   `/dev/shm`), its own network namespace (loopback only), IPC and UTS namespaces, every capability
@@ -13,7 +14,9 @@ A job runs code an LLM wrote. The launcher starts it
 - else as a plain process with the allow-listed environment only, and a notice in its log.
 
 `sh -c LAUNCHER cuco-sandbox MODE CMD...` runs CMD in the current directory (the job's): MODE is `gpu`
-(the host's /dev, for the GPUs) or `cpu` (a minimal /dev).
+(the host's /dev, for the GPUs) or `cpu` (a minimal /dev). A node that gives its jobs a shared scratch
+directory names it in a setup line, `export CUCO_SANDBOX_WRITABLE=/scratch/me` (colon-separated, no spaces;
+bwrap only: under unshare the file system is writable anyway).
 """
 
 from __future__ import annotations
@@ -67,17 +70,24 @@ def launcher(keep: Iterable[str] = ()) -> str:
     # case-insensitive without a fork per variable: *[Kk][Ee][Yy]*
     markers = "|".join("*" + "".join(f"[{c.upper()}{c.lower()}]" for c in m) + "*" for m in SECRET_MARKERS)
     return f"""mode=$1; shift
+keep=" ${{CUCO_KEEP_ENV:-}} "   # what a node's setup lines exported (remote_job.job_wrapper)
+writable=${{CUCO_SANDBOX_WRITABLE:-}}   # more directories a job may write (a node's shared scratch)
 for v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do
   case $v in {markers}) unset "$v" 2>/dev/null; continue;; esac
+  case $keep in *" $v "*) continue;; esac
   case $v in {_case_pattern(keep)}) ;; *) unset "$v" 2>/dev/null;; esac
 done
 d=$(pwd -P)
+binds=
+oldifs=$IFS; IFS=:
+for w in $writable; do [ -d "$w" ] && binds="$binds --bind $w $w"; done
+IFS=$oldifs
 if [ "$mode" = gpu ]; then
   dev="--dev-bind /dev /dev --tmpfs /dev/shm"
   export NCCL_SOCKET_IFNAME=lo   # its network namespace has loopback only: NCCL's bootstrap rides on it
 else dev="--dev /dev"; fi
 if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --proc /proc true >/dev/null 2>&1; then
-  exec bwrap --ro-bind / / $dev --proc /proc --tmpfs /tmp --bind "$d" "$d" --chdir "$d" \\
+  exec bwrap --ro-bind / / $dev --proc /proc --tmpfs /tmp $binds --bind "$d" "$d" --chdir "$d" \\
     --unshare-pid --unshare-ipc --unshare-uts --unshare-net --unshare-cgroup-try --die-with-parent -- "$@"
 fi
 userns=

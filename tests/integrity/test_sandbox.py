@@ -196,3 +196,16 @@ async def test_a_secret_a_job_prints_is_blanked_in_every_log_and_feedback(monkey
     assert out.status == "failed" and out.stages[0].stage == "build"
     assert "[REDACTED]" in out.stages[0].log
     assert CANARY not in out.stages[0].log + out.feedback + out.reason
+
+
+def test_what_a_nodes_setup_exports_reaches_the_job_but_no_secret_named_one(tmp_path):
+    """A node's `setup:` lines are its configuration for jobs (`module load`, NCCL_HOME, a venv): what they
+    export passes the allow-list, except a name that says it is a secret."""
+    work = tmp_path / "node"
+    setup = ["export CUCO_SETUP_VAR=loaded", f"export HF_TOKEN={CANARY}"]
+    script = run_script(str(work), "setup", [], ["sh", "-c", "env"], {}, setup, 30.0, 1.0, [])
+    out = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, env={**os.environ})
+    members = read_result(out.stdout)
+    log = members["logtail"].decode()
+    assert "CUCO_SETUP_VAR=loaded" in log, log
+    assert CANARY not in log and "HF_TOKEN" not in log
