@@ -3,6 +3,9 @@
 # from the repository root, carrying .whl/. Beforehand, on the development machine:
 #   bash tests/gpu/fetch_wheels.sh
 #   mkdir -p .whl/ab && git show d7e8194:workloads/_harness/cuda/harness.cu > .whl/ab/harness_before.cu
+#   mkdir -p .whl/bwrap/lib && cp /usr/bin/bwrap .whl/bwrap/bwrap.bin && \
+#       cp /lib/x86_64-linux-gnu/{libselinux.so.1,libcap.so.2,libpcre2-8.so.0} .whl/bwrap/lib/
+#   (bubblewrap for a node that lacks it; used only where `bwrap` is not on PATH)
 # then: bash tests/gpu/sandbox_checks.sh
 #   1. every CUDA workload's seed and shipped variants, linked against the harness before (d7e8194) and
 #      after, from the same objects (build_harness_ab.sh), A B at 2 ranks on one bench config each
@@ -19,6 +22,14 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 start=$(date +%s)
 left() { [ $(( $(date +%s) - start )) -lt 420 ]; }
 nvidia-smi -L
+if ! command -v bwrap >/dev/null 2>&1 && [ -x .whl/bwrap/bwrap.bin ]; then
+    mkdir -p .site-bin
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/bwrap.bin "$@"\n' \
+        "$PWD/.whl/bwrap" "$PWD/.whl/bwrap" > .site-bin/bwrap
+    chmod +x .site-bin/bwrap
+    export PATH=$PWD/.site-bin:$PATH
+fi
+bwrap --ro-bind / / --unshare-pid --proc /proc true && echo "bwrap works here" || echo "bwrap unusable here: jobs fall back"
 SITE=$PWD/.site   # not under /tmp: a sandboxed job's /tmp is its own
 [ -d "$SITE/aiosqlite" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --target "$SITE" $(ls .whl/*.whl | grep -v '/pytest-[0-9]') 2>&1 | grep -v '^WARNING' | tail -3
