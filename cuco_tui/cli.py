@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from engine.llm.keys import hold_keys
 from remote.errors import InputError
 from remote.jobs import NoUsableNode
 
@@ -365,5 +366,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def entry() -> int:
+    """The `cuco` command: API keys live in this process's memory from here on, and no child inherits them
+    (engine/llm/keys.py); then `main`."""
+    hold_keys()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from engine import protocol
+from engine.llm.keys import held_keys
 from engine.protocol import RunInfo
 from engine.store import DB_NAME, ReadStore
 
@@ -87,7 +88,7 @@ def spawn_daemon(home: Path, run_id: str, *, create: bool = False, workload: Pat
         argv += ["--resume"]
     log_path = daemon_log_path(home, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    env = {**os.environ, **held_keys()}   # the engine is the one process that needs the keys
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     with open(log_path, "ab") as log:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

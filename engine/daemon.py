@@ -422,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     # had them ignored (ignored signals are inherited); until serve() takes over, they end the process.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if argv is None:   # the daemon process itself (not a test calling main): keys to its memory only
+        from .llm.keys import hold_keys
+        hold_keys()
     if args.create and not args.workload:
         parser.error("--create needs --workload")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

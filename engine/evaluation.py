@@ -20,6 +20,7 @@ from . import faults, symbol_policy, wall_clock
 from . import timeline
 from .faults import Fault
 from .harness_result import HarnessResult, ResultError, parse_result
+from .llm.keys import redact
 from .workload import Workload
 
 BINARY = "cuco_candidate"
@@ -186,6 +187,14 @@ def run_job(workload: Workload, binary: bytes, mode: str, seed: int, job_id: str
 StageHook = Callable[[str, StageRecord | None], Awaitable[None]]
 
 
+async def _run(executor: Executor, spec: JobSpec) -> JobResult:
+    """Run a job; its log and error come back with every known secret value blanked, before anything
+    (the store, a reason, the LLM's feedback) reads them."""
+    job = await executor.run(spec)
+    job.log, job.error = redact(job.log), redact(job.error)
+    return job
+
+
 def _record(stage: str, job: JobResult) -> StageRecord:
     status = {JobStatus.OK: "ok" if job.rc == 0 else "failed", JobStatus.TIMEOUT: "timeout",
               JobStatus.CANCELLED: "cancelled", JobStatus.LOST: "lost", JobStatus.ERROR: "error"}[job.status]
@@ -241,7 +250,7 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
 
     await hook("build", None)
     objects = await frozen.get(workload, executor, f"{job_prefix}-frozen") if frozen else None
-    job = await executor.run(build_job(workload, source, f"{job_prefix}-build", objects))
+    job = await _run(executor, build_job(workload, source, f"{job_prefix}-build", objects))
     rec = _record("build", job)
     stages.append(rec)
     await hook("build", rec)
@@ -269,7 +278,7 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
         n += 1
         await hook(mode, None)
         nonce = secrets.token_hex(16) if workload.harness_nonce else None
-        job = await executor.run(run_job(workload, binary, mode, stage_seed, f"{job_prefix}-{suffix}", nonce))
+        job = await _run(executor, run_job(workload, binary, mode, stage_seed, f"{job_prefix}-{suffix}", nonce))
         rec = _record(mode, job)
         stages.append(rec)
         if rec.status != "ok" and not (rec.status == "failed" and RESULT in job.outputs):

@@ -185,6 +185,42 @@ def _defined(sym) -> bool:
     return sym["st_shndx"] not in ("SHN_UNDEF",)
 
 
+# Replaceable functions: a definition of one anywhere in the program (weak, COMDAT, inline with its address
+# taken) replaces it for the harness and every library, and runs before the harness counts its threads.
+REPLACEABLE = ("_Znw*", "_Zna*", "_Zdl*", "_Zda*")
+# The libraries every candidate is linked with, whose exported names a weak or COMDAT definition in the
+# executable would take the place of (the executable comes first in symbol lookup).
+LIBRARY_SONAMES = ("libstdc++.so.6", "libgcc_s.so.1", "libc.so.6", "libm.so.6")
+LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib/aarch64-linux-gnu",
+                "/usr/lib")
+
+
+@functools.lru_cache(maxsize=1)
+def library_exports() -> frozenset[str]:
+    """The names this machine's C and C++ runtime libraries export (their .dynsym), read once. Empty when
+    none is found: then only the REPLACEABLE patterns and the `_Z` rule stand (docs/threat-model.md)."""
+    names: set[str] = set()
+    for soname in LIBRARY_SONAMES:
+        for d in LIBRARY_DIRS:
+            path = Path(d) / soname
+            if not path.is_file():
+                continue
+            try:
+                with open(path, "rb") as f:
+                    dynsym = ELFFile(f).get_section_by_name(".dynsym")
+                    if dynsym is not None:
+                        names.update(sym.name.split("@")[0] for sym in dynsym.iter_symbols()
+                                     if sym.name and sym["st_shndx"] != "SHN_UNDEF")
+            except (OSError, ELFError):
+                continue
+            break
+    return frozenset(names)
+
+
+def _executable(sec) -> bool:
+    return bool(sec["sh_flags"] & 0x4)   # SHF_EXECINSTR
+
+
 def check_object(data: bytes, policy: Policy) -> Verdict:
     """Every rule the object breaks, each naming its symbol or section (empty when it passes)."""
     try:
@@ -222,8 +258,17 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
             reasons.append(f"candidate has a constructor (`{func or '?'}` in .init_array): code that runs before "
                            "the harness is not allowed")
 
+    # 2b. Data in an executable section: bytes of its own that run as code (a syscall stub) with no `asm`.
+    for s in obj.symbols:
+        if s["st_info"]["type"] in ("STT_OBJECT", "STT_TLS", "STT_COMMON") and isinstance(s["st_shndx"], int):
+            sec = obj.elf.get_section(s["st_shndx"])
+            if _executable(sec):
+                reasons.append(f"candidate puts data (`{s.name}`) in an executable section (`{sec.name}`): bytes "
+                               "that run as code are not allowed")
+
     # 3. What it defines.
     kernels = _kernel_stubs(obj) if is_nvcc else set()
+    exports = library_exports()
     seen_at: dict[tuple, str] = {}
     for s in obj.symbols:
         bind, kind = s["st_info"]["bind"], s["st_info"]["type"]
@@ -235,10 +280,18 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
             continue
         if bind == "STB_LOCAL" or not _defined(s):
             continue
+        if _match(s.name, REPLACEABLE):
+            reasons.append(f"candidate defines `{s.name}` (operator new or delete): a replaceable function would "
+                           "take their place for the harness and every library; not allowed, inline or not")
+            continue
         if s["st_shndx"] == "SHN_COMMON":
             reasons.append(f"candidate defines `{s.name}` (a common symbol): only the ABI may be defined")
             continue
         if bind == "STB_WEAK" or bind == "STB_GNU_UNIQUE":
+            if s.name in exports:
+                reasons.append(f"candidate defines `{s.name}`, a name the C or C++ runtime exports: its definition "
+                               "would take the library's place for the harness; not allowed, weak or COMDAT")
+                continue
             if s["st_shndx"] in obj.comdat and (s.name.startswith("_Z") or s.name.startswith("DW.ref.")):
                 continue   # inline or template code the compiler emits (the harness's own copy wins the link)
             reasons.append(f"candidate defines `{s.name}` as a weak symbol: only the ABI may be defined, strongly")

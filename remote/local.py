@@ -1,7 +1,8 @@
 """The embedded default executor: jobs are subprocesses on this machine.
 
 Each job runs in its own directory and its own process group (a new session), so a timeout or a cancel
-kills the whole group, grandchildren included.
+kills the whole group, grandchildren included; and in the sandbox (remote/sandbox.py): an allow-listed
+environment, its own pid namespace and /proc, the file system read-only but for its directory.
 """
 
 from __future__ import annotations
@@ -16,18 +17,10 @@ from pathlib import Path
 
 from .gpus import detect_local_gpus
 from .jobs import JobResult, JobSpec, JobStatus, NodeState, tail_text
+from .sandbox import job_environment, wrap
 from .slots import SlotTable
 
 KILL_GRACE_S = 2.0
-# Jobs run candidate code: they never see the engine's secrets (API keys and the like).
-SECRET_MARKERS = ("API_KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "ACCESS_KEY")
-
-
-def job_environment(extra: dict[str, str], spec_env: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
-    env.update(extra)
-    env.update(spec_env)
-    return env
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -84,11 +77,16 @@ class LocalExecutor:
             env = job_environment(self.extra_env, dict(spec.env))
             if spec.gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+            program = spec.argv[0] if "/" not in spec.argv[0] else str(job_dir / spec.argv[0])
+            if shutil.which(program, path=env.get("PATH", os.defpath)) is None:   # the sandbox would hide why
+                return JobResult(spec.job_id, JobStatus.ERROR, duration_s=time.monotonic() - started, gpus=gpus,
+                                 error=f"cannot start {spec.argv[0]}: no such program (or not executable)")
             log_path = job_dir / ".log"
             with open(log_path, "wb") as log:
                 try:
                     proc = await asyncio.create_subprocess_exec(
-                        *spec.argv, cwd=job_dir, env=env, stdin=asyncio.subprocess.DEVNULL,
+                        *wrap(spec.argv, gpus=spec.gpus > 0, keep=env), cwd=job_dir, env=env,
+                        stdin=asyncio.subprocess.DEVNULL,
                         stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
                 except OSError as exc:
                     return JobResult(spec.job_id, JobStatus.ERROR, error=f"cannot start {spec.argv[0]}: {exc}",

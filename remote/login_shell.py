@@ -12,7 +12,7 @@ import signal
 from dataclasses import dataclass
 
 from .cluster import NodeConfig
-from .local import job_environment
+from .sandbox import job_environment
 from .ssh_connect import SSHContext, connect_node
 from .ssh_pool import SSHPool
 

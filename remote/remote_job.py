@@ -24,6 +24,8 @@ import shlex
 import tarfile
 from typing import Iterable, Mapping, Sequence
 
+from .sandbox import wrap_shell
+
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 EXIT_MISSING_BLOBS = 97
@@ -83,12 +85,19 @@ def upload_script(work_dir: str, sha: str) -> str:
 
 
 def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str], timeout_s: float,
-                kill_grace_s: float, signal_voids_rc: bool = False) -> str:
+                kill_grace_s: float, signal_voids_rc: bool = False, gpus: bool = False) -> str:
     """The job's own shell (a session leader under setsid): few forks, since every fork costs ~2 ms.
+    The command runs in the sandbox (remote/sandbox.py): the node's environment reaches it only through the
+    allow-list, and `gpus` gives it the node's /dev.
 
     `signal_voids_rc`: a TERM/INT/HUP sent to the job from outside (a scheduler ending it) leaves no rc, so
     the exit code of a command killed under it is never taken for the command's own."""
     exports = "".join(f"export {k}={q(v)}\n" for k, v in env.items())
+    names = "env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'"
+    # What the setup lines export is the node's configuration for its jobs: it passes the sandbox's allow-list.
+    before_setup = f'cuco_env0=" $({names} | tr \'\\n\' \' \') "\n' if setup else ""
+    after_setup = (f'CUCO_KEEP_ENV=$(for n in $({names}); do case "$cuco_env0" in *" $n "*) ;; '
+                   f'*) printf \'%s \' "$n";; esac; done); export CUCO_KEEP_ENV\n') if setup else ""
     setup_lines = "".join(
         f"if [ $ok = 1 ]; then {line}\n"
         f"[ $? = 0 ] || {{ echo {q('cuco: setup line failed on this node: ' + line)}; ok=0; }}; fi\n"
@@ -96,13 +105,13 @@ def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str
     t = f"{timeout_s:.3f}"
     grace = f"{max(kill_grace_s, 0.1):.3f}"
     floor = max(int(timeout_s) - 1, 0)
-    cmd = " ".join(q(a) for a in argv)
+    cmd = wrap_shell(argv, gpus=gpus, keep=env)
     trap_line = "trap 'cuco_signaled=1' TERM INT HUP\n" if signal_voids_rc else ""
     write_rc = '[ -z "$cuco_signaled" ] && echo "$rc" > ../rc' if signal_voids_rc else 'echo "$rc" > ../rc'
     return f"""{trap_line}echo $$ > ../pgid
 [ -f ../cancel ] && exit 0
 ok=1; rc=125
-{setup_lines}if [ $ok = 1 ]; then
+{before_setup}{setup_lines}{after_setup}if [ $ok = 1 ]; then
 {exports}timeout --foreground -k {grace} -s TERM {t} {cmd}
 rc=$?
 fi
@@ -115,7 +124,7 @@ fi
 
 def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]], argv: Sequence[str],
                env: Mapping[str, str], setup: Iterable[str], timeout_s: float, kill_grace_s: float,
-               outputs: Sequence[str]) -> str:
+               outputs: Sequence[str], gpus: bool = False) -> str:
     """Start (or adopt, or collect) job `job_id`; print a tar of rc, timedout, log tail and outputs
     (or, with no outputs, a `CUCO-RESULT rc=N timedout=0|1` line and the log tail).
 
@@ -135,7 +144,7 @@ def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]
         '  [ -e "$J" ] && rm -rf "$J"',
     ]
     out += ["  " + line for line in stage_lines(links)]
-    wrapper = job_wrapper(argv, env, setup, timeout_s, kill_grace_s)
+    wrapper = job_wrapper(argv, env, setup, timeout_s, kill_grace_s, gpus=gpus)
     out += [
         '  cd "$J/work" || exit 96',
         f'  setsid -w sh -c {q(wrapper)} </dev/null >"$J/log" 2>&1',

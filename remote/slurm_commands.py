@@ -126,7 +126,7 @@ def batch_script(job_dir: str, spec: JobSpec, placement: StagePlacement, *, gpu_
     header = "".join(f"#SBATCH {o}\n" for o in opts)
     # Slurm ends a job (scancel, NODE_FAIL, --time) with TERM: then the Slurm state decides, not an rc.
     return "#!/bin/sh\n" + header + job_wrapper(spec.argv, dict(spec.env), setup, spec.timeout_s, kill_grace_s,
-                                                  signal_voids_rc=True)
+                                                  signal_voids_rc=True, gpus=spec.gpus > 0)
 
 
 def submit_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]]) -> str:

@@ -401,7 +401,7 @@ class SlurmExecutor:
             for _ in range(2):
                 links = await self._links(spec)
                 script = run_script(self.work_dir, spec.job_id, links, spec.argv, dict(spec.env), self.cfg.setup,
-                                    spec.timeout_s, self.cfg.kill_grace_s, spec.outputs)
+                                    spec.timeout_s, self.cfg.kill_grace_s, spec.outputs, gpus=spec.gpus > 0)
                 res = await self.shell.run(script, timeout=spec.timeout_s + self.cfg.kill_grace_s + 60, binary=True)
                 if res.exit_status == EXIT_MISSING_BLOBS:
                     self.blobs.forget((res.stderr or b"").decode().split(MISSING_MARK, 1)[-1].split())

@@ -221,7 +221,7 @@ class SSHExecutor:
                 execs = set(spec.executable)
                 links = [(sha, rel, rel in execs) for rel, sha in shas.items()]
                 script = run_script(node.work_dir, spec.job_id, links, spec.argv, env, node.cfg.setup,
-                                    spec.timeout_s, self.cluster.kill_grace_s, spec.outputs)
+                                    spec.timeout_s, self.cluster.kill_grace_s, spec.outputs, gpus=spec.gpus > 0)
                 limit = spec.timeout_s + self.cluster.kill_grace_s + SETUP_ALLOWANCE_S
                 try:
                     res = await node.pool.run(script, timeout=limit, binary=True)

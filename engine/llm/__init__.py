@@ -1,7 +1,8 @@
 """LLM clients and everything around a call: model strings, keys, pricing, budget, retries, the audit
 log, prompts, answer parsing, novelty, the UCB bandit over models and the meta-summarizer.
 
-Never imports textual or cuco_tui. See docs/llm.md.
+Never imports textual or cuco_tui. See docs/llm.md. The names below load on first use: `engine.llm.keys`
+is imported first thing by every cuco process, and must not pull the HTTP clients in with it.
 """
 
 from importlib import import_module

@@ -76,10 +76,9 @@ def bad_candidates(seed: str) -> dict[str, str]:
         "compile_error": edit(seed, tail="  cuco_undeclared_helper(rank);\n"),
         "segfault": edit(seed, decls="static volatile int* volatile g_nowhere = nullptr;\n",
                          head="  if (rank == 0) *g_nowhere = 1;\n"),
+        # (It cannot fork a helper any more: the harness's system-call filter refuses that, tests/integrity/
+        # test_seccomp.py; a job's forked grandchildren dying with it is tests/remote/test_local_executor.py's.)
         "hang": edit(seed, decls=DECLS, head=(
-            "  if (rank == 0 && fork() == 0) {\n"
-            + write_file.format(path="forked.txt", text=c_string("grandchild alive\n"))
-            + "  }\n"
             "  for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(20));\n")),
         # Rank 1 sends rank 0 an empty transfer instead of its tile (the arrival counter still rises).
         "wrong_gather": edit(seed, replace=(PUT_LINE, PUT_LINE.replace("p->M, N,", "(rank == 1 && peer == 0) ? 0 : p->M, N,"))),
@@ -241,8 +240,7 @@ def test_infinite_loop_times_out_and_its_process_group_dies(results):
     assert "timed out" in out.reason and "verify" in out.reason
     assert out.stages[-1].status == "timeout"
     assert 2.5 <= out.stages[-1].duration_s < 15
-    (job_dir,) = results["hang_dirs"]
-    assert (job_dir / "forked.txt").read_text() == "grandchild alive\n"   # a forked grandchild did exist
+    assert len(results["hang_dirs"]) == 1
     assert results["hang_left"] == [], f"processes of the timed-out job still alive: {results['hang_left']}"
 
 

@@ -94,7 +94,7 @@ def main() -> int:
                 r = run(a.bins / f"{name}.{version}", "benchmark", 100 + rnd, **where)
                 ratios = {c["name"]: c.get("speedup") for c in r.get("configs", [])}
                 print(f"round {rnd} {version:6} {name:12} correct={r.get('correct')} {ratios} "
-                      f"timed_ms={r.get('timed_ms')} wall_s={r.get('wall_s')}", flush=True)
+                      f"timed_ms={r.get('timed_ms')} check_ms={r.get('check_ms')} wall_s={r.get('wall_s')}", flush=True)
                 rows.append({"phase": "ab", "round": rnd, "version": version, "source": name, "result": r})
     for name in [x for x in a.adversarial.split(",") if x]:   # the adversarial ones that pass the policy
         r = run(a.bins / f"{name}.after", "benchmark", 7, **where)

@@ -87,3 +87,20 @@ async def test_local_job_environment_has_no_keys(llm_env, tmp_path):
         await executor.close()
     assert result.ok
     assert SECRET not in result.log and OPENAI_SECRET not in result.log
+
+
+def test_held_keys_live_only_in_the_engines_memory(tmp_path):
+    """`cuco` and the engine daemon hold their keys: no child inherits one, /proc/PID/environ (what another
+    process of the user could read) no longer shows it, and the clients still get it."""
+    import subprocess
+    probe = (
+        "import os, subprocess, sys\n"
+        "from engine.llm.keys import hold_keys, env_key\n"
+        "held = hold_keys()\n"
+        "child = subprocess.run(['sh', '-c', 'env'], capture_output=True, text=True).stdout\n"
+        "environ = open('/proc/self/environ', 'rb').read().decode(errors='replace')\n"
+        "print(held, env_key('ANTHROPIC_API_KEY') == sys.argv[1], sys.argv[1] in child, sys.argv[1] in environ)\n")
+    out = subprocess.run([sys.executable, "-c", probe, SECRET], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": SECRET})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["['ANTHROPIC_API_KEY']", "True", "False", "False"], out.stdout

@@ -147,6 +147,8 @@ class Nodes:
         doc = {"ssh_config": str(self.ssh_config), "nodes": nodes,
                "quarantine": {"failures": 3, "window_s": 60, "duration_s": 600},
                "connect_timeout_s": 5, "kill_grace_s": 0.5}
+        # The marks folder is the one place outside their job directory the sandbox lets these jobs write.
+        doc["defaults"] = {"setup": [f"export CUCO_SANDBOX_WRITABLE={self.marks}"]}
         doc.update(top)
         path = self.base / "cluster.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -51,9 +51,17 @@ async def wait_for_file(path: Path, timeout: float = 10.0) -> str:
     raise AssertionError(f"{path} never appeared")
 
 
-def pgid_cmd(mark: Path) -> str:
-    """Shell that records the job's process group id (as the node's ps sees it) in `mark`."""
-    return f"ps -o pgid= -p $$ | tr -d ' ' > {mark}.tmp && mv {mark}.tmp {mark}"
+async def node_pgid(nodes, job_id: str, timeout: float = 10.0) -> int:
+    """The job's process group id as the node's wrapper recorded it (jobs/ID/pgid in the node's work dir):
+    inside its sandbox (its own pid namespace) a job cannot see its own group as the node does."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name in nodes.sshds:
+            p = nodes.work_dir(name) / "jobs" / job_id / "pgid"
+            if p.is_file() and p.read_text().strip():
+                return int(p.read_text().strip())
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} never recorded its process group")
 
 
 async def test_build_then_run_cpp17(nodes):
@@ -99,13 +107,13 @@ async def test_setup_lines_env_and_failures(nodes):
 async def test_hung_job_killed_at_timeout_with_its_group(nodes):
     ex = make_executor(nodes)
     await ex.start()
-    mark = nodes.marks / "hung.pgid"
     try:
         t0 = time.monotonic()
-        r = await ex.run(JobSpec("hung", ["sh", "-c", f"{pgid_cmd(mark)}; sleep 300 & sleep 300"], timeout_s=1.0))
+        task = asyncio.create_task(ex.run(JobSpec("hung", ["sh", "-c", "sleep 300 & sleep 300"], timeout_s=1.0)))
+        pgid = await node_pgid(nodes, "hung")
+        r = await task
         assert r.status is JobStatus.TIMEOUT, r
         assert time.monotonic() - t0 < 6
-        pgid = int(mark.read_text())
         assert not group_alive(pgid), "the hung job's process group survived its timeout"
     finally:
         await ex.close()
@@ -114,11 +122,9 @@ async def test_hung_job_killed_at_timeout_with_its_group(nodes):
 async def test_cancel_kills_remote_group(nodes):
     ex = make_executor(nodes)
     await ex.start()
-    mark = nodes.marks / "cancel.pgid"
     try:
-        task = asyncio.create_task(ex.run(JobSpec("cancel-me", ["sh", "-c", f"{pgid_cmd(mark)}; sleep 300"],
-                                                  timeout_s=600)))
-        pgid = int(await wait_for_file(mark))
+        task = asyncio.create_task(ex.run(JobSpec("cancel-me", ["sh", "-c", "sleep 300"], timeout_s=600)))
+        pgid = await node_pgid(nodes, "cancel-me")
         assert group_alive(pgid)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -133,10 +139,9 @@ async def test_cancel_kills_remote_group(nodes):
 async def test_close_kills_jobs_in_flight(nodes):
     ex = make_executor(nodes)
     await ex.start()
-    marks = [nodes.marks / f"close{i}.pgid" for i in range(3)]
-    tasks = [asyncio.create_task(ex.run(JobSpec(f"close-{i}", ["sh", "-c", f"{pgid_cmd(m)}; sleep 300"],
-                                                timeout_s=600))) for i, m in enumerate(marks)]
-    pgids = [int(await wait_for_file(m)) for m in marks]
+    tasks = [asyncio.create_task(ex.run(JobSpec(f"close-{i}", ["sh", "-c", "sleep 300"], timeout_s=600)))
+             for i in range(3)]
+    pgids = [await node_pgid(nodes, f"close-{i}") for i in range(3)]
     await ex.close()
     results = await asyncio.wait_for(asyncio.gather(*tasks), 10)
     assert all(r.status is not JobStatus.OK or r.rc != 0 for r in results)
@@ -308,7 +313,7 @@ async def test_engine_dies_then_reconcile_collects_adopts_and_kills(nodes):
     jobs = [
         ("keep-done", f"sleep 0.7; echo run >> {m}/done.count; echo fast > out.txt; echo finished"),
         ("keep-slow", f"echo run >> {m}/slow.count; sleep 3; echo slow > out.txt"),
-        ("unwanted", f"{pgid_cmd(m / 'unwanted.pgid')}; sleep 300"),
+        ("unwanted", f"echo started > {m}/unwanted.started; sleep 300"),
     ]
     script = nodes.base / "engine.py"
     script.write_text(ENGINE % (jobs,))
@@ -316,7 +321,7 @@ async def test_engine_dies_then_reconcile_collects_adopts_and_kills(nodes):
     proc = subprocess.Popen([sys.executable, str(script), str(path), str(nodes.home)],
                             cwd=Path(__file__).resolve().parents[2])
     try:
-        await wait_for_file(m / "unwanted.pgid", 15)
+        await wait_for_file(m / "unwanted.started", 15)
         await wait_for_file(m / "slow.count")
         assert not (m / "done.count").exists()
     finally:
@@ -324,7 +329,7 @@ async def test_engine_dies_then_reconcile_collects_adopts_and_kills(nodes):
         proc.wait()
     await wait_for_file(m / "done.count")   # keep-done finishes with no engine
     await asyncio.sleep(0.2)
-    unwanted_pgid = int((m / "unwanted.pgid").read_text())
+    unwanted_pgid = await node_pgid(nodes, "unwanted")
     assert group_alive(unwanted_pgid)
 
     ex = make_executor(nodes)

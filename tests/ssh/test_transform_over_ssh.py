@@ -3,7 +3,7 @@ on the real sshd nodes a and b (not on this machine), and the API keys never rea
 
 The model is the real fake-LLM HTTP server of tests/llm, reached by a real `cuco` process over HTTP; its
 answer is the demo seed whose cuco_setup dumps the job's environment into the marks folder,
-so the test sees, from inside each verify/benchmark process, where it ran and what it was given.
+so the test sees, from inside each verify/benchmark process (in its sandbox), who ran it and what it was given.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def _env_dumping(seed: str, marks: Path) -> str:
 extern char** environ;
 static void cuco_test_env_dump() {{
   char path[512];
-  std::snprintf(path, sizeof path, "{marks}/env-%d", (int)getpid());
+  // pids repeat across jobs (each is pid 1.. of its own sandbox): a stack address (ASLR) tells them apart
+  std::snprintf(path, sizeof path, "{marks}/env-%d-%lx", (int)getpid(), (unsigned long)(void*)path);
   if (FILE* f = std::fopen(path, "w")) {{
     for (char** e = environ; *e; ++e) std::fprintf(f, "%s\\n", *e);
     std::fclose(f);
@@ -107,7 +108,8 @@ def test_transform_builds_and_verifies_on_the_nodes(nodes, tmp_path):
     assert len(dumps) >= 4, dumps                                  # stages A and B, verify + benchmark each
     for dump in dumps:
         env = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
-        assert "SSH_CONNECTION" in env and env.get("USER", env.get("LOGNAME")) == "cucotest", sorted(env)
+        assert env.get("USER", env.get("LOGNAME")) == "cucotest", sorted(env)   # the node's login user
+        assert "SSH_CONNECTION" not in env, sorted(env)   # the session's variables stop at the sandbox's allow-list
         assert not any(k.endswith("_API_KEY") or k == "CUCO_OPENAI_COMPAT_KEY" for k in env), sorted(env)
 
     # The key was in play (sent to the model as a header) and reached no node.

@@ -31,6 +31,7 @@
 
 #include "cuco_abi.h"
 #include "cuco_clock.h"
+#include "cuco_seccomp.h"
 #include "json_min.h"
 
 using Clock = cuco_clock::Clock;   // the candidate cannot reach it (cuco_clock.h)
@@ -535,21 +536,30 @@ struct Buffers {
     }
   }
 
-  void fill(uint64_t seed, bool with_reference = true) {
+  void fill(uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     for (auto& x : A) x = u(rng);
     for (auto& b : B) for (auto& x : b) x = u(rng);
     A_copy = A;
     B_copy = B;
-    if (!with_reference) return;
+  }
+
+  // The fp64 reference of the current inputs, made AFTER the candidate's call (from the pristine copies)
+  // and dropped once used: during a call no reference of that call's inputs exists, so a candidate
+  // cannot compare the reference with its inputs to tell a fully checked call from another.
+  void forget_reference() {
+    std::vector<double>().swap(ref);
+    std::vector<double>().swap(refscale);
+  }
+  void make_reference() {
     ref.assign((size_t)R * M * N, 0.0);
     refscale.assign((size_t)R * M * N, 0.0);
     for (int r = 0; r < R; ++r)
       for (int i = 0; i < M; ++i)
         for (int k = 0; k < K; ++k) {
-          double a = A[(size_t)i * K + k];
-          const float* brow = &B[r][(size_t)k * N];
+          double a = A_copy[(size_t)i * K + k];
+          const float* brow = &B_copy[r][(size_t)k * N];
           double* dst = &ref[((size_t)r * M + i) * N];
           double* sc = &refscale[((size_t)r * M + i) * N];
           for (int j = 0; j < N; ++j) { dst[j] += a * brow[j]; sc[j] += std::fabs(a * brow[j]); }
@@ -571,21 +581,44 @@ struct Buffers {
     return true;
   }
 
-  // Every rank's output: tile p of rank q must equal, bit for bit, tile p of rank p (the owner's
-  // copy), and the owner's tile must match the fp64 reference within the tolerance.
-  bool verify(double tol, Mismatch* m) const {
-    for (int p = 0; p < R; ++p)
-      for (int i = 0; i < M; ++i)
-        for (int j = 0; j < N; ++j) {
-          size_t at = (size_t)i * R * N + (size_t)p * N + j;
-          float own = out[p][at];
-          double want = ref[((size_t)p * M + i) * N + j];
-          double scale = refscale[((size_t)p * M + i) * N + j];
-          if (!std::isfinite(own) || std::fabs(own - want) > tol * scale + 1e-30) {
-            *m = {p, (long)at, want, own, "compute"};
-            return false;
-          }
+  // The check after EVERY candidate call (warm-up, timed, final, profiled alike), outside its timing:
+  // each rank's own tile against a randomized product check (Freivalds: out_p x == A (B_p x) for a random
+  // x drawn after the call, row by row within the tolerance the element-wise check allows, summed), and
+  // every copy of a tile bit-exact against its owner's. O(M N + M K + K N) per rank, against the call's
+  // O(M N K): a call that skipped or faked any part of its work fails it, whichever call it was.
+  bool check_call(double tol, std::mt19937_64& rng, Mismatch* m) {
+    std::uniform_real_distribution<double> mag(0.5, 1.5);
+    const int ld = R * N;
+    x_.resize(N); bx_.resize(K); babs_.resize(K);
+    for (int p = 0; p < R; ++p) {
+      for (int j = 0; j < N; ++j) x_[j] = (rng() & 1 ? 1.0 : -1.0) * mag(rng);
+      const float* b = B_copy[p].data();
+      for (int k = 0; k < K; ++k) {
+        double s = 0, sa = 0;
+        for (int j = 0; j < N; ++j) { s += (double)b[(size_t)k * N + j] * x_[j]; sa += std::fabs((double)b[(size_t)k * N + j] * x_[j]); }
+        bx_[k] = s; babs_[k] = sa;
+      }
+      for (int i = 0; i < M; ++i) {
+        const float* row = &out[p][(size_t)i * ld + (size_t)p * N];
+        double y = 0;
+        for (int j = 0; j < N; ++j) y += (double)row[j] * x_[j];
+        double z = 0, bound = 0;
+        const float* a = &A_copy[(size_t)i * K];
+        for (int k = 0; k < K; ++k) { z += (double)a[k] * bx_[k]; bound += std::fabs((double)a[k]) * babs_[k]; }
+        if (!(std::fabs(y - z) <= tol * bound * (1 + 1e-9) + 1e-30)) {   // NaN fails too
+          long at = (long)i * ld + (long)p * N;
+          for (int j = 0; j < N; ++j)   // name an element that is not finite, if there is one
+            if (!std::isfinite(row[j])) { at += j; break; }
+          *m = {p, at, z, y, "compute (row " + std::to_string(i) + "'s product check: x-weighted sums)"};
+          return false;
         }
+      }
+    }
+    return gather_exact(m);
+  }
+
+  // Tile p of rank q must equal, bit for bit, tile p of rank p (the owner's copy).
+  bool gather_exact(Mismatch* m) const {
     for (int q = 0; q < R; ++q)
       for (int p = 0; p < R; ++p)
         if (p != q)
@@ -600,6 +633,35 @@ struct Buffers {
             }
           }
     return true;
+  }
+
+  // Every rank's output element by element: the owner's tile against the fp64 reference (made now, for
+  // the inputs of the call just made, and dropped again), and every copy bit-exact.
+  bool verify(double tol, Mismatch* m) {
+    make_reference();
+    bool ok = verify_against_reference(tol, m);
+    forget_reference();
+    return ok;
+  }
+
+ private:
+  std::vector<double> x_, bx_, babs_;   // check_call's vectors, kept between calls
+
+ public:
+  bool verify_against_reference(double tol, Mismatch* m) const {
+    for (int p = 0; p < R; ++p)
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          size_t at = (size_t)i * R * N + (size_t)p * N + j;
+          float own = out[p][at];
+          double want = ref[((size_t)p * M + i) * N + j];
+          double scale = refscale[((size_t)p * M + i) * N + j];
+          if (!std::isfinite(own) || std::fabs(own - want) > tol * scale + 1e-30) {
+            *m = {p, (long)at, want, own, "compute"};
+            return false;
+          }
+        }
+    return gather_exact(m);
   }
 };
 
@@ -632,6 +694,31 @@ const char* const kForeignPut = "a put named another rank's link as its source: 
 struct Runner {
   RankPool& pool;
   int base_threads;
+  double tol;
+  std::mt19937_64 check_rng{std::random_device{}()};   // the checks' random vectors: drawn after each call
+  double check_ms = 0;   // the time every call's checks took (untimed; reported as check_ms)
+
+  // The checks after a candidate call, the same for every call: inputs, the link's deliveries, the
+  // product check and the gather. Timed apart (their cost is reported), never inside a call's time.
+  bool checks(Buffers& b, ConfigResult* res) {
+    auto t0 = Clock::now();
+    bool ok = checks_untimed(b, res);
+    check_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return ok;
+  }
+  bool checks_untimed(Buffers& b, ConfigResult* res) {
+    if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
+    std::string missing = b.link->undelivered_peer_tiles(b.M, b.N);
+    if (!missing.empty()) { res->error = missing; return false; }
+    return b.check_call(tol, check_rng, &res->mismatch);
+  }
+  // The element-wise verification against the fp64 reference (made after the call), counted with the checks.
+  bool verify(Buffers& b, ConfigResult* res) {
+    auto t0 = Clock::now();
+    bool ok = b.verify(tol, &res->mismatch);
+    check_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return ok;
+  }
 
   // One candidate call with every check around it. Returns false (with res->error) on any failure.
   bool candidate_call(Buffers& b, ConfigResult* res, double* ms, bool poison = true) {
@@ -649,10 +736,7 @@ struct Runner {
                    " thread(s) it started were still running 2 s later";
       return false;
     }
-    if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
-    std::string missing = b.link->undelivered_peer_tiles(b.M, b.N);
-    if (!missing.empty()) { res->error = missing; return false; }
-    return true;
+    return checks(b, res);
   }
   // The profiled call: untimed, after the timed loop, checked like every other; its records go to
   // res->timeline. Every rank sees the recording trampolines (a problem of its own, built here).
@@ -674,14 +758,12 @@ struct Runner {
     }, &rc, base_threads, &leaked, b.link.get());
     auto end = Clock::now();
     if (b.foreign_put) { res->error = kForeignPut; return false; }
-    std::string missing = b.link->undelivered_peer_tiles(b.M, b.N);
-    if (!missing.empty()) { res->error = missing; return false; }
-    if (rc != 0 || leaked || !b.inputs_unchanged()) {
+    if (rc != 0 || leaked) {
       res->error = "the profiled call after the timed loop failed (" +
-                   std::string(rc ? "cuco_run returned " + std::to_string(rc) : leaked ? "a thread outlived it" :
-                               "it modified its inputs") + ")";
+                   std::string(rc ? "cuco_run returned " + std::to_string(rc) : "a thread outlived it") + ")";
       return false;
     }
+    if (!checks(b, res)) return false;
     res->timeline = rec.json(end);
     return true;
   }
@@ -742,10 +824,23 @@ int main(int argc, char** argv) {
   double tol = 1e-4;
   if (spec.has("tolerances")) tol = spec.at("tolerances").number("fp32", tol);
 
+  // An engine's job (it hands a nonce) loses its spec once read: the seed in it would let a candidate make
+  // the timed calls' inputs, and their answers, ahead of time (in cuco_setup, untimed).
+  if (!nonce.empty()) unlink(spec_path.c_str());
+
   int base_threads = count_threads();
   RankPool pool(R);
   base_threads = count_threads();
-  Runner run{pool, base_threads};
+  Runner run{pool, base_threads, tol};
+#ifdef CUCO_HAVE_SECCOMP
+  // Every thread, the rank pool's included, from before the first candidate instruction (cuco_seccomp.h).
+  {
+    std::string why = cuco_seccomp::install(
+        g_result_path, "{\"harness\": \"cuco-cpu/1\", \"mode\": " + quote(g_mode) + ", \"correct\": false, \"error\": \"",
+        "\", \"configs\": [], \"nonce\": " + quote(nonce) + "}\n");
+    if (!why.empty()) die_with_result(g_mode, "cannot install the system-call filter: " + why);
+  }
+#endif
   std::vector<ConfigResult> results;
   bool all_ok = true;
 
@@ -762,14 +857,16 @@ int main(int argc, char** argv) {
       res.error = "cuco_setup failed";
     } else if (!bench) {
       // Candidate, then the reference, then the candidate again: no stale answer to find.
-      res.correct = run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
+      res.correct = run.candidate_call(b, &res, nullptr) && run.verify(b, &res);
       if (res.correct) {
         run.baseline_call(b, baseline_run);
-        res.correct = run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
+        res.correct = run.candidate_call(b, &res, nullptr) && run.verify(b, &res);
       }
     } else {
       bool ok = true;
-      for (int w = 0; w < warmup && ok; ++w) {
+      // A random number of warm-ups (as many as asked, or one more): timing begins at no fixed count.
+      const int warmups = warmup + (int)(run.check_rng() % 2);
+      for (int w = 0; w < warmups && ok; ++w) {
         run.baseline_call(b, baseline_run);
         ok = run.candidate_call(b, &res, nullptr);
       }
@@ -781,7 +878,7 @@ int main(int argc, char** argv) {
         for (int side = 0; side < 2 && ok; ++side) {
           // Fresh inputs before every timed call, written by this thread like the poisoned outputs:
           // both sides start from the same cache state, and a saved answer is worthless.
-          b.fill(base_seed + 1000 + 2 * it + side, false);
+          b.fill(base_seed + 1000 + 2 * it + side);
           if ((side == 0) == (it % 2 == 0)) {
             tb.push_back(run.baseline_call(b, baseline_run));
           } else {
@@ -794,22 +891,22 @@ int main(int argc, char** argv) {
         // flags honest candidates as beyond it). Every iteration, not every other: with 5 samples a busy
         // moment once put the median compute-only time above the whole baseline's; 4 more cost ~50 ms a job.
         if (ok) {
-          b.fill(base_seed + 5000 + it, false);
+          b.fill(base_seed + 5000 + it);
           tcomp.push_back(run.baseline_call(b, baseline_compute_only));
-          b.fill(base_seed + 6000 + it, false);
+          b.fill(base_seed + 6000 + it);
           tcomm.push_back(run.baseline_call(b, baseline_comm_only));
         }
       }
       for (int it = (int)tcomp.size(); it < 3 && ok; ++it) {   // at least three samples of each
-        b.fill(base_seed + 7000 + it, false);
+        b.fill(base_seed + 7000 + it);
         tcomp.push_back(run.baseline_call(b, baseline_compute_only));
-        b.fill(base_seed + 8000 + it, false);
+        b.fill(base_seed + 8000 + it);
         tcomm.push_back(run.baseline_call(b, baseline_comm_only));
       }
       // After the timed loop: new inputs again, one more candidate call, every rank verified.
       if (ok) b.fill(base_seed + 999999);
-      ok = ok && run.candidate_call(b, &res, nullptr) && b.verify(tol, &res.mismatch);
-      if (ok && timeline) ok = run.profiled_call(b, &res) && b.verify(tol, &res.mismatch);
+      ok = ok && run.candidate_call(b, &res, nullptr) && run.verify(b, &res);
+      if (ok && timeline) ok = run.profiled_call(b, &res) && run.verify(b, &res);
       res.correct = ok;
       if (ok) {
         res.timed = true;
@@ -849,7 +946,7 @@ int main(int argc, char** argv) {
   }
   char host[256] = "";
   gethostname(host, sizeof host - 1);
-  o += "], \"timed_ms\": " + num(pool.timed_ms()) + ", \"nonce\": " + quote(nonce) + ", \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
+  o += "], \"timed_ms\": " + num(pool.timed_ms()) + ", \"check_ms\": " + num(run.check_ms) + ", \"nonce\": " + quote(nonce) + ", \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
        ", \"ranks\": " + std::to_string(R) + ", \"hw_threads\": " +
        std::to_string(std::thread::hardware_concurrency()) + "}}\n";
   g_finished = true;

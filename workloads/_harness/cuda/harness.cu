@@ -26,7 +26,8 @@
 //      alignment (an all-reduce on the timed stream), timed with CUDA events on ctx->stream, followed by
 //      a device-wide synchronize; the host wall time of each call is kept too, and a candidate whose
 //      wall time exceeds its event time by far more than the baseline's does is failed ("work escaped
-//      the timed stream"); after the loop the candidate's last outputs are verified again;
+//      the timed stream"); every iteration gets fresh inputs, and EVERY candidate call (warm-ups and
+//      timed ones alike) is verified as in step 3, untimed; the number of warm-ups is random;
 //   5. the per-call spin-wait flag (ctx->timeout_flag) is read after every call.
 // The parent takes, per iteration, the max over ranks and reports medians and interquartile ranges.
 #include "cuco_abi.h"
@@ -169,6 +170,7 @@ struct JobResult {
   std::string mode = "verify"; bool correct = false; std::string error; int ranks = 0;
   std::string nonce;   // the job's nonce, echoed: a result.json written by anyone else lacks it
   double timed_ms = 0; // every timed call's event time (max over ranks) added up: the launcher checks it fits its wall time
+  double check_ms = 0; // the untimed fresh inputs and per-call verification of the benchmark loops (slowest rank's)
   std::vector<ConfigResult> configs;
   std::map<std::string, std::string> env;
 };
@@ -180,7 +182,7 @@ static std::string result_json(const JobResult& r) {
   o += ", \"error\": " + (r.error.empty() ? std::string("null") : jstr(r.error));
   o += ", \"ranks\": " + std::to_string(r.ranks);
   o += ", \"nonce\": " + (r.nonce.empty() ? std::string("null") : jstr(r.nonce));
-  o += ", \"timed_ms\": " + jnum(r.timed_ms);
+  o += ", \"timed_ms\": " + jnum(r.timed_ms) + ", \"check_ms\": " + jnum(r.check_ms);
   o += ", \"configs\": [";
   for (size_t i = 0; i < r.configs.size(); i++) {
     const ConfigResult& c = r.configs[i];
@@ -819,18 +821,32 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     bool cand_ok = v1 && v2;
     bool all_ok = !any_rank_failed(!cand_ok);
     if (all_ok && bench) {
-      load_inputs(seed ^ 0x5DEECE66DULL);  // fresh inputs between verification and timing
       std::vector<float> tb, tc, tcomp, tcomm; std::vector<double> hb, hc;
-      for (int it = 0; it < st.spec.warmup + st.spec.iters; it++) {
+      // A random number of warm-ups (as asked, or one more; the same on every rank): from the job's seed,
+      // which the candidate never sees. Timing begins at no fixed call.
+      const int warmups = st.spec.warmup + (int)((st.spec.seed >> 11) & 1);
+      double check_ms = 0;   // fresh inputs and the per-call verification, all untimed
+      bool timed_ok = true;
+      for (int it = 0; it < warmups + st.spec.iters; it++) {
         float a = 0, b = 0, c = 0, d = 0; double ha = 0, hcd = 0, dummy = 0;
+        double c0 = now_ms();
+        // fresh inputs for every iteration (and between verification and timing): a saved answer is worthless
+        load_inputs(seed ^ 0x5DEECE66DULL ^ ((unsigned long long)(it + 1) * 0x9E3779B97F4A7C15ULL));
+        check_ms += now_ms() - c0;
         call(bctx, cuco_baseline_run_compute, "baseline compute", true, &c, &dummy);
         call(bctx, cuco_baseline_run_comm, "baseline comm", true, &d, &dummy);
         call(bctx, base.run, "baseline", true, &a, &ha);
         call(cctx, cand.run, "candidate", true, &b, &hcd);
-        if (it >= st.spec.warmup) { tb.push_back(a); tc.push_back(b); tcomp.push_back(c); tcomm.push_back(d); hb.push_back(ha); hc.push_back(hcd); }
+        // Every candidate call is verified like the first ones (outputs and inputs, every rank), outside
+        // its timing: a checked call and a timed call are the same call.
+        c0 = now_ms();
+        bool vt = verify(cctx, it < warmups ? "candidate (a warm-up call)" : "candidate (a timed call)");
+        check_ms += now_ms() - c0;
+        timed_ok = timed_ok && vt;
+        if (it >= warmups) { tb.push_back(a); tc.push_back(b); tcomp.push_back(c); tcomm.push_back(d); hb.push_back(ha); hc.push_back(hcd); }
       }
-      // the outputs of the last timed candidate call, and the inputs, are verified again
-      bool v3 = verify(cctx, "candidate after timing");
+      rec("checkms\t%s\t%.6f", sc.name.c_str(), check_ms);
+      bool v3 = timed_ok;
       cand_ok = cand_ok && v3;
       if (!any_rank_failed(!v3)) {
         auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
@@ -892,6 +908,7 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
     if (want != 0 && want != sp.ranks) continue;  // not for this job's rank count
     std::vector<std::vector<double>> per_rank[4];  // baseline, candidate, comp, comm
     bool all_ok = true, any_seen = false;
+    double check_ms = 0;   // the slowest rank's
     TimelineParts tl_parts;
     for (size_t r = 0; r < rf.size(); r++) {
       bool ok_seen = false, begun = false;
@@ -922,6 +939,8 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
           }
         } else if (l[0].compare(0, 2, "tl") == 0) {
           timeline_line(tl_parts, (int)r, l);
+        } else if (l[0] == "checkms" && l.size() >= 3) {
+          check_ms = std::max(check_ms, strtod(l[2].c_str(), nullptr));
         } else if (l[0] == "escape" && l.size() >= 4) {
           double esc = strtod(l[2].c_str(), nullptr), cm = strtod(l[3].c_str(), nullptr);
           if (esc > std::max(0.05, 0.5 * cm)) {
@@ -934,6 +953,7 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
       if (!ok_seen) all_ok = false;
     }
     c.ran = any_seen;
+    jr.check_ms += check_ms;
     if (!any_seen && c.error.empty()) c.error = launch_error.empty() ? "config did not run" : "config did not run: " + launch_error;
     if (all_ok && c.error.empty() && !c.mm.found) c.correct = true;
     else if (c.error.empty()) c.error = "incorrect on some rank";

@@ -1,0 +1,114 @@
+"""The box every job runs in, on every executor (local, SSH, Slurm): the same POSIX sh launcher.
+
+A job runs code an LLM wrote. The launcher starts it
+
+- with an environment built from an allow-list (names below, plus the ones the job itself sets and the
+  ones a node's `setup:` lines export), so no key, token or password of the engine's or the node's user
+  reaches it, whatever its name (nor one a setup line exports under a name that says so);
+- under bubblewrap (`bwrap`): its own pid namespace and a fresh `/proc` (no other process's environ,
+  memory or fds), the whole file system read-only except its own job directory, a private `/tmp` (and
+  `/dev/shm`), its own network namespace (loopback only), IPC and UTS namespaces, every capability
+  dropped, killed when its launcher dies;
+- else under util-linux `unshare`: pid and mount namespaces, a fresh `/proc`, a private `/tmp`, network
+  and IPC namespaces; the rest of the file system stays writable (say so in the log);
+- else as a plain process with the allow-listed environment only, and a notice in its log.
+
+`sh -c LAUNCHER cuco-sandbox MODE CMD...` runs CMD in the current directory (the job's): MODE is `gpu`
+(the host's /dev, for the GPUs) or `cpu` (a minimal /dev). A node that gives its jobs a shared scratch
+directory names it in a setup line, `export CUCO_SANDBOX_WRITABLE=/scratch/me` (colon-separated, no spaces;
+bwrap only: under unshare the file system is writable anyway).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Iterable, Mapping
+
+# Exact names a job may inherit from the engine's (or the node's) environment.
+ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH",
+             "CUDA_HOME", "CUDA_PATH", "NCCL_HOME", "CUCO_PYTHON", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV",
+             "PYTHONPATH")   # where the NCCL wheel may be installed (the build finds NCCL_HOME through it)
+# Families of names a job may inherit (locale, NCCL's and CUDA's knobs, Slurm's job description).
+ENV_ALLOW_PREFIXES = ("LC_", "NCCL_", "CUDA_", "SLURM_")
+# Never, even inside an allowed family (NCCL_..._TOKEN would be someone's secret).
+SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL")
+NO_SANDBOX_NOTICE = "cuco: no sandbox on this node (neither bwrap nor unshare works): the job ran unconfined"
+PARTIAL_NOTICE = "cuco: bwrap missing or unusable on this node; sandboxed with unshare (file system writable)"
+
+
+def env_name_allowed(name: str, keep: Iterable[str] = ()) -> bool:
+    upper = name.upper()
+    if any(m in upper for m in SECRET_MARKERS):
+        return False
+    return name in ENV_ALLOW or name in set(keep) or name.startswith(ENV_ALLOW_PREFIXES)
+
+
+def allowed_environment(env: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str]:
+    """The part of `env` a job may see."""
+    keep = set(keep)
+    return {k: v for k, v in env.items() if env_name_allowed(k, keep)}
+
+
+def job_environment(extra: Mapping[str, str], spec_env: Mapping[str, str],
+                    base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A local job's environment: the allow-listed part of this process's, then the executor's extras and the
+    job's own variables (those are the workload's and the engine's, never secrets: filtered all the same)."""
+    env = allowed_environment(os.environ if base is None else base)
+    env.update(allowed_environment(extra, extra))
+    env.update(allowed_environment(spec_env, spec_env))
+    return env
+
+
+def _case_pattern(keep: Iterable[str]) -> str:
+    names = sorted(set(ENV_ALLOW) | {k for k in keep if env_name_allowed(k, keep)})
+    return "|".join(names + [p + "*" for p in ENV_ALLOW_PREFIXES])
+
+
+def launcher(keep: Iterable[str] = ()) -> str:
+    """The launcher's sh text. `keep`: variable names the job sets itself (they survive the allow-list)."""
+    # case-insensitive without a fork per variable: *[Kk][Ee][Yy]*
+    markers = "|".join("*" + "".join(f"[{c.upper()}{c.lower()}]" for c in m) + "*" for m in SECRET_MARKERS)
+    return f"""mode=$1; shift
+keep=" ${{CUCO_KEEP_ENV:-}} "   # what a node's setup lines exported (remote_job.job_wrapper)
+writable=${{CUCO_SANDBOX_WRITABLE:-}}   # more directories a job may write (a node's shared scratch)
+for v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do
+  case $v in {markers}) unset "$v" 2>/dev/null; continue;; esac
+  case $keep in *" $v "*) continue;; esac
+  case $v in {_case_pattern(keep)}) ;; *) unset "$v" 2>/dev/null;; esac
+done
+d=$(pwd -P)
+binds=
+oldifs=$IFS; IFS=:
+for w in $writable; do [ -d "$w" ] && binds="$binds --bind $w $w"; done
+IFS=$oldifs
+if [ "$mode" = gpu ]; then
+  dev="--dev-bind /dev /dev --tmpfs /dev/shm"
+  export NCCL_SOCKET_IFNAME=lo   # its network namespace has loopback only: NCCL's bootstrap rides on it
+else dev="--dev /dev"; fi
+if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --proc /proc true >/dev/null 2>&1; then
+  exec bwrap --ro-bind / / $dev --proc /proc --tmpfs /tmp $binds --bind "$d" "$d" --chdir "$d" \\
+    --unshare-pid --unshare-ipc --unshare-uts --unshare-net --unshare-cgroup-try --die-with-parent -- "$@"
+fi
+userns=
+[ "$(id -u)" = 0 ] || userns="--user --map-root-user"
+# cwd still names the job directory once /tmp is covered: bind it back from there
+private_tmp='d=$1; shift; cd "$d" && mount -t tmpfs tmpfs /tmp && mkdir -p "$d" && mount -c --bind . "$d" && cd "$d" || exit 96; exec "$@"'
+if command -v unshare >/dev/null 2>&1 && unshare $userns --pid --fork --mount --mount-proc true >/dev/null 2>&1; then
+  echo "{PARTIAL_NOTICE}" >&2
+  exec unshare $userns --pid --fork --kill-child --mount --mount-proc --ipc --net --propagation private \\
+    sh -c "$private_tmp" cuco-sandbox "$d" "$@"
+fi
+echo "{NO_SANDBOX_NOTICE}" >&2
+exec "$@"
+"""
+
+
+def wrap(argv: Iterable[str], *, gpus: bool, keep: Iterable[str] = ()) -> list[str]:
+    """`argv` run in the sandbox, from the job directory (its working directory)."""
+    return ["sh", "-c", launcher(keep), "cuco-sandbox", "gpu" if gpus else "cpu", *argv]
+
+
+def wrap_shell(argv: Iterable[str], *, gpus: bool, keep: Iterable[str] = ()) -> str:
+    """The same, as one shell command line (for the remote wrapper)."""
+    return " ".join(shlex.quote(a) for a in wrap(argv, gpus=gpus, keep=keep))
