@@ -8,7 +8,8 @@ A job runs code an LLM wrote. The launcher starts it
 - under bubblewrap (`bwrap`): its own pid namespace and a fresh `/proc` (no other process's environ,
   memory or fds), the whole file system read-only except its own job directory, a private `/tmp` (and
   `/dev/shm`), its own network namespace (loopback only), IPC and UTS namespaces, every capability
-  dropped, killed when its launcher dies;
+  dropped, killed when its launcher dies; the command is its namespace's pid 1 (bwrap's own reaper there
+  kept a Slurm job in the queue ~3 s after it ended), so everything it leaves dies with it;
 - else under util-linux `unshare`: pid and mount namespaces, a fresh `/proc`, a private `/tmp`, network
   and IPC namespaces; the rest of the file system stays writable (say so in the log);
 - else as a plain process with the allow-listed environment only, and a notice in its log.
@@ -86,9 +87,9 @@ if [ "$mode" = gpu ]; then
   dev="--dev-bind /dev /dev --tmpfs /dev/shm"
   export NCCL_SOCKET_IFNAME=lo   # its network namespace has loopback only: NCCL's bootstrap rides on it
 else dev="--dev /dev"; fi
-if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --proc /proc true >/dev/null 2>&1; then
+if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --as-pid-1 --proc /proc true >/dev/null 2>&1; then
   exec bwrap --ro-bind / / $dev --proc /proc --tmpfs /tmp $binds --bind "$d" "$d" --chdir "$d" \\
-    --unshare-pid --unshare-ipc --unshare-uts --unshare-net --unshare-cgroup-try --die-with-parent -- "$@"
+    --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts --unshare-net --unshare-cgroup-try --die-with-parent -- "$@"
 fi
 userns=
 [ "$(id -u)" = 0 ] || userns="--user --map-root-user"
