@@ -117,6 +117,42 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the compile is not checked here")
+@pytest.mark.skipif(not _nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")
+def test_init_carries_the_helper_the_region_calls_and_takes_the_sweep_apart(capsys, monkeypatch, tmp_path):
+    """The scheduler-launched ring all-reduce: its timed loop calls ringAllReduce (the collectives and the
+    add kernel are in there) inside a message-size sweep. init carries the helper as written, gives the
+    overlap bound and the comm-skipping check its forms without collectives / without kernels, turns the
+    sweep into one size (a config param the hidden config scales, the rounded count following it in
+    problem.cu), and cuco validate accepts the workload as written."""
+    files, flags, _ = PROGRAMS["async_ring_allreduce_single"]
+    monkeypatch.chdir(CORPUS)
+    out = tmp_path / "ring"
+    rc, text, err = _run(capsys, "init", *files, *flags, "-o", out)
+    assert rc == 0, err
+    assert "size sweep around the repeated region" in text
+    candidate, baseline = (out / "candidate.cu").read_text(), (out / "baseline.cu").read_text()
+    skip_comm = (out / "checks" / "skip_comm.cu").read_text()
+    assert "TODO" not in text and "CUCO-TODO" not in candidate
+    assert "static void ringAllReduce(" in candidate
+    run = candidate.split("int run() {", 1)[1].split("return 0;", 1)[0]
+    assert "ringAllReduce(d_send, d_recv, count" in run
+    assert "// (communication outside the repeated region (a warm-up" in candidate     # the warm-up call
+    compute = baseline.split("static void ringAllReduce_cuco_compute(", 1)[1].split("\n}", 1)[0]
+    comm = baseline.split("static void ringAllReduce_cuco_comm(", 1)[1].split("\n}", 1)[0]
+    assert "ncclSend" not in compute.replace("/* ncclSend: not in this variant */", "") and "add_vectors<<<" in compute
+    assert "add_vectors<<<" not in comm and "ncclSend(send_ptr" in comm
+    assert "ringAllReduce_cuco_compute(d_send" in skip_comm.split("int run() {", 1)[1].split("return 0;", 1)[0]
+    assert "cudaFree(scratch_buff)" not in candidate.split("int teardown() {", 1)[1]
+    workload = (out / "workload.yaml").read_text()
+    assert "size: 16777216" in workload and "size: 12582912" in workload
+    sizes = (out / "problem.cu").read_text().split("int sizes(", 1)[1].split("\n}", 1)[0]
+    assert "if(count % nRanks != 0) count = (count + nRanks) - (count % nRanks);" in sizes
+    rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
+    assert rc == 0, text
+    assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+
+
 def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
     """Jacobi's norm is copied and reduced only `if (calculate_norm)`: --assume calculate_norm=false takes
     those operations out of the region's sequence; a malformed assumption is bad input."""
