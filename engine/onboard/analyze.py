@@ -359,12 +359,25 @@ class _Analyzer:
         # a region inside a helper, or collectives a helper reaches through another, are not written yet
         in_main = self.region_node is None or self.region_src is self.src and \
             self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
-        if not in_main or any(o.in_region and len(o.chain) > 2 and o.kind != "kernel" for o in self.ops):
-            out.append(f"the repeated region runs inside helper functions "
-                       f"({', '.join(sorted({c['name'] for c in self.helper_calls}))}); cuco init writes "
-                       "workloads whose region is in main() (calling helpers directly) so far: write the workload "
-                       "by hand (docs/workload-format.md) from this analysis")
+        nested = sorted({call_name(o.chain[1][1], o.chain[1][0]) + " at " + o.chain[1][0].at(o.chain[1][1])
+                         for o in self.ops if o.in_region and len(o.chain) > 2 and o.kind != "kernel"})
+        if not in_main or nested:
+            names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
+            where = (f"the region ({self.region_src.at(self.region_node)}) is not in main() but inside the helper "
+                     f"{self._function_at(self.region_src, self.region_node) or 'function'}" if not in_main else
+                     f"its collectives are reached through a helper called by a helper ({', '.join(nested)})")
+            out.append(f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
+                       "writes a region in main() and carries the helpers it calls directly: move the timed "
+                       "section into main(), or write the workload by hand (docs/workload-format.md) from this "
+                       "analysis")
         return out
+
+    def _function_at(self, src, node) -> str | None:
+        """The name of the function definition holding `node`."""
+        for name, (fsrc, fn) in self.functions.items():
+            if fsrc is src and fn.start_byte <= node.start_byte < fn.end_byte:
+                return name
+        return None
 
     def _mentions_nccl(self, n) -> bool:
         return any(self.src.text(i) in api.NCCL_COMM for i in identifiers(n))
