@@ -347,8 +347,10 @@ class _Analyzer:
     def _init_blockers(self) -> list[str]:
         out = []
         if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
+            captures = sorted({s.at(l) for s, l, what in self.alternatives if what.startswith("graph capture")})
             out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays captured CUDA "
-                       "graphs; cuco init does not write graph replay yet: region.replays lists what it runs; "
+                       f"graphs (captured at {', '.join(captures) or 'a capture init cannot place'}); cuco init "
+                       "does not write graph replay yet: region.replays lists what it runs; "
                        "write the workload by hand (docs/workload-format.md), or init the program's version "
                        "without graphs")
         for op in self.ops:

@@ -171,8 +171,9 @@ def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("name, words", [
-    ("cuco_moe_seed", "the repeated region runs inside helper functions (run_moe_alltoall)"),
-    ("nvidia_jacobi_nccl_graphs", "replays captured CUDA graphs"),
+    ("cuco_moe_seed", "the region (cuco_moe_seed/ds_v3_moe.cu:243) is not in main() but inside the helper "
+                      "run_moe_alltoall"),
+    ("nvidia_jacobi_nccl_graphs", "replays captured CUDA graphs (captured at nvidia_jacobi_nccl_graphs/jacobi.cpp:334)"),
 ])
 def test_init_refuses_what_it_cannot_write_yet_naming_why(name, words, capsys, monkeypatch, tmp_path):
     files, flags, _ = PROGRAMS[name]
