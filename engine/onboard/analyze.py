@@ -51,9 +51,11 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
 
 
 def analyze_sources(sources: list[SourceFile], region: str | None = None, entry: str | None = None,
-                    assume: dict[str, int] | None = None) -> Program:
+                    assume: dict[str, int] | None = None, main_name: str = "main") -> Program:
+    """`main_name`: the function read as the program's main() (cuco init reads a helper that holds the
+    whole timed program as main, its parameters bound to what main() passes it)."""
     functions, macros, globals_ = _top_level(sources)
-    mains = [(s, f) for (name, (s, f)) in functions.items() if name == "main"]
+    mains = [(s, f) for (name, (s, f)) in functions.items() if name == main_name]
     if not mains:
         _refuse_inactive_main(sources)
         raise InputError(", ".join(s.path for s in sources), "main",

@@ -159,7 +159,7 @@ class ProgramWriter:
             lines.append(f"{b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;")
         for stmt in self._prelude():
             lines.extend(self._setup_stmt(stmt))
-        return lines
+        return lines + self._zeroed_intermediates()
 
     def _setup_stmt(self, stmt) -> list[str]:
         t = self.src.text
@@ -196,7 +196,7 @@ class ProgramWriter:
                         self._todo(f"{self.src.path}:{v.line}: {v.name} = {t(v.init)} reads the environment or "
                                    "the command line")
                     elif v.init.type == "initializer_list" and v.array is not None:
-                        out.append(f"{{ const {v.base_type} cuco_init_[] = {t(v.init)}; "
+                        out.append(f"{{ const {v.base_type} cuco_init_[] = {self._tied_list(v, t(v.init))}; "
                                    f"for (size_t i_ = 0; i_ < sizeof cuco_init_ / sizeof *cuco_init_; i_++) "
                                    f"{v.name}[i_] = cuco_init_[i_]; }}")
                     elif v.init.type in ("argument_list", "initializer_list"):
@@ -321,14 +321,45 @@ class ProgramWriter:
         out = []
         harness = {b.name for b in self.inputs + self.outputs}
         for b in self.p.buffers.values():
-            if b.name in harness or not self._in_main(b.at):     # a helper's own buffer is the helper's
-                continue
+            if b.name in harness or not self._in_main(b.at) or not self._member(b.name):
+                continue          # a helper's own buffer is the helper's; one setup leaves out is not there
             free = "ncclMemFree" if b.alloc == "ncclMemAlloc" else "cudaFree"
             out.append(f"{free}({b.name});")
         for op in self.p.ops:
             if op.kind == "stream" and self._stream_target(op) not in (self.stream_var, None) and not op.in_region:
                 out.append(f"cudaStreamDestroy({self._stream_target(op)});")
         return out
+
+    def _member(self, name: str) -> bool:
+        v = self.p.vars.get(name)
+        return v is not None and v.top_level and name in self.needed and name not in self.dropped_vars
+
+    def _zeroed_intermediates(self) -> list[str]:
+        """The program's own buffers the region uses, zeroed once after setup: what the region never
+        writes of them (a padded chunk's tail) is then the same in the baseline and in a candidate,
+        which each allocate their own, instead of whatever the allocation held."""
+        out = []
+        for b in self.p.buffers.values():
+            if b.role == "intermediate" and b.size and self._in_main(b.at) and self._member(b.name) and \
+                    b.alloc in api.DEVICE_ALLOC:
+                out.append(f"CUCO_UNCHECKED(cudaMemset({b.name}, 0, {b.size}));   // the same start in baseline "
+                           "and candidate")
+        return out
+
+    def _tied_list(self, v, text: str) -> str:
+        """An array's initializer list whose literal equals a size param's default (send counts
+        `{3072, 1024}` beside a 3072-token chunk): every literal scales with the param, so a hidden config
+        never gives the chunk fewer tokens than are sent into it."""
+        import re
+        for name, p in self.params.items():
+            default = p.get("default")
+            if not isinstance(default, int) or default <= 0 or not re.search(rf"\b{default}\b", text):
+                continue
+            self.p.unresolved.append(Unresolved(f"{self.src.path}:{v.line}", f"{v.name} {text} holds the size "
+                                                f"{name}'s value", f"its values scale with {name} in every config"))
+            return re.sub(r"\b(\d+)\b", lambda m: f"(int)((long long){m.group(1)} * cuco_param_get(cuco_c, "
+                          f"\"{name}\", {default}) / {default})", text)
+        return text
 
     def _in_main(self, at: str) -> bool:
         path, _, line = at.rpartition(":")
