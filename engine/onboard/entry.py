@@ -16,8 +16,7 @@ def analyze_helper_as_main(prog, region: str | None = None, entry: str | None = 
     """The program as `cuco init` writes it when its region is in a helper main() calls once; the
     program itself otherwise."""
     from .analyze import analyze_sources
-    if not prog.init_blockers or prog.region_node is None or prog.region.get("kind") != "section" and \
-            prog.region.get("in_function") is None:
+    if not prog.init_blockers or prog.region_node is None:
         return prog
     helper = _the_helper(prog)
     if helper is None:
@@ -28,15 +27,17 @@ def analyze_helper_as_main(prog, region: str | None = None, entry: str | None = 
         return prog
     bound = _bind(prog, call, fn)
     params = _parameters(prog, fn)
-    ranks = dict(one.ranks)
+    ranks = dict(one.ranks)      # what the helper finds itself, else the parameters main() binds
     for role in ("rank", "nranks"):
         caller = prog.ranks.get(role)
-        ranks[role] = next((p for p, a in bound.items() if a == caller), None) if caller else None
-    ranks["source"] = prog.ranks.get("source")
+        passed = next((p for p, a in bound.items() if a == caller), None) if caller else None
+        if passed is not None:
+            ranks[role], ranks["source"] = passed, prog.ranks.get("source")
     comm = next(({**c, "name": p} for c in prog.communicators for p, a in bound.items() if a == c["name"]), None)
-    if None in (ranks.get("rank"), ranks.get("nranks"), comm):
+    comms = one.communicators or ([comm] if comm else [])
+    if None in (ranks.get("rank"), ranks.get("nranks")) or not comms:
         return prog
-    one.ranks, one.communicators = ranks, [comm]
+    one.ranks, one.communicators = ranks, comms
     for v in params:
         one.vars.setdefault(v.name, v)
     one.preprocessing = prog.preprocessing
@@ -51,9 +52,9 @@ def _the_helper(prog):
     holds the region."""
     src, body = prog.main_src, prog.main.child_by_field_name("body")
     for st in body.named_children:
+        if st.type != "expression_statement":      # called once, at main()'s top level
+            continue
         for call in src.nodes("call_expression", st):
-            if st.type != "expression_statement":
-                continue
             name = call_name(call, src)
             fn = _definition(prog, name)
             if fn is not None and fn[0] is prog.main_src and \
