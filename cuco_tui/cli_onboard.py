@@ -99,6 +99,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     from engine.onboard.analyze import analyze_files
     from engine.onboard.scaffold import write_workload
+    from engine.onboard.entry import analyze_helper_as_main
+    from engine.onboard.sweep import analyze_one_size
     try:
         if args.ranks < 1:
             raise InputError("--ranks", "--ranks", "must be >= 1")
@@ -108,6 +110,8 @@ def cmd_init(args: argparse.Namespace) -> int:
             model = parse_models([args.llm])[0]      # a bad model name is bad input: nothing written
         prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
                                     _assumptions(args.assume))
+        prog = analyze_one_size(prog, args.region, args.entry, _assumptions(args.assume))
+        prog = analyze_helper_as_main(prog, args.region, args.entry, _assumptions(args.assume))
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
         out = Path(args.output) if args.output else Path.cwd() / "workloads" / name
         result = write_workload(prog, out, name=name, ranks=args.ranks)

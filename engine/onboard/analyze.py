@@ -51,9 +51,11 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
 
 
 def analyze_sources(sources: list[SourceFile], region: str | None = None, entry: str | None = None,
-                    assume: dict[str, int] | None = None) -> Program:
+                    assume: dict[str, int] | None = None, main_name: str = "main") -> Program:
+    """`main_name`: the function read as the program's main() (cuco init reads a helper that holds the
+    whole timed program as main, its parameters bound to what main() passes it)."""
     functions, macros, globals_ = _top_level(sources)
-    mains = [(s, f) for (name, (s, f)) in functions.items() if name == "main"]
+    mains = [(s, f) for (name, (s, f)) in functions.items() if name == main_name]
     if not mains:
         _refuse_inactive_main(sources)
         raise InputError(", ".join(s.path for s in sources), "main",
@@ -347,21 +349,39 @@ class _Analyzer:
     def _init_blockers(self) -> list[str]:
         out = []
         if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
+            captures = sorted({s.at(l) for s, l, what in self.alternatives if what.startswith("graph capture")})
             out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays captured CUDA "
-                       "graphs; cuco init does not write graph replay yet: region.replays lists what it runs; "
+                       f"graphs (captured at {', '.join(captures) or 'a capture init cannot place'}); cuco init "
+                       "does not write graph replay yet: region.replays lists what it runs; "
                        "write the workload by hand (docs/workload-format.md), or init the program's version "
                        "without graphs")
         for op in self.ops:
             if op.name == "ncclCommInitAll":
                 out.append(f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
                            "process per GPU: give each GPU its own process and ncclCommInitRank")
-        if self.region_src is not self.src or any(o.in_region and len(o.chain) > 1 and o.kind != "kernel"
-                                                   for o in self.ops):
-            out.append(f"the repeated region runs inside helper functions "
-                       f"({', '.join(sorted({c['name'] for c in self.helper_calls}))}); cuco init writes "
-                       "workloads whose region is in main() so far: write the workload by hand "
-                       "(docs/workload-format.md) from this analysis")
+        # a helper the region in main() calls directly is carried with compute-only and comm-only forms;
+        # a region inside a helper, or collectives a helper reaches through another, are not written yet
+        in_main = self.region_node is None or self.region_src is self.src and \
+            self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
+        nested = sorted({call_name(o.chain[1][1], o.chain[1][0]) + " at " + o.chain[1][0].at(o.chain[1][1])
+                         for o in self.ops if o.in_region and len(o.chain) > 2 and o.kind != "kernel"})
+        if not in_main or nested:
+            names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
+            where = (f"the region ({self.region_src.at(self.region_node)}) is not in main() but inside the helper "
+                     f"{self._function_at(self.region_src, self.region_node) or 'function'}" if not in_main else
+                     f"its collectives are reached through a helper called by a helper ({', '.join(nested)})")
+            out.append(f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
+                       "writes a region in main() and carries the helpers it calls directly: move the timed "
+                       "section into main(), or write the workload by hand (docs/workload-format.md) from this "
+                       "analysis")
         return out
+
+    def _function_at(self, src, node) -> str | None:
+        """The name of the function definition holding `node`."""
+        for name, (fsrc, fn) in self.functions.items():
+            if fsrc is src and fn.start_byte <= node.start_byte < fn.end_byte:
+                return name
+        return None
 
     def _mentions_nccl(self, n) -> bool:
         return any(self.src.text(i) in api.NCCL_COMM for i in identifiers(n))

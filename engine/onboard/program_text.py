@@ -23,6 +23,7 @@ TODO = "CUCO-TODO"
 HOST_COLLECTIVES = {"MPI_Allreduce": 2, "MPI_Reduce": 2, "MPI_Bcast": 1, "MPI_Barrier": None}   # -> count arg
 HOST_COLL_SCRATCH = "cuco_host_coll_"
 HOST_COLL_BYTES = 4096
+HELPER_COMPUTE, HELPER_COMM = "_cuco_compute", "_cuco_comm"    # the helpers' forms without comm / kernels
 DROP_TYPES = ("ncclUniqueId", "cudaEvent_t", "MPI_", "FILE", "ncclComm_t", "ncclConfig_t")
 DROP_KINDS = {"mpi", "comm_init", "event", "device", "free"}
 
@@ -36,6 +37,10 @@ class ProgramText:
     run_comm: str
     teardown: list[str]
     todos: list[str] = field(default_factory=list)      # messages, also written into the code
+    # the helpers the region calls, without their collectives / without their kernels (run_compute and
+    # run_comm call these forms): top-level code placed after the carried helpers
+    compute_helpers: list[str] = field(default_factory=list)
+    comm_helpers: list[str] = field(default_factory=list)
 
 
 class ProgramWriter:
@@ -56,6 +61,7 @@ class ProgramWriter:
         self.carried = {b.name for b in outputs if b.role == "carried"}
         self.carried_init = self._carried_init()
         self.needed = self._needed_vars()
+        self.region_helpers = self._region_helpers()
 
     def _prelude(self):
         for stmt in self.p.main.child_by_field_name("body").named_children:
@@ -153,7 +159,7 @@ class ProgramWriter:
             lines.append(f"{b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;")
         for stmt in self._prelude():
             lines.extend(self._setup_stmt(stmt))
-        return lines
+        return lines + self._zeroed_intermediates()
 
     def _setup_stmt(self, stmt) -> list[str]:
         t = self.src.text
@@ -190,7 +196,7 @@ class ProgramWriter:
                         self._todo(f"{self.src.path}:{v.line}: {v.name} = {t(v.init)} reads the environment or "
                                    "the command line")
                     elif v.init.type == "initializer_list" and v.array is not None:
-                        out.append(f"{{ const {v.base_type} cuco_init_[] = {t(v.init)}; "
+                        out.append(f"{{ const {v.base_type} cuco_init_[] = {self._tied_list(v, t(v.init))}; "
                                    f"for (size_t i_ = 0; i_ < sizeof cuco_init_ / sizeof *cuco_init_; i_++) "
                                    f"{v.name}[i_] = cuco_init_[i_]; }}")
                     elif v.init.type in ("argument_list", "initializer_list"):
@@ -208,7 +214,11 @@ class ProgramWriter:
         return t(stmt).splitlines()
 
     def _ops_in(self, node):
-        return [o for o in self.p.ops if node.start_byte <= o.node.start_byte and o.node.end_byte <= node.end_byte]
+        """The operations a statement of main() makes: its own calls, and those of the helpers it calls."""
+        def inside(n):
+            return node.start_byte <= n.start_byte and n.end_byte <= node.end_byte
+        return [o for o in self.p.ops if (o.src in (None, self.src) and inside(o.node)) or
+                (o.chain and o.chain[0][0] is self.src and inside(o.chain[0][1]))]
 
     def _drop_reason(self, stmt) -> str | None:
         harness = {b.name for b in self.inputs + self.outputs}
@@ -291,6 +301,12 @@ class ProgramWriter:
                         "0", "NULL", "nullptr", "cudaStreamDefault", "cudaStreamLegacy"):
                     a = args[spec["stream"]]
                     edits.append((a.start_byte, a.end_byte, self.stream_var))
+        suffix = HELPER_COMPUTE if "collective" in drop else HELPER_COMM if "kernel" in drop else None
+        if suffix:
+            for call in self.src.nodes("call_expression", body):
+                if call_name(call, self.src) in self.region_helpers:
+                    fn = call.child_by_field_name("function")
+                    edits.append((fn.start_byte, fn.end_byte, self.src.text(fn) + suffix))
         text = _apply(self.src.data, body, edits)
         if body.type == "compound_statement":
             text = text.strip()[1:-1]
@@ -305,14 +321,50 @@ class ProgramWriter:
         out = []
         harness = {b.name for b in self.inputs + self.outputs}
         for b in self.p.buffers.values():
-            if b.name in harness:
-                continue
+            if b.name in harness or not self._in_main(b.at) or not self._member(b.name):
+                continue          # a helper's own buffer is the helper's; one setup leaves out is not there
             free = "ncclMemFree" if b.alloc == "ncclMemAlloc" else "cudaFree"
             out.append(f"{free}({b.name});")
         for op in self.p.ops:
             if op.kind == "stream" and self._stream_target(op) not in (self.stream_var, None) and not op.in_region:
                 out.append(f"cudaStreamDestroy({self._stream_target(op)});")
         return out
+
+    def _member(self, name: str) -> bool:
+        v = self.p.vars.get(name)
+        return v is not None and v.top_level and name in self.needed and name not in self.dropped_vars
+
+    def _zeroed_intermediates(self) -> list[str]:
+        """The program's own buffers the region uses, zeroed once after setup: what the region never
+        writes of them (a padded chunk's tail) is then the same in the baseline and in a candidate,
+        which each allocate their own, instead of whatever the allocation held."""
+        out = []
+        for b in self.p.buffers.values():
+            if b.role == "intermediate" and b.size and self._in_main(b.at) and self._member(b.name) and \
+                    b.alloc in api.DEVICE_ALLOC:
+                out.append(f"CUCO_UNCHECKED(cudaMemset({b.name}, 0, {b.size}));   // the same start in baseline "
+                           "and candidate")
+        return out
+
+    def _tied_list(self, v, text: str) -> str:
+        """An array's initializer list whose literal equals a size param's default (send counts
+        `{3072, 1024}` beside a 3072-token chunk): every literal scales with the param, so a hidden config
+        never gives the chunk fewer tokens than are sent into it."""
+        import re
+        for name, p in self.params.items():
+            default = p.get("default")
+            if not isinstance(default, int) or default <= 0 or not re.search(rf"\b{default}\b", text):
+                continue
+            self.p.unresolved.append(Unresolved(f"{self.src.path}:{v.line}", f"{v.name} {text} holds the size "
+                                                f"{name}'s value", f"its values scale with {name} in every config"))
+            return re.sub(r"\b(\d+)\b", lambda m: f"(int)((long long){m.group(1)} * cuco_param_get(cuco_c, "
+                          f"\"{name}\", {default}) / {default})", text)
+        return text
+
+    def _in_main(self, at: str) -> bool:
+        path, _, line = at.rpartition(":")
+        first, last = self.p.main.start_point[0] + 1, self.p.main.end_point[0] + 1
+        return path == self.src.path and line.isdigit() and first <= int(line) <= last
 
     def _todo(self, message: str) -> None:
         if message not in self.todos:
@@ -330,7 +382,47 @@ class ProgramWriter:
             members.append(f"char* {HOST_COLL_SCRATCH} = nullptr;")
             setup.append(f"if (cudaMalloc(&{HOST_COLL_SCRATCH}, {HOST_COLL_BYTES}) != cudaSuccess) return 1;")
             teardown.append(f"cudaFree({HOST_COLL_SCRATCH});")
-        return ProgramText(members, setup, run, compute, comm, teardown, self.todos)
+        return ProgramText(members, setup, run, compute, comm, teardown, self.todos,
+                           [self._helper_form(n, {"collective", "p2p"}, HELPER_COMPUTE) for n in self.region_helpers],
+                           [self._helper_form(n, {"kernel", "memcpy", "memset"}, HELPER_COMM)
+                            for n in self.region_helpers])
+
+    def _region_helpers(self) -> list[str]:
+        """The helper functions the region calls directly whose operations (collectives) the analysis
+        followed: carried as written, with compute-only and comm-only forms for the overlap bound."""
+        if self.region is None:
+            return []
+        followed = {c["name"] for c in self.p.helper_calls}
+        out = []
+        for call in self.src.nodes("call_expression", self.region):
+            name = call_name(call, self.src)
+            if name in followed and name not in out and _function(self.p, name) is not None:
+                out.append(name)
+        return out
+
+    def _helper_form(self, name: str, drop: set[str], suffix: str) -> str:
+        """The helper's text without the operations of the kinds in `drop` (a group call goes with the
+        collectives), renamed NAME+suffix, static; the program's check macros leave the status unchecked
+        (a host helper has no harness context to report to)."""
+        src, fn = _function(self.p, name)
+        edits = []
+        for op in self.p.ops:
+            if op.src is not src or not (fn.start_byte <= op.node.start_byte < fn.end_byte):
+                continue
+            if op.kind in drop or (op.kind == "group" and "collective" in drop):
+                stmt = _enclosing_statement(op.node)
+                edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"))
+        for call in src.nodes("call_expression", fn):
+            if call_name(call, src) in self.p.check_macros:
+                f = call.child_by_field_name("function")
+                edits.append((f.start_byte, f.end_byte, "CUCO_UNCHECKED"))
+        decl = fn.child_by_field_name("declarator")
+        while decl is not None and decl.type != "function_declarator":
+            decl = decl.child_by_field_name("declarator")
+        ident = decl.child_by_field_name("declarator")
+        edits.append((ident.start_byte, ident.end_byte, name + suffix))
+        text = _apply(src.data, fn, edits)
+        return text if text.startswith("static") else "static " + text
 
     def _host_collective(self, op) -> str | None:
         """A host MPI collective inside the region (Jacobi's MPI_Allreduce of the norm after a synchronize)

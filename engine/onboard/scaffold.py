@@ -113,7 +113,8 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
         "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, harness_root),
         CHECKS["do_nothing"]: workload_text.candidate(prog, replace(text, run="\n    // does nothing: verification "
                                                                           "must reject this candidate"), top, name),
-        CHECKS["skip_comm"]: workload_text.candidate(prog, replace(text, run=text.run_compute), top, name),
+        CHECKS["skip_comm"]: workload_text.candidate(prog, replace(text, run=text.run_compute), top, name,
+                                                     extra_code=text.compute_helpers),
     }
     return files, todos
 
@@ -217,6 +218,8 @@ def _needed_host_functions(prog) -> set[str]:
     carried = {b.name for b in prog.buffers.values() if b.role == "carried"}
     needed = {o.via.name for o in prog.ops if getattr(o, "via", None) is not None
               and (o.in_region or set(o.writes) & carried)}      # the region's, and the carried buffers' init
+    needed |= {call_name(o.chain[0][1], o.chain[0][0]) for o in prog.ops     # the helpers the region calls
+               if o.in_region and len(o.chain) > 1}
     todo = list(needed)
     while todo:
         src, node = defs.get(todo.pop(), (None, None))

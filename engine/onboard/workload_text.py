@@ -59,7 +59,7 @@ def _struct(text, extra: bool) -> list[str]:
     return lines
 
 
-def candidate(prog, text, top, name: str) -> str:
+def candidate(prog, text, top, name: str, extra_code: list[str] = ()) -> str:
     lines = _head(prog, top, f"candidate.cu of workload {name}: the program's kernels and its repeated region "
                               "behind the harness ABI (cuco_abi.h).")
     lines += ["// Only the EVOLVE-BLOCKs change; the harness calls the cuco_candidate_* functions at the bottom.",
@@ -73,7 +73,7 @@ def candidate(prog, text, top, name: str) -> str:
                   "// precedes it; the search writes new kernels in the block below instead of editing these."]
         lines += frozen
     lines += ["// EVOLVE-BLOCK-START kernels"]
-    lines += evolving
+    lines += evolving + list(extra_code)
     lines += ["// EVOLVE-BLOCK-END", "", "// EVOLVE-BLOCK-START schedule", seed_annotation(prog)]
     lines += seed_knob_lines()
     lines += _struct(text, extra=False)
@@ -94,7 +94,8 @@ def candidate(prog, text, top, name: str) -> str:
 def baseline(prog, text, top, name: str) -> str:
     lines = _head(prog, top, f"baseline.cu of workload {name}: the frozen reference (cuco_baseline_*), the same "
                               "code as the seed candidate, plus its compute-only and communication-only halves.")
-    lines += ["", "namespace {"] + top.device_code + [""] + _struct(text, extra=True)
+    lines += ["", "namespace {"] + top.device_code + text.compute_helpers + text.comm_helpers + [""]
+    lines += _struct(text, extra=True)
     lines += ["static Program* program(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p; }",
               "}  // namespace", "",
               'extern "C" int cuco_baseline_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; '
@@ -142,6 +143,9 @@ def _size_code(prog, bufs) -> tuple[list[str], list[str]]:
             todo.extend(x for st in stmts for x in names_in_statement(prog, st) if x != n)
             continue
         todo.extend(names_in(prog.main_src.text(v.init)))
+        if _assignments(prog, n):       # `size_t count = a; if (count % n) count = ...;`: computed the same
+            assigned[n] = _assignments(prog, n)
+            todo.extend(x for st in assigned[n] for x in names_in_statement(prog, st) if x != n)
     items = []
     for v in (prog.vars[n] for n in need):
         if v.name in rank_vars:
@@ -150,7 +154,9 @@ def _size_code(prog, bufs) -> tuple[list[str], list[str]]:
             items.append((v.pos, f"const {v.base_type} {v.name} = ({v.base_type})cuco_param_get(cuco_c, "
                                  f"\"{v.name}\", {params[v.name]['default']});"))
         elif v.init is not None:
-            items.append((v.pos, f"const {v.type} {v.name} = {prog.main_src.text(v.init)};"))
+            const = "" if v.name in assigned else "const "
+            items.append((v.pos, f"{const}{v.type} {v.name} = {prog.main_src.text(v.init)};"))
+            items += [(st.start_byte, prog.main_src.text(st)) for st in assigned.get(v.name, [])]
         elif v.name in assigned:
             items.append((v.pos, f"{v.type} {v.name}{{}};"))
             items += [(st.start_byte, prog.main_src.text(st)) for st in assigned[v.name]]

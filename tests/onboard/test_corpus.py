@@ -117,6 +117,73 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the compile is not checked here")
+@pytest.mark.skipif(not _nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")
+def test_init_carries_the_helper_the_region_calls_and_takes_the_sweep_apart(capsys, monkeypatch, tmp_path):
+    """The scheduler-launched ring all-reduce: its timed loop calls ringAllReduce (the collectives and the
+    add kernel are in there) inside a message-size sweep. init carries the helper as written, gives the
+    overlap bound and the comm-skipping check its forms without collectives / without kernels, turns the
+    sweep into one size (a config param the hidden config scales, the rounded count following it in
+    problem.cu), and cuco validate accepts the workload as written."""
+    files, flags, _ = PROGRAMS["async_ring_allreduce_single"]
+    monkeypatch.chdir(CORPUS)
+    out = tmp_path / "ring"
+    rc, text, err = _run(capsys, "init", *files, *flags, "-o", out)
+    assert rc == 0, err
+    assert "size sweep around the repeated region" in text
+    candidate, baseline = (out / "candidate.cu").read_text(), (out / "baseline.cu").read_text()
+    skip_comm = (out / "checks" / "skip_comm.cu").read_text()
+    assert "TODO" not in text and "CUCO-TODO" not in candidate
+    assert "static void ringAllReduce(" in candidate
+    run = candidate.split("int run() {", 1)[1].split("return 0;", 1)[0]
+    assert "ringAllReduce(d_send, d_recv, count" in run
+    assert "// (communication outside the repeated region (a warm-up" in candidate     # the warm-up call
+    compute = baseline.split("static void ringAllReduce_cuco_compute(", 1)[1].split("\n}", 1)[0]
+    comm = baseline.split("static void ringAllReduce_cuco_comm(", 1)[1].split("\n}", 1)[0]
+    assert "ncclSend" not in compute.replace("/* ncclSend: not in this variant */", "") and "add_vectors<<<" in compute
+    assert "add_vectors<<<" not in comm and "ncclSend(send_ptr" in comm
+    assert "ringAllReduce_cuco_compute(d_send" in skip_comm.split("int run() {", 1)[1].split("return 0;", 1)[0]
+    assert "cudaFree(scratch_buff)" not in candidate.split("int teardown() {", 1)[1]
+    workload = (out / "workload.yaml").read_text()
+    assert "size: 16777216" in workload and "size: 12582912" in workload
+    sizes = (out / "problem.cu").read_text().split("int sizes(", 1)[1].split("\n}", 1)[0]
+    assert "if(count % nRanks != 0) count = (count + nRanks) - (count % nRanks);" in sizes
+    rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
+    assert rc == 0, text
+    assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the compile is not checked here")
+@pytest.mark.skipif(not _nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")
+def test_init_reads_the_helper_that_holds_the_timed_section_as_main(capsys, monkeypatch, tmp_path):
+    """CUCo's MoE seed: main() sets up MPI and NCCL and calls run_moe_alltoall(rank, nranks, comm), which
+    holds everything else, the timed section between two events included. init reads the helper as main()
+    (its parameters the harness's rank, rank count and communicator), the section is run(); the send counts
+    {3072, 1024} scale with the 3072-token chunk they are padded to (the hidden config never sends more
+    tokens than a chunk holds); the program's own buffers start zeroed (the padded tail a chunk never
+    computes is the same in baseline and candidate); cuco validate accepts the workload as written."""
+    files, flags, _ = PROGRAMS["cuco_moe_seed"]
+    monkeypatch.chdir(CORPUS)
+    out = tmp_path / "moe"
+    rc, text, err = _run(capsys, "init", *files, *flags, "-o", out)
+    assert rc == 0, err
+    assert "main() calls run_moe_alltoall(), which holds the timed section" in text
+    candidate = (out / "candidate.cu").read_text()
+    assert "TODO" not in text and "CUCO-TODO" not in candidate
+    setup = candidate.split("int setup() {", 1)[1].split("return 0;", 1)[0]
+    assert "rank = cuco_c->rank;" in setup and "nranks = cuco_c->nranks;" in setup and "comm = cuco_c->comm;" in setup
+    assert '(long long)1024 * cuco_param_get(cuco_c, "max_chunk_tokens", 3072) / 3072' in setup
+    assert "cudaMemset(d_expert_output, 0, padded_total_elems * sizeof(float))" in setup
+    run = candidate.split("int run() {", 1)[1].split("return 0;\n  }", 1)[0]
+    assert run.count("ncclAlltoAll(") == 2 and "tiledMatmul<<<" in run and "cudaEventRecord(" not in run
+    assert "ncclAlltoAll(" not in (out / "checks" / "skip_comm.cu").read_text().split("int run() {", 1)[1]
+    workload = (out / "workload.yaml").read_text()
+    assert "max_chunk_tokens: 3072" in workload and "max_chunk_tokens: 2304" in workload
+    rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
+    assert rc == 0, text
+    assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+
+
 def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
     """Jacobi's norm is copied and reduced only `if (calculate_norm)`: --assume calculate_norm=false takes
     those operations out of the region's sequence; a malformed assumption is bad input."""
@@ -135,8 +202,7 @@ def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("name, words", [
-    ("cuco_moe_seed", "the repeated region runs inside helper functions (run_moe_alltoall)"),
-    ("nvidia_jacobi_nccl_graphs", "replays captured CUDA graphs"),
+    ("nvidia_jacobi_nccl_graphs", "replays captured CUDA graphs (captured at nvidia_jacobi_nccl_graphs/jacobi.cpp:334)"),
 ])
 def test_init_refuses_what_it_cannot_write_yet_naming_why(name, words, capsys, monkeypatch, tmp_path):
     files, flags, _ = PROGRAMS[name]
