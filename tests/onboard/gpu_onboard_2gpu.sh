@@ -10,7 +10,7 @@
 #   3. at 2 ranks: the seed verifies and measures ~1.00x against its own frozen baseline (within the
 #      spread), and both checks verify INCORRECT (the workload's verification proves something).
 # Output: $OUT/log, $OUT/summary.txt (one PASS/FAIL line per claim) and $OUT/results.json. Exit 0 only when
-# every claim holds (INIT_ONLY=1: step 1 only, runs anywhere). Budget: under 8 minutes on 2 H100s (RUN_LIMIT caps each harness run, default 120 s).
+# every claim holds (INIT_ONLY=1: step 1 only, runs anywhere; ONLY="name ...": those programs alone). Budget: under 8 minutes on 2 H100s (RUN_LIMIT caps each harness run, default 120 s).
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -56,6 +56,10 @@ for name in ["mpi_allreduce", "env_ring", "moe_alltoall", "gemm_allgather"]:
     print(f"{name}|tests/onboard/programs/{name}.cu||workload")
 PY
 )
+if [ -n "${ONLY:-}" ]; then   # ONLY="name ...": just these programs (a short call)
+    PROGRAMS=$(echo "$PROGRAMS" | while IFS='|' read -r name rest; do
+        case " $ONLY " in *" $name "*) echo "$name|$rest";; esac; done)
+fi
 MADE=""
 while IFS='|' read -r name files flags expect; do
     stamp "cuco init $name"
