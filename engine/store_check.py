@@ -15,7 +15,6 @@ from remote.errors import InputError
 
 from .schema import SCHEMA_VERSION
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 PROBE_TIMEOUT_S = 5.0
 PROBE_RETRIES = 3   # "disk I/O error": a read-only open as the last writer closed (its WAL files went)
 
@@ -60,15 +59,9 @@ def check_store_file(db_path: Path) -> None:
     db_path = Path(db_path)
     if not db_path.exists():
         return
-    try:
-        with open(db_path, "rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise _error(db_path, f"cannot be read ({exc.strerror}): check its permissions") from None
-    if head and head != SQLITE_HEADER:
-        raise not_usable(db_path, sqlite3.DatabaseError("file is not a database"))
-    if not head:
-        return   # an empty file: SQLite makes a fresh database of it
+    # SQLite itself reads the header (garbage: "file is not a database"): a plain open() and close() of the
+    # file would drop every POSIX lock this process's connections hold on it, and another process closing
+    # its last connection would then take the database for unused and delete the WAL under them.
     for attempt in range(PROBE_RETRIES + 1):
         try:
             tables, row = _probe(db_path)

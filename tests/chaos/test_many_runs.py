@@ -59,26 +59,48 @@ def test_four_runs_and_two_forks_side_by_side(tmp_path):
         procs[run] = start(home, "run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", run,
                            "--concurrency", "1")
 
-    # forks made mid-search, started now (as the TUI's "start it now"): the parents keep running beside them
-    for fork, parent in FORKS.items():
-        _wait(lambda parent=parent: _correct(db, parent), 120, f"a correct candidate in {parent}")
-        _ok(cuco(home, "fork", parent, "--name", fork, "--start"), f"fork {parent}")
     everyone = (*RUNS, *FORKS)
+    ended: list[str] = []   # runs that reached their end before their pause came
 
     def verbs(run: str) -> None:   # paused, a run waits for the verbs that follow
-        _ok(cuco(home, "pause", run), f"pause {run}")
+        _wait(lambda: protocol.live_run_info(home, run) is not None
+              or query(db, "SELECT state FROM runs WHERE id=?", (run,)) == [("finished",)], 120, f"{run}'s engine")
+        paused = cuco(home, "pause", run)
+        if paused.returncode != 0:   # an ended run says so on one line (exit 1) and stays as it was
+            assert paused.returncode == 1 and "the run has finished; there is nothing to pause" in paused.stderr, \
+                f"pause {run}: exit {paused.returncode}: {paused.stdout[-1500:]}{paused.stderr[-1500:]}"
+            assert query(db, "SELECT state FROM runs WHERE id=?", (run,)) == [("finished",)]
+            ended.append(run)
         correct = _wait(lambda: _correct(db, run), 120, f"a correct candidate in {run}")
         _ok(cuco(home, "accept", run, str(correct[0]), "--note", "looked at it"), f"accept {run}")
         others = [r[0] for r in query(db, "SELECT id FROM candidates WHERE run_id=? AND status NOT IN "
                                           "('pending','running') AND id!=? ORDER BY id", (run, correct[0]))]
         if others:
             _ok(cuco(home, "reject", run, str(others[-1]), "--reason", "reads a peer's tile twice"), f"reject {run}")
-        _ok(cuco(home, "resume", run), f"resume {run}")
+        if run in ended:
+            return
+        resumed = cuco(home, "resume", run)
+        if resumed.returncode != 0:   # paused with its last evaluations in flight, it reached its end paused
+            assert resumed.returncode == 1 and "the run has finished; to search on, fork it" in resumed.stderr, \
+                f"resume {run}: exit {resumed.returncode}: {resumed.stdout[-1500:]}{resumed.stderr[-1500:]}"
+            assert query(db, "SELECT state FROM runs WHERE id=?", (run,)) == [("finished",)]
 
-    with ThreadPoolExecutor(len(everyone)) as pool:   # every run's verbs at once: six writers, six engines
-        list(pool.map(verbs, everyone))
+    # Each run's verbs start as soon as its engine serves (a demo run's ten evaluations take seconds: verbs
+    # held back until every fork is made would find the first runs ended), so they overlap: six writers,
+    # six engines. Forks are made mid-search and started now (as the TUI's "start it now"), their parents
+    # searching beside them once their own verbs have resumed them.
+    with ThreadPoolExecutor(len(everyone)) as pool:
+        done = [pool.submit(verbs, run) for run in RUNS]
+        for fork, parent in FORKS.items():
+            _wait(lambda parent=parent: _correct(db, parent), 120, f"a correct candidate in {parent}")
+            _ok(cuco(home, "fork", parent, "--name", fork, "--start"), f"fork {parent}")
+            done.append(pool.submit(verbs, fork))
+        for future in done:
+            future.result()
+    assert len(ended) < len(everyone), "every run ended before its pause: none was paused while searching"
 
-    killed = rng.sample([r for r in everyone if protocol.live_run_info(home, r) is not None], 2)
+    live = [r for r in everyone if protocol.live_run_info(home, r) is not None]
+    killed = rng.sample(live, min(2, len(live)))
     for run in killed:
         info = protocol.live_run_info(home, run)
         if info is not None:

@@ -185,6 +185,28 @@ async def test_read_store_sees_commits_of_a_live_writer(store: Store):
         rs.close()
 
 
+async def test_a_reader_opened_beside_a_writer_keeps_its_wal_when_another_process_closes(store: Store):
+    """An engine opens its read view beside its writer (the daemon does). Checking the store file must not
+    drop the writer's locks: if it did, another process closing its last connection (a `cuco report`)
+    would take the database for unused, checkpoint it and delete the WAL the writer still appends to, and
+    the next reader would find the database malformed."""
+    import subprocess
+    import sys
+    await store.event(None, "before")
+    rs = ReadStore(store.home)
+    try:
+        wal = store.db_path.with_name(DB_NAME + "-wal")
+        assert wal.exists()
+        closer = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                  "c.execute('SELECT COUNT(*) FROM events').fetchall(); c.close()")
+        subprocess.run([sys.executable, "-c", closer, str(store.db_path)], check=True, timeout=60)
+        assert wal.exists(), "the WAL was deleted under a live writer"
+        after = await store.event(None, "after")
+        assert [e["kind"] for e in rs.events_since(after - 1)] == ["after"]
+    finally:
+        rs.close()
+
+
 async def test_on_event_fires_only_after_commit(store: Store):
     seen: list[tuple[dict, bool]] = []
 
