@@ -31,19 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run as a script from the tree, not installed
 from engine.schema import FINAL_STATUSES as FINAL  # noqa: E402
+from engine.timeline import union  # noqa: E402
 
 GPU_STAGES = ("verify", "benchmark", "benchmark2")
 MIN_GAP_S = 0.5   # shorter idle stretches are the hand-over between two jobs, not a wait worth naming
-
-
-def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(s for s in spans if s[1] > s[0]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
 
 
 def _serial(jobs: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -96,7 +87,7 @@ def analyse(con: sqlite3.Connection, run: str) -> dict[str, Any]:
     for s in stages.values():
         s["mean_s"] = s["total_s"] / s["n"] if s["n"] else 0.0
     gpu = _serial(spans["gpu"])
-    builds = _union(spans["build"])
+    builds = union(spans["build"])
     gaps = [(a[1], b[0]) for a, b in zip(gpu, gpu[1:]) if b[0] - a[1] >= MIN_GAP_S]
     if gpu and finished and (finished - gpu[-1][1]) >= MIN_GAP_S:
         gaps.append((gpu[-1][1], finished))   # the tail: builds of candidates the stop left unmeasured
