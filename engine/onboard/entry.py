@@ -9,7 +9,7 @@ the helper's own body: anything else keeps the refusal."""
 from __future__ import annotations
 
 from .model import Unresolved, Var
-from .source import call_args, call_name
+from .source import call_args, call_name, find_function, function_declarator
 
 
 def analyze_helper_as_main(prog, region: str | None = None, entry: str | None = None, assume: dict | None = None):
@@ -56,30 +56,15 @@ def _the_helper(prog):
             continue
         for call in src.nodes("call_expression", st):
             name = call_name(call, src)
-            fn = _definition(prog, name)
+            fn = find_function(prog.sources, name)
             if fn is not None and fn[0] is prog.main_src and \
                     fn[1].start_byte <= prog.region_node.start_byte < fn[1].end_byte:
                 return name, call, fn[1]
     return None
 
 
-def _definition(prog, name):
-    for s in prog.sources:
-        for node in s.tree.root_node.named_children:
-            if node.type != "function_definition":
-                continue
-            d = node.child_by_field_name("declarator")
-            while d is not None and d.type != "function_declarator":
-                d = d.child_by_field_name("declarator")
-            if d is not None and s.text(d.child_by_field_name("declarator")) == name:
-                return s, node
-    return None
-
-
 def _parameter_nodes(fn):
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
+    d = function_declarator(fn)
     plist = d.child_by_field_name("parameters") if d is not None else None
     return [p for p in (plist.named_children if plist is not None else []) if p.type == "parameter_declaration"]
 

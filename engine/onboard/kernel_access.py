@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from .source import SourceFile, declarator_name, identifiers
+from .source import SourceFile, declarator_name, function_declarator, identifiers
 
 
 def kernel_access(src: SourceFile, fn) -> list[str]:
     """Per parameter of a kernel: "r" (read), "w" (written), "rw", or "" for non-pointers. A const pointer
     is read; a pointer is written when an assignment's left side indexes or dereferences it, and read when
     it appears anywhere else (or passed on to another function: both, to be safe)."""
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
+    decl = function_declarator(fn)
     params = decl.child_by_field_name("parameters").named_children if decl is not None else []
     body = fn.child_by_field_name("body")
     out = []

@@ -17,7 +17,8 @@ from . import api
 from .command_line import default_of
 from .evaluate import evaluate
 from .model import Unresolved
-from .source import call_args, call_name, identifiers, kernel_config, names_in, walk
+from .source import (call_args, call_name, find_function, function_declarator, identifiers, kernel_config,
+                     names_in, walk)
 
 TODO = "CUCO-TODO"
 HOST_COLLECTIVES = {"MPI_Allreduce": 2, "MPI_Reduce": 2, "MPI_Bcast": 1, "MPI_Barrier": None}   # -> count arg
@@ -260,7 +261,7 @@ class ProgramWriter:
                 name = call_name(n, self.src)
                 if name == "getenv":
                     return True
-                f = _function(self.p, name)
+                f = find_function(self.p.sources, name)
                 if f is not None and any(c.type == "call_expression" and call_name(c, f[0]) == "getenv"
                                          for c in walk(f[1])):
                     return True
@@ -396,7 +397,7 @@ class ProgramWriter:
         out = []
         for call in self.src.nodes("call_expression", self.region):
             name = call_name(call, self.src)
-            if name in followed and name not in out and _function(self.p, name) is not None:
+            if name in followed and name not in out and find_function(self.p.sources, name) is not None:
                 out.append(name)
         return out
 
@@ -404,7 +405,7 @@ class ProgramWriter:
         """The helper's text without the operations of the kinds in `drop` (a group call goes with the
         collectives), renamed NAME+suffix, static; the program's check macros leave the status unchecked
         (a host helper has no harness context to report to)."""
-        src, fn = _function(self.p, name)
+        src, fn = find_function(self.p.sources, name)
         edits = []
         for op in self.p.ops:
             if op.src is not src or not (fn.start_byte <= op.node.start_byte < fn.end_byte):
@@ -416,10 +417,7 @@ class ProgramWriter:
             if call_name(call, src) in self.p.check_macros:
                 f = call.child_by_field_name("function")
                 edits.append((f.start_byte, f.end_byte, "CUCO_UNCHECKED"))
-        decl = fn.child_by_field_name("declarator")
-        while decl is not None and decl.type != "function_declarator":
-            decl = decl.child_by_field_name("declarator")
-        ident = decl.child_by_field_name("declarator")
+        ident = function_declarator(fn).child_by_field_name("declarator")
         edits.append((ident.start_byte, ident.end_byte, name + suffix))
         text = _apply(src.data, fn, edits)
         return text if text.startswith("static") else "static " + text
@@ -478,18 +476,6 @@ class ProgramWriter:
                                                 "the workload sets it at the start of every call, so each "
                                                 "call computes one iteration from the program's own start"))
         return "\n" + "\n".join(lines)
-
-
-def _function(prog, name):
-    for s in prog.sources:
-        for node in s.tree.root_node.named_children:
-            if node.type == "function_definition":
-                d = node.child_by_field_name("declarator")
-                while d is not None and d.type != "function_declarator":
-                    d = d.child_by_field_name("declarator")
-                if d is not None and s.text(d.child_by_field_name("declarator")) == name:
-                    return s, node
-    return None
 
 
 def _enclosing_statement(node):

@@ -170,6 +170,26 @@ def kernel_config(call):
     return None
 
 
+def function_declarator(fn):
+    """A function definition's `function_declarator` (under any pointer or reference declarators), or None."""
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return d
+
+
+def find_function(sources, name: str):
+    """(source, definition node) of the top-level function `name` in any of the sources, or None."""
+    for s in sources:
+        for node in s.tree.root_node.named_children:
+            if node.type != "function_definition":
+                continue
+            d = function_declarator(node)
+            if d is not None and s.text(d.child_by_field_name("declarator")) == name:
+                return s, node
+    return None
+
+
 def declarator_name(decl, src: SourceFile) -> str | None:
     """The declared name under a declarator (init, pointer, array, reference, function declarators)."""
     n = decl

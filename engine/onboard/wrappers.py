@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import api
-from .source import call_args, call_name, declarator_name, identifiers, kernel_config
+from .source import call_args, call_name, declarator_name, function_declarator, identifiers, kernel_config
 
 MAX_DEPTH = 8
 
@@ -90,9 +90,7 @@ def find_wrappers(functions: dict, kernels: dict, kernel_access: dict) -> dict[s
 
 
 def _params(src, fn) -> tuple[list[str], set[str]]:
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
+    decl = function_declarator(fn)
     plist = decl.child_by_field_name("parameters") if decl is not None else None
     names, pointers = [], set()
     for p in (plist.named_children if plist is not None else []):
