@@ -112,3 +112,19 @@ def include_edit(facts: ScheduleFacts, header: str) -> list[Edit]:
     at = data.find(b"#include")
     at = 0 if at < 0 else data.find(b"\n", at) + 1
     return [Edit(facts.path, at, at, f"#include <{header}>\n")]
+
+
+def priority_stream(facts: ScheduleFacts, name: str, purpose: str, events: list[str]) -> tuple[list[str], list[str]]:
+    """Set-up and teardown lines for `cuco_comm_stream`, a non-blocking stream of the device's greatest
+    priority, and the (untimed) events that order it against the region's stream."""
+    setup = [
+        f"{{   // cuco rewrite {name}: a high-priority stream for {purpose}, events to order it",
+        "    int cuco_least = 0, cuco_greatest = 0;",
+        "    " + facts.wrap_cuda("cudaDeviceGetStreamPriorityRange(&cuco_least, &cuco_greatest)"),
+        "    " + facts.wrap_cuda("cudaStreamCreateWithPriority(&cuco_comm_stream, cudaStreamNonBlocking, cuco_greatest)"),
+        *("    " + facts.wrap_cuda(f"cudaEventCreateWithFlags(&{e}, cudaEventDisableTiming)") for e in events),
+        "}",
+    ]
+    teardown = [*(facts.wrap_cuda(f"cudaEventDestroy({e})") for e in events),
+                facts.wrap_cuda("cudaStreamDestroy(cuco_comm_stream)")]
+    return setup, teardown

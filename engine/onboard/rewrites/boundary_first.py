@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, Rewritten, RewriteError, priority_stream
 from .facts import P2P, Call, ScheduleFacts, Stmt
 
 NAME = "boundary_first"
@@ -156,18 +156,8 @@ class BoundaryFirst:
         ]).replace("\n", "\n" + ind)))
         members = [f"cudaStream_t cuco_comm_stream{{}};   // cuco rewrite {NAME}: the halo exchange's stream",
                    "cudaEvent_t cuco_ready{}, cuco_boundary_done{}, cuco_comm_done{};"]
-        setup = [
-            f"{{   // cuco rewrite {NAME}: a high-priority stream for the halo exchange, events to order it",
-            "    int cuco_least = 0, cuco_greatest = 0;",
-            "    " + facts.wrap_cuda("cudaDeviceGetStreamPriorityRange(&cuco_least, &cuco_greatest)"),
-            "    " + facts.wrap_cuda("cudaStreamCreateWithPriority(&cuco_comm_stream, cudaStreamNonBlocking, cuco_greatest)"),
-            "    " + facts.wrap_cuda("cudaEventCreateWithFlags(&cuco_ready, cudaEventDisableTiming)"),
-            "    " + facts.wrap_cuda("cudaEventCreateWithFlags(&cuco_boundary_done, cudaEventDisableTiming)"),
-            "    " + facts.wrap_cuda("cudaEventCreateWithFlags(&cuco_comm_done, cudaEventDisableTiming)"),
-            "}",
-        ]
-        teardown = [facts.wrap_cuda("cudaEventDestroy(cuco_ready)"), facts.wrap_cuda("cudaEventDestroy(cuco_boundary_done)"),
-                    facts.wrap_cuda("cudaEventDestroy(cuco_comm_done)"), facts.wrap_cuda("cudaStreamDestroy(cuco_comm_stream)")]
+        setup, teardown = priority_stream(facts, NAME, "the halo exchange",
+                                          ["cuco_ready", "cuco_boundary_done", "cuco_comm_done"])
         note = (f"{NAME}: {call.name} ({facts.path}:{call.line}) split into rows {lo} and {hi}-1 on a "
                 f"high-priority stream (cuco_comm_stream), then the interior {lo}+1..{hi}-2 on {s}; the "
                 f"send/recv group moved to cuco_comm_stream after the boundary rows; {s} waits for the boundary "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, Rewritten, RewriteError, priority_stream
 from .facts import ScheduleFacts
 
 NAME = "comm_stream"
@@ -116,17 +116,7 @@ class CommStream:
             edits.append(Edit(facts.path, at, at, "\n" + ind + join.replace("\n", "\n" + ind)))
         members = [f"cudaStream_t cuco_comm_stream{{}};   // cuco rewrite {NAME}: the communication's stream",
                    "cudaEvent_t cuco_ready{}, cuco_comm_done{};"]
-        setup = [
-            f"{{   // cuco rewrite {NAME}: a high-priority stream for the communication, events to order it",
-            "    int cuco_least = 0, cuco_greatest = 0;",
-            "    " + facts.wrap_cuda("cudaDeviceGetStreamPriorityRange(&cuco_least, &cuco_greatest)"),
-            "    " + facts.wrap_cuda("cudaStreamCreateWithPriority(&cuco_comm_stream, cudaStreamNonBlocking, cuco_greatest)"),
-            "    " + facts.wrap_cuda("cudaEventCreateWithFlags(&cuco_ready, cudaEventDisableTiming)"),
-            "    " + facts.wrap_cuda("cudaEventCreateWithFlags(&cuco_comm_done, cudaEventDisableTiming)"),
-            "}",
-        ]
-        teardown = [facts.wrap_cuda("cudaEventDestroy(cuco_ready)"), facts.wrap_cuda("cudaEventDestroy(cuco_comm_done)"),
-                    facts.wrap_cuda("cudaStreamDestroy(cuco_comm_stream)")]
+        setup, teardown = priority_stream(facts, NAME, "the communication", ["cuco_ready", "cuco_comm_done"])
         where = (f"before line {facts.stmts[p['join']].line}" if p["join"] < len(facts.stmts)
                  else "at the end of the iteration")
         note = (f"{NAME}: {', '.join(sorted({c.name for c in p['calls']}))} ({facts.path}:{p['calls'][0].line}) on a "
