@@ -13,6 +13,18 @@ PROLOGUE = """#include <cuda_runtime.h>
 __global__ void scale(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }
 """
 
+# main()'s opening as users write it: MPI hands out the ranks and the NCCL id, one communicator per rank
+MAIN_WITH_COMM = """int main(int argc, char** argv) {
+  int rank, nranks;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  ncclUniqueId id; if (rank == 0) ncclGetUniqueId(&id);
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  cudaSetDevice(rank);
+  ncclComm_t comm; ncclCommInitRank(&comm, nranks, id, rank);
+"""
+
 LOOP_IN_HELPER = PROLOGUE + """
 void solve(int rank, int nranks, ncclComm_t comm) {
   cudaStream_t s; cudaStreamCreate(&s);
@@ -29,16 +41,7 @@ void solve(int rank, int nranks, ncclComm_t comm) {
   cudaFree(buf);
 }
 
-int main(int argc, char** argv) {
-  int rank, nranks;
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  ncclUniqueId id; if (rank == 0) ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  cudaSetDevice(rank);
-  ncclComm_t comm; ncclCommInitRank(&comm, nranks, id, rank);
-  solve(rank, nranks, comm);
+""" + MAIN_WITH_COMM + """  solve(rank, nranks, comm);
   ncclCommDestroy(comm);
   MPI_Finalize();
   return 0;
@@ -53,16 +56,7 @@ static void step(float* buf, int n, ncclComm_t comm, cudaStream_t s) {
   exchange(buf, n, comm, s);
 }
 
-int main(int argc, char** argv) {
-  int rank, nranks;
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  ncclUniqueId id; if (rank == 0) ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  cudaSetDevice(rank);
-  ncclComm_t comm; ncclCommInitRank(&comm, nranks, id, rank);
-  cudaStream_t s; cudaStreamCreate(&s);
+""" + MAIN_WITH_COMM + """  cudaStream_t s; cudaStreamCreate(&s);
   const int n = 1 << 20;
   float* buf; cudaMalloc(&buf, n * sizeof(float));
   cudaMemset(buf, 0, n * sizeof(float));
