@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.daemon import EngineServer
 from engine.store import DB_NAME, Store
 
 T0 = 1_790_000_000.0
@@ -266,3 +267,19 @@ class FakeEngine:
         return {"run": self.run_id, "workload": self.workload, "state": self.state, "evaluated": self.created,
                 "correct": self.created, "failed": 0, "best": None, "llm_cost_usd": 0.0, "nodes": self.nodes,
                 "elapsed_s": 0.0}
+
+
+async def serve(home: Path, run: str, **kw):
+    """A FakeEngine behind the real EngineServer, running: (engine, server, run info, the engine's task)."""
+    engine = await FakeEngine.open(home, run, **kw)
+    server = EngineServer(engine, home, run)
+    engine.store.on_event = server.on_event
+    info = await server.start()
+    task = asyncio.create_task(engine.run())
+    return engine, server, info, task
+
+
+async def shutdown(engine, server, task) -> None:
+    await engine.stop()
+    await asyncio.wait_for(task, 10)
+    await server.close()

@@ -13,28 +13,13 @@ from cuco_tui.client import EngineClient, EngineError, one_request, ping
 from engine import protocol
 from engine.daemon import EngineServer
 from engine.store import ReadStore
-from storefill import FakeEngine
+from storefill import FakeEngine, serve, shutdown
 
 RUN = "demo-test-1"
 
 
-async def _serve(tmp_path: Path, **kw):
-    engine = await FakeEngine.open(tmp_path, RUN, **kw)
-    server = EngineServer(engine, tmp_path, RUN)
-    engine.store.on_event = server.on_event
-    info = await server.start()
-    task = asyncio.create_task(engine.run())
-    return engine, server, info, task
-
-
-async def _shutdown(engine, server, task):
-    await engine.stop()
-    await asyncio.wait_for(task, 10)
-    await server.close()
-
-
 async def test_run_json_socket_mode_and_cleanup(tmp_path):
-    engine, server, info, task = await _serve(tmp_path)
+    engine, server, info, task = await serve(tmp_path, RUN)
     try:
         assert protocol.live_run_info(tmp_path, RUN) == info
         assert stat.S_IMODE(os.stat(info.socket).st_mode) == 0o600
@@ -42,7 +27,7 @@ async def test_run_json_socket_mode_and_cleanup(tmp_path):
         hello = await ping(info.socket)
         assert hello and hello["run"] == RUN and hello["protocol"] == protocol.PROTOCOL_VERSION
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)
     assert not protocol.run_json_path(tmp_path, RUN).exists()
     assert not Path(info.socket).exists()
 
@@ -55,7 +40,7 @@ def test_long_home_gets_a_short_socket_path(tmp_path):
 
 
 async def test_hello_replays_then_streams_without_gaps(tmp_path):
-    engine, server, info, task = await _serve(tmp_path, interval=0.01)
+    engine, server, info, task = await serve(tmp_path, RUN, interval=0.01)
     try:
         await asyncio.sleep(0.3)
         client = EngineClient(info.socket)
@@ -69,11 +54,11 @@ async def test_hello_replays_then_streams_without_gaps(tmp_path):
         assert seqs == expected          # the replayed prefix and the live tail are seamless
         await client.close()
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)
 
 
 async def test_commands_change_the_store(tmp_path):
-    engine, server, info, task = await _serve(tmp_path, interval=0.02, max_candidates=5)
+    engine, server, info, task = await serve(tmp_path, RUN, interval=0.02, max_candidates=5)
     try:
         await asyncio.sleep(0.3)
         await one_request(info.socket, "pause", hard=True)
@@ -141,11 +126,11 @@ async def test_slow_client_is_dropped_and_resyncs(tmp_path):
         assert client.reconnects >= 1
         await client.close()
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)
 
 
 async def test_several_viewers(tmp_path):
-    engine, server, info, task = await _serve(tmp_path, interval=0.01)
+    engine, server, info, task = await serve(tmp_path, RUN, interval=0.01)
     try:
         clients = [EngineClient(info.socket) for _ in range(3)]
         for c in clients:
@@ -155,4 +140,4 @@ async def test_several_viewers(tmp_path):
         for c in clients:
             await c.close()
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)

@@ -19,29 +19,13 @@ from cuco_tui.app import CucoApp
 from cuco_tui.screens import NodesScreen
 from cuco_tui.settings import TuiSettings
 from cuco_tui.widgets import CandidatesTable, KeyFooter
-from engine.daemon import EngineServer
 from engine.store import DB_NAME
 from tests.tui.waiting import until
 
 sys.path.insert(0, str(Path(__file__).parent))
-from storefill import FakeEngine  # noqa: E402
+from storefill import serve, shutdown  # noqa: E402
 
 RUN = "live-1"
-
-
-async def _serve(home: Path, **kw):
-    engine = await FakeEngine.open(home, RUN, **kw)
-    server = EngineServer(engine, home, RUN)
-    engine.store.on_event = server.on_event
-    info = await server.start()
-    task = asyncio.create_task(engine.run())
-    return engine, server, info, task
-
-
-async def _shutdown(engine, server, task) -> None:
-    await engine.stop()
-    await asyncio.wait_for(task, 10)
-    await server.close()
 
 
 def _app(home: Path, info) -> CucoApp:
@@ -53,7 +37,7 @@ def _text(app: CucoApp, key: str) -> str:
 
 
 async def test_detail_follows_the_cursor_while_following_the_tail(tmp_path):
-    engine, server, info, task = await _serve(tmp_path, interval=0.03, max_candidates=60)
+    engine, server, info, task = await serve(tmp_path, RUN, interval=0.03, max_candidates=60)
     try:
         app = _app(tmp_path, info)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -73,11 +57,11 @@ async def test_detail_follows_the_cursor_while_following_the_tail(tmp_path):
             assert f"#{last}: its change" in _text(app, "diff")
             assert f"detail of #{last}" in app.query_one("#detail").border_title
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)
 
 
 async def test_lineage_tab_lists_new_children(tmp_path):
-    engine, server, info, task = await _serve(tmp_path, interval=0.1, max_candidates=25, children_of_first=True)
+    engine, server, info, task = await serve(tmp_path, RUN, interval=0.1, max_candidates=25, children_of_first=True)
     try:
         app = _app(tmp_path, info)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -97,11 +81,11 @@ async def test_lineage_tab_lists_new_children(tmp_path):
             assert seen < 24 and f"#{first}: its ancestors and children" in _text(app, "lineage")
             assert table.selected_id() == first
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)
 
 
 async def test_footer_says_resume_while_paused(tmp_path):
-    engine, server, info, task = await _serve(tmp_path, interval=0.05, max_candidates=5)
+    engine, server, info, task = await serve(tmp_path, RUN, interval=0.05, max_candidates=5)
     try:
         app = _app(tmp_path, info)
         async with app.run_test(size=(100, 30)) as pilot:
@@ -114,12 +98,12 @@ async def test_footer_says_resume_while_paused(tmp_path):
             await pilot.press("space")
             assert await until(lambda: "space Pause" in str(footer.render()), 10), str(footer.render())
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)
 
 
 async def test_nodes_screen_keeps_running_jobs_through_status_updates(tmp_path, monkeypatch):
     monkeypatch.setattr(app_module, "NODES_POLL_S", 0.2)            # the 5 s poll, faster
-    engine, server, info, task = await _serve(tmp_path, interval=0.05, max_candidates=3)
+    engine, server, info, task = await serve(tmp_path, RUN, interval=0.05, max_candidates=3)
     engine.nodes = [{"name": "gpu-a", "healthy": True, "gpus_total": 2, "gpus_busy": 1, "running_jobs": 1}]
     db = sqlite3.connect(tmp_path / DB_NAME)
     db.execute("INSERT INTO jobs (id, run_id, candidate_id, stage, state, node, attempts, created_at, updated_at) "
@@ -141,11 +125,11 @@ async def test_nodes_screen_keeps_running_jobs_through_status_updates(tmp_path, 
                 assert jobs.row_count == 1, "a node update emptied the running jobs"
             assert jobs.get_row_at(0)[1] == "benchmark"
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)
 
 
 async def test_a_fork_gets_one_toast(tmp_path):
-    engine, server, info, task = await _serve(tmp_path, interval=0.05, max_candidates=4)
+    engine, server, info, task = await serve(tmp_path, RUN, interval=0.05, max_candidates=4)
     try:
         app = _app(tmp_path, info)
         async with app.run_test(size=(100, 30)) as pilot:
@@ -162,7 +146,7 @@ async def test_a_fork_gets_one_toast(tmp_path):
             await pilot.pause(0.5)                                   # the engine's fork event has come too
             assert toasts() == [f"forked {new_run}, paused (start it: cuco resume {new_run})"], toasts()
     finally:
-        await _shutdown(engine, server, task)
+        await shutdown(engine, server, task)
 
 
 async def test_diff_tab_shows_the_change_at_the_end_of_a_long_line(tmp_path):
