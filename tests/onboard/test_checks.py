@@ -5,16 +5,15 @@ tests/onboard/gpu_onboard_2gpu.sh verifies that both are rejected on every rank.
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 from cuco_tui.cli import main
+from tests.onboard.toolchain import compiles_with_nccl
+
+COMPILES = compiles_with_nccl("the checks' build is not tried here")
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).parent / "programs"
@@ -44,15 +43,7 @@ def test_checks_are_the_seed_without_its_work(tmp_path, capsys):
     assert seed.split("  int run() {")[0] == nothing.split("  int run() {")[0] == skip.split("  int run() {")[0]
 
 
-def _nccl_headers() -> bool:
-    try:
-        return importlib.util.find_spec("nvidia.nccl") is not None
-    except ModuleNotFoundError:
-        return False
-
-
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the checks' build is not tried here")
-@pytest.mark.skipif(not _nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")
+@COMPILES
 def test_checks_build_with_the_harness(tmp_path, capsys):
     w = _init(tmp_path, capsys)
 

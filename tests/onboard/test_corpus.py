@@ -10,10 +10,11 @@ import json
 import pytest
 
 from cuco_tui.cli import main
-import importlib.util
-import shutil
 
 from tests.onboard.corpus import CORPUS, GOLDENS, INIT_FLAGS, PROGRAMS, comparable
+from tests.onboard.toolchain import compiles_with_nccl
+
+COMPILES = compiles_with_nccl("the compile is not checked here")
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the program corpus is not at {CORPUS}")
 
@@ -90,15 +91,7 @@ def test_init_refuses_what_has_nothing_to_overlap(name, words, capsys, monkeypat
     assert not (tmp_path / "w").exists()
 
 
-def _nccl_headers() -> bool:
-    try:
-        return importlib.util.find_spec("nvidia.nccl") is not None
-    except ModuleNotFoundError:
-        return False
-
-
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the compile is not checked here")
-@pytest.mark.skipif(not _nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")
+@COMPILES
 @pytest.mark.parametrize("name", ["nvidia_jacobi_nccl", "nvidia_jacobi_nccl_overlap"])
 def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_path):
     """NVIDIA's Jacobi as its authors wrote it: init writes a workload with no CUCO-TODO (nx, ny from the
@@ -117,8 +110,7 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the compile is not checked here")
-@pytest.mark.skipif(not _nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")
+@COMPILES
 def test_init_carries_the_helper_the_region_calls_and_takes_the_sweep_apart(capsys, monkeypatch, tmp_path):
     """The scheduler-launched ring all-reduce: its timed loop calls ringAllReduce (the collectives and the
     add kernel are in there) inside a message-size sweep. init carries the helper as written, gives the
@@ -153,8 +145,7 @@ def test_init_carries_the_helper_the_region_calls_and_takes_the_sweep_apart(caps
     assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the compile is not checked here")
-@pytest.mark.skipif(not _nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")
+@COMPILES
 def test_init_reads_the_helper_that_holds_the_timed_section_as_main(capsys, monkeypatch, tmp_path):
     """CUCo's MoE seed: main() sets up MPI and NCCL and calls run_moe_alltoall(rank, nranks, comm), which
     holds everything else, the timed section between two events included. init reads the helper as main()
