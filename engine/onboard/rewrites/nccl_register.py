@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from .base import Edit, Offer, Refusal, Rewritten, RewriteError
-from .facts import ScheduleFacts
+from .facts import Call, ScheduleFacts
 
 NAME = "nccl_register"
 NCCL_DATA = {"ncclSend": (0,), "ncclRecv": (0,), "ncclAllReduce": (0, 1), "ncclAllGather": (0, 1),
@@ -84,6 +84,17 @@ def _statement(facts: ScheduleFacts, call_start: int) -> tuple[int, int]:
     return facts.call_stmts[call_start]
 
 
+def _replace_statement(facts: ScheduleFacts, call: Call, lines: list[str]) -> Edit:
+    """The statement of `call` replaced by `lines`, each at the statement's indent (none when code precedes
+    it on its line)."""
+    start, end = _statement(facts, call.start)
+    line_start = facts.text.rfind(b"\n", 0, start) + 1
+    ind = facts.text[line_start:start].decode()
+    if ind.strip():
+        ind = ""
+    return Edit(facts.path, start, end, f"\n{ind}".join(lines))
+
+
 class NcclRegister:
     name = NAME
     summary = "allocate the buffers NCCL moves with ncclMemAlloc and register them with the communicator"
@@ -104,24 +115,14 @@ class NcclRegister:
             handle = f"cuco_reg_{b}"
             decls.append(f"void* {handle} = nullptr;   // cuco rewrite {NAME}: {b}'s registration with {comm}")
             for c in p["allocs"][b]:
-                start, end = _statement(facts, c.start)
-                line_start = facts.text.rfind(b"\n", 0, start) + 1
-                ind = facts.text[line_start:start].decode()
-                if ind.strip():
-                    ind = ""
                 size = c.args[1].text
-                edits.append(Edit(facts.path, start, end, f"\n{ind}".join([
+                edits.append(_replace_statement(facts, c, [
                     facts.wrap_nccl(f"ncclMemAlloc((void**)&{b}, {size})"),
-                    facts.wrap_nccl(f"ncclCommRegister({comm}, {b}, {size}, &{handle})")])))
+                    facts.wrap_nccl(f"ncclCommRegister({comm}, {b}, {size}, &{handle})")]))
             for c in p["frees"][b]:
-                start, end = _statement(facts, c.start)
-                line_start = facts.text.rfind(b"\n", 0, start) + 1
-                ind = facts.text[line_start:start].decode()
-                if ind.strip():
-                    ind = ""
-                edits.append(Edit(facts.path, start, end, f"\n{ind}".join([
+                edits.append(_replace_statement(facts, c, [
                     facts.wrap_nccl(f"ncclCommDeregister({comm}, {handle})"),
-                    facts.wrap_nccl(f"ncclMemFree({b})")])))
+                    facts.wrap_nccl(f"ncclMemFree({b})")]))
         # The handles live for the whole of the function that makes the communicator: declared right after
         # the communicator's own declaration statement (or its creation), so every allocation and free
         # sees them.
