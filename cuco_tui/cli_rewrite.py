@@ -91,16 +91,7 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
     except RewriteError as exc:
         print(f"cuco: {args.files[0]}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    diff = unified_diff(facts.texts, texts)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(diff)
-        print(f"wrote {args.output}")
-    else:
-        sys.stdout.write(diff)
-    for note in notes:
-        print(f"  note {note}", file=sys.stderr)
-    return EXIT_OK
+    return _print_patch(unified_diff(facts.texts, texts), notes, args.output, f"wrote {args.output}")
 
 
 def export_patch(args: argparse.Namespace) -> int:
@@ -139,9 +130,16 @@ def export_patch(args: argparse.Namespace) -> int:
     except RewriteError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.output and args.output != "-":
-        Path(args.output).write_text(diff)
-        print(f"candidate {cid} (speedup {row['speedup'] or 0:.3f}x) -> {args.output} (patch -p1 in your program's folder)")
+    return _print_patch(diff, notes, args.output if args.output != "-" else None,
+                        f"candidate {cid} (speedup {row['speedup'] or 0:.3f}x) -> {args.output} "
+                        "(patch -p1 in your program's folder)")
+
+
+def _print_patch(diff: str, notes: list[str], output: str | None, wrote: str) -> int:
+    """The patch into `output` (then `wrote` on stdout), or onto stdout; the rewrites' notes on stderr."""
+    if output:
+        Path(output).write_text(diff)
+        print(wrote)
     else:
         sys.stdout.write(diff)
     for note in notes:
