@@ -13,9 +13,10 @@ import shutil
 import pytest
 
 from engine import blocks
-from engine.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
+from engine.evaluation import EvalOutcome
 from engine.workload import load_workload
 from remote.local import LocalExecutor
+from tests.integrity.evaluate_all import evaluate_all
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None,
                                 reason="g++ is not on PATH: these tests compile real candidates with the harness")
@@ -119,18 +120,7 @@ def outcomes(tmp_path_factory) -> dict[str, EvalOutcome]:
     sources = {name: edit(workload.seed_source, *code) for name, code in CHEATS.items()}
     work = tmp_path_factory.mktemp("cheats")
 
-    async def main() -> dict[str, EvalOutcome]:
-        executor = LocalExecutor(work_dir=work)
-        frozen = FrozenObjectCache()
-        try:
-            async def one(name: str) -> tuple[str, EvalOutcome]:
-                return name, await asyncio.wait_for(
-                    evaluate_source(fast, sources[name], executor, job_prefix=name, seed=77, frozen=frozen), 240)
-            return dict(await asyncio.gather(*(one(n) for n in sources)))
-        finally:
-            await executor.close()
-
-    return asyncio.run(main())
+    return evaluate_all(fast, sources, work, seed=77)
 
 
 def refused(outcomes, name: str, *words: str) -> str:

@@ -8,7 +8,6 @@ hold on its own. Real g++, the real cascade, a real local executor.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import shutil
 from pathlib import Path
@@ -16,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from engine import blocks
-from engine.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
+from engine.evaluation import EvalOutcome
 from engine.workload import load_workload
-from remote.local import LocalExecutor
+from tests.integrity.evaluate_all import evaluate_all
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH: the candidates are compiled")
 
@@ -59,18 +58,7 @@ def outcomes(tmp_path_factory) -> dict[str, EvalOutcome]:
         blocks.validate_child(seed, sources[name])
     sources["seed"] = seed
 
-    async def main() -> dict[str, EvalOutcome]:
-        executor = LocalExecutor(work_dir=Path(tmp) / "jobs")
-        frozen = FrozenObjectCache()
-        try:
-            async def one(name: str) -> tuple[str, EvalOutcome]:
-                return name, await asyncio.wait_for(
-                    evaluate_source(workload, sources[name], executor, job_prefix=name, seed=3, frozen=frozen), 240)
-            return dict(await asyncio.gather(*(one(n) for n in sources)))
-        finally:
-            await executor.close()
-
-    return asyncio.run(main())
+    return evaluate_all(workload, sources, Path(tmp) / "jobs", seed=3)
 
 
 def refused_by_the_filter(out: EvalOutcome, call: str) -> None:

@@ -9,16 +9,15 @@ Real g++, the real cascade, a real local executor.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import shutil
 
 import pytest
 
 from engine import blocks
-from engine.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
+from engine.evaluation import EvalOutcome
 from engine.workload import load_workload
-from remote.local import LocalExecutor
+from tests.integrity.evaluate_all import evaluate_all
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH: the cheats are compiled")
 
@@ -81,18 +80,7 @@ def outcomes(tmp_path_factory) -> dict[str, EvalOutcome]:
         blocks.validate_child(seed, sources[name])
     work = tmp_path_factory.mktemp("timed")
 
-    async def main() -> dict[str, EvalOutcome]:
-        executor = LocalExecutor(work_dir=work)
-        frozen = FrozenObjectCache()
-        try:
-            async def one(name: str) -> tuple[str, EvalOutcome]:
-                return name, await asyncio.wait_for(
-                    evaluate_source(workload, sources[name], executor, job_prefix=name, seed=91, frozen=frozen), 240)
-            return dict(await asyncio.gather(*(one(n) for n in sources)))
-        finally:
-            await executor.close()
-
-    return asyncio.run(main())
+    return evaluate_all(workload, sources, work, seed=91)
 
 
 def caught_on_a_timed_call(out: EvalOutcome, what: str) -> None:
