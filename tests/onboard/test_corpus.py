@@ -91,6 +91,12 @@ def test_init_refuses_what_has_nothing_to_overlap(name, words, capsys, monkeypat
     assert not (tmp_path / "w").exists()
 
 
+def _validates_as_written(capsys, workload, home) -> None:
+    rc, text, _ = _run(capsys, "validate", workload, "--home", home)
+    assert rc == 0, text
+    assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+
+
 @COMPILES
 @pytest.mark.parametrize("name", ["nvidia_jacobi_nccl", "nvidia_jacobi_nccl_overlap"])
 def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_path):
@@ -105,9 +111,7 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     assert "TODO" not in text and "CUCO-TODO" not in (out / "candidate.cu").read_text()
     workload = (out / "workload.yaml").read_text()
     assert "nx: 16384" in workload and "ny: 16384" in workload
-    rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
-    assert rc == 0, text
-    assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+    _validates_as_written(capsys, out, tmp_path / "home")
 
 
 @COMPILES
@@ -140,9 +144,7 @@ def test_init_carries_the_helper_the_region_calls_and_takes_the_sweep_apart(caps
     assert "size: 16777216" in workload and "size: 12582912" in workload
     sizes = (out / "problem.cu").read_text().split("int sizes(", 1)[1].split("\n}", 1)[0]
     assert "if(count % nRanks != 0) count = (count + nRanks) - (count % nRanks);" in sizes
-    rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
-    assert rc == 0, text
-    assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+    _validates_as_written(capsys, out, tmp_path / "home")
 
 
 @COMPILES
@@ -170,9 +172,7 @@ def test_init_reads_the_helper_that_holds_the_timed_section_as_main(capsys, monk
     assert "ncclAlltoAll(" not in (out / "checks" / "skip_comm.cu").read_text().split("int run() {", 1)[1]
     workload = (out / "workload.yaml").read_text()
     assert "max_chunk_tokens: 3072" in workload and "max_chunk_tokens: 2304" in workload
-    rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
-    assert rc == 0, text
-    assert "compiled seed" in text and "passes the symbol policy" in text and "workload OK" in text
+    _validates_as_written(capsys, out, tmp_path / "home")
 
 
 def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
