@@ -91,6 +91,16 @@ def test_init_refuses_what_has_nothing_to_overlap(name, words, capsys, monkeypat
     assert not (tmp_path / "w").exists()
 
 
+def _inits(capsys, monkeypatch, name: str, out, flags: list[str] | None = None) -> str:
+    """`cuco init` on a corpus program (with its own flags unless given), from the corpus folder: what
+    it printed, once it succeeded."""
+    files, own_flags, _ = PROGRAMS[name]
+    monkeypatch.chdir(CORPUS)
+    rc, text, err = _run(capsys, "init", *files, *(own_flags if flags is None else flags), "-o", out)
+    assert rc == 0, err
+    return text
+
+
 def _validates_as_written(capsys, workload, home) -> None:
     rc, text, _ = _run(capsys, "validate", workload, "--home", home)
     assert rc == 0, text
@@ -103,11 +113,8 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     """NVIDIA's Jacobi as its authors wrote it: init writes a workload with no CUCO-TODO (nx, ny from the
     command line become config params; the wrapper launch_jacobi_kernel is carried; a and a_new start
     from the program's own memset and boundary kernel) and cuco validate accepts it as written."""
-    files, _, _ = PROGRAMS[name]
-    monkeypatch.chdir(CORPUS)
     out = tmp_path / name
-    rc, text, err = _run(capsys, "init", *files, *INIT_FLAGS[name], "-o", out)
-    assert rc == 0, err
+    text = _inits(capsys, monkeypatch, name, out, INIT_FLAGS[name])
     assert "TODO" not in text and "CUCO-TODO" not in (out / "candidate.cu").read_text()
     workload = (out / "workload.yaml").read_text()
     assert "nx: 16384" in workload and "ny: 16384" in workload
@@ -121,11 +128,8 @@ def test_init_carries_the_helper_the_region_calls_and_takes_the_sweep_apart(caps
     overlap bound and the comm-skipping check its forms without collectives / without kernels, turns the
     sweep into one size (a config param the hidden config scales, the rounded count following it in
     problem.cu), and cuco validate accepts the workload as written."""
-    files, flags, _ = PROGRAMS["async_ring_allreduce_single"]
-    monkeypatch.chdir(CORPUS)
     out = tmp_path / "ring"
-    rc, text, err = _run(capsys, "init", *files, *flags, "-o", out)
-    assert rc == 0, err
+    text = _inits(capsys, monkeypatch, "async_ring_allreduce_single", out)
     assert "size sweep around the repeated region" in text
     candidate, baseline = (out / "candidate.cu").read_text(), (out / "baseline.cu").read_text()
     skip_comm = (out / "checks" / "skip_comm.cu").read_text()
@@ -155,11 +159,8 @@ def test_init_reads_the_helper_that_holds_the_timed_section_as_main(capsys, monk
     {3072, 1024} scale with the 3072-token chunk they are padded to (the hidden config never sends more
     tokens than a chunk holds); the program's own buffers start zeroed (the padded tail a chunk never
     computes is the same in baseline and candidate); cuco validate accepts the workload as written."""
-    files, flags, _ = PROGRAMS["cuco_moe_seed"]
-    monkeypatch.chdir(CORPUS)
     out = tmp_path / "moe"
-    rc, text, err = _run(capsys, "init", *files, *flags, "-o", out)
-    assert rc == 0, err
+    text = _inits(capsys, monkeypatch, "cuco_moe_seed", out)
     assert "main() calls run_moe_alltoall(), which holds the timed section" in text
     candidate = (out / "candidate.cu").read_text()
     assert "TODO" not in text and "CUCO-TODO" not in candidate
