@@ -124,10 +124,7 @@ def export_patch(args: argparse.Namespace) -> int:
         finally:
             store.close()
         diff, notes = patch_for(source, root, f"candidate {cid}")
-    except InputError as exc:
-        print(f"cuco: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except RewriteError as exc:
+    except (InputError, RewriteError) as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return _print_patch(diff, notes, args.output if args.output != "-" else None,
