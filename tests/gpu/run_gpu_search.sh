@@ -49,7 +49,9 @@ CONCURRENCY=${CONCURRENCY:-4}
 TESTS_LIMIT_S=${TESTS_LIMIT_S:-240}    # wall limit of tests/gpu/test_cuda_harness_gpu.py
 SEARCH_ONLY=${SEARCH_ONLY:-}           # non-empty: moe2 / attn2 run the search without the workload's GPU tests
 DEADLINE_S=${DEADLINE_S:-555}          # the whole script ends by then (the `run` tool's limit is 600 s)
-BUNDLE=/tmp/cuco-gpu-bundle
+PAIR=${PAIR:-}                           # "2,3": the 2-rank phases run on these GPUs (two scripts side by side on 4 GPUs)
+P=${PAIR:-0,1}
+BUNDLE=/tmp/cuco-gpu-bundle${PAIR:+-${PAIR//,/_}}
 mkdir -p "$OUT" "$BUNDLE"
 T0=$SECONDS
 left() { echo $((DEADLINE_S - (SECONDS - T0))); }
@@ -126,7 +128,7 @@ ssh_test() {
 }
 
 gpu_tests() {   # gpu_tests GPUS(comma list)
-    local gpus=$1 b=/tmp/cuco-cuda-build rl=workloads/_harness/cuda/run_local.py
+    local gpus=$1 b=/tmp/cuco-cuda-build${PAIR:+-${PAIR//,/_}} rl=workloads/_harness/cuda/run_local.py
     stamp "gpu tests: building the test binaries in parallel"
     {
         echo "workloads/gemm_allgather -"
@@ -148,7 +150,7 @@ gpu_tests() {   # gpu_tests GPUS(comma list)
 }
 
 ma_tests() {   # ma_tests RANKS GPUS WORKLOAD... : build seed, variants, bad candidates in parallel; run the tests
-    local ranks=$1 gpus=$2 b=/tmp/cuco-cuda-build rl=workloads/_harness/cuda/run_local.py k=""
+    local ranks=$1 gpus=$2 b=/tmp/cuco-cuda-build${PAIR:+-${PAIR//,/_}} rl=workloads/_harness/cuda/run_local.py k=""
     shift 2
     stamp "moe/attention tests ($*, $ranks ranks): building in parallel"
     {
@@ -180,7 +182,7 @@ kernel_bench() {
 }
 
 timelines() {   # timelines RANKS GPUS WORKLOAD... : every shipped source's timeline at RANKS ranks
-    local ranks=$1 gpus=$2 d=/tmp/cuco-tl-bin-$1
+    local ranks=$1 gpus=$2 d=/tmp/cuco-tl-bin-$1${PAIR:+-${PAIR//,/_}}
     shift 2
     stamp "timelines ($*, $ranks ranks, GPUs $gpus): building"
     timeout -k 5 300 python3 tests/gpu/timeline_gpu.py build "$d" "$@" > "$BUNDLE/tl-$ranks.build.log" 2>&1
@@ -232,28 +234,28 @@ git log -1 --format='commit %h %s' 2>/dev/null
 for phase in "$@"; do
     case $phase in
         ga2)
-            if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 4 ]; then
+            if [ -z "$PAIR" ] && [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 4 ]; then
                 search ga-r2 gemm_allgather 2 0,1 > "$BUNDLE/ga-r2.out" 2>&1 &
                 pid=$!
                 gpu_tests 2,3
                 wait "$pid"
                 cat "$BUNDLE/ga-r2.out"
             else   # a 2-GPU machine (nvidia-h200-x2): the search alone; run the `tests` phase after it
-                search ga-r2 gemm_allgather 2 0,1
+                search ga-r2 gemm_allgather 2 "$P"
             fi
             ;;
         ga4) search ga-r4 gemm_allgather 4 all ;;
-        kv2) search kv-r2 kv_transfer 2 0,1 ;;
-        moe2) search moe-r2 moe_dispatch_combine 2 0,1; [ -n "$SEARCH_ONLY" ] || ma_tests 2 0,1 moe_dispatch_combine ;;
-        attn2) search attn-r2 attention_allgather 2 0,1; [ -n "$SEARCH_ONLY" ] || ma_tests 2 0,1 attention_allgather ;;
+        kv2) search kv-r2 kv_transfer 2 "$P" ;;
+        moe2) search moe-r2 moe_dispatch_combine 2 "$P"; [ -n "$SEARCH_ONLY" ] || ma_tests 2 "$P" moe_dispatch_combine ;;
+        attn2) search attn-r2 attention_allgather 2 "$P"; [ -n "$SEARCH_ONLY" ] || ma_tests 2 "$P" attention_allgather ;;
         moe4) search moe-r4 moe_dispatch_combine 4 all; ma_tests 4 0,1,2,3 moe_dispatch_combine ;;
         attn4) search attn-r4 attention_allgather 4 all; ma_tests 4 0,1,2,3 attention_allgather ;;
         ma1) kernel_bench; ma_tests 1 0 moe_dispatch_combine attention_allgather ;;
         ssh) ssh_test ;;
-        kvab) harness_ab kv_transfer 2 0,1 l32_t2k_d1k,small_l16_t1k seed,lsa_fused,copy_engine,ce_counters ;;
-        tl2) timelines 2 0,1 gemm_allgather kv_transfer moe_dispatch_combine attention_allgather ;;
+        kvab) harness_ab kv_transfer 2 "$P" l32_t2k_d1k,small_l16_t1k seed,lsa_fused,copy_engine,ce_counters ;;
+        tl2) timelines 2 "$P" gemm_allgather kv_transfer moe_dispatch_combine attention_allgather ;;
         tl4) timelines 4 0,1,2,3 gemm_allgather moe_dispatch_combine attention_allgather ;;
-        tests) gpu_tests 0,1 ;;
+        tests) gpu_tests "$P" ;;
         *) echo "unknown phase $phase" ;;
     esac
     pack
