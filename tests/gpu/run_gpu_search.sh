@@ -29,7 +29,7 @@
 # The machine has no cuco dependencies beyond its image: the wheels in .whl/ (made here by
 # tests/gpu/fetch_wheels.sh; carry them with the `run` call) (aiosqlite, asyncssh,
 # cryptography, cffi, pycparser, pytest-asyncio; pytest only if the image's is older than 8.4) are
-# installed into /tmp/site. Each search is bounded by --max-minutes/--max-evals and by `timeout` (SIGTERM:
+# installed into .site (tests/gpu/node_setup.sh, with bubblewrap from .whl/bwrap). Each search is bounded by --max-minutes/--max-evals and by `timeout` (SIGTERM:
 # the engine stops and cancels what is in flight). A GPU subset is given to the local executor by an
 # `nvidia-smi` shim earlier on PATH that answers the index query with the subset (CUDA_DEVICE_ORDER is
 # PCI_BUS_ID, as nvidia-smi's order). Everything comes back under $OUT: log (this output),
@@ -61,18 +61,6 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 
 stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
 
-install_wheels() {
-    [ -d /tmp/site/aiosqlite ] && return 0
-    local wheels
-    wheels=$(ls .whl/*.whl | grep -v '/pytest-[0-9]')
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        $wheels || return 1
-    if ! python3 -c 'import pytest, sys; sys.exit(tuple(map(int, pytest.__version__.split(".")[:2])) < (8, 4))'; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-            .whl/pytest-[0-9]*.whl || return 1
-    fi
-}
-
 gpu_shim() {   # gpu_shim 0,1 -> a folder whose nvidia-smi lists only GPUs 0 and 1 to the index query
     local d=/tmp/cuco-shim-${1//,/_} real
     real=$(command -v nvidia-smi)
@@ -89,7 +77,7 @@ EOF
 cuco() { python3 -m cuco_tui.cli "$@"; }
 
 search() {   # search NAME WORKLOAD RANKS GPUS(comma list, or "all")
-    local name=$1 workload=$2 ranks=$3 gpus=$4 home=/tmp/cuco-home-$1 path=$PATH rc limit
+    local name=$1 workload=$2 ranks=$3 gpus=$4 home=$ROOT/.gpu-homes/$1 path=$PATH rc limit
     limit=$(( $(left) - 55 )); [ "$limit" -gt "$SEARCH_LIMIT_S" ] && limit=$SEARCH_LIMIT_S
     if [ "$limit" -lt 100 ]; then stamp "search $name: skipped, only $(left) s left"; return 0; fi
     [ "$gpus" != all ] && path=$(gpu_shim "$gpus"):$PATH
@@ -224,8 +212,7 @@ finish() {
 trap finish EXIT
 
 stamp "start: phases $*"
-install_wheels || { echo "wheel install failed"; exit 3; }
-export PYTHONPATH=/tmp/site:$ROOT
+. tests/gpu/node_setup.sh
 python3 -c 'import aiosqlite, asyncssh, yaml, rich, pytest, pytest_asyncio, nvidia.nccl as n; print("python ok; nccl wheel", list(n.__path__)[0], "pytest", pytest.__version__)' || exit 3
 nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -8
 env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)=' | sort
