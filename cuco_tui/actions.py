@@ -18,17 +18,16 @@ from textual.binding import Binding
 
 @dataclass(frozen=True)
 class KeyAction:
-    id: str                  # what config.yaml's keymap: names
-    scope: str               # the screen or widget whose BINDINGS carry it (a key of SCOPES)
-    keys: str                # the default key(s), Textual's names, comma-separated
-    action: str              # the Textual action it runs
-    description: str         # what the footer and `?` say
-    show: bool = False       # in the footer
-    priority: bool = False   # before the focused widget's own keys
+    id: str  # what config.yaml's keymap: names
+    scope: str  # the screen or widget whose BINDINGS carry it (a key of SCOPES)
+    keys: str  # the default key(s), Textual's names, comma-separated
+    action: str  # the Textual action it runs
+    description: str  # what the footer and `?` say
+    show: bool = False  # in the footer
+    priority: bool = False  # before the focused widget's own keys
 
     def binding(self) -> Binding:
-        return Binding(self.keys, self.action, self.description, show=self.show, priority=self.priority,
-                       id=self.id)
+        return Binding(self.keys, self.action, self.description, show=self.show, priority=self.priority, id=self.id)
 
 
 # scope -> its title under `?`, in the order `?` lists them

@@ -21,7 +21,6 @@ from engine.glossary import GLOSSARY
 
 from ..actions import SCOPES, actions_in, bindings_for
 
-
 MEANING_WIDTH = 44   # the action column's width at 80 columns
 
 
