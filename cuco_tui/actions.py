@@ -1,10 +1,10 @@
 """Every key of the TUI, declared once.
 
 Each entry is a bindable action with an id scoped by the screen or widget that takes it (`lineage.best`,
-`timeline.zoom_in`); the main screen's keys, which work on every screen a screen of its own does not
-take them, keep bare ids (`pause`). Screens and widgets build their `BINDINGS` from here with
-`bindings_for(scope)`, `?` lists the same entries by scope, and a user's `keymap: {id: keys}` in
-config.yaml remaps them by id (docs/tui.md, "Keymap and theme").
+`timeline.zoom_in`); the main screen's keys keep bare ids (`pause`), the names config.yaml already uses.
+Screens and widgets build their `BINDINGS` from here with `bindings_for(scope)`, `?` lists the same entries
+by scope, and a user's `keymap: {id: keys}` in config.yaml remaps them by id (docs/tui.md, "Keymap and
+theme").
 """
 
 from __future__ import annotations
