@@ -31,6 +31,7 @@ from textual.worker import Worker, WorkerState
 
 from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
 
+from .actions import bindings_for
 from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
 from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
 from .data import FilterError, StoreView, parse_filter
@@ -117,33 +118,7 @@ class CucoApp(App):
     TITLE = "cuco"
     CSS_PATH = str(APP_CSS)
     COMMANDS = App.COMMANDS | {CandidatesProvider, RunsProvider, NodesProvider, ThemesProvider}
-    BINDINGS = [
-        Binding("space", "toggle_pause", "Pause", id="pause"),
-        Binding("P", "hard_pause", "Hard pause", id="pause_hard", show=False),
-        Binding("a", "accept", "Accept", id="accept"),
-        Binding("x", "reject", "Reject", id="reject"),
-        Binding("f", "fork", "Fork", id="fork"),
-        Binding("e", "edit", "Edit", id="edit", show=False),
-        Binding("slash", "filter", "Filter", id="filter"),
-        Binding("b", "jump_to_best", "Best", id="best", show=False),
-        Binding("L", "show_lineage", "Lineage", id="lineage", show=False),
-        Binding("C", "show_configs", "Per config", id="configs", show=False),
-        Binding("M", "show_llm", "LLMs", id="llm", show=False),
-        Binding("n", "show_nodes", "Nodes", id="nodes", show=False),
-        Binding("r", "show_runs", "Runs", id="runs", show=False),
-        Binding("v", "show_review", "Review queue", id="review", show=False),
-        Binding("t", "toggle_theme", "Theme", id="theme", show=False),
-        Binding("1", "focus_pane('islands')", "Islands", id="pane.islands", show=False),
-        Binding("2", "focus_pane('candidates')", "Candidates", id="pane.candidates", show=False),
-        Binding("3", "focus_pane('detail')", "Detail tabs (then left/right)", id="pane.detail", show=False),
-        Binding("left_square_bracket", "detail_tab(-1)", "Previous detail tab", id="detail.prev_tab", show=False),
-        Binding("right_square_bracket", "detail_tab(1)", "Next detail tab", id="detail.next_tab", show=False),
-        Binding("4", "focus_pane('log')", "Log", id="pane.log", show=False),
-        Binding("5", "show_plot", "Plot", id="pane.plot", show=False),
-        Binding("question_mark", "help", "Help", id="help"),
-        Binding("q", "detach", "Detach", id="detach"),
-        Binding("ctrl+q", "stop_run", "Stop", id="stop", priority=True),
-    ]
+    BINDINGS = bindings_for("main")
 
     def __init__(self, home: Path, run_id: str, socket_path: str | None = None,
                  settings: TuiSettings | None = None, since: int | None = None):
@@ -786,7 +761,7 @@ class CucoApp(App):
         self._main.query_one(DetailTabs).active = "tab-plot"
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(describe_bindings(self), self.settings.source))
+        self.push_screen(HelpScreen(describe_bindings(self, self.settings.keymap), self.settings.source))
 
     def action_detach(self) -> None:
         self.detached = True

@@ -16,11 +16,11 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static, Tree
 
+from ..actions import bindings_for
 from .. import lineage_data
 from ..lineage_data import ANCESTORS_SHOWN, Lineage, LineageNode
 from ..widgets import KeyFooter
@@ -30,8 +30,7 @@ OLDER = "older"          # the data of the tree line that reads older ancestors
 
 
 class LineageScreen(Screen):
-    BINDINGS = [Binding("escape,L,q", "app.pop_screen", "Back", id="lineage.back"),
-                Binding("b", "show_best", "Best", id="lineage.best")]
+    BINDINGS = bindings_for("lineage")
     DEFAULT_CSS = """
     LineageScreen #lineage-body { height: 1fr; }
     LineageScreen #lineage-tree { width: 3fr; border: round $primary; }
