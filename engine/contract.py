@@ -313,6 +313,19 @@ def config_results(metrics: Any) -> list[ConfigResult]:
     return out
 
 
+def configs_from_benchmark(metrics: Any) -> bool:
+    """Whether the per-config results are the benchmark stage's (the engine's shape), not a flat result's."""
+    return isinstance(metrics, dict) and isinstance(metrics.get("benchmark"), dict)
+
+
+def metrics_besides_configs(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The rest of a harness result (what `config_results` and the flags do not cover), for display."""
+    rest = {k: v for k, v in metrics.items() if k not in ("configs", "flags")}
+    if configs_from_benchmark(metrics):
+        rest["benchmark"] = {k: v for k, v in metrics["benchmark"].items() if k != "configs"}
+    return rest
+
+
 def timeline_figures(metrics: Any, config: str) -> dict[str, Any] | None:
     """The timeline figures of one config's profiled call, kept in the candidate's metrics."""
     figs = metrics.get("timeline") if isinstance(metrics, dict) else None

@@ -17,8 +17,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from .. import insight_data
-from ..insight_data import ConfigWinners, LlmPanel
+from engine.read_model import insight as insight_data
+from engine.read_model.insight import ConfigWinners, LlmPanel
+
 from ..widgets import KeyFooter
 from ..widgets.llm_panel import LlmPanelView
 

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from ..insight_data import LlmPanel
+from engine.read_model.insight import LlmPanel
 
 COLUMNS = ("model", "calls", "errors", "tokens in", "tokens out", "cost $", "pulls", "credited", "gain/$")
 STRATEGY_COLUMNS = ("id", "strategy", "status", "prompts", "share", "children", "faster", "failed", "mean gain")

@@ -9,9 +9,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine.counting import COUNTS_SQL
-from engine.llm import strategies as strat
-from engine.llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
+from ..contract import config_results
+from ..counting import COUNTS_SQL
+from ..llm import strategies as strat
+from ..llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
@@ -62,12 +63,7 @@ def _per_config(metrics_json: str | None) -> dict[str, float]:
         metrics = json.loads(metrics_json or "{}")
     except ValueError:
         return {}
-    stage = metrics.get("benchmark") if isinstance(metrics.get("benchmark"), dict) else metrics
-    out = {}
-    for cfg in stage.get("configs") or []:
-        if isinstance(cfg, dict) and isinstance(cfg.get("speedup"), (int, float)):
-            out[str(cfg.get("name", "?"))] = float(cfg["speedup"])
-    return out
+    return {c.name: float(c.speedup) for c in config_results(metrics) if c.speedup is not None}
 
 
 @dataclass
