@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..best import RANK_ORDER_SQL, island_bests, top_candidates
+from ..best import RANK_ORDER_SQL, island_bests
 from ..contract import ConfigResult, RunSummary, config_results
 from ..counting import COUNTS_SQL, NEEDS_REVIEW
 from ..liveness import shown_state

@@ -77,7 +77,7 @@ async def test_jump_to_best_outside_the_window(tmp_path):
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(100, 30)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await until(lambda: table.row_count == 1000 and (app.summary.get("best") or {}).get("id") == 7)
+        assert await until(lambda: table.row_count == 1000 and app.summary.best is not None and app.summary.best.candidate == 7)
         assert 7 not in table.row_ids()
         await pilot.press("b")
         assert await until(lambda: table.selected_id() == 7)
