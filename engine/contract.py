@@ -106,7 +106,7 @@ class Best(Event):
     time_ms: float | None
 
     @property
-    def ref(self) -> "BestRef":
+    def ref(self) -> BestRef:
         return BestRef(self.id, self.speedup, self.time_ms)
 
 
@@ -239,7 +239,7 @@ class BestRef:
         return {"candidate": self.candidate, "speedup": self.speedup, "time_ms": self.time_ms}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "BestRef | None":
+    def from_dict(cls, data: dict[str, Any] | None) -> BestRef | None:
         """A status reply's `best` (as_dict's shape) read back; None when there is none."""
         if not data or data.get("candidate") is None:
             return None
@@ -328,5 +328,7 @@ def metrics_besides_configs(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def timeline_figures(metrics: Any, config: str) -> dict[str, Any] | None:
     """The timeline figures of one config's profiled call, kept in the candidate's metrics."""
-    figs = metrics.get("timeline") if isinstance(metrics, dict) else None
-    return figs.get(config) if isinstance(figs, dict) else None
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("timeline"), dict):
+        return None
+    figures = metrics["timeline"].get(config)
+    return figures if isinstance(figures, dict) else None

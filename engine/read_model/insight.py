@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..contract import config_results
 from ..counting import COUNTS_SQL
@@ -103,10 +104,10 @@ def llm_panel(fetch: Fetch, run_id: str) -> LlmPanel:
             bandit = Bandit.from_json(state[BANDIT_KEY], json.loads(state[BANDIT_KEY]).get("models") or [])
         except (ValueError, TypeError, KeyError):
             bandit = None
-        for model, arm in (bandit.arms.items() if bandit else ()):
+        for model, arm in (bandit.arms.items() if bandit is not None else ()):
             s = stats.setdefault(model, ModelStats(model))
             s.pulls, s.rewarded = arm.pulls, arm.rewarded
-            value = bandit.value(model)
+            value = bandit.value(model) if bandit is not None else math.nan
             s.gain_per_usd = value if arm.rewarded and math.isfinite(value) else None
     run = fetch("SELECT config_json FROM runs WHERE id=?", (run_id,))
     try:
