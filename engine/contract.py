@@ -305,7 +305,7 @@ def config_results(metrics: Any) -> list[ConfigResult]:
     shape), or a flat result's own `configs`; the only reader of that nesting."""
     if not isinstance(metrics, dict):
         return []
-    stage = metrics.get("benchmark") if isinstance(metrics.get("benchmark"), dict) else metrics
+    stage: dict[str, Any] = metrics["benchmark"] if configs_from_benchmark(metrics) else metrics
     out = []
     for cfg in stage.get("configs") or []:
         if isinstance(cfg, dict) and cfg.get("name") is not None:
