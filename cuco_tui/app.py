@@ -30,9 +30,10 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Log, Static, TabbedContent
 from textual.worker import Worker, WorkerState
 
-from engine.contract import (ArchiveCell, Best, CandidateAdded, CandidateStatus, Envelope, Fork, LlmCall, Log as
-                             LogEvent, Mark, Migration, Recommendations, Result, RunState, RunSummary, Strategies,
-                             StrategyMark, decode)
+from engine.contract import (ArchiveCell, Best, CandidateAdded, CandidateStatus, Envelope, Fork, LlmCall, Mark,
+                             Migration, Recommendations, Result, RunState, RunSummary, Strategies, StrategyMark,
+                             decode)
+from engine.contract import Log as LogEvent   # textual's Log is the engine-log widget
 from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
 
 from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
