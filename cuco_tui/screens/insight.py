@@ -16,9 +16,10 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from engine.read_model import insight as insight_data
+from engine.read_model.insight import ConfigWinners, LlmPanel
+
 from ..actions import bindings_for
-from .. import insight_data
-from ..insight_data import ConfigWinners, LlmPanel
 from ..widgets import KeyFooter
 from ..widgets.llm_panel import LlmPanelView
 
