@@ -856,8 +856,8 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
         call(bctx, cuco_baseline_run_comm, "baseline comm", true, &d, &dummy);
         call(bctx, base.run, "baseline", true, &a, &ha);
         call(cctx, cand.run, "candidate", true, &b, &hcd);
-        // Every candidate call is verified like the first ones (outputs and inputs, every rank), outside
-        // its timing: a checked call and a timed call are the same call.
+        // Every candidate call is verified (outputs and inputs, every rank; the outputs by the problem's
+        // sampled check where it has one), outside its timing: a checked call and a timed call are the same call.
         c0 = now_ms();
         bool vt = verify(cctx, it < warmups ? "candidate (a warm-up call)" : "candidate (a timed call)", true);
         check_ms += now_ms() - c0;
