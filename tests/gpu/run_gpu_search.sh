@@ -150,7 +150,8 @@ ma_tests() {   # ma_tests RANKS GPUS WORKLOAD... : build seed, variants, bad can
             echo "workloads/moe_dispatch_combine tests/gpu/bad_candidates/moe_drop_tokens.cu"
             echo "workloads/moe_dispatch_combine tests/gpu/bad_candidates/moe_double_count.cu";; esac
         case " $* " in *" attention_allgather "*)
-            echo "workloads/attention_allgather tests/gpu/bad_candidates/attn_lse_skip.cu";; esac
+            echo "workloads/attention_allgather tests/gpu/bad_candidates/attn_lse_skip.cu"
+            echo "workloads/attention_allgather tests/gpu/bad_candidates/attn_skip_rows_timed.cu";; esac
     } | CUCO_BUILD_DIR=$b timeout -k 5 300 xargs -P 12 -L 1 sh -c \
         'if [ "$1" = - ]; then python3 '"$rl"' "$0" --build-only; else python3 '"$rl"' "$0" --source "$1" --build-only; fi' \
         > "$BUNDLE/ma-tests-$ranks.build.log" 2>&1

@@ -101,3 +101,23 @@ def test_incorrect_candidate_is_caught_with_rank_config_and_index(bad, workload,
         assert m["config"] == c["name"] and 0 <= m["rank"] < RANKS and m["index"] >= 0, m
         assert m["what"] == what and m["buffer"] == buffer, m
         assert m["expected"] != m["got"], m
+
+
+def test_attention_rows_skipped_after_verification_are_caught_on_a_benchmark_call():
+    """Verification checks every row (the full fp32 reference); each benchmark call, fresh inputs each, is
+    checked on random (row, head) pairs picked after the call. A candidate honest on its first two calls of a
+    config that then leaves out its last 64 query rows (zeros there, so no poison is left) passes verification
+    and is caught on its first warm-up call, in the rows it skipped."""
+    bad = BAD / "attn_skip_rows_timed.cu"
+    assert run(ATTN, bad, "verify", configs(ATTN))["correct"] is True   # the calls checked in full are honest
+    names = configs(ATTN, bench_only=True)
+    res = run(ATTN, bad, "benchmark", names)
+    assert res["correct"] is False
+    params = {c["name"]: c["params"] for c in yaml.safe_load((ATTN / "workload.yaml").read_text())["configs"]}
+    for c in res["configs"]:
+        assert not c["correct"] and "a warm-up call" in (c["error"] or ""), c
+        m = c["mismatch"]
+        assert m["what"] == "compute" and m["buffer"] == "O" and m["got"] == 0 and m["expected"] != 0, m
+        p = params[c["name"]]
+        first_skipped = (p["S"] // RANKS - 64) * p["HQ"] * 128
+        assert m["index"] >= first_skipped, (m, first_skipped)   # a skipped row, not an honest one

@@ -10,6 +10,8 @@
 extern "C" {
 #endif
 
+struct cuco_mismatch;
+
 typedef struct cuco_problem {
   int ninputs, noutputs;
   const char* input_names[CUCO_MAX_BUFFERS];
@@ -18,6 +20,14 @@ typedef struct cuco_problem {
   size_t output_bytes[CUCO_MAX_BUFFERS];
   const char* dtype;       // tolerance key of compute outputs, e.g. "bf16"
   char error[256];         // why a config is unsupported
+  // Optional (describe leaves it NULL: every check is cuco_problem_verify). The check of a benchmark
+  // iteration's candidate call, where a full fp32 reference per call costs more than the call is worth:
+  // the same verdict as verify on the computed outputs of a random sample (rows, heads), every output
+  // element scanned for NaN / Inf, moved data still bit-exact. sample_seed is drawn by the harness from
+  // the operating system's entropy after the call has returned, per rank: nothing that ran before the
+  // check can know which outputs it reads. Collective over hcomm like verify.
+  int (*verify_sample)(const struct cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t s,
+                       double tol, unsigned long long sample_seed, struct cuco_mismatch* mm);
 } cuco_problem;
 
 typedef struct cuco_mismatch {

@@ -27,7 +27,9 @@
 //      a device-wide synchronize; the host wall time of each call is kept too, and a candidate whose
 //      wall time exceeds its event time by far more than the baseline's does is failed ("work escaped
 //      the timed stream"); every iteration gets fresh inputs, and EVERY candidate call (warm-ups and
-//      timed ones alike) is verified as in step 3, untimed; the number of warm-ups is random;
+//      timed ones alike) is verified, untimed: as in step 3, or by the problem's sampled check where it
+//      has one (cuco_problem.h: verify_sample, on outputs picked after the call from the kernel's
+//      entropy); the number of warm-ups is random;
 //   5. the per-call spin-wait flag (ctx->timeout_flag) is read after every call.
 // The parent takes, per iteration, the max over ranks and reports medians and interquartile ranges.
 #include "cuco_abi.h"
@@ -51,6 +53,7 @@
 #include <vector>
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -419,6 +422,18 @@ static double now_ms() {
   return std::chrono::duration<double, std::milli>(HostClock::now().time_since_epoch()).count();
 }
 
+// The seed of a sampled check, drawn once the call has returned from the kernel's entropy pool: no state
+// of this process decides it, so no code that ran before the check can know which outputs it reads.
+static unsigned long long draw_sample_seed() {
+  unsigned long long v = 0;
+  if (getrandom(&v, sizeof v, 0) == (ssize_t)sizeof v) return v;
+  FILE* f = fopen("/dev/urandom", "rb");
+  size_t got = f ? fread(&v, sizeof v, 1, f) : 0;
+  if (f) fclose(f);
+  if (got != 1) child_fatal("no entropy for a sampled check (getrandom and /dev/urandom both failed)");
+  return v;
+}
+
 struct ChildState {
   Spec spec; int rank = 0, nranks = 0;
   ncclComm_t comm = nullptr, hcomm = nullptr;
@@ -776,10 +791,14 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
       }
       return true;
     };
-    auto verify = [&](cuco_ctx& c, const char* who) -> bool {
+    // sampled: a benchmark iteration's check, the problem's sampled one where it has one
+    auto verify = [&](cuco_ctx& c, const char* who, bool sampled = false) -> bool {
       memset(&mm, 0, sizeof mm);
       // every rank must reach the collective verify, so failures are combined after it
-      if (cuco_problem_verify(&c, pristine.data(), st.hcomm, st.stream, tol, &mm) != 0) child_fatal("verify failed internally");
+      int vrc = sampled && pb.verify_sample
+                    ? pb.verify_sample(&c, pristine.data(), st.hcomm, st.stream, tol, draw_sample_seed(), &mm)
+                    : cuco_problem_verify(&c, pristine.data(), st.hcomm, st.stream, tol, &mm);
+      if (vrc != 0) child_fatal("verify failed internally");
       if (mm.found) {
         rec("mismatch\t%s\t%s\t%lld\t%.9g\t%.9g\t%s\t%s", sc.name.c_str(), who, mm.index, mm.expected, mm.got, mm.what, mm.buffer);
         return false;
@@ -837,10 +856,10 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
         call(bctx, cuco_baseline_run_comm, "baseline comm", true, &d, &dummy);
         call(bctx, base.run, "baseline", true, &a, &ha);
         call(cctx, cand.run, "candidate", true, &b, &hcd);
-        // Every candidate call is verified like the first ones (outputs and inputs, every rank), outside
-        // its timing: a checked call and a timed call are the same call.
+        // Every candidate call is verified (outputs and inputs, every rank; the outputs by the problem's
+        // sampled check where it has one), outside its timing: a checked call and a timed call are the same call.
         c0 = now_ms();
-        bool vt = verify(cctx, it < warmups ? "candidate (a warm-up call)" : "candidate (a timed call)");
+        bool vt = verify(cctx, it < warmups ? "candidate (a warm-up call)" : "candidate (a timed call)", true);
         check_ms += now_ms() - c0;
         timed_ok = timed_ok && vt;
         if (it >= warmups) { tb.push_back(a); tc.push_back(b); tcomp.push_back(c); tcomm.push_back(d); hb.push_back(ha); hc.push_back(hcd); }
