@@ -15,6 +15,9 @@
 # ONLY="name ...": those programs alone; JOBS: parallel builds (default: the cores); BUILD_LIMIT and
 # RUN_LIMIT cap each build and each harness run (300 s, 120 s); DEADLINE_S (450): no harness run starts
 # after it, its claim is a SKIP. Budget: under 8 minutes on 2 H100s with 16 cores.
+# A device call (its copy of the repository has no ../shared: the corpus travels as .gpu-tree-corpus/,
+# a copy of ../shared/corpus made by hand, git-ignored), carrying .whl and .gpu-tree-corpus:
+#   CORPUS=$PWD/.gpu-tree-corpus OUT=$OUT timeout 590 bash tests/onboard/gpu_onboard_2gpu.sh
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
