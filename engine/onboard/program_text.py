@@ -123,6 +123,9 @@ class ProgramWriter:
         drop = {"collective", "p2p"} if suffix == HELPER_COMPUTE else \
             {"kernel", "memcpy", "memset"} if suffix == HELPER_COMM else set()
         lines = []
+        if suffix and self.capture_unit:
+            lines.append(f"// the capture of {self.src.at(self.capture_unit[0])} again, "
+                         f"{'without its collectives' if suffix == HELPER_COMPUTE else 'without its kernels'}")
         for st in self.capture_unit:
             if any(o.kind == "graph_launch" for o in self._ops_in(st)) and not self._captures_graph(st):
                 if not suffix:
@@ -134,9 +137,6 @@ class ProgramWriter:
                     lines.extend(self._setup_stmt(st))
                 continue
             edits = self._variant_edits(st, drop, suffix)
-            if suffix:
-                lines.append(f"// the capture of {self.src.at(st)} again, "
-                             f"{'without its collectives' if suffix == HELPER_COMPUTE else 'without its kernels'}")
             lines.extend(_apply(self.src.data, st, edits).splitlines())
         return lines
 
