@@ -828,8 +828,11 @@ class _Analyzer:
 
     def _roles(self, buffers: dict[str, Buffer]) -> None:
         region_ops = [o for o in self.ops if o.in_region]
-        if self.replays():
-            region_ops = [o for o in self.ops if any(self._op_in(o, s, l) for s, l in self.captures())]  # replayed
+        if self.replays():        # what the graphs run, where the region first launches one
+            replayed = [o for o in self.ops if any(self._op_in(o, s, l) for s, l in self.captures())]
+            first = next((i for i, o in enumerate(region_ops) if o.kind == "graph_launch"), 0)
+            region_ops = [o for o in region_ops[:first] if o.kind != "graph_launch"] + replayed + \
+                [o for o in region_ops[first:] if o.kind != "graph_launch"]
         swapped = self._swapped(buffers)
         for b in buffers.values():
             seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]

@@ -63,6 +63,17 @@ STRAIGHT_CAPTURE = PROLOGUE + MAIN_OPENING + """  cudaGraph_t graph;
   cudaGraphInstantiate(&exec, graph, 0);
 """ + REPLAY
 
+# a replay beside communication the region makes itself: the graph computes, the all-reduce follows it
+REPLAY_THEN_COLLECTIVE = PROLOGUE + MAIN_OPENING + """  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  scale<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);
+  bias<<<(n + 255) / 256, 256, 0, s>>>(y, n);
+  cudaStreamEndCapture(s, &graph);
+  cudaGraphInstantiate(&exec, graph, 0);
+""" + REPLAY.replace("    cudaGraphLaunch(exec, s);\n",
+                     "    cudaGraphLaunch(exec, s);\n    ncclAllReduce(y, y, n, ncclFloat, ncclSum, comm, s);\n")
+
 CAPTURE_IN_HELPER = PROLOGUE + """
 static cudaGraphExec_t record(const float* x, float* y, int n, ncclComm_t comm, cudaStream_t s) {
   cudaGraph_t graph; cudaGraphExec_t exec;
@@ -126,6 +137,18 @@ def test_a_captured_iteration_is_captured_in_setup_and_replayed_by_run(tmp_path,
     skip_setup = _part(skip, "int setup() {").split("without its collectives", 1)[1]
     assert "/* ncclAllReduce: not in this variant */" in skip_setup and "ncclAllReduce(" not in skip_setup
     assert "cudaGraphExecDestroy(exec_cuco_compute)" in _part(skip, "int teardown() {")
+
+
+def test_a_replay_beside_the_regions_own_collective(tmp_path, capsys):
+    rc, out, err, _ = _init(capsys, tmp_path, REPLAY_THEN_COLLECTIVE, "replay_then_allreduce")
+    assert rc == 0, err
+    w = tmp_path / "replay_then_allreduce"
+    seed, skip = (w / "candidate.cu").read_text(), (w / "checks" / "skip_comm.cu").read_text()
+    assert "ctx->outputs[0] = y" in seed       # the graph writes it, the all-reduce then reads it
+    assert _part(seed, "int run() {").split() == ["cudaGraphLaunch(exec,", "s);", "ncclAllReduce(y,", "y,", "n,",
+                                                  "ncclFloat,", "ncclSum,", "comm,", "s);", "return", "0;"]
+    run = _part(skip, "int run() {")
+    assert "cudaGraphLaunch(exec_cuco_compute, s);" in run and "/* ncclAllReduce: not in this variant */" in run
 
 
 @COMPILES
