@@ -88,7 +88,9 @@ done <<< "$PROGRAMS"
 [ -n "${INIT_ONLY:-}" ] && { stamp "init only: made$MADE"; cat "$SUMMARY"; exit 0; }
 # The builds run through xargs, never as `&` jobs and a bare `wait`: this script's output goes through a
 # process substitution (tee), and bash's bare `wait` waits for that too, i.e. for ever. xargs also caps
-# the parallel builds at the cores (each nvcc compiles its four translation units on one core).
+# the parallel builds at the cores (one nvcc each). run_local.py compiles the frozen harness sources once
+# per content (harness.cu once for all, problem.cu and baseline.cu once per workload) and each candidate
+# alone, as the engine does; the first builds compile their candidates while the harness's object is made.
 JOBS=${JOBS:-$(nproc)}
 stamp "build seeds and checks ($JOBS at a time)"
 for n in $MADE; do
