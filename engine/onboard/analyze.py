@@ -30,7 +30,9 @@ MAX_CALL_DEPTH = 8
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 TIMERS = {"cudaEventRecord", "MPI_Wtime", "clock_gettime", "gettimeofday", "omp_get_wtime", "clock"}
 CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
+CAPTURE_END = {"cudaStreamEndCapture"}
 GRAPH_LAUNCH = {"cudaGraphLaunch"}
+CAPTURE_WHAT = "graph capture: what the replay loop launches"
 def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands: str | None = None,
                   region: str | None = None, entry: str | None = None,
                   assume: dict[str, int] | None = None) -> Program:
@@ -168,6 +170,7 @@ class _Analyzer:
         self._collect_ops()
         region_node = self._pick_region()
         self.region_node = region_node
+        self._straight_captures()
         for op in self.ops:
             op.in_region = region_node is not None and self._op_in(op, self.region_src, region_node)
             if op.in_region:
@@ -185,6 +188,7 @@ class _Analyzer:
             kernels=self.kernels, kernel_access=self.kernel_access, timed_stream=timed_stream,
             unresolved=self.unresolved)
         prog.helper_calls = self.helper_calls
+        prog.captures = self.captures()
         prog.init_blockers = self._init_blockers()
         prog.check_macros = self._check_macros()
         prog.params = self._params(buffers)
@@ -346,15 +350,50 @@ class _Analyzer:
         call or one of the calls that lead to it."""
         return any(s is src and _inside(n, node) for s, n in op.chain)
 
+    def replays(self) -> bool:
+        """The region launches captured CUDA graphs (what it runs is what the captures recorded)."""
+        return self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH)
+
+    def captures(self) -> list:
+        """(source, node) of each capture the replay region's graphs come from: a loop that captures, or
+        the statements of one block from cudaStreamBeginCapture to cudaStreamEndCapture."""
+        if not self.replays():
+            return []
+        return [(s, l) for s, l, what in self.alternatives if what == CAPTURE_WHAT]
+
+    def _straight_captures(self) -> None:
+        """Captures written as straight-line statements (begin, the work, end) rather than in a loop:
+        listed with the capture loops, as what the replay loop launches."""
+        if not self.replays():
+            return
+        loops = [l for s, l, what in self.alternatives if what == CAPTURE_WHAT]
+        for src, body in self.bodies:
+            for block in [body] + src.nodes("compound_statement", body):
+                stmts = [c for c in block.named_children if c.type != "comment"]
+                begin = None
+                for i, st in enumerate(stmts):
+                    names = {call_name(n, src) for n in src.nodes("call_expression", st)}
+                    if begin is None and names & CAPTURE and not names & CAPTURE_END:
+                        begin = i
+                    elif begin is not None and names & CAPTURE_END:
+                        span = _Span(stmts[begin:i + 1])
+                        if not any(_inside(span, l) for l in loops):
+                            self.alternatives.append((src, span, CAPTURE_WHAT))
+                        begin = None
+
     def _init_blockers(self) -> list[str]:
         out = []
-        if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
-            captures = sorted({s.at(l) for s, l, what in self.alternatives if what.startswith("graph capture")})
-            out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays captured CUDA "
-                       f"graphs (captured at {', '.join(captures) or 'a capture init cannot place'}); cuco init "
-                       "does not write graph replay yet: region.replays lists what it runs; "
-                       "write the workload by hand (docs/workload-format.md), or init the program's version "
-                       "without graphs")
+        if self.replays() and not self.captures():
+            out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays CUDA graphs whose "
+                       "capture (cudaStreamBeginCapture ... cudaStreamEndCapture) the analysis does not find in "
+                       "the given files: pass the file that captures them, or write the workload by hand "
+                       "(docs/workload-format.md)")
+        for s, node in self.captures():
+            if not (s is self.src and self.main.start_byte <= node.start_byte < self.main.end_byte):
+                out.append(f"the graphs the region replays are captured outside main() ({s.at(node)}, in "
+                           f"{self._function_at(s, node) or 'another function'}); cuco init writes a capture "
+                           "made in main() before the region: move it there, or write the workload by hand "
+                           "(docs/workload-format.md)")
         for op in self.ops:
             if op.name == "ncclCommInitAll":
                 out.append(f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
@@ -389,10 +428,10 @@ class _Analyzer:
     def _kind(self, n, name) -> str | None:
         if kernel_config(n) is not None or name in self.wrappers:
             return "kernel"
+        if name in GRAPH_LAUNCH:     # what it launches is the capture's (followed there)
+            return "graph_launch"
         if name in api.LAUNCH_API:
             return "launch_api"
-        if name in GRAPH_LAUNCH:
-            return "graph_launch"
         if name in api.NCCL_COMM:
             return "collective" if name not in ("ncclSend", "ncclRecv") else "p2p"
         if name in api.NCCL_GROUP:
@@ -515,7 +554,7 @@ class _Analyzer:
                 m[1] is not loop and m is not l and self._nested(l, m) and self._nested(m, (src, loop))
                 for m in loops)]
             if self._loop_calls(src, loop, CAPTURE):
-                self.alternatives.append((src, loop, "graph capture: what the replay loop launches"))
+                self.alternatives.append((src, loop, CAPTURE_WHAT))
             elif self._per_device(src, loop):
                 self.alternatives.append((src, loop, "per-device loop: one process driving every GPU, "
                                                      "not a repetition"))
@@ -656,7 +695,7 @@ class _Analyzer:
             region["replays"] = [{"at": s.at(l), "captures": [
                 {"name": o.name, "at": o.at} for o in self.ops
                 if self._op_in(o, s, l) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
-                for s, l, what in self.alternatives if what.startswith("graph capture")]
+                for s, l in self.captures()]
         return region
 
     # -- buffers
@@ -789,9 +828,11 @@ class _Analyzer:
 
     def _roles(self, buffers: dict[str, Buffer]) -> None:
         region_ops = [o for o in self.ops if o.in_region]
-        if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
-            captures = [(s, l) for s, l, what in self.alternatives if what.startswith("graph capture")]
-            region_ops = [o for o in self.ops if any(self._op_in(o, s, l) for s, l in captures)]  # replayed
+        if self.replays():        # what the graphs run, where the region first launches one
+            replayed = [o for o in self.ops if any(self._op_in(o, s, l) for s, l in self.captures())]
+            first = next((i for i, o in enumerate(region_ops) if o.kind == "graph_launch"), 0)
+            region_ops = [o for o in region_ops[:first] if o.kind != "graph_launch"] + replayed + \
+                [o for o in region_ops[first:] if o.kind != "graph_launch"]
         swapped = self._swapped(buffers)
         for b in buffers.values():
             seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]
@@ -819,12 +860,14 @@ class _Analyzer:
         if self.region_node is None:
             return set()
         out = set()
-        for n in self.region_src.nodes("call_expression", self.region_node):
-            if call_name(n, self.region_src) != "swap":
-                continue
-            names = [self._base_name(a) for a in call_args(n)]
-            if len(names) == 2 and all(x in buffers for x in names):
-                out.update(names)
+        # a replayed capture swaps as it records (one graph per parity of the ping-pong)
+        for src, node in [(self.region_src, self.region_node)] + self.captures():
+            for n in src.nodes("call_expression", node):
+                if call_name(n, src) != "swap":
+                    continue
+                names = [self._base_name(a) for a in call_args(n)]
+                if len(names) == 2 and all(x in buffers for x in names):
+                    out.update(names)
         return out
 
     def _rw_reads_first(self, b, region_ops) -> bool:
@@ -919,6 +962,9 @@ class _Analyzer:
 
     def _timed_stream(self) -> str | None:
         streams = [op.detail.get("stream") for op in self.ops if op.in_region and op.kind in ("collective", "p2p")]
+        if not any(streams):      # a region that replays graphs: the stream it launches them on
+            streams = [(op.detail.get("args") or [None, None])[1:2][0] if len(op.detail.get("args") or []) > 1
+                       else None for op in self.ops if op.in_region and op.kind == "graph_launch"]
         streams = [s for s in streams if s]
         return max(set(streams), key=streams.count) if streams else None
 

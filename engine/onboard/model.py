@@ -86,4 +86,5 @@ class Program:
     dataflow: list[dict] = field(default_factory=list)
     preprocessing: dict = field(default_factory=dict)
     helper_calls: list[dict] = field(default_factory=list)   # calls followed into helper functions
+    captures: list = field(default_factory=list)   # (SourceFile, node) of the captures a replay region launches
     init_blockers: list[str] = field(default_factory=list)   # why `cuco init` cannot write this one yet   # flags, conditional branches taken, missing headers

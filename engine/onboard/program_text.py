@@ -11,7 +11,7 @@ by file and line), never guessed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import api
 from .command_line import default_of
@@ -27,6 +27,8 @@ HOST_COLL_BYTES = 4096
 HELPER_COMPUTE, HELPER_COMM = "_cuco_compute", "_cuco_comm"    # the helpers' forms without comm / kernels
 DROP_TYPES = ("ncclUniqueId", "cudaEvent_t", "MPI_", "FILE", "ncclComm_t", "ncclConfig_t")
 DROP_KINDS = {"mpi", "comm_init", "event", "device", "free"}
+GRAPH_TYPES = ("cudaGraph_t", "cudaGraphExec_t")
+GRAPH_INSTANTIATE = ("cudaGraphInstantiate", "cudaGraphInstantiateWithFlags", "cudaGraphInstantiateWithParams")
 
 
 @dataclass
@@ -42,6 +44,16 @@ class ProgramText:
     # run_comm call these forms): top-level code placed after the carried helpers
     compute_helpers: list[str] = field(default_factory=list)
     comm_helpers: list[str] = field(default_factory=list)
+    # a region that replays captured graphs: (members, setup, teardown) that also capture the graphs
+    # run_compute ("compute") and run_compute and run_comm ("bound") replay; empty otherwise
+    forms: dict[str, tuple[list[str], list[str], list[str]]] = field(default_factory=dict)
+
+    def form(self, name: str) -> "ProgramText":
+        """This text with the members, setup and teardown of form `name` (itself where it has none)."""
+        if name not in self.forms:
+            return self
+        members, setup, teardown = self.forms[name]
+        return replace(self, members=members, setup=setup, teardown=teardown)
 
 
 class ProgramWriter:
@@ -57,8 +69,15 @@ class ProgramWriter:
         self.stream_var = ts if ts in prog.vars else "cuco_stream"
         self.params = {p["name"]: p for p in prog.params}
         self.region = prog.region_node
+        # a region that replays graphs: the graphs (main()'s cudaGraph_t / cudaGraphExec_t) and the
+        # statements of main() that capture and instantiate them, kept in setup() with the events they use
+        self.graph_vars = {v.name for v in prog.vars.values() if v.top_level and v.base_type in GRAPH_TYPES}
+        self.capture_unit = self._capture_unit()
+        kept_events = {self.src.text(i) for st in self.capture_unit for i in identifiers(st)
+                       if self.src.text(i) in prog.vars and prog.vars[self.src.text(i)].base_type == "cudaEvent_t"}
+        self.kept_events = kept_events
         self.dropped_vars = {v.name for v in prog.vars.values() if v.type.startswith(DROP_TYPES)
-                             and v.name != self.comm_var}
+                             and v.name != self.comm_var and v.name not in kept_events}
         self.carried = {b.name for b in outputs if b.role == "carried"}
         self.carried_init = self._carried_init()
         self.needed = self._needed_vars()
@@ -69,6 +88,81 @@ class ProgramWriter:
             if self.region is not None and stmt.start_byte >= self.region.start_byte:
                 return
             yield stmt
+
+    def _capture_unit(self) -> list:
+        """main()'s statements before the region from the first that captures a graph the region replays
+        to the last that captures or instantiates one (empty when the region replays none)."""
+        caps = [node for src, node in getattr(self.p, "captures", []) if src is self.src]
+        if not caps:
+            return []
+        stmts = list(self._prelude())
+        def overlaps(st):
+            return any(st.start_byte < c.end_byte and c.start_byte < st.end_byte for c in caps)
+        def instantiates(st):
+            return any(call_name(n, self.src) in GRAPH_INSTANTIATE for n in walk(st) if n.type == "call_expression")
+        marks = [i for i, st in enumerate(stmts) if overlaps(st) or instantiates(st)]
+        return stmts[marks[0]:marks[-1] + 1] if marks else []
+
+    def _in_unit(self, stmt) -> bool:
+        return any(stmt == st for st in self.capture_unit)     # (tree-sitter makes a new node per visit)
+
+    def _captures(self, stmt) -> bool:
+        """The statement records or instantiates the graphs (kept in every capture form)."""
+        return self._in_unit(stmt) and (
+            any(self.src.text(i) in self.graph_vars for i in identifiers(stmt)) or
+            any(call_name(n, self.src) in ("cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph",
+                                           "cudaStreamEndCapture") + GRAPH_INSTANTIATE
+                for n in walk(stmt) if n.type == "call_expression") or
+            any(c.start_byte < stmt.end_byte and stmt.start_byte < c.end_byte
+                for src, c in getattr(self.p, "captures", []) if src is self.src))
+
+    def _capture_lines(self, suffix: str) -> list[str]:
+        """The capture unit as setup() runs it: the capture statements with the operations the form leaves
+        out (compute-only: the collectives; communication-only: kernels and copies) taken out and the
+        graphs renamed NAME+suffix; for the program's own form (suffix "") the unit's other statements too."""
+        drop = {"collective", "p2p"} if suffix == HELPER_COMPUTE else \
+            {"kernel", "memcpy", "memset"} if suffix == HELPER_COMM else set()
+        lines = []
+        if suffix and self.capture_unit:
+            lines.append(f"// the capture of {self.src.at(self.capture_unit[0])} again, "
+                         f"{'without its collectives' if suffix == HELPER_COMPUTE else 'without its kernels'}")
+        for st in self.capture_unit:
+            if any(o.kind == "graph_launch" for o in self._ops_in(st)) and not self._captures_graph(st):
+                if not suffix:
+                    lines.append(f"// (a warm-up replay of the graphs: the harness warms up) "
+                                 f"{self.src.text(st).splitlines()[0].strip()[:90]}")
+                continue
+            if not self._captures(st):
+                if not suffix:
+                    lines.extend(self._setup_stmt(st))
+                continue
+            edits = self._variant_edits(st, drop, suffix)
+            lines.extend(_apply(self.src.data, st, edits).splitlines())
+        return lines
+
+    def _captures_graph(self, st) -> bool:
+        return any(call_name(n, self.src) in ("cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph")
+                   for n in walk(st) if n.type == "call_expression")
+
+    def _variant_edits(self, node, drop: set[str], suffix: str) -> list:
+        """Edits of main()'s text inside `node` for a form without the op kinds in `drop` (a group call goes
+        with the collectives): those statements replaced, the graphs and the region's helpers renamed."""
+        edits = []
+        for op in self._ops_in(node):
+            if op.src not in (None, self.src):
+                continue          # inside a helper: the helper's form of the variant is called instead
+            if op.kind in drop or (op.kind == "group" and "collective" in drop):
+                stmt = _enclosing_statement(op.node)
+                edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"))
+        if suffix:
+            for i in identifiers(node):
+                if self.src.text(i) in self.graph_vars:
+                    edits.append((i.start_byte, i.end_byte, self.src.text(i) + suffix))
+            for call in self.src.nodes("call_expression", node):
+                if call_name(call, self.src) in self.region_helpers:
+                    fn = call.child_by_field_name("function")
+                    edits.append((fn.start_byte, fn.end_byte, self.src.text(fn) + suffix))
+        return edits
 
     def _needed_vars(self) -> set[str]:
         """main()'s locals the workload needs: those the region uses, what their initialisers use, and
@@ -158,7 +252,13 @@ class ProgramWriter:
             lines.append(f"{b.name} = ({b.elem_type}*)cuco_c->inputs[{i}].ptr;")
         for i, b in enumerate(self.outputs):
             lines.append(f"{b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;")
+        self.capture_at = None
         for stmt in self._prelude():
+            if self.capture_unit and stmt == self.capture_unit[0]:
+                lines.extend(self._capture_lines(""))
+                self.capture_at = len(lines)       # where the other forms' captures go
+            if self._in_unit(stmt):
+                continue
             lines.extend(self._setup_stmt(stmt))
         return lines + self._zeroed_intermediates()
 
@@ -222,11 +322,17 @@ class ProgramWriter:
                 (o.chain and o.chain[0][0] is self.src and inside(o.chain[0][1]))]
 
     def _drop_reason(self, stmt) -> str | None:
+        if self._in_unit(stmt):
+            return None           # the capture the region replays (its warm-up replays are left out there)
         harness = {b.name for b in self.inputs + self.outputs}
         ops = self._ops_in(stmt)
         if any(op.kind in ("collective", "p2p") for op in ops):
             return "communication outside the repeated region (a warm-up: the harness warms up)"
+        if any(op.kind == "graph_launch" for op in ops):
+            return "a warm-up replay of the graphs: the harness warms up"
         for op in ops:
+            if op.kind == "event" and {self.src.text(i) for i in identifiers(op.node)} & self.kept_events:
+                continue          # an event the capture orders its streams with
             if op.kind in DROP_KINDS:
                 return "the harness owns this"
             if op.kind in ("collective", "p2p", "group"):
@@ -308,6 +414,9 @@ class ProgramWriter:
                 if call_name(call, self.src) in self.region_helpers:
                     fn = call.child_by_field_name("function")
                     edits.append((fn.start_byte, fn.end_byte, self.src.text(fn) + suffix))
+            for i in identifiers(body):       # the graphs captured without the collectives / the kernels
+                if self.src.text(i) in self.graph_vars:
+                    edits.append((i.start_byte, i.end_byte, self.src.text(i) + suffix))
         text = _apply(self.src.data, body, edits)
         if body.type == "compound_statement":
             text = text.strip()[1:-1]
@@ -318,8 +427,8 @@ class ProgramWriter:
             self._todo(f"{self.p.region['at']}: the loop variable {var} is used inside the region (fixed at 0)")
         return lead + text
 
-    def teardown(self) -> list[str]:
-        out = []
+    def teardown(self, suffixes: tuple[str, ...] = ("",)) -> list[str]:
+        out = self._graph_teardown(suffixes)
         harness = {b.name for b in self.inputs + self.outputs}
         for b in self.p.buffers.values():
             if b.name in harness or not self._in_main(b.at) or not self._member(b.name):
@@ -329,6 +438,29 @@ class ProgramWriter:
         for op in self.p.ops:
             if op.kind == "stream" and self._stream_target(op) not in (self.stream_var, None) and not op.in_region:
                 out.append(f"cudaStreamDestroy({self._stream_target(op)});")
+        out += [f"if ({e}) cudaEventDestroy({e});" for e in sorted(self.kept_events) if self._member(e)]
+        return out
+
+    def _graph_teardown(self, suffixes) -> list[str]:
+        out = []
+        for name in sorted(self.graph_vars):
+            v = self.p.vars[name]
+            if not self._member(name):
+                continue
+            destroy = "cudaGraphExecDestroy" if v.base_type == "cudaGraphExec_t" else "cudaGraphDestroy"
+            for sfx in suffixes:
+                if v.array is not None:
+                    out.append(f"for (auto& g_ : {name}{sfx}) if (g_) {destroy}(g_);")
+                else:
+                    out.append(f"if ({name}{sfx}) {destroy}({name}{sfx});")
+        return out
+
+    def _graph_members(self, suffixes) -> list[str]:
+        """The graph members of the other capture forms (NAME+suffix, as NAME is declared)."""
+        out = []
+        for v in sorted((self.p.vars[n] for n in self.graph_vars if self._member(n)), key=lambda v: v.pos):
+            for sfx in suffixes:
+                out.append(f"{v.base_type} {v.name}{sfx}" + (f"[{v.array or 1}];" if v.array is not None else "{};"))
         return out
 
     def _member(self, name: str) -> bool:
@@ -373,7 +505,7 @@ class ProgramWriter:
 
     def build(self) -> ProgramText:
         members, setup = self.members(), self.setup()
-        start = self._carried_prologue()
+        start = self._carried_prologue() + self._counters_prologue()
         self.host_collectives = 0
         run = start + self.region_body()
         compute = start + self.region_body({"collective", "p2p"})
@@ -383,10 +515,17 @@ class ProgramWriter:
             members.append(f"char* {HOST_COLL_SCRATCH} = nullptr;")
             setup.append(f"if (cudaMalloc(&{HOST_COLL_SCRATCH}, {HOST_COLL_BYTES}) != cudaSuccess) return 1;")
             teardown.append(f"cudaFree({HOST_COLL_SCRATCH});")
+        forms = {}
+        if self.capture_at is not None:
+            for form, sfxs in (("compute", (HELPER_COMPUTE,)), ("bound", (HELPER_COMPUTE, HELPER_COMM))):
+                extra = [line for sfx in sfxs for line in self._capture_lines(sfx)]
+                forms[form] = (members + self._graph_members(sfxs),
+                               setup[:self.capture_at] + extra + setup[self.capture_at:],
+                               self._graph_teardown(sfxs) + teardown)
         return ProgramText(members, setup, run, compute, comm, teardown, self.todos,
                            [self._helper_form(n, {"collective", "p2p"}, HELPER_COMPUTE) for n in self.region_helpers],
                            [self._helper_form(n, {"kernel", "memcpy", "memset"}, HELPER_COMM)
-                            for n in self.region_helpers])
+                            for n in self.region_helpers], forms)
 
     def _region_helpers(self) -> list[str]:
         """The helper functions the region calls directly whose operations (collectives) the analysis
@@ -395,7 +534,9 @@ class ProgramWriter:
             return []
         followed = {c["name"] for c in self.p.helper_calls}
         out = []
-        for call in self.src.nodes("call_expression", self.region):
+        calls = self.src.nodes("call_expression", self.region)
+        calls += [c for st in self.capture_unit for c in self.src.nodes("call_expression", st)]
+        for call in calls:
             name = call_name(call, self.src)
             if name in followed and name not in out and find_function(self.p.sources, name) is not None:
                 out.append(name)
@@ -455,11 +596,33 @@ class ProgramWriter:
         out = []
         for stmt in self._prelude():
             ops = self._ops_in(stmt)
-            if any(o.kind in ("collective", "p2p") for o in ops):
+            if any(o.kind in ("collective", "p2p") for o in ops) or self._in_unit(stmt):
                 continue
             if any(set(o.writes) & self.carried for o in ops if o.kind in ("memset", "memcpy", "kernel")):
                 out.append(stmt)
         return out
+
+    def _counters_prologue(self) -> str:
+        """main()'s counters the region steps (`iter++`, `k += 2`), set again to the value they start from:
+        the harness's reference is one call after setup, so every call must be that same iteration (a
+        counter that kept counting would pick another graph, another norm check, another offset)."""
+        if self.region is None:
+            return ""
+        body = self.region.child_by_field_name("body")
+        stepped = []
+        for n in walk(body):
+            target = None
+            if n.type == "update_expression":
+                target = next((self.src.text(i) for i in identifiers(n)), None)
+            elif n.type == "assignment_expression" and self.src.text(n.child_by_field_name("operator")) != "=":
+                left = n.child_by_field_name("left")
+                target = self.src.text(left) if left.type == "identifier" else None
+            v = self.p.vars.get(target) if target else None
+            if v is not None and self._member(target) and target not in stepped and v.init is not None and \
+                    isinstance(evaluate(v.init, self.src, {}), (int, float)):
+                stepped.append(target)
+        return "".join(f"\n    {n} = {self.src.text(self.p.vars[n].init)};   // as before the region "
+                       f"({self.src.path}:{self.p.vars[n].line}): every call is the same iteration" for n in stepped)
 
     def _carried_prologue(self) -> str:
         if not self.carried_init:

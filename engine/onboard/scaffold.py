@@ -108,12 +108,14 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
     top = _top_level_code(prog)
     files = {
         "candidate.cu": workload_text.candidate(prog, text, top, name),
-        "baseline.cu": workload_text.baseline(prog, text, top, name),
+        # a region replaying graphs: the baseline also captures the graphs of its compute-only and
+        # communication-only halves, the skip_comm check those of its compute-only one
+        "baseline.cu": workload_text.baseline(prog, text.form("bound"), top, name),
         "problem.cu": workload_text.problem(prog, inputs, outputs, top, name),
         "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, harness_root),
         CHECKS["do_nothing"]: workload_text.candidate(prog, replace(text, run="\n    // does nothing: verification "
                                                                           "must reject this candidate"), top, name),
-        CHECKS["skip_comm"]: workload_text.candidate(prog, replace(text, run=text.run_compute), top, name,
+        CHECKS["skip_comm"]: workload_text.candidate(prog, replace(text.form("compute"), run=text.run_compute), top, name,
                                                      extra_code=text.compute_helpers),
     }
     return files, todos
@@ -216,10 +218,12 @@ def _needed_host_functions(prog) -> set[str]:
             if name:
                 defs[name] = (src, node)
     carried = {b.name for b in prog.buffers.values() if b.role == "carried"}
+    replayed = {id(o) for o in prog.ops for s, node in prog.captures       # what the region's graphs run
+                if any(cs is s and node.start_byte <= n.start_byte < node.end_byte for cs, n in o.chain)}
     needed = {o.via.name for o in prog.ops if getattr(o, "via", None) is not None
-              and (o.in_region or set(o.writes) & carried)}      # the region's, and the carried buffers' init
+              and (o.in_region or id(o) in replayed or set(o.writes) & carried)}   # + the carried buffers' init
     needed |= {call_name(o.chain[0][1], o.chain[0][0]) for o in prog.ops     # the helpers the region calls
-               if o.in_region and len(o.chain) > 1}
+               if (o.in_region or id(o) in replayed) and len(o.chain) > 1}
     todo = list(needed)
     while todo:
         src, node = defs.get(todo.pop(), (None, None))

@@ -45,10 +45,9 @@ for n in $NAMES; do
     python3 -m cuco_tui.cli init "tests/onboard/programs/$n.cu" --ranks 1 -o "$W/$n" || exit 4
 done
 stamp "build (parallel)"
-for n in $NAMES; do
-    timeout 300 python3 workloads/_harness/cuda/run_local.py "$W/$n" --ranks 1 --build-only > "$W/$n.build.log" 2>&1 &
-done
-wait
+# through xargs, not `&` jobs and a bare `wait`: bash's bare `wait` also waits for the tee above (for ever)
+for n in $NAMES; do echo "$n"; done | xargs -P "$(nproc)" -I{} sh -c \
+    'timeout 300 python3 workloads/_harness/cuda/run_local.py "$0/{}" --ranks 1 --build-only > "$0/{}.build.log" 2>&1' "$W"
 for n in $NAMES; do tail -2 "$W/$n.build.log"; done
 fi
 echo "[" > "$OUT/results.json"

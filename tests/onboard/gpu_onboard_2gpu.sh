@@ -9,8 +9,15 @@
 #      in parallel by the harness's own runner;
 #   3. at 2 ranks: the seed verifies and measures ~1.00x against its own frozen baseline (within the
 #      spread), and both checks verify INCORRECT (the workload's verification proves something).
-# Output: $OUT/log, $OUT/summary.txt (one PASS/FAIL line per claim) and $OUT/results.json. Exit 0 only when
-# every claim holds (INIT_ONLY=1: step 1 only, runs anywhere; ONLY="name ...": those programs alone). Budget: under 8 minutes on 2 H100s (RUN_LIMIT caps each harness run, default 120 s).
+# Output: $OUT/log, $OUT/summary.txt (one PASS/FAIL/SKIP line per claim and one "==" line per step,
+# written as they happen) and $OUT/results.json. Exit 0 only when every claim holds.
+# INIT_ONLY=1: step 1 only; BUILD_ONLY=1: steps 1-2 (both run on any machine with nvcc, no GPU);
+# ONLY="name ...": those programs alone; JOBS: parallel builds (default: the cores); BUILD_LIMIT and
+# RUN_LIMIT cap each build and each harness run (300 s, 120 s); DEADLINE_S (450): no harness run starts
+# after it, its claim is a SKIP. Budget: under 8 minutes on 2 H100s with 16 cores.
+# A device call (its copy of the repository has no ../shared: the corpus travels as .gpu-tree-corpus/,
+# a copy of ../shared/corpus made by hand, git-ignored), carrying .whl and .gpu-tree-corpus:
+#   CORPUS=$PWD/.gpu-tree-corpus OUT=$OUT timeout 590 bash tests/onboard/gpu_onboard_2gpu.sh
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -19,9 +26,10 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/log") 2>&1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-stamp() { echo "== $(date -u +%H:%M:%S) (${SECONDS}s) $*"; }
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
+# every step's start goes to the summary too: a run cut off at the call's limit still says how far it got
+stamp() { echo "== $(date -u +%H:%M:%S) (${SECONDS}s) $*" | tee -a "$SUMMARY"; }
 claim() { echo "$1 $2" | tee -a "$SUMMARY"; }
 
 CORPUS=${CORPUS:-$ROOT/../shared/corpus}
@@ -73,25 +81,45 @@ while IFS='|' read -r name files flags expect; do
     fi
     if [ $rc -ne 0 ]; then claim FAIL "$name: init refused: $(grep '^cuco: ' "$W/$name.init.log" | head -1)"; continue; fi
     if grep -q '^  TODO ' "$W/$name.init.log"; then claim FAIL "$name: init left CUCO-TODOs (a hand edit needed)"; continue; fi
+    claim PASS "$name: init wrote a workload with no CUCO-TODO"
     MADE="$MADE $name"
 done <<< "$PROGRAMS"
 
 [ -n "${INIT_ONLY:-}" ] && { stamp "init only: made$MADE"; cat "$SUMMARY"; exit 0; }
-stamp "build seeds and checks (parallel)"
+# The builds run through xargs, never as `&` jobs and a bare `wait`: this script's output goes through a
+# process substitution (tee), and bash's bare `wait` waits for that too, i.e. for ever. xargs also caps
+# the parallel builds at the cores (one nvcc each). run_local.py compiles the frozen harness sources once
+# per content (harness.cu once for all, problem.cu and baseline.cu once per workload) and each candidate
+# alone, as the engine does; the first builds compile their candidates while the harness's object is made.
+JOBS=${JOBS:-$(nproc)}
+stamp "build seeds and checks ($JOBS at a time)"
 for n in $MADE; do
     for src in candidate.cu checks/do_nothing.cu checks/skip_comm.cu; do
-        timeout 400 python3 workloads/_harness/cuda/run_local.py "$W/$n" --source "$W/$n/$src" --ranks 2 --build-only \
-            > "$W/$n.$(basename $src .cu).build.log" 2>&1 &
+        echo "$n $src $W/$n.$(basename $src .cu).build.log"
+    done
+done | xargs -P "$JOBS" -L 1 sh -c 'timeout ${BUILD_LIMIT:-300} python3 workloads/_harness/cuda/run_local.py \
+    "$0/$1" --source "$0/$1/$2" --ranks 2 --build-only > "$3" 2>&1; echo "exit $?" >> "$3"' "$W"
+for n in $MADE; do
+    for b in candidate do_nothing skip_comm; do
+        if grep -qx "exit 0" "$W/$n.$b.build.log"; then
+            echo "  $(grep '^built ' "$W/$n.$b.build.log" | sed "s|$W/||")"
+        else
+            claim FAIL "$n $b: build failed: $(grep -v '^\s*$' "$W/$n.$b.build.log" | head -3 | tr '\n' ' ' | cut -c1-300)"
+        fi
     done
 done
-wait
-for n in $MADE; do for b in candidate do_nothing skip_comm; do tail -1 "$W/$n.$b.build.log"; done; done
+stamp "builds done"
+[ -n "${BUILD_ONLY:-}" ] && { cat "$SUMMARY"; exit 0; }
 
 echo "[" > "$OUT/results.json"
 run() {   # name source mode tag [--configs NAME] -> $W/name.tag.json
-    if [ $SECONDS -gt ${DEADLINE_S:-450} ]; then echo "  skipped: past ${DEADLINE_S:-450} s"; return; fi
-    timeout ${RUN_LIMIT:-120} python3 workloads/_harness/cuda/run_local.py "$W/$1" --source "$W/$1/$2" --ranks 2 \
-        --mode "$3" --result "$W/$1.$4.json" "${@:5}" > "$W/$1.$4.log" 2>&1
+    if [ $SECONDS -gt ${DEADLINE_S:-450} ]; then
+        claim SKIP "$1 $4: not run, past ${DEADLINE_S:-450} s (DEADLINE_S)"; return 1
+    fi
+    grep -qx "exit 0" "$W/$1.$(basename "$2" .cu).build.log" || return 1   # its build failed: claimed above
+    # run_local.py's own stage timeout kills the harness's ranks (an outer kill would leave them on the GPUs)
+    timeout $((${RUN_LIMIT:-120} + 20)) python3 workloads/_harness/cuda/run_local.py "$W/$1" --source "$W/$1/$2" \
+        --ranks 2 --mode "$3" --timeout ${RUN_LIMIT:-120} --result "$W/$1.$4.json" "${@:5}" > "$W/$1.$4.log" 2>&1
     [ -f "$W/$1.$4.json" ] && { cat "$W/$1.$4.json"; echo ","; } >> "$OUT/results.json"
 }
 judge() {   # name tag expectation(correct|incorrect|speedup) -> PASS/FAIL line
@@ -101,7 +129,11 @@ path, name, tag, want = sys.argv[1:]
 try:
     r = json.load(open(path))
 except Exception as e:
-    print(f"FAIL {name} {tag}: no result ({e})"); sys.exit(0)
+    try:
+        tail = " | ".join(open(path[:-len(".json")] + ".log").read().strip().splitlines()[-3:])
+    except OSError:
+        tail = "no log"
+    print(f"FAIL {name} {tag}: no result ({e}): {tail[:400]}"); sys.exit(0)
 cfgs = r.get("configs", [])
 detail = "; ".join(f"{c['name']}: correct={c['correct']} speedup={c.get('speedup')} "
                    f"spread={c.get('baseline_spread')}/{c.get('candidate_spread')} mismatch={c.get('mismatch')}"
@@ -109,7 +141,8 @@ detail = "; ".join(f"{c['name']}: correct={c['correct']} speedup={c.get('speedup
 if want == "correct":
     ok = r.get("correct") is True
 elif want == "incorrect":
-    ok = r.get("correct") is False and all(not c["correct"] for c in cfgs) and not (r.get("error") or "").startswith("build")
+    # incorrect by the comparison (a mismatch on every config), not by a crash or a timeout
+    ok = r.get("correct") is False and bool(cfgs) and all(not c["correct"] and c.get("mismatch") for c in cfgs)
 else:       # the seed against its own baseline: 1.00x within the measured spread
     ok = r.get("correct") is True and all(
         c.get("speedup") and abs(c["speedup"] - 1.0) <= max(0.03, (c.get("baseline_spread") or 0)
@@ -117,17 +150,22 @@ else:       # the seed against its own baseline: 1.00x within the measured sprea
 print(f"{'PASS' if ok else 'FAIL'} {name} {tag} (want {want}): error={r.get('error')} {detail} gpu={r.get('env', {}).get('gpu')}")
 PY
 }
+# the verdicts first (seed correct, both checks incorrect), for every workload; the seeds' benchmarks,
+# the longest runs, after them: a run cut off at the call's limit loses the fewest claims
 for n in $MADE; do
-    stamp "$n: seed verify, seed benchmark, do_nothing, skip_comm"
-    run "$n" candidate.cu verify seed.verify; judge "$n" seed.verify correct
-    run "$n" candidate.cu benchmark seed.bench; judge "$n" seed.bench speedup
+    stamp "$n: seed verify, do_nothing, skip_comm"
+    run "$n" candidate.cu verify seed.verify && judge "$n" seed.verify correct
     # one config is enough to catch a check (the program's own sizes)
-    run "$n" checks/do_nothing.cu verify do_nothing --configs program; judge "$n" do_nothing incorrect
-    run "$n" checks/skip_comm.cu verify skip_comm --configs program; judge "$n" skip_comm incorrect
+    run "$n" checks/do_nothing.cu verify do_nothing --configs program && judge "$n" do_nothing incorrect
+    run "$n" checks/skip_comm.cu verify skip_comm --configs program && judge "$n" skip_comm incorrect
+done
+for n in $MADE; do
+    stamp "$n: seed benchmark"
+    run "$n" candidate.cu benchmark seed.bench && judge "$n" seed.bench speedup
 done
 echo "{}]" >> "$OUT/results.json"
 stamp "done"
 echo "---- summary"
 cat "$SUMMARY"
-grep -q '^FAIL' "$SUMMARY" && exit 1
+grep -qE '^(FAIL|SKIP)' "$SUMMARY" && exit 1
 exit 0

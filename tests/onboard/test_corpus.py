@@ -193,11 +193,27 @@ def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
     assert rc == 2 and err.startswith("cuco: --assume: calculate_norm: write NAME=VALUE")
 
 
-@pytest.mark.parametrize("name, words", [
-    ("nvidia_jacobi_nccl_graphs", "replays captured CUDA graphs (captured at nvidia_jacobi_nccl_graphs/jacobi.cpp:334)"),
-])
-def test_init_refuses_what_it_cannot_write_yet_naming_why(name, words, capsys, monkeypatch, tmp_path):
-    files, flags, _ = PROGRAMS[name]
-    monkeypatch.chdir(CORPUS)
-    rc, out, err = _run(capsys, "init", *files, *INIT_FLAGS.get(name, flags), "-o", tmp_path / "w")
-    assert rc == 2 and words in err and err.count("\n") == 1 and not (tmp_path / "w").exists()
+def test_the_graph_variant_replays_its_capture(capsys, monkeypatch, tmp_path):
+    """NVIDIA's Jacobi with each iteration captured as CUDA graphs (READING.md): the replay loop is the
+    region; setup() captures the four graphs as the program does, on the harness's stream, with the events
+    that fork and join its push stream; the skip_comm check replays the same capture without the halo
+    exchange, so a workload that accepted it would be caught on GPUs."""
+    name = "nvidia_jacobi_nccl_graphs"
+    out = tmp_path / name
+    text = _inits(capsys, monkeypatch, name, out, INIT_FLAGS[name])
+    assert "TODO" not in text
+    seed, skip = (out / "candidate.cu").read_text(), (out / "checks" / "skip_comm.cu").read_text()
+    setup = seed.split("int setup() {", 1)[1].split("int run() {", 1)[0]
+    assert "compute_stream = cuco_c->stream;" in setup
+    assert "cudaStreamBeginCapture(compute_stream, cudaStreamCaptureModeGlobal)" in setup
+    assert "cudaEventCreateWithFlags(&push_done, cudaEventDisableTiming)" in setup
+    assert "cudaGraphInstantiateWithFlags(graph_calc_norm_exec+0" in setup
+    assert "(a warm-up replay of the graphs: the harness warms up) CUDA_RT_CALL(cudaGraphLaunch(graph_exec[0]" in setup
+    run = seed.split("int run() {", 1)[1].split("int teardown() {", 1)[0]
+    assert "cudaGraphLaunch(graph_calc_norm_exec[iter%2], compute_stream)" in run
+    assert "iter = 0;   // as before the region" in run        # every call replays the same graph
+    skip_setup = skip.split("without its collectives", 1)[1].split("return 0;", 1)[0]
+    assert skip_setup.count("not in this variant */;") == 6 and "ncclSend(" not in skip_setup
+    skip_run = skip.split("int run() {", 1)[1].split("int teardown() {", 1)[0]
+    assert "cudaGraphLaunch(graph_calc_norm_exec_cuco_compute[iter%2], compute_stream)" in skip_run
+    _validates_as_written(capsys, out, tmp_path / "home")

@@ -10,7 +10,10 @@ name), the harness sources and headers flat into a job directory, runs build.com
 {sources} / {binary} filled in and NCCL_HOME set to the nvidia-nccl-cu13 wheel, writes spec.json from
 workload.yaml (verify: every config; benchmark: the bench configs; only configs whose `ranks` param is
 absent or equal to --ranks), runs launch.command with launch.env plus the NVLink-multicast-off variables,
-under the stage timeout, and prints result.json. Builds are cached per (workload, sources) hash.
+under the stage timeout, and prints result.json. Builds are cached per (workload, sources) hash; a workload
+whose build says cache_frozen is built as the engine builds it: the candidate compiled alone and linked
+after the frozen sources' objects, each compiled once per content under the build dir (the harness's object
+is shared by every workload built there).
 Exit status: 0 when result.json says correct, 1 when it does not, 2 on a build or launch problem.
 """
 from __future__ import annotations
@@ -65,20 +68,73 @@ def build(wdir: Path, spec: dict, source: Path, build_root: Path, timeout: float
     shutil.copy(source, job / cand_name)
     for p in [*sources, *headers]:
         shutil.copy(p, job / p.name)
-    names = [cand_name] + [p.name for p in sources]
-    cmd = spec["build"]["command"].replace("{sources}", " ".join(names)).replace("{binary}", "bench.tmp")
     env = dict(os.environ)
     if spec["build"].get("nccl"):
         env["NCCL_HOME"] = nccl_home()
     t0 = time.time()
-    r = subprocess.run(cmd, shell=True, cwd=job, env=env, capture_output=True, text=True, timeout=timeout)
-    (job / "build.log").write_text(r.stdout + r.stderr)
-    if r.returncode != 0:
-        sys.stderr.write(f"build failed ({r.returncode}) in {job}:\n{r.stdout}{r.stderr}\n")
+    command = spec["build"]["command"]
+    log = ""
+    if spec["build"].get("cache_frozen"):
+        # as the engine builds: the candidate compiled alone, the frozen sources' objects (compiled once per
+        # content, shared by every build that has them: the harness by every workload) linked first
+        try:
+            objects = [frozen_object(p, headers, command, env, build_root, timeout) for p in reversed(sources)]
+            for o in objects:
+                shutil.copy(o, job / o.name)
+            log = _compile(command.replace("{sources}", "-c " + cand_name).replace("{binary}", "candidate.o"),
+                           job, env, timeout)
+            names = [o.name for o in reversed(objects)] + ["candidate.o"]
+        except BuildError as e:
+            (job / "build.log").write_text(str(e))
+            sys.stderr.write(f"build failed in {job}:\n{e}\n")
+            raise SystemExit(2)
+    else:
+        names = [cand_name] + [p.name for p in sources]
+    try:
+        log += _compile(command.replace("{sources}", " ".join(names)).replace("{binary}", "bench.tmp"), job, env,
+                        timeout)
+    except BuildError as e:
+        (job / "build.log").write_text(log + str(e))
+        sys.stderr.write(f"build failed in {job}:\n{e}\n")
         raise SystemExit(2)
+    (job / "build.log").write_text(log)
     os.replace(job / "bench.tmp", binary)
     print(f"built {source} -> {binary} in {time.time() - t0:.0f} s", file=sys.stderr)
     return job
+
+
+class BuildError(Exception):
+    pass
+
+
+def _compile(cmd: str, cwd: Path, env: dict, timeout: float) -> str:
+    r = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise BuildError(f"({r.returncode}) {cmd}\n{r.stdout}{r.stderr}")
+    return r.stdout + r.stderr
+
+
+def frozen_object(src: Path, headers: list[Path], command: str, env: dict, build_root: Path,
+                  timeout: float) -> Path:
+    """SRC compiled alone (`-c`, the workload's own command and flags), cached by the command's and the
+    sources' content; a lock file makes parallel builds that need the same object compile it once."""
+    import fcntl
+    h = hashlib.sha256(command.encode())
+    for p in [src, *headers]:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    cache = build_root / "objects" / h.hexdigest()[:16]
+    obj = cache / (src.name.rsplit(".", 1)[0] + ".frozen.o")
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)       # released when the file closes, also if this process dies
+        if not obj.exists():
+            for p in [src, *headers]:
+                shutil.copy(p, cache / p.name)
+            _compile(command.replace("{sources}", "-c " + src.name).replace("{binary}", obj.name + ".tmp"),
+                     cache, env, timeout)
+            os.replace(cache / (obj.name + ".tmp"), obj)
+    return obj
 
 
 def make_spec(spec: dict, mode: str, ranks: int, names: list[str] | None, seed: int, warmup: int | None,
