@@ -33,6 +33,9 @@ struct PutReq {
   std::atomic<uint32_t> seq;   // its ring index + 1 once the fields are written
   int32_t from, dst, row, col, rows, cols, src_ld, flag, helper;
   int64_t src_off;             // where the source starts, in floats from the start of the data area
+  int64_t t_ns;                // when it was queued, by the ranks' clock (CLOCK_MONOTONIC, the judge's too):
+                               // the judge takes it only between the call's start and the moment it saw
+                               // the put, where any time is one the candidate could have put it at
 };
 
 struct Event {   // a rank's wait, quiet or barrier in the profiled call (CLOCK_MONOTONIC, ns)

@@ -85,9 +85,12 @@ std::string printable(const char* s, size_t cap) {
   return o;
 }
 
-// The link: one copy engine per source rank, modelled by the judge. A put's time on the link starts when
-// the judge's link thread takes it from the queue the ranks' process writes (never a time the ranks'
-// process claims), and transfers of one rank queue behind each other. Its bytes land progressively, as a
+// The link: one copy engine per source rank, modelled by the judge. A put is queued at the time the ranks'
+// process stamped on it, taken only between the call's start and the moment the judge's link thread read
+// it from the queue: any time in there is one at which the candidate could really have made that put (its
+// arguments are its own to choose, and the link reads the source only when the bytes land), so a forged
+// stamp buys nothing an honest put could not, while the link thread need not win a core from busy ranks
+// the instant a put is made. Transfers of one rank queue behind each other. Its bytes land progressively, as a
 // DMA engine's do: in row blocks of about kLandBytes, each at the time the link has carried it, copied by
 // the judge from the source in the shared region into the destination rank's `out`; the put's flag
 // counter rises with its last block. The link thread sleeps between landings; the ranks wait on the
@@ -113,6 +116,7 @@ class Link {
   // Before every call (the ranks' processes are stopped): an empty link, counters at zero.
   void begin_call(bool record) {
     std::lock_guard<std::mutex> g(mu_);
+    call_t0_ = Clock::time_point::max();   // no put is taken before started()
     pending_.clear();
     landed_.clear();
     puts_.clear();
@@ -130,6 +134,11 @@ class Link {
       sh_->busy_until_ns[r].store(0);
     }
     active_ = true;
+  }
+  // The call's start (the judge's clock, taken just before the ranks' process is let run).
+  void started(Clock::time_point t0) {
+    std::lock_guard<std::mutex> g(mu_);
+    call_t0_ = t0;
   }
   // The end of a call (the ranks' process is stopped): every put taken, and what is queued lands
   // (sleeping until the last landing time).
@@ -223,6 +232,8 @@ class Link {
       const int src_ld = q.src_ld, flag = q.flag;
       const bool helper = q.helper != 0;
       const int64_t off = q.src_off;
+      const auto stamped = Clock::time_point(Clock::duration(q.t_ns));
+      const auto queued = std::min(now, std::max(call_t0_, stamped));
       ++tail_;
       sh_->put_tail.store(tail_, std::memory_order_release);
       const int64_t last = rows ? off + (int64_t)(rows - 1) * src_ld + cols : off;
@@ -238,7 +249,7 @@ class Link {
       const size_t row_bytes = (size_t)cols * sizeof(float);
       const int block = row_bytes ? (int)std::max<size_t>(1, kLandBytes / row_bytes) : 1;
       const auto free_before = free_at_[from];
-      auto at = std::max(now, free_before);
+      auto at = std::max(queued, free_before);
       int r0 = 0;
       do {   // at least once: an empty put still raises its flag
         const int n = std::min(block, rows - r0);
@@ -251,7 +262,7 @@ class Link {
       free_at_[from] = at;
       sh_->busy_until_ns[from].store(ns_of(at));
       if (record_ && puts_.size() < 20000)
-        puts_.push_back(PutRecord{from, dst, now, std::max(now, free_before), at, (long)rows * cols * (long)sizeof(float), helper});
+        puts_.push_back(PutRecord{from, dst, queued, std::max(queued, free_before), at, (long)rows * cols * (long)sizeof(float), helper});
     }
   }
   void deliver_due(Clock::time_point now) {
@@ -289,6 +300,7 @@ class Link {
   std::vector<unsigned char> delivered_;   // undelivered_peer_tiles' map of one rank's out
   std::string bad_;
   uint32_t tail_ = 0;
+  Clock::time_point call_t0_;
   bool active_ = false, record_ = false, quit_ = false;
   std::mutex mu_;
   std::thread thread_;   // last: it starts once everything above is built
@@ -656,6 +668,7 @@ struct Runner {
     sh->n_events.store(0);
     sh->cmd_seq.fetch_add(1);
     const auto t0 = Clock::now();
+    link.started(t0);
     proc.cont();
     futex_wake(&sh->cmd_seq);
     for (;;) {   // until every rank has returned (a count the candidate could forge: see the stop below)
