@@ -2,9 +2,8 @@
 // process of its own, the frozen baseline's) cuco_run on the buffers the judge shares with it, and the
 // ABI's link calls, which queue puts for the judge's link and wait for what it delivers.
 //
-// It is started by the judge from a fresh image of the executable (`harness --ranks candidate|baseline
-// FD`): it holds no clock of the judge's, no link model, no reference, no nonce and no result path. The
-// judge stops it (SIGSTOP) whenever it is not being timed, so it runs only inside a timed call (or
+// It is started by the judge from a fresh image of the executable (`harness --ranks cand|base FD`): it
+// holds no clock of the judge's, no link model, no reference, no nonce and no result path. The judge stops it (SIGSTOP) whenever it is not being timed, so it runs only inside a timed call (or
 // cuco_setup/cuco_teardown, untimed, before fresh inputs exist).
 #include <atomic>
 #include <cerrno>
@@ -184,10 +183,10 @@ int run_command(Region* sh, int cmd, bool candidate, const cuco_problem* q) {
 
 }  // namespace
 
-// Entry point of a ranks' process: argv = harness --ranks candidate|baseline FD.
+// Entry point of a ranks' process: argv = harness --ranks cand|base FD.
 int cuco_ranks_main(const char* role, int fd) {
   cuco_clock::init();
-  const bool candidate = !strcmp(role, "candidate");
+  const bool candidate = !strcmp(role, "cand");
   prctl(PR_SET_PDEATHSIG, SIGKILL);                // never outlive the judge
   if (!candidate) prctl(PR_SET_DUMPABLE, 0);       // the baseline's memory is not the candidate's to open
   struct stat st;
