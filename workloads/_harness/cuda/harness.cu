@@ -1005,6 +1005,10 @@ static int run_parent(const std::string& self, const std::string& spec_path, con
   if (!dir) dir = mkdtemp(tmpl);
   if (!dir) { JobResult jr; jr.mode = sp.mode; jr.nonce = nonce; jr.error = std::string("mkdtemp: ") + strerror(errno); write_atomic(result_path, result_json(jr)); return 2; }
   std::string d = dir;
+  // Not dumpable: a rank (candidate code runs there, as the same user, with no system-call filter) can
+  // neither attach to this process, which holds the nonce and writes the verdict, nor open its
+  // /proc/PID/mem, environ or descriptors.
+  prctl(PR_SET_DUMPABLE, 0);
   std::vector<pid_t> pids(sp.ranks, -1);
   std::vector<std::string> outs(sp.ranks);
   fflush(stdout); fflush(stderr);
@@ -1014,6 +1018,8 @@ static int run_parent(const std::string& self, const std::string& spec_path, con
     if (p == 0) {
       std::string rs = std::to_string(r);
       const char* argv[] = {self.c_str(), "--child-rank", rs.c_str(), "--spec", spec_path.c_str(), "--iddir", d.c_str(), "--rankout", outs[r].c_str(), nullptr};
+      int devnull = open("/dev/null", O_RDONLY);   // the nonce came on stdin: not for the ranks
+      if (devnull >= 0) dup2(devnull, 0);
       execv("/proc/self/exe", (char* const*)argv);
       execv(self.c_str(), (char* const*)argv);
       _exit(127);
