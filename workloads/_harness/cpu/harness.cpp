@@ -336,6 +336,7 @@ class RankProcess {
     }
     stop();
     base_threads_ = threads();
+    started_ = true;
   }
   pid_t pid() const { return pid_; }
   void cont() { kill(pid_, SIGCONT); }
@@ -403,7 +404,10 @@ class RankProcess {
       _exit(128 + WTERMSIG(st));
     }
     std::string why = printable(sh_->error, sizeof sh_->error);
-    if (WEXITSTATUS(st) != 3 || why.empty())
+    if (!started_ && why.empty())
+      why = std::string("the ") + role_ + " ranks' process did not start (exit status " +
+            std::to_string(WEXITSTATUS(st)) + "; is /proc mounted?)";
+    else if (WEXITSTATUS(st) != 3 || why.empty())
       why = "the process exited before the harness finished (exit() called by the candidate?)";
     die_with_result(g_mode, why);
   }
@@ -411,6 +415,7 @@ class RankProcess {
   Region* sh_;
   pid_t pid_ = -1;
   int base_threads_ = 0;
+  bool started_ = false;
 };
 
 RankProcess* g_procs[2] = {nullptr, nullptr};   // for die_with_result: no ranks' process outlives the verdict

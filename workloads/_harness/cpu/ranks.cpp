@@ -162,7 +162,7 @@ cuco_problem problem(Region* sh, Port* port, int r) {
   return q;
 }
 
-int run_command(Region* sh, int cmd, bool candidate, const cuco_problem* q) {
+int run_command(int cmd, bool candidate, const cuco_problem* q) {
   if (candidate) {
     switch (cmd) {
       case kSetup: return q->rank == 0 ? cuco_setup(q) : 0;
@@ -178,7 +178,6 @@ int run_command(Region* sh, int cmd, bool candidate, const cuco_problem* q) {
     case kSetup: case kTeardown: return 0;
     default: return -100;
   }
-  (void)sh;
 }
 
 }  // namespace
@@ -216,7 +215,7 @@ int cuco_ranks_main(const char* role, int fd) {
         cuco_problem q = problem(sh, cmd == kProfiled ? &recording[r] : &ports[r], r);
         t_rank = r;
         sh->start_ns[r] = now_ns();
-        sh->rc[r] = run_command(sh, cmd, candidate, &q);
+        sh->rc[r] = run_command(cmd, candidate, &q);
         sh->return_ns[r] = now_ns();
         t_rank = -1;
         if (sh->done.fetch_add(1) + 1 == (uint32_t)R) futex_wake(&sh->done);
