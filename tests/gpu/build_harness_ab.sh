@@ -10,7 +10,8 @@
 #       workloads/kv_transfer/candidate.cu workloads/kv_transfer/variants/*.cu
 #   python3 tests/gpu/integrity_ab.py /tmp/ab/bin $OUT/ab --workload kv_transfer --ranks 2 \
 #       --configs l32_t2k_d1k,small_l16_t1k --sources seed,lsa_fused,copy_engine,ce_counters --adversarial ''
-# A source named candidate.cu is called `seed`; the others keep their file's name.
+# A source named candidate.cu is called `seed`; the others keep their file's name. PROBLEM_BEFORE=FILE.cu
+# links the "before" binaries against that problem.cu instead of the workload's own (a change to both).
 set -u -o pipefail
 [ $# -ge 4 ] || { echo "usage: $0 WORKLOAD HARNESS_BEFORE.cu OUT_DIR SOURCE.cu..." >&2; exit 2; }
 W=workloads/$1 BEFORE=$(realpath "$2") OUT=$3
@@ -26,6 +27,10 @@ obj() { nvcc $FLAGS -c "$1" -o "$2" || { echo "FAILED $1" >&2; return 1; }; }
 obj "$H/cuda/harness.cu" "$OUT/obj/harness_after.o" &
 (cd "$OUT/before" && obj harness.cu ../obj/harness_before.o) &
 obj "$W/problem.cu" "$OUT/obj/problem.o" &
+if [ -n "${PROBLEM_BEFORE:-}" ]; then
+    cp "$PROBLEM_BEFORE" "$OUT/before/problem.cu"
+    (cd "$OUT/before" && nvcc $FLAGS -c problem.cu -o ../obj/problem_before.o || echo "FAILED problem before" >&2) &
+fi
 obj "$W/baseline.cu" "$OUT/obj/baseline.o" &
 names=()
 for s in "$@"; do
@@ -36,7 +41,9 @@ done
 wait
 for n in "${names[@]}"; do
     for v in before after; do
-        nvcc $FLAGS "$OUT/obj/harness_$v.o" "$OUT/obj/problem.o" "$OUT/obj/baseline.o" "$OUT/obj/cand_$n.o" \
+        prob="$OUT/obj/problem.o"
+        [ "$v" = before ] && [ -n "${PROBLEM_BEFORE:-}" ] && prob="$OUT/obj/problem_before.o"
+        nvcc $FLAGS "$OUT/obj/harness_$v.o" "$prob" "$OUT/obj/baseline.o" "$OUT/obj/cand_$n.o" \
             -o "$OUT/bin/$n.$v" $LINK || echo "LINK FAILED $n $v" >&2
     done
 done

@@ -12,8 +12,9 @@
 //             every signal call (the harness arms no signal but SIGSYS, before the filter), timers
 //             (timer_create, setitimer, alarm), setting clocks, affinity and scheduling, rlimits,
 //             sockets, mount, namespaces, seccomp itself, io_uring, process_vm_*, personality
-// A refused call raises SIGSYS, whose handler (the harness's) writes the verdict "refused system call
-// NAME" with the job's nonce and ends the process: no candidate code runs after it.
+// It is installed in the processes that run the ranks (never in the judge, which runs no candidate code).
+// A refused call raises SIGSYS, whose handler (the harness's) leaves the reason, naming the call, where the
+// judge reads it, and ends the process: no candidate code runs after it.
 #pragma once
 #if defined(__linux__) && defined(__x86_64__)
 #include <cerrno>
@@ -53,12 +54,12 @@ inline const char* name_of(long nr) {
   }
 }
 
-// What the SIGSYS handler writes: set up before the filter, so the handler only formats and writes.
+// Where the SIGSYS handler says why: a buffer in the memory the judge shares with the ranks' process
+// (cuco_shared.h). The handler writes the reason there and ends the process; the judge, which sees it end,
+// writes the verdict (the ranks' process has no nonce and no result path).
 struct Verdict {
-  char result_path[4096] = "";
-  char tmp_path[4200] = "";
-  char head[512] = "";   // {"harness": ..., "mode": ..., "correct": false, "error": "
-  char tail[512] = "";   // ", "configs": [], "nonce": "...", "timed_ms": 0}
+  char* out = nullptr;
+  size_t cap = 0;
 };
 inline Verdict g_verdict;
 
@@ -68,9 +69,8 @@ inline size_t put(char* out, size_t at, size_t cap, const char* s) {
 }
 
 inline void on_sigsys(int, siginfo_t* si, void*) {
-  char buf[2048];
-  size_t n = put(buf, 0, sizeof buf, g_verdict.head);
-  n = put(buf, n, sizeof buf, "the candidate made a system call the harness's filter refuses: ");
+  char buf[1024];
+  size_t n = put(buf, 0, sizeof buf, "the candidate made a system call the harness's filter refuses: ");
   const char* name = name_of(si->si_syscall);
   if (name) {
     n = put(buf, n, sizeof buf, name);
@@ -85,12 +85,11 @@ inline void on_sigsys(int, siginfo_t* si, void*) {
   }
   n = put(buf, n, sizeof buf, " (only memory, threads, waiting and reading clocks are allowed: no processes, "
                               "signals, timers, scheduling or new executable memory)");
-  n = put(buf, n, sizeof buf, g_verdict.tail);
-  int fd = (int)syscall(SYS_openat, AT_FDCWD, g_verdict.tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd >= 0) {
-    syscall(SYS_write, fd, buf, n);
-    syscall(SYS_close, fd);
-    syscall(SYS_rename, g_verdict.tmp_path, g_verdict.result_path);
+  buf[n] = 0;
+  if (g_verdict.out && g_verdict.cap) {
+    size_t i = 0;
+    for (; i + 1 < g_verdict.cap && buf[i]; ++i) g_verdict.out[i] = buf[i];
+    g_verdict.out[i] = 0;
   }
   syscall(SYS_exit_group, 3);
 }
@@ -124,24 +123,18 @@ class Builder {
   };
 };
 
-// Install the filter on every thread of the process (TSYNC). `head`/`tail` frame the verdict JSON the
-// SIGSYS handler writes to `result_path`. Returns "" or why it could not (the harness then fails the job:
-// a harness that cannot confine its candidate does not measure it).
-inline std::string install(const std::string& result_path, const std::string& head, const std::string& tail) {
-  if (result_path.size() >= sizeof g_verdict.result_path || head.size() >= sizeof g_verdict.head ||
-      tail.size() >= sizeof g_verdict.tail)
-    return "result path or verdict too long";
-  strcpy(g_verdict.result_path, result_path.c_str());
-  strcpy(g_verdict.tmp_path, (result_path + ".sigsys").c_str());
-  strcpy(g_verdict.head, head.c_str());
-  strcpy(g_verdict.tail, tail.c_str());
+// Install the filter on every thread of the process (TSYNC). A refused call's reason goes to `why_out`
+// (cap bytes). Returns "" or why it could not (the harness then fails the job: a harness that cannot
+// confine its candidate does not measure it).
+inline std::string install(char* why_out, size_t cap) {
+  g_verdict.out = why_out;
+  g_verdict.cap = cap;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_sigsys;
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGSYS, &sa, nullptr) != 0) return std::string("sigaction(SIGSYS): ") + strerror(errno);
-
   Builder b;   // the accumulator holds the call's number from here on
   // The calls a rank makes while it runs (waiting, yielding, the clock's fallback) first: the filter runs on
   // every system call, and a wait-heavy candidate must not pay more for it than the baseline does.

@@ -1,47 +1,59 @@
-// cuco's frozen CPU harness for the GEMM + all-gather analog (ranks are threads of one process).
+// cuco's frozen CPU harness for the GEMM + all-gather analog: the judge.
 //
-// It owns everything a number depends on: the inputs (from the seed it is given), the reference
-// (fp64), verification of every rank's output (the compute against a tolerance, the gather bit-exact
-// against the tile its owner computed), the timing (ranks aligned, caches flushed, warm-ups, the
-// median of the max over ranks, baseline and candidate interleaved A B A B) and the verdict, written
-// as JSON to --result. Nothing the candidate prints is read by anyone.
+// It owns everything a number depends on: the inputs (from the seed it is given), the reference (fp64),
+// verification of every rank's output after every call (the compute against a tolerance, the gather
+// bit-exact against the tile its owner computed), the link model, the timing (caches flushed, warm-ups,
+// the median of the max over ranks, baseline and candidate interleaved A B A B), the nonce and the
+// verdict, written as JSON to --result. Nothing the candidate prints is read by anyone.
 //
-//   harness --spec spec.json --result result.json
+// The ranks run in two processes of their own (ranks.cpp), started from a fresh image of this executable:
+// one runs the candidate, one the frozen baseline. They share with the judge one region of memory
+// (cuco_shared.h: the inputs, the outputs, scratch, the link's queue and counters) and nothing else. The
+// judge keeps each of them stopped (SIGSTOP) except while it is timing one of its calls: a call's time is
+// the judge's own clock from letting the process run to having stopped it again, so the candidate has no
+// untimed moment with a call's inputs, and none at all while the baseline runs.
+//
+//   harness --spec spec.json --result result.json [--nonce-stdin]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <dirent.h>
-#include <limits>
-#include <memory>
+#include <fcntl.h>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
 
 #include "cuco_abi.h"
 #include "cuco_clock.h"
-#include "cuco_seccomp.h"
+#include "cuco_shared.h"
 #include "json_min.h"
 
-using Clock = cuco_clock::Clock;   // the candidate cannot reach it (cuco_clock.h)
+using Clock = cuco_clock::Clock;   // the judge's; no candidate code runs in this process
 using jsonmin::num;
 using jsonmin::quote;
+using namespace cuco_shared;
+
+int cuco_ranks_main(const char* role, int fd);   // ranks.cpp
 
 namespace {
 
-const double kBarrierLimitS = 20.0;  // a rank that never arrives is a bug, not a slow program
-std::string g_result_path;
+std::string g_result_path, g_mode = "verify", g_nonce;
 
 void write_text(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
@@ -51,168 +63,120 @@ void write_text(const std::string& path, const std::string& text) {
   std::rename(tmp.c_str(), path.c_str());
 }
 
+std::string failed_result(const std::string& mode, const std::string& error) {
+  return "{\"harness\": \"cuco-cpu/1\", \"mode\": " + quote(mode) + ", \"correct\": false, \"error\": " +
+         quote(error) + ", \"configs\": [], \"nonce\": " + quote(g_nonce) + "}\n";
+}
+
+void kill_rank_processes();
+
 [[noreturn]] void die_with_result(const std::string& mode, const std::string& error) {
-  write_text(g_result_path, "{\"harness\": \"cuco-cpu/1\", \"mode\": " + quote(mode) +
-                                ", \"correct\": false, \"error\": " + quote(error) + ", \"configs\": []}\n");
+  kill_rank_processes();
+  write_text(g_result_path, failed_result(mode, error));
   fflush(stdout);
   _exit(3);
 }
 
-std::string g_mode = "verify";
-bool g_finished = false;
+int64_t ns_of(Clock::time_point t) { return t.time_since_epoch().count(); }
 
-// A candidate that calls exit() from inside a call must not leave a result behind that looks like ours.
-void guard_early_exit() {
-  if (!g_finished && !g_result_path.empty())
-    write_text(g_result_path, "{\"harness\": \"cuco-cpu/1\", \"mode\": " + quote(g_mode) +
-                                  ", \"correct\": false, \"error\": \"the process exited before the harness finished "
-                                  "(exit() called by the candidate?)\", \"configs\": []}\n");
+// A message a ranks' process left for the judge: candidate-writable memory, so cut and made printable.
+std::string printable(const char* s, size_t cap) {
+  std::string o;
+  for (size_t i = 0; i < cap && s[i]; ++i) o += (s[i] >= 32 && s[i] < 127) ? s[i] : '?';
+  return o;
 }
 
-// A sense-reversing spin barrier that yields, with a time limit.
-struct SpinBarrier {
-  int n;
-  std::atomic<int> count{0};
-  std::atomic<int> sense{0};
-  explicit SpinBarrier(int n_) : n(n_) {}
-  void wait() {
-    int my = sense.load(std::memory_order_relaxed);
-    if (count.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
-      count.store(0, std::memory_order_relaxed);
-      sense.store(my ^ 1, std::memory_order_release);
-      return;
-    }
-    auto start = Clock::now();
-    unsigned spins = 0;
-    while (sense.load(std::memory_order_acquire) == my) {
-      if (++spins > 64) {
-        std::this_thread::yield();
-        if ((spins & 1023) == 0 &&
-            std::chrono::duration<double>(Clock::now() - start).count() > kBarrierLimitS)
-          die_with_result(g_mode, "barrier wait exceeded 20 s: a rank never arrived (deadlock in the candidate)");
-      }
-    }
-  }
-};
-
-void barrier_trampoline(void* ctx) { static_cast<SpinBarrier*>(ctx)->wait(); }
-
-int count_threads() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) if (e->d_name[0] != '.') ++n;
-    closedir(d);
-  }
-  return n;
-}
-
-// The link: one copy engine per source rank, modelled rather than threaded. A put gets the time at
-// which the link, at its bandwidth, would have finished it (transfers of one rank queue behind each
-// other). Its bytes land progressively, as a DMA engine's do: in row blocks of about kLandBytes, each at
-// the time the link has carried it; the put's flag counter rises with its last block. Landing is done by
-// whoever needs it (a rank waiting on a counter, `quiet`, or the harness at the end of the call), so the
-// transfer costs the ranks no CPU until they choose to wait, and no thread competes with them for the
-// cores. (Landing a whole put at once made a large put pay its memcpy after the link time: the baseline's
-// one-put communication measured ~25 % over the link's time, and a chunked candidate beat that "bound".)
+// The link: one copy engine per source rank, modelled by the judge. A put is queued at the time the ranks'
+// process stamped on it, taken only between the call's start and the moment the judge's link thread read
+// it from the queue: any time in there is one at which the candidate could really have made that put (its
+// arguments are its own to choose, and the link reads the source only when the bytes land), so a forged
+// stamp buys nothing an honest put could not, while the link thread need not win a core from busy ranks
+// the instant a put is made. Transfers of one rank queue behind each other. Its bytes land progressively, as a
+// DMA engine's do: in row blocks of about kLandBytes, each at the time the link has carried it, copied by
+// the judge from the source in the shared region into the destination rank's `out`; the put's flag
+// counter rises with its last block. The link thread sleeps between landings; the ranks wait on the
+// counters (futexes in the shared region).
 constexpr size_t kLandBytes = 64 * 1024;
 class Link {
  public:
-  Link(int ranks, std::vector<float*> outs, int ld, double gbps)
-      : ranks_(ranks), outs_(std::move(outs)), ld_(ld), bytes_per_s_(gbps * 1e9), free_at_(ranks), counters_(ranks) {
-    for (auto& c : counters_) c = std::vector<std::atomic<int>>(CUCO_FLAGS);
-  }
-  int put(int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld, int flag) {
-    if (rank < 0 || rank >= ranks_ || dst < 0 || dst >= ranks_ || flag < 0 || flag >= CUCO_FLAGS || rows < 0 ||
-        cols < 0 || row < 0 || col < 0 || col + cols > ld_ || src_ld < cols)
-      return -1;
-    auto now = Clock::now();
-    const size_t row_bytes = (size_t)cols * sizeof(float);
-    const int block = row_bytes ? (int)std::max<size_t>(1, kLandBytes / row_bytes) : 1;
+  Link(Region* sh) : sh_(sh), thread_([this] { loop(); }) {}
+  ~Link() {
     {
       std::lock_guard<std::mutex> g(mu_);
-      auto at = std::max(now, free_at_[rank]);
-      int r0 = 0;
-      do {   // at least once: an empty put still raises its flag
-        const int n = std::min(block, rows - r0);
-        at += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>((double)n * row_bytes / bytes_per_s_));
-        const bool last = r0 + block >= rows;
-        pending_.push_back(Item{dst, row + r0, col, n, cols, last ? flag : -1, src + (size_t)r0 * src_ld, src_ld, at, rank});
-        r0 += block;
-      } while (r0 < rows);
-      free_at_[rank] = at;
+      quit_ = true;
     }
-    cv_.notify_all();
-    return 0;
+    sh_->put_bell.fetch_add(1);
+    futex_wake(&sh_->put_bell);
+    thread_.join();
   }
-  int wait(int rank, int flag, int count, int timeout_ms) {
-    if (flag < 0 || flag >= CUCO_FLAGS) return -1;
-    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (;;) {
-      deliver_due();
-      if (counters_[rank][flag].load() >= count) return 0;
-      auto now = Clock::now();
-      if (now >= deadline) return -1;
-      std::unique_lock<std::mutex> lk(mu_);
-      // Counters rise under this lock: checked here, a delivery by another rank cannot slip in
-      // between the check and the sleep (a lost wake-up).
-      if (counters_[rank][flag].load() >= count) return 0;
-      auto next = deadline;
-      for (auto& it : pending_) next = std::min(next, it.land_at);
-      cv_.wait_until(lk, next);   // a landing is due then, or a new put arrives
-    }
-  }
-  // When this rank's link is done with everything queued so far (what a new put waits behind).
-  Clock::time_point busy_until(int rank) {
+  // A config's geometry and link speed, and where the ranks' outputs are (the ranks' processes are stopped).
+  void configure(int R, int M, int N, double gbps, std::vector<float*> outs) {
     std::lock_guard<std::mutex> g(mu_);
-    return rank >= 0 && rank < ranks_ ? free_at_[rank] : Clock::time_point();
+    R_ = R; M_ = M; N_ = N; ld_ = R * N; bytes_per_s_ = gbps * 1e9; outs_ = std::move(outs);
   }
-  int peek(int rank, int flag) {
-    deliver_due();
-    return flag >= 0 && flag < CUCO_FLAGS ? counters_[rank][flag].load() : -1;
-  }
-  void quiet(int rank) {
-    Clock::time_point until;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      until = free_at_[rank];
+  // Before every call (the ranks' processes are stopped): an empty link, counters at zero.
+  void begin_call(bool record) {
+    std::lock_guard<std::mutex> g(mu_);
+    call_t0_ = Clock::time_point::max();   // no put is taken before started()
+    pending_.clear();
+    landed_.clear();
+    puts_.clear();
+    bad_.clear();
+    record_ = record;
+    free_at_.assign(R_, Clock::time_point());
+    tail_ = 0;
+    sh_->put_head.store(0);
+    sh_->put_tail.store(0);
+    for (uint32_t i = 0; i < kRing; ++i) sh_->ring[i].seq.store(0, std::memory_order_relaxed);
+    for (int r = 0; r < R_; ++r) {
+      for (auto& c : sh_->counters[r]) c.store(0, std::memory_order_relaxed);
+      sh_->posted[r].store(0);
+      sh_->landed[r].store(0);
+      sh_->busy_until_ns[r].store(0);
     }
-    std::this_thread::sleep_until(until);
-    deliver_due();
+    active_ = true;
   }
-  // The end of a call: everything queued lands (sleeping until the last landing time).
+  // The call's start (the judge's clock, taken just before the ranks' process is let run).
+  void started(Clock::time_point t0) {
+    std::lock_guard<std::mutex> g(mu_);
+    call_t0_ = t0;
+  }
+  // The end of a call (the ranks' process is stopped): every put taken, and what is queued lands
+  // (sleeping until the last landing time).
   void drain() {
     Clock::time_point last = Clock::now();
     {
       std::lock_guard<std::mutex> g(mu_);
+      intake(Clock::now());
       for (auto& it : pending_) last = std::max(last, it.land_at);
     }
     std::this_thread::sleep_until(last);
-    deliver_due();
-  }
-  // Forget what landed so far: the start of a candidate call (delivered_peer_tiles checks that call).
-  void begin_call() {
     std::lock_guard<std::mutex> g(mu_);
-    landed_.clear();
+    deliver_due(Clock::time_point::max());
+    active_ = false;
   }
-  // Ranks are threads of one process, so nothing but this check stops a rank from reading a peer's tile
-  // out of the peer's memory (a pointer left in a static) instead of paying the link for it. Every element
-  // of every rank's peer tiles that holds a value must have landed through the link during the call.
-  // Empty when it did, else the first element that did not, for the call's error.
-  std::string undelivered_peer_tiles(int M, int N) {
+  // A put the link could not carry (out of bounds, or naming a rank that does not exist), or "".
+  std::string bad_put() {
     std::lock_guard<std::mutex> g(mu_);
-    // Kept between calls: a fresh 0.5-1 MB vector per call was mapped and unmapped each time, and that
-    // alone slowed candidates that start threads in their timed calls (comm_thread 1.0x -> 0.8x).
-    std::vector<unsigned char>& got = delivered_;
-    got.resize((size_t)M * ld_);
-    for (int d = 0; d < ranks_; ++d) {
+    return bad_;
+  }
+  // Every element of every rank's peer tiles that holds a value must have landed through the link during
+  // the call: ranks are threads of one process, so a rank can read a peer's tile straight out of the
+  // peer's memory (a pointer left in a static) instead of paying the link for it. Empty when it did,
+  // else the first element that did not, for the call's error.
+  std::string undelivered_peer_tiles() {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<unsigned char>& got = delivered_;   // kept between calls: no map and unmap per call
+    got.resize((size_t)M_ * ld_);
+    for (int d = 0; d < R_; ++d) {
       std::fill(got.begin(), got.end(), 0);
       for (const auto& l : landed_)
         if (l.dst == d)
-          for (int i = l.row; i < l.row + l.rows && i < M; ++i) memset(&got[(size_t)i * ld_ + l.col], 1, l.cols);
-      for (int q = 0; q < ranks_; ++q) {
+          for (int i = l.row; i < l.row + l.rows && i < M_; ++i) memset(&got[(size_t)i * ld_ + l.col], 1, l.cols);
+      for (int q = 0; q < R_; ++q) {
         if (q == d) continue;
-        for (int i = 0; i < M; ++i)
-          for (int j = q * N; j < (q + 1) * N; ++j)
+        for (int i = 0; i < M_; ++i)
+          for (int j = q * N_; j < (q + 1) * N_; ++j)
             // Still poisoned: nothing wrote it, which verification reports as a wrong value.
             if (!got[(size_t)i * ld_ + j] && !std::isnan(outs_[d][(size_t)i * ld_ + j]))
               return "rank " + std::to_string(d) + "'s copy of rank " + std::to_string(q) + "'s tile (row " +
@@ -222,280 +186,242 @@ class Link {
     }
     return "";
   }
-  void reset() {
-    drain();
-    for (auto& c : counters_) for (auto& x : c) x.store(0);
-    std::fill(free_at_.begin(), free_at_.end(), Clock::time_point());
+  struct PutRecord { int from, dst; Clock::time_point queued, carried, landed; long bytes; bool helper; };
+  std::vector<PutRecord> put_records() {
+    std::lock_guard<std::mutex> g(mu_);
+    return puts_;
   }
 
  private:
   struct Item {
-    int dst, row, col, rows, cols, flag;   // flag -1: not the put's last block
-    const float* src;   // read when it lands, like a DMA engine
+    int dst, row, col, rows, cols, flag, from;   // flag -1: not the put's last block
+    int64_t src_off;   // read when it lands, like a DMA engine
     int src_ld;
+    bool last;
     Clock::time_point land_at;
-    int from;
   };
-  void deliver_due() {
-    std::vector<Item> due;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      auto now = Clock::now();
-      auto keep = std::partition(pending_.begin(), pending_.end(), [&](const Item& it) { return it.land_at > now; });
-      due.assign(std::make_move_iterator(keep), std::make_move_iterator(pending_.end()));
-      pending_.erase(keep, pending_.end());
+  struct Landed { int dst, row, col, rows, cols; };
+
+  void loop() {
+    prctl(PR_SET_TIMERSLACK, 1UL);   // landings on time, not 50 us late
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!quit_) {
+      const uint32_t bell = sh_->put_bell.load();
+      Clock::time_point next = Clock::time_point::max();
+      if (active_) {
+        auto now = Clock::now();
+        intake(now);
+        deliver_due(now);
+        for (auto& it : pending_) next = std::min(next, it.land_at);
+      }
+      sh_->link_sleeping.store(1);
+      // A put queued since the intake rang the bell: futex_wait then returns at once.
+      lk.unlock();
+      struct timespec ts = ns_timespec(next == Clock::time_point::max() ? 100000000
+                                                                       : ns_of(next) - ns_of(Clock::now()));
+      if (next == Clock::time_point::max() || ts.tv_sec || ts.tv_nsec) futex_wait(&sh_->put_bell, bell, &ts);
+      sh_->link_sleeping.store(0);
+      lk.lock();
     }
-    if (due.empty()) return;
+  }
+  // Take the puts the ranks have queued (in order; each checked: the queue is the candidate's memory).
+  void intake(Clock::time_point now) {
+    for (;;) {
+      PutReq& q = sh_->ring[tail_ % kRing];
+      if (q.seq.load(std::memory_order_acquire) != tail_ + 1) return;
+      const int from = q.from, dst = q.dst, row = q.row, col = q.col, rows = q.rows, cols = q.cols;
+      const int src_ld = q.src_ld, flag = q.flag;
+      const bool helper = q.helper != 0;
+      const int64_t off = q.src_off;
+      const auto stamped = Clock::time_point(Clock::duration(q.t_ns));
+      const auto queued = std::min(now, std::max(call_t0_, stamped));
+      ++tail_;
+      sh_->put_tail.store(tail_, std::memory_order_release);
+      const int64_t last = rows ? off + (int64_t)(rows - 1) * src_ld + cols : off;
+      if (from < 0 || from >= R_ || dst < 0 || dst >= R_ || flag < 0 || flag >= CUCO_FLAGS || rows < 0 || cols < 0 ||
+          row < 0 || col < 0 || col + cols > ld_ || row + rows > M_ || src_ld < cols || off < 0 ||
+          last > sh_->data_floats) {
+        if (bad_.empty()) bad_ = "the link was handed a put it cannot carry (rank " + std::to_string(from) + " to " +
+                                 std::to_string(dst) + ", " + std::to_string(rows) + " x " + std::to_string(cols) +
+                                 " at row " + std::to_string(row) + ", column " + std::to_string(col) +
+                                 "): the queue was written around the put call";
+        continue;
+      }
+      const size_t row_bytes = (size_t)cols * sizeof(float);
+      const int block = row_bytes ? (int)std::max<size_t>(1, kLandBytes / row_bytes) : 1;
+      const auto free_before = free_at_[from];
+      auto at = std::max(queued, free_before);
+      int r0 = 0;
+      do {   // at least once: an empty put still raises its flag
+        const int n = std::min(block, rows - r0);
+        at += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>((double)n * row_bytes / bytes_per_s_));
+        const bool is_last = r0 + block >= rows;
+        pending_.push_back(Item{dst, row + r0, col, n, cols, is_last ? flag : -1, from, off + (int64_t)r0 * src_ld,
+                                src_ld, is_last, at});
+        r0 += block;
+      } while (r0 < rows);
+      free_at_[from] = at;
+      sh_->busy_until_ns[from].store(ns_of(at));
+      if (record_ && puts_.size() < 20000)
+        puts_.push_back(PutRecord{from, dst, queued, std::max(queued, free_before), at, (long)rows * cols * (long)sizeof(float), helper});
+    }
+  }
+  void deliver_due(Clock::time_point now) {
+    auto keep = std::partition(pending_.begin(), pending_.end(), [&](const Item& it) { return it.land_at > now; });
+    if (keep == pending_.end()) return;
+    std::vector<Item> due(std::make_move_iterator(keep), std::make_move_iterator(pending_.end()));
+    pending_.erase(keep, pending_.end());
     // A rank's transfers land in the order it issued them (its link is a queue).
     std::stable_sort(due.begin(), due.end(), [](const Item& a, const Item& b) { return a.land_at < b.land_at; });
+    const float* base = data(sh_);
     for (auto& it : due) {
       float* dst = outs_[it.dst];
       for (int i = 0; i < it.rows; ++i)
-        memcpy(dst + (size_t)(it.row + i) * ld_ + it.col, it.src + (size_t)i * it.src_ld, sizeof(float) * it.cols);
-    }
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      for (auto& it : due) {
-        landed_.push_back(Landed{it.dst, it.row, it.col, it.rows, it.cols});
-        if (it.flag >= 0) counters_[it.dst][it.flag].fetch_add(1, std::memory_order_release);   // a put's last block
+        memcpy(dst + (size_t)(it.row + i) * ld_ + it.col, base + it.src_off + (int64_t)i * it.src_ld, sizeof(float) * it.cols);
+      landed_.push_back(Landed{it.dst, it.row, it.col, it.rows, it.cols});
+      if (it.flag >= 0) {
+        sh_->counters[it.dst][it.flag].fetch_add(1, std::memory_order_release);
+        futex_wake(&sh_->counters[it.dst][it.flag]);
+      }
+      if (it.last) {
+        sh_->landed[it.from].fetch_add(1, std::memory_order_release);
+        futex_wake(&sh_->landed[it.from]);
       }
     }
-    cv_.notify_all();
   }
-  int ranks_;
+
+  Region* sh_;
+  int R_ = 0, M_ = 0, N_ = 0, ld_ = 0;
+  double bytes_per_s_ = 1e9;
   std::vector<float*> outs_;
-  int ld_;
-  double bytes_per_s_;
   std::vector<Clock::time_point> free_at_;
-  std::vector<std::vector<std::atomic<int>>> counters_;
   std::vector<Item> pending_;
-  struct Landed { int dst, row, col, rows, cols; };
-  std::vector<Landed> landed_;   // since begin_call
+  std::vector<Landed> landed_;             // since begin_call
+  std::vector<PutRecord> puts_;            // the profiled call's
   std::vector<unsigned char> delivered_;   // undelivered_peer_tiles' map of one rank's out
+  std::string bad_;
+  uint32_t tail_ = 0;
+  Clock::time_point call_t0_;
+  bool active_ = false, record_ = false, quit_ = false;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::thread thread_;   // last: it starts once everything above is built
 };
 
-// What a rank's `link` points at: the shared link and whose port this is. A put names its source rank,
-// and it must be the port's: another rank's link would be bandwidth the model does not give this rank.
-struct LinkPort {
-  Link* link;
-  int rank;
-  std::atomic<bool>* foreign;   // set when a put named another rank (the call then fails, untimed)
-};
-int link_put(void* l, int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld,
-             int flag) {
-  auto* port = static_cast<LinkPort*>(l);
-  if (rank != port->rank) {
-    port->foreign->store(true);
-    return -1;
-  }
-  return port->link->put(rank, dst, row, col, rows, cols, src, src_ld, flag);
-}
-int link_wait(void* l, int rank, int flag, int count, int timeout_ms) {
-  return static_cast<LinkPort*>(l)->link->wait(rank, flag, count, timeout_ms);
-}
-int link_peek(void* l, int rank, int flag) { return static_cast<LinkPort*>(l)->link->peek(rank, flag); }
-void link_quiet(void* l, int rank) { static_cast<LinkPort*>(l)->link->quiet(rank); }
-
-// Where the time goes: ONE untimed call per config, after the timed loop, is recorded (never a timed one).
-// The candidate's view of that call holds recording trampolines in place of the link's and the barrier's:
-// each put (queued, carried from, landed), each wait and quiet (entered, satisfied) and each barrier
-// (entered, left), per rank, on one clock. Compute is the rank's time outside them (engine/timeline.py).
-// A rank's helper threads are marked: their waits do not stop the rank's own thread from computing.
-thread_local int t_rank = -1;   // the rank whose pool thread this is (-1: a thread the candidate started)
-constexpr size_t kTimelineEvents = 20000;   // a candidate that puts a million times gets a cut timeline
-class TimelineRecorder {
+// A process that runs the ranks (ranks.cpp), as the judge sees it: started from a fresh image of this
+// executable, stopped except while one of its calls is timed, its threads counted by the kernel.
+class RankProcess {
  public:
-  TimelineRecorder(int ranks, Link* link, SpinBarrier* barrier)
-      : link_(link), barrier_(barrier), views_(ranks), start_(ranks), ret_(ranks) {
-    for (int r = 0; r < ranks; ++r) views_[r] = View{this, r, nullptr};
-  }
-  // A rank's problem with the recording trampolines (its link and barrier context point at this).
-  cuco_problem recording(const cuco_problem& q) {
-    cuco_problem v = q;
-    views_[q.rank].port = q.link;   // puts go through the rank's own port, which checks them
-    v.link = &views_[q.rank]; v.put = put; v.wait = wait; v.quiet = quiet; v.peek = peek;
-    v.barrier = barrier; v.barrier_ctx = &views_[q.rank];
-    return v;
-  }
-  void begin() { t0_ = Clock::now(); }
-  void rank_started(int r) { t_rank = r; start_[r] = Clock::now(); }
-  void rank_returned(int r) { ret_[r] = Clock::now(); t_rank = -1; }
-  std::string json(Clock::time_point end) const {
-    std::string o = "{\"source\": \"cpu-link\", \"unit\": \"us\", \"end\": " + num(us(end)) + ", \"dropped\": " +
-                    std::to_string(dropped_) + ", \"ranks\": [";
-    for (size_t r = 0; r < start_.size(); ++r)
-      o += std::string(r ? ", " : "") + "{\"rank\": " + std::to_string(r) + ", \"start\": " + num(us(start_[r])) +
-           ", \"return\": " + num(us(ret_[r])) + "}";
-    o += "], \"events\": [";
-    for (size_t i = 0; i < events_.size(); ++i) {
-      const Event& e = events_[i];
-      o += std::string(i ? ", " : "") + "{\"k\": \"" + e.kind + "\", \"rank\": " + std::to_string(e.rank) +
-           ", \"t0\": " + num(us(e.t0)) + ", \"t1\": " + num(us(e.t1)) + ", \"helper\": " + (e.helper ? "true" : "false");
-      if (!strcmp(e.kind, "put"))
-        o += ", \"dst\": " + std::to_string(e.peer) + ", \"carried\": " + num(us(e.t2)) + ", \"bytes\": " +
-             std::to_string(e.bytes);
-      o += "}";
+  RankProcess(const char* role, int fd, Region* sh) : role_(role), sh_(sh) {
+    sh_->ready.store(0);
+    pid_ = fork();
+    if (pid_ < 0) die_with_result(g_mode, std::string("cannot start the ranks' process: ") + strerror(errno));
+    if (pid_ == 0) {
+      int devnull = open("/dev/null", O_RDONLY);   // the nonce came on stdin: not for the ranks
+      if (devnull >= 0) dup2(devnull, 0);
+      // The same address layout in both ranks' processes (no randomization, and arguments of the same
+      // length): with layouts of their own, where the process's stacks and mappings fell made the seed
+      // measure 0.75x-1.16x against its own copy (the same code, the same shared buffers).
+      personality(ADDR_NO_RANDOMIZE);
+      std::string fds = std::to_string(fd);
+      execl("/proc/self/exe", "cuco-ranks", "--ranks", role, fds.c_str(), (char*)nullptr);
+      _exit(127);
     }
-    return o + "]}";
-  }
-
- private:
-  struct View { TimelineRecorder* rec; int rank; void* port; };
-  struct Event {
-    const char* kind;   // put | wait | quiet | barrier
-    int rank, peer;
-    Clock::time_point t0, t1, t2;   // put: queued, landed, carried from; others: entered, left
-    long bytes;
-    bool helper;
-  };
-  double us(Clock::time_point t) const { return std::chrono::duration<double, std::micro>(t - t0_).count(); }
-  void add(Event e) {
-    std::lock_guard<std::mutex> g(mu_);
-    if (events_.size() < kTimelineEvents) events_.push_back(e); else ++dropped_;
-  }
-  static View* view(void* v) { return static_cast<View*>(v); }
-  static int put(void* v, int rank, int dst, int row, int col, int rows, int cols, const float* src, int src_ld,
-                 int flag) {
-    TimelineRecorder* rec = view(v)->rec;
-    auto queued = Clock::now();
-    auto free_before = rec->link_->busy_until(rank);
-    int rc = link_put(view(v)->port, rank, dst, row, col, rows, cols, src, src_ld, flag);
-    if (rc == 0)
-      rec->add({"put", rank, dst, queued, rec->link_->busy_until(rank), std::max(queued, free_before),
-                (long)rows * cols * (long)sizeof(float), t_rank != rank});
-    return rc;
-  }
-  static int wait(void* v, int rank, int flag, int count, int timeout_ms) {
-    TimelineRecorder* rec = view(v)->rec;
-    auto t0 = Clock::now();
-    int rc = rec->link_->wait(rank, flag, count, timeout_ms);
-    rec->add({"wait", rank, -1, t0, Clock::now(), t0, 0, t_rank != rank});
-    return rc;
-  }
-  static int peek(void* v, int rank, int flag) { return view(v)->rec->link_->peek(rank, flag); }
-  static void quiet(void* v, int rank) {
-    TimelineRecorder* rec = view(v)->rec;
-    auto t0 = Clock::now();
-    rec->link_->quiet(rank);
-    rec->add({"quiet", rank, -1, t0, Clock::now(), t0, 0, t_rank != rank});
-  }
-  static void barrier(void* v) {
-    View* me = view(v);
-    auto t0 = Clock::now();
-    me->rec->barrier_->wait();
-    me->rec->add({"barrier", me->rank, -1, t0, Clock::now(), t0, 0, t_rank != me->rank});
-  }
-  Link* link_;
-  SpinBarrier* barrier_;
-  std::vector<View> views_;
-  std::vector<Clock::time_point> start_, ret_;
-  Clock::time_point t0_;
-  std::vector<Event> events_;
-  long dropped_ = 0;
-  std::mutex mu_;
-};
-
-// Rank threads live for the whole process; each call is dispatched to all of them at once and
-// started together after an alignment barrier.
-class RankPool {
- public:
-  explicit RankPool(int ranks) : ranks_(ranks), align_(ranks), dur_(ranks), rc_(ranks), start_(ranks) {
-    for (int r = 0; r < ranks; ++r) threads_.emplace_back([this, r] { loop(r); });
-  }
-  ~RankPool() {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      quit_ = true;
-      ++gen_;
+    // Ready: its threads started and its filter installed. Then it is stopped until its first call.
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (sh_->ready.load() == 0) {
+      struct timespec ts = ns_timespec(50000000);
+      futex_wait(&sh_->ready, 0, &ts);
+      ended_or_die();
+      if (Clock::now() > deadline) die_with_result(g_mode, std::string("the ") + role + " ranks' process did not start");
     }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
+    stop();
+    base_threads_ = threads();
+    started_ = true;
   }
-  // Runs fn on every rank; returns the max over ranks of the rank's time in ms; rc != 0 if any failed.
-  // The call ends when every rank has returned AND every thread the call started has exited: work
-  // left on a detached thread is timed, and a thread that never ends fails the call.
-  double run(const std::function<int(int)>& fn, int* rc, int base_threads = 0, bool* leaked = nullptr,
-             Link* link = nullptr) {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      fn_ = fn;
-      remaining_ = ranks_;
-      ++gen_;
-    }
-    cv_.notify_all();
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      done_cv_.wait(lk, [this] { return remaining_ == 0; });
-    }
-    double worst = 0;
-    *rc = 0;
-    for (int r = 0; r < ranks_; ++r) {
-      worst = std::max(worst, dur_[r]);
-      if (rc_[r] != 0) *rc = rc_[r];
-    }
-    auto t0 = *std::min_element(start_.begin(), start_.end());
-    if (link) {   // data still on the link has not arrived: the call is not over until it has
-      link->drain();
-      worst = std::max(worst, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    }
-    // Threads the call started must be gone; if they are not yet, the call lasts until they are
-    // (the check itself is not timed when nothing was left running).
-    if (base_threads > 0 && count_threads() > base_threads) {
-      auto deadline = Clock::now() + std::chrono::seconds(2);
-      while (count_threads() > base_threads) {
-        if (Clock::now() > deadline) {
-          if (leaked) *leaked = true;
-          break;
-        }
-        std::this_thread::yield();
-      }
-      worst = std::max(worst, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    }
-    timed_ms_ += worst;
-    return worst;
-  }
-  // Every call's time added up: the launching process checks that it fits in the job's wall time.
-  double timed_ms() const { return timed_ms_; }
-
- private:
-  void loop(int r) {
-    long seen = 0;
+  pid_t pid() const { return pid_; }
+  void cont() { kill(pid_, SIGCONT); }
+  // SIGSTOP and wait until every thread of it has stopped.
+  void stop() {
+    kill(pid_, SIGSTOP);
     for (;;) {
-      std::function<int(int)> fn;
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return gen_ != seen; });
-        seen = gen_;
-        if (quit_) return;
-        fn = fn_;
-      }
-      align_.wait();
-      auto t0 = Clock::now();
-      start_[r] = t0;
-      rc_[r] = fn(r);
-      dur_[r] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        if (--remaining_ == 0) done_cv_.notify_one();
-      }
+      int st = 0;
+      pid_t got = waitpid(pid_, &st, WUNTRACED);
+      if (got == pid_ && WIFSTOPPED(st)) return;
+      if (got == pid_) ended(st);
+      if (got < 0 && errno != EINTR) die_with_result(g_mode, std::string("lost the ranks' process: ") + strerror(errno));
     }
   }
-  int ranks_;
-  SpinBarrier align_;
-  std::vector<double> dur_;
-  std::vector<int> rc_;
-  std::vector<Clock::time_point> start_;
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable cv_, done_cv_;
-  std::function<int(int)> fn_;
-  long gen_ = 0;
-  int remaining_ = 0;
-  bool quit_ = false;
-  double timed_ms_ = 0;
+  // Returns if it is still running; ends the judge's job with the process's fate if it has ended.
+  void ended_or_die() {
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_ && !WIFSTOPPED(st) && !WIFCONTINUED(st)) ended(st);
+  }
+  int threads() const {   // counted by the kernel, not by anything the candidate can write
+    int n = 0;
+    std::string dir = "/proc/" + std::to_string(pid_) + "/task";
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) if (e->d_name[0] != '.') ++n;
+      closedir(d);
+    }
+    return n;
+  }
+  int base_threads() const { return base_threads_; }
+  // After the last call: let it end on its own (what it printed reaches the log), for at most 2 s.
+  void finish() {
+    if (pid_ <= 0) return;
+    cont();
+    auto deadline = Clock::now() + std::chrono::seconds(2);
+    while (Clock::now() < deadline) {
+      int st = 0;
+      pid_t got = waitpid(pid_, &st, WNOHANG);
+      if (got == pid_ && (WIFEXITED(st) || WIFSIGNALED(st))) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    kill_now();
+  }
+  void kill_now() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  // The process ended on its own. Killed by a signal (a crash): the judge ends the same way, as the
+  // candidate's crash always ended the job. Else the reason it left (a refused system call, a deadlock),
+  // or an exit the candidate called.
+  [[noreturn]] void ended(int st) {
+    pid_ = -1;
+    if (WIFSIGNALED(st)) {
+      kill_rank_processes();
+      fflush(stdout);
+      signal(WTERMSIG(st), SIG_DFL);
+      raise(WTERMSIG(st));
+      _exit(128 + WTERMSIG(st));
+    }
+    std::string why = printable(sh_->error, sizeof sh_->error);
+    if (!started_ && why.empty())
+      why = std::string("the ") + role_ + " ranks' process did not start (exit status " +
+            std::to_string(WEXITSTATUS(st)) + "; is /proc mounted?)";
+    else if (WEXITSTATUS(st) != 3 || why.empty())
+      why = "the process exited before the harness finished (exit() called by the candidate?)";
+    die_with_result(g_mode, why);
+  }
+  const char* role_;
+  Region* sh_;
+  pid_t pid_ = -1;
+  int base_threads_ = 0;
+  bool started_ = false;
 };
+
+RankProcess* g_procs[2] = {nullptr, nullptr};   // for die_with_result: no ranks' process outlives the verdict
+void kill_rank_processes() {
+  for (auto* p : g_procs) if (p) p->kill_now();
+}
 
 struct Mismatch {
   int rank = -1;
@@ -504,45 +430,47 @@ struct Mismatch {
   std::string what;
 };
 
+// One config's buffers: the inputs, outputs and scratch in the shared region (the ranks' view), the
+// pristine copies of the inputs and the reference in the judge's own memory (nobody else's).
 struct Buffers {
   int R, M, N, K;
-  std::vector<float> A, A_copy;
-  std::vector<std::vector<float>> B, B_copy, out, scratch;
+  float* A;
+  std::vector<float*> B, out, scratch;
+  std::vector<float> A_copy;
+  std::vector<std::vector<float>> B_copy;
   std::vector<double> ref;       // fp64 reference, rank-major: ref[r][i*N+j]
   std::vector<double> refscale;  // sum |a||b| per element, for the relative tolerance
-  SpinBarrier barrier;
-  std::unique_ptr<Link> link;
-  std::vector<LinkPort> ports;   // one per rank: the shared link, as that rank's
-  std::atomic<bool> foreign_put{false};
-  std::vector<cuco_problem> p;   // one view per rank: its own buffers, its port of the shared link
 
-  Buffers(int R_, int M_, int N_, int K_, double link_gbps) : R(R_), M(M_), N(N_), K(K_), barrier(R_) {
-    A.resize((size_t)M * K);
-    B.assign(R, std::vector<float>((size_t)K * N));
-    out.assign(R, std::vector<float>((size_t)M * R * N));
-    scratch.assign(R, std::vector<float>((size_t)M * N));
-    std::vector<float*> outs;
-    for (auto& o : out) outs.push_back(o.data());
-    link.reset(new Link(R, outs, R * N, link_gbps));
-    p.resize(R);
-    ports.resize(R);
-    for (int r = 0; r < R; ++r) ports[r] = LinkPort{link.get(), r, &foreign_put};
-    for (int r = 0; r < R; ++r) {
-      cuco_problem& q = p[r];
-      q.rank = r; q.ranks = R; q.M = M; q.N = N; q.K = K;
-      q.A = A.data(); q.B = B[r].data(); q.out = out[r].data(); q.scratch = scratch[r].data();
-      q.link = &ports[r]; q.put = link_put; q.wait = link_wait; q.peek = link_peek; q.quiet = link_quiet;
-      q.barrier = barrier_trampoline; q.barrier_ctx = &barrier;
+  // Lays the config out in the region (the ranks' processes are stopped).
+  Buffers(Region* sh, int R_, int M_, int N_, int K_) : R(R_), M(M_), N(N_), K(K_) {
+    const int64_t m = M, n = N, k = K, r = R;
+    sh->R = R; sh->M = M; sh->N = N; sh->K = K;
+    sh->off_A = 0;
+    sh->off_B = m * k;
+    sh->off_out = sh->off_B + r * k * n;
+    sh->off_scratch = sh->off_out + r * m * r * n;
+    float* d = data(sh);
+    A = d + sh->off_A;
+    for (int p = 0; p < R; ++p) {
+      B.push_back(d + sh->off_B + p * k * n);
+      out.push_back(d + sh->off_out + p * m * r * n);
+      scratch.push_back(d + sh->off_scratch + p * m * n);
     }
+    A_copy.resize((size_t)M * K);
+    B_copy.assign(R, std::vector<float>((size_t)K * N));
+  }
+  static int64_t floats(int R, int M, int N, int K) {
+    const int64_t m = M, n = N, k = K, r = R;
+    return m * k + r * k * n + r * m * r * n + r * m * n;
   }
 
   void fill(uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
-    for (auto& x : A) x = u(rng);
-    for (auto& b : B) for (auto& x : b) x = u(rng);
-    A_copy = A;
-    B_copy = B;
+    for (auto& x : A_copy) x = u(rng);
+    for (auto& b : B_copy) for (auto& x : b) x = u(rng);
+    memcpy(A, A_copy.data(), A_copy.size() * sizeof(float));
+    for (int p = 0; p < R; ++p) memcpy(B[p], B_copy[p].data(), B_copy[p].size() * sizeof(float));
   }
 
   // The fp64 reference of the current inputs, made AFTER the candidate's call (from the pristine copies)
@@ -569,15 +497,15 @@ struct Buffers {
   // Poison every output with a NaN pattern and clear scratch and flags: nothing from an earlier call
   // (the reference's answer included) is left where the candidate could read it.
   void poison() {
-    link->reset();
-    for (auto& o : out) std::fill(o.begin(), o.end(), std::numeric_limits<float>::quiet_NaN());
-    for (auto& s : scratch) std::fill(s.begin(), s.end(), std::numeric_limits<float>::quiet_NaN());
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (float* o : out) std::fill(o, o + (size_t)M * R * N, nan);
+    for (float* s : scratch) std::fill(s, s + (size_t)M * N, nan);
   }
 
   bool inputs_unchanged() const {
-    if (memcmp(A.data(), A_copy.data(), A.size() * sizeof(float))) return false;
+    if (memcmp(A, A_copy.data(), A_copy.size() * sizeof(float))) return false;
     for (int r = 0; r < R; ++r)
-      if (memcmp(B[r].data(), B_copy[r].data(), B[r].size() * sizeof(float))) return false;
+      if (memcmp(B[r], B_copy[r].data(), B_copy[r].size() * sizeof(float))) return false;
     return true;
   }
 
@@ -691,12 +619,106 @@ struct ConfigResult {
 const char* const kForeignPut = "a put named another rank's link as its source: each rank puts only on its own link "
                                 "(p->rank)";
 
+// Where the time goes: ONE untimed call per config, after the timed loop, is recorded (never a timed one):
+// each put as the judge's link carried it (taken, carried from, landed), and each wait, quiet and barrier
+// as the ranks' process saw it (entered, left; the same CLOCK_MONOTONIC), per rank. Compute is the rank's
+// time outside them (engine/timeline.py). It informs; nothing in it decides a verdict.
+std::string timeline_json(Region* sh, int R, Clock::time_point t0, Clock::time_point end,
+                          const std::vector<Link::PutRecord>& puts) {
+  const int64_t z = ns_of(t0);
+  auto us = [z](int64_t ns) { return (double)(ns - z) / 1000.0; };
+  const uint32_t n = std::min<uint32_t>(sh->n_events.load(), kEvents);
+  long dropped = (long)sh->n_events.load() - (long)n + (puts.size() >= 20000 ? 1 : 0);
+  std::string o = "{\"source\": \"cpu-link\", \"unit\": \"us\", \"end\": " + num(us(ns_of(end))) + ", \"dropped\": " +
+                  std::to_string(std::max(0L, dropped)) + ", \"ranks\": [";
+  for (int r = 0; r < R; ++r)
+    o += std::string(r ? ", " : "") + "{\"rank\": " + std::to_string(r) + ", \"start\": " + num(us(sh->start_ns[r])) +
+         ", \"return\": " + num(us(sh->return_ns[r])) + "}";
+  o += "], \"events\": [";
+  bool first = true;
+  for (const auto& p : puts) {
+    o += std::string(first ? "" : ", ") + "{\"k\": \"put\", \"rank\": " + std::to_string(p.from) + ", \"t0\": " +
+         num(us(ns_of(p.queued))) + ", \"t1\": " + num(us(ns_of(p.landed))) + ", \"helper\": " +
+         (p.helper ? "true" : "false") + ", \"dst\": " + std::to_string(p.dst) + ", \"carried\": " +
+         num(us(ns_of(p.carried))) + ", \"bytes\": " + std::to_string(p.bytes) + "}";
+    first = false;
+  }
+  static const char* const kinds[] = {"", "wait", "quiet", "barrier"};
+  for (uint32_t i = 0; i < n; ++i) {
+    const Event e = sh->events[i];
+    if (e.kind < kWait || e.kind > kBarrier || e.rank < 0 || e.rank >= R) continue;   // the candidate's memory
+    o += std::string(first ? "" : ", ") + "{\"k\": \"" + kinds[e.kind] + "\", \"rank\": " + std::to_string(e.rank) +
+         ", \"t0\": " + num(us(e.t0_ns)) + ", \"t1\": " + num(us(e.t1_ns)) + ", \"helper\": " +
+         (e.helper ? "true" : "false") + "}";
+    first = false;
+  }
+  return o + "]}";
+}
+
 struct Runner {
-  RankPool& pool;
-  int base_threads;
+  Region* sh;
+  Link& link;
+  RankProcess& cand;
+  RankProcess& base;
   double tol;
   std::mt19937_64 check_rng{std::random_device{}()};   // the checks' random vectors: drawn after each call
   double check_ms = 0;   // the time every call's checks took (untimed; reported as check_ms)
+  double timed_ms = 0;   // every call's time added up: the launcher checks that it fits in the job's wall time
+
+  // One command on every rank of `proc`, timed by the judge: from letting the process run to having it
+  // stopped again with every transfer landed. Fills *error when the call failed.
+  double timed(RankProcess& proc, int cmd, std::string* error, bool record = false,
+               Clock::time_point* started = nullptr, Clock::time_point* ended = nullptr) {
+    const int R = sh->R;
+    link.begin_call(record);
+    sh->cmd = cmd;
+    sh->done.store(0);
+    for (int r = 0; r < R; ++r) sh->rc[r] = 0;
+    sh->foreign_put.store(0);
+    sh->n_events.store(0);
+    sh->cmd_seq.fetch_add(1);
+    const auto t0 = Clock::now();
+    link.started(t0);
+    proc.cont();
+    futex_wake(&sh->cmd_seq);
+    for (;;) {   // until every rank has returned (a count the candidate could forge: see the stop below)
+      const uint32_t v = sh->done.load();
+      if ((int)v >= R) break;
+      struct timespec ts = ns_timespec(50000000);
+      futex_wait(&sh->done, v, &ts);
+      proc.ended_or_die();
+    }
+    // Threads the call started must be gone; if they are not yet, the call lasts until they are.
+    bool leaked = false;
+    if (proc.threads() > proc.base_threads()) {
+      auto deadline = Clock::now() + std::chrono::seconds(2);
+      while (proc.threads() > proc.base_threads()) {
+        if (Clock::now() > deadline) {
+          leaked = true;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    // Stopped before anything is read: whatever the process claimed, nothing of it runs while the judge
+    // checks, and work it left for later is work it has not done.
+    const int left = proc.threads() - proc.base_threads();
+    proc.stop();
+    link.drain();
+    const auto t1 = Clock::now();
+    if (started) *started = t0;
+    if (ended) *ended = t1;
+    const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    timed_ms += ms;
+    int rc = 0;
+    for (int r = 0; r < R; ++r) if (sh->rc[r] != 0) rc = sh->rc[r];
+    std::string bad = link.bad_put();
+    if (sh->foreign_put.load()) *error = kForeignPut;
+    else if (!bad.empty()) *error = bad;
+    else if (rc != 0) *error = "cuco_run returned " + std::to_string(rc);
+    else if (leaked) *error = "cuco_run returned while " + std::to_string(left) + " thread(s) it started were still running 2 s later";
+    return ms;
+  }
 
   // The checks after a candidate call, the same for every call: inputs, the link's deliveries, the
   // product check and the gather. Timed apart (their cost is reported), never inside a call's time.
@@ -708,7 +730,7 @@ struct Runner {
   }
   bool checks_untimed(Buffers& b, ConfigResult* res) {
     if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
-    std::string missing = b.link->undelivered_peer_tiles(b.M, b.N);
+    std::string missing = link.undelivered_peer_tiles();
     if (!missing.empty()) { res->error = missing; return false; }
     return b.check_call(tol, check_rng, &res->mismatch);
   }
@@ -720,59 +742,44 @@ struct Runner {
     return ok;
   }
 
-  // One candidate call with every check around it. Returns false (with res->error) on any failure.
-  bool candidate_call(Buffers& b, ConfigResult* res, double* ms, bool poison = true) {
-    if (poison) b.poison();
-    int rc = 0;
-    bool leaked = false;
-    b.link->begin_call();
-    b.foreign_put = false;
-    double t = pool.run([&](int r) { return cuco_run(&b.p[r]); }, &rc, base_threads, &leaked, b.link.get());
+  // One candidate call with every check after it. Returns false (with res->error) on any failure.
+  bool candidate_call(Buffers& b, ConfigResult* res, double* ms) {
+    b.poison();
+    std::string error;
+    double t = timed(cand, kCandidate, &error);
     if (ms) *ms = t;
-    if (b.foreign_put) { res->error = kForeignPut; return false; }
-    if (rc != 0) { res->error = "cuco_run returned " + std::to_string(rc); return false; }
-    if (leaked) {
-      res->error = "cuco_run returned while " + std::to_string(count_threads() - base_threads) +
-                   " thread(s) it started were still running 2 s later";
-      return false;
-    }
+    if (!error.empty()) { res->error = error; return false; }
     return checks(b, res);
   }
   // The profiled call: untimed, after the timed loop, checked like every other; its records go to
-  // res->timeline. Every rank sees the recording trampolines (a problem of its own, built here).
+  // res->timeline.
   bool profiled_call(Buffers& b, ConfigResult* res) {
     b.poison();
-    TimelineRecorder rec(b.R, b.link.get(), &b.barrier);
-    std::vector<cuco_problem> views;
-    for (const auto& q : b.p) views.push_back(rec.recording(q));
-    int rc = 0;
-    bool leaked = false;
-    rec.begin();
-    b.link->begin_call();
-    b.foreign_put = false;
-    pool.run([&](int r) {
-      rec.rank_started(r);
-      int rc_r = cuco_run(&views[r]);
-      rec.rank_returned(r);
-      return rc_r;
-    }, &rc, base_threads, &leaked, b.link.get());
-    auto end = Clock::now();
-    if (b.foreign_put) { res->error = kForeignPut; return false; }
-    if (rc != 0 || leaked) {
-      res->error = "the profiled call after the timed loop failed (" +
-                   std::string(rc ? "cuco_run returned " + std::to_string(rc) : "a thread outlived it") + ")";
+    std::string error;
+    Clock::time_point t0, t1;
+    timed(cand, kProfiled, &error, true, &t0, &t1);
+    if (!error.empty()) {
+      res->error = error == kForeignPut ? error : "the profiled call after the timed loop failed (" + error + ")";
       return false;
     }
     if (!checks(b, res)) return false;
-    res->timeline = rec.json(end);
+    res->timeline = timeline_json(sh, b.R, t0, t1, link.put_records());
     return true;
   }
-  double baseline_call(Buffers& b, int (*fn)(const cuco_problem*)) {
+  double baseline_call(Buffers& b, int cmd) {
     b.poison();
-    int rc = 0;
-    double t = pool.run([&](int r) { return fn(&b.p[r]); }, &rc, 0, nullptr, b.link.get());
-    if (rc != 0) die_with_result(g_mode, "the frozen baseline failed (rc " + std::to_string(rc) + "): harness bug");
+    std::string error;
+    double t = timed(base, cmd, &error);
+    if (!error.empty()) die_with_result(g_mode, "the frozen baseline failed (" + error + "): harness bug");
     return t;
+  }
+  // cuco_setup / cuco_teardown in the candidate's process (untimed: no timed call's inputs exist yet).
+  bool untimed(int cmd) {
+    std::string error;
+    double keep = timed_ms;
+    timed(cand, cmd, &error);
+    timed_ms = keep;
+    return error.empty();
   }
 };
 
@@ -786,7 +793,11 @@ std::string mismatch_json(const Mismatch& m, const std::string& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cuco_clock::init();   // before any candidate code runs
+  if (argc == 4 && !strcmp(argv[1], "--ranks")) return cuco_ranks_main(argv[2], atoi(argv[3]));
+  cuco_clock::init();
+  // Not dumpable: a ranks' process (same user) may not open this one's memory, environment or descriptors
+  // through /proc, nor attach to it.
+  prctl(PR_SET_DUMPABLE, 0);
   std::string spec_path;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!strcmp(argv[i], "--spec")) spec_path = argv[i + 1];
@@ -806,8 +817,7 @@ int main(int argc, char** argv) {
     die_with_result("unknown", e.what());
   }
   g_mode = spec.at("mode").str;
-  std::atexit(guard_early_exit);
-  std::string nonce;
+  std::string& nonce = g_nonce;
   for (int i = 1; i < argc; ++i)
     if (!strcmp(argv[i], "--nonce-stdin")) {
       char buf[129] = "";
@@ -828,19 +838,30 @@ int main(int argc, char** argv) {
   // the timed calls' inputs, and their answers, ahead of time (in cuco_setup, untimed).
   if (!nonce.empty()) unlink(spec_path.c_str());
 
-  int base_threads = count_threads();
-  RankPool pool(R);
-  base_threads = count_threads();
-  Runner run{pool, base_threads, tol};
-#ifdef CUCO_HAVE_SECCOMP
-  // Every thread, the rank pool's included, from before the first candidate instruction (cuco_seccomp.h).
-  {
-    std::string why = cuco_seccomp::install(
-        g_result_path, "{\"harness\": \"cuco-cpu/1\", \"mode\": " + quote(g_mode) + ", \"correct\": false, \"error\": \"",
-        "\", \"configs\": [], \"nonce\": " + quote(nonce) + "}\n");
-    if (!why.empty()) die_with_result(g_mode, "cannot install the system-call filter: " + why);
+  if (R < 1 || R > kMaxRanks) die_with_result(g_mode, "ranks must be 1.." + std::to_string(kMaxRanks));
+
+  // The shared region, sized for the largest config.
+  int64_t most = 0;
+  for (const auto& cfg : spec.at("configs").arr) {
+    const auto& prm = cfg.at("params");
+    most = std::max(most, Buffers::floats(R, (int)prm.number("M", 64), (int)prm.number("N", 64), (int)prm.number("K", 16)));
   }
-#endif
+  const size_t bytes = data_offset() + (size_t)most * sizeof(float);
+  int fd = memfd_create("cuco-shared", 0);
+  if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0)
+    die_with_result(g_mode, std::string("cannot create the shared memory: ") + strerror(errno));
+  void* at = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (at == MAP_FAILED) die_with_result(g_mode, std::string("cannot map the shared memory: ") + strerror(errno));
+  Region* sh = static_cast<Region*>(at);
+  sh->R = R;
+  sh->data_floats = most;
+  Link link(sh);
+  RankProcess cand("cand", fd, sh);   // role names of one length: one layout
+  g_procs[0] = &cand;
+  RankProcess base("base", fd, sh);
+  g_procs[1] = &base;
+  close(fd);
+  Runner run{sh, link, cand, base, tol};
   std::vector<ConfigResult> results;
   bool all_ok = true;
 
@@ -849,17 +870,17 @@ int main(int argc, char** argv) {
     res.name = cfg.at("name").str;
     const auto& prm = cfg.at("params");
     int M = (int)prm.number("M", 64), N = (int)prm.number("N", 64), K = (int)prm.number("K", 16);
-    Buffers b(R, M, N, K, prm.number("link_gbps", 1.0));
-    run.base_threads = count_threads();   // the link's engines are the harness's, not the candidate's
+    Buffers b(sh, R, M, N, K);
+    link.configure(R, M, N, prm.number("link_gbps", 1.0), b.out);
     // Verification and timing use different inputs: a candidate cannot replay a cached answer.
     b.fill(seed * 1000003ULL + std::hash<std::string>{}(res.name) % 1000 + (bench ? 17 : 0));
-    if (cuco_setup(&b.p[0]) != 0) {
+    if (!run.untimed(kSetup)) {
       res.error = "cuco_setup failed";
     } else if (!bench) {
       // Candidate, then the reference, then the candidate again: no stale answer to find.
       res.correct = run.candidate_call(b, &res, nullptr) && run.verify(b, &res);
       if (res.correct) {
-        run.baseline_call(b, baseline_run);
+        run.baseline_call(b, kBaseline);
         res.correct = run.candidate_call(b, &res, nullptr) && run.verify(b, &res);
       }
     } else {
@@ -867,7 +888,7 @@ int main(int argc, char** argv) {
       // A random number of warm-ups (as many as asked, or one more): timing begins at no fixed count.
       const int warmups = warmup + (int)(run.check_rng() % 2);
       for (int w = 0; w < warmups && ok; ++w) {
-        run.baseline_call(b, baseline_run);
+        run.baseline_call(b, kBaseline);
         ok = run.candidate_call(b, &res, nullptr);
       }
       std::vector<double> tb, tc, tcomp, tcomm;
@@ -880,7 +901,7 @@ int main(int argc, char** argv) {
           // both sides start from the same cache state, and a saved answer is worthless.
           b.fill(base_seed + 1000 + 2 * it + side);
           if ((side == 0) == (it % 2 == 0)) {
-            tb.push_back(run.baseline_call(b, baseline_run));
+            tb.push_back(run.baseline_call(b, kBaseline));
           } else {
             ok = run.candidate_call(b, &res, &ms);
             tc.push_back(ms);
@@ -892,16 +913,16 @@ int main(int argc, char** argv) {
         // moment once put the median compute-only time above the whole baseline's; 4 more cost ~50 ms a job.
         if (ok) {
           b.fill(base_seed + 5000 + it);
-          tcomp.push_back(run.baseline_call(b, baseline_compute_only));
+          tcomp.push_back(run.baseline_call(b, kCompOnly));
           b.fill(base_seed + 6000 + it);
-          tcomm.push_back(run.baseline_call(b, baseline_comm_only));
+          tcomm.push_back(run.baseline_call(b, kCommOnly));
         }
       }
       for (int it = (int)tcomp.size(); it < 3 && ok; ++it) {   // at least three samples of each
         b.fill(base_seed + 7000 + it);
-        tcomp.push_back(run.baseline_call(b, baseline_compute_only));
+        tcomp.push_back(run.baseline_call(b, kCompOnly));
         b.fill(base_seed + 8000 + it);
-        tcomm.push_back(run.baseline_call(b, baseline_comm_only));
+        tcomm.push_back(run.baseline_call(b, kCommOnly));
       }
       // After the timed loop: new inputs again, one more candidate call, every rank verified.
       if (ok) b.fill(base_seed + 999999);
@@ -921,7 +942,7 @@ int main(int argc, char** argv) {
     if (!res.correct && res.error.empty() && res.mismatch.rank >= 0)
       res.error = "wrong " + res.mismatch.what + " result on rank " + std::to_string(res.mismatch.rank) +
                   " at index " + std::to_string(res.mismatch.index);
-    cuco_teardown();
+    run.untimed(kTeardown);
     all_ok = all_ok && res.correct;
     results.push_back(res);
     if (!res.correct) break;  // the verdict is in; spare the remaining configs
@@ -946,10 +967,15 @@ int main(int argc, char** argv) {
   }
   char host[256] = "";
   gethostname(host, sizeof host - 1);
-  o += "], \"timed_ms\": " + num(pool.timed_ms()) + ", \"check_ms\": " + num(run.check_ms) + ", \"nonce\": " + quote(nonce) + ", \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
+  o += "], \"timed_ms\": " + num(run.timed_ms) + ", \"check_ms\": " + num(run.check_ms) + ", \"nonce\": " + quote(nonce) + ", \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
        ", \"ranks\": " + std::to_string(R) + ", \"hw_threads\": " +
        std::to_string(std::thread::hardware_concurrency()) + "}}\n";
-  g_finished = true;
+  // The ranks' processes end before the verdict exists: nothing of theirs runs after it.
+  sh->cmd = kQuit;
+  sh->cmd_seq.fetch_add(1);
+  futex_wake(&sh->cmd_seq);
+  cand.finish();
+  base.finish();
   write_text(g_result_path, o);
   return 0;
 }

@@ -47,6 +47,11 @@ int cuco_problem_make_inputs(const cuco_ctx* ctx, void* const* pristine, unsigne
 // Returns 0 when checked (mm->found says whether it is wrong), non-zero on an internal error.
 int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t s,
                         double tol, cuco_mismatch* mm);
+// verify_call (optional; weak): the same checks of every element, made cheaper, for the benchmark loop's
+// calls (warm-ups and timed calls alike); the verification stage's calls always use verify. Without it,
+// every call uses verify.
+int cuco_problem_verify_call(const cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t s,
+                             double tol, cuco_mismatch* mm) __attribute__((weak));
 
 // Helpers implemented by the harness (harness.cu), for problem.cu.
 // Uniform bf16 values in [-scale, scale) from (seed, stream_id, index).

@@ -791,13 +791,15 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
       }
       return true;
     };
-    // sampled: a benchmark iteration's check, the problem's sampled one where it has one
-    auto verify = [&](cuco_ctx& c, const char* who, bool sampled = false) -> bool {
+    // in_loop: a benchmark loop's call, checked by the problem's sampled check (verify_sample) or its cheaper
+    // complete check (cuco_problem_verify_call) where it has one, else by its full verify
+    auto verify = [&](cuco_ctx& c, const char* who, bool in_loop = false) -> bool {
       memset(&mm, 0, sizeof mm);
+      auto check = in_loop && cuco_problem_verify_call ? cuco_problem_verify_call : cuco_problem_verify;
       // every rank must reach the collective verify, so failures are combined after it
-      int vrc = sampled && pb.verify_sample
+      int vrc = in_loop && pb.verify_sample
                     ? pb.verify_sample(&c, pristine.data(), st.hcomm, st.stream, tol, draw_sample_seed(), &mm)
-                    : cuco_problem_verify(&c, pristine.data(), st.hcomm, st.stream, tol, &mm);
+                    : check(&c, pristine.data(), st.hcomm, st.stream, tol, &mm);
       if (vrc != 0) child_fatal("verify failed internally");
       if (mm.found) {
         rec("mismatch\t%s\t%s\t%lld\t%.9g\t%.9g\t%s\t%s", sc.name.c_str(), who, mm.index, mm.expected, mm.got, mm.what, mm.buffer);
@@ -1022,6 +1024,10 @@ static int run_parent(const std::string& self, const std::string& spec_path, con
   if (!dir) dir = mkdtemp(tmpl);
   if (!dir) { JobResult jr; jr.mode = sp.mode; jr.nonce = nonce; jr.error = std::string("mkdtemp: ") + strerror(errno); write_atomic(result_path, result_json(jr)); return 2; }
   std::string d = dir;
+  // Not dumpable: a rank (candidate code runs there, as the same user, with no system-call filter) can
+  // neither attach to this process, which holds the nonce and writes the verdict, nor open its
+  // /proc/PID/mem, environ or descriptors.
+  prctl(PR_SET_DUMPABLE, 0);
   std::vector<pid_t> pids(sp.ranks, -1);
   std::vector<std::string> outs(sp.ranks);
   fflush(stdout); fflush(stderr);
@@ -1031,6 +1037,8 @@ static int run_parent(const std::string& self, const std::string& spec_path, con
     if (p == 0) {
       std::string rs = std::to_string(r);
       const char* argv[] = {self.c_str(), "--child-rank", rs.c_str(), "--spec", spec_path.c_str(), "--iddir", d.c_str(), "--rankout", outs[r].c_str(), nullptr};
+      int devnull = open("/dev/null", O_RDONLY);   // the nonce came on stdin: not for the ranks
+      if (devnull >= 0) dup2(devnull, 0);
       execv("/proc/self/exe", (char* const*)argv);
       execv(self.c_str(), (char* const*)argv);
       _exit(127);
