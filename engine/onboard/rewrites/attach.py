@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from ... import blocks
-from . import REGISTRY, Offer, Refusal, RewriteError, check_all, rewrite_program
+from . import BY_NAME, REGISTRY, Offer, Refusal, RewriteError, check_all, rewrite_program
 from .facts import FactsError, ScheduleFacts, build_harness_facts, facts_from_analysis
 
 DIMENSION = "rewrites"
@@ -48,6 +48,18 @@ def _with_point(body: str, point: str, notes: list[str]) -> str:
             lines[i] = line + f" {DIMENSION}={point}\n" + said.rstrip("\n")
             return "\n".join(lines)
     return f"// cuco:design {DIMENSION}={point}\n" + said + body
+
+
+def _include_headers(cand_path: Path, headers: set[str]) -> None:
+    """The headers a searched rewrite's code needs, included by the candidate outside its blocks (a variant
+    replaces only the blocks, and a block may hold no directive)."""
+    text = cand_path.read_text()
+    missing = [h for h in sorted(headers) if f"<{h}>" not in text]
+    if not missing:
+        return
+    at = text.find("#include <nccl.h>")
+    at = text.find("\n", at) + 1 if at >= 0 else 0
+    cand_path.write_text(text[:at] + "".join(f"#include <{h}>\n" for h in missing) + text[at:])
 
 
 def attach_rewrites(prog, root: Path) -> Attached:
@@ -94,6 +106,7 @@ def attach_rewrites(prog, root: Path) -> Attached:
             (root / rel).write_text(f"// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
             variants.append({"name": f"rw_{point.replace('+', '_')}", "file": rel, "point": {DIMENSION: point}})
             points.append(point)
+    _include_headers(cand_path, {h for p in points for n in point_names(p) for h in getattr(BY_NAME[n], "headers", ())})
     if not points and not any((root / "variants").iterdir()):
         (root / "variants").rmdir()
     ds = spec.setdefault("design_space", {})

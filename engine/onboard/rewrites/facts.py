@@ -170,6 +170,8 @@ def mask_macros(data: bytes, names: set[str]) -> tuple[bytes, dict[int, int]]:
             line_start = data.rfind(b"\n", 0, m.start()) + 1
             if data[line_start:m.start()].lstrip().startswith(b"#"):
                 continue          # its own #define, or an #ifdef
+            if b"//" in data[line_start:m.start()]:
+                continue          # in a comment (one cut short may leave its parentheses open)
             end = m.end()
             rest = data[end:]
             stripped = rest.lstrip(b" \t")
