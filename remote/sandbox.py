@@ -98,10 +98,17 @@ fi
 userns=
 [ "$(id -u)" = 0 ] || userns="--user --map-root-user"
 # cwd still names the job directory once /tmp is covered: bind it back from there
-private_tmp='d=$1; shift; cd "$d" && mount -t tmpfs tmpfs /tmp && mkdir -p "$d" && mount -c --bind . "$d" && cd "$d" || exit 96; exec "$@"'
+private_tmp='d=$1; shift; cd "$d" && mount -t tmpfs tmpfs /tmp && mkdir -p "$d" && mount -c --bind . "$d" && cd "$d" || exit 96
+{{ ip link set lo up || ifconfig lo up; }} >/dev/null 2>&1; exec "$@"'
+# A new network namespace's loopback is down (bwrap raises it; unshare does not): GPU jobs need it for NCCL's
+# bootstrap, so they keep the host's network where no tool here can raise it
+net=--net
+if [ "$mode" = gpu ] && ! command -v ip >/dev/null 2>&1 && ! command -v ifconfig >/dev/null 2>&1; then
+  net=; unset NCCL_SOCKET_IFNAME
+fi
 if command -v unshare >/dev/null 2>&1 && unshare $userns --pid --fork --mount --mount-proc true >/dev/null 2>&1; then
   echo "{PARTIAL_NOTICE}" >&2
-  exec unshare $userns --pid --fork --kill-child --mount --mount-proc --ipc --net --propagation private \\
+  exec unshare $userns --pid --fork --kill-child --mount --mount-proc --ipc $net --propagation private \\
     sh -c "$private_tmp" cuco-sandbox "$d" "$@"
 fi
 echo "{NO_SANDBOX_NOTICE}" >&2

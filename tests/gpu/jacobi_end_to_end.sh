@@ -21,15 +21,13 @@ ROOT=$PWD; OUT=${OUT:-/tmp/jacobi-e2e}; CORPUS=$(realpath "${CORPUS:-.gpu-tree-c
 SIZES=${SIZES:-4096 8192 16384}; NITER=${NITER:-1000}; SEARCH_MIN=${SEARCH_MIN:-2}
 # Budget (one device call, 10 min at most): the harness search ~3 min, the fallback search ~2.5 min, the
 # final timing ~3 min. SKIP_HARNESS=1 goes straight to the search on the program.
-mkdir -p "$OUT"; W=$(mktemp -d /tmp/jacobi-e2e-XXXX)
+mkdir -p "$OUT"; mkdir -p .gpu-homes; W=$(mktemp -d "$PWD/.gpu-homes/jacobi-e2e-XXXX")   # not under /tmp: a job's /tmp is its own
 stamp() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/steps.log"; }
 [ -d "$CORPUS/nvidia_jacobi_nccl" ] || { echo "no corpus at $CORPUS (copy ../shared/corpus there)"; exit 2; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_DEVICE_ORDER=PCI_BUS_ID
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 nvidia-smi -L | tee "$OUT/machine.txt"
-[ -d /tmp/site/aiosqlite ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --target /tmp/site $(ls .whl/*.whl | grep -v '/pytest-[0-9]') .whl/onboard/*.whl 2>&1 | grep -v '^WARNING' | tail -3
-export PYTHONPATH=/tmp/site:$ROOT
+. tests/gpu/node_setup.sh
 cuco() { python3 -m cuco_tui.cli "$@"; }
 N=${NCCL_HOME:-$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])")}
 export NCCL_HOME=$N

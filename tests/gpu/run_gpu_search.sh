@@ -29,7 +29,7 @@
 # The machine has no cuco dependencies beyond its image: the wheels in .whl/ (made here by
 # tests/gpu/fetch_wheels.sh; carry them with the `run` call) (aiosqlite, asyncssh,
 # cryptography, cffi, pycparser, pytest-asyncio; pytest only if the image's is older than 8.4) are
-# installed into /tmp/site. Each search is bounded by --max-minutes/--max-evals and by `timeout` (SIGTERM:
+# installed into .site (tests/gpu/node_setup.sh, with bubblewrap from .whl/bwrap). Each search is bounded by --max-minutes/--max-evals and by `timeout` (SIGTERM:
 # the engine stops and cancels what is in flight). A GPU subset is given to the local executor by an
 # `nvidia-smi` shim earlier on PATH that answers the index query with the subset (CUDA_DEVICE_ORDER is
 # PCI_BUS_ID, as nvidia-smi's order). Everything comes back under $OUT: log (this output),
@@ -49,7 +49,9 @@ CONCURRENCY=${CONCURRENCY:-4}
 TESTS_LIMIT_S=${TESTS_LIMIT_S:-240}    # wall limit of tests/gpu/test_cuda_harness_gpu.py
 SEARCH_ONLY=${SEARCH_ONLY:-}           # non-empty: moe2 / attn2 run the search without the workload's GPU tests
 DEADLINE_S=${DEADLINE_S:-555}          # the whole script ends by then (the `run` tool's limit is 600 s)
-BUNDLE=/tmp/cuco-gpu-bundle
+PAIR=${PAIR:-}                           # "2,3": the 2-rank phases run on these GPUs (two scripts side by side on 4 GPUs)
+P=${PAIR:-0,1}
+BUNDLE=/tmp/cuco-gpu-bundle${PAIR:+-${PAIR//,/_}}
 mkdir -p "$OUT" "$BUNDLE"
 T0=$SECONDS
 left() { echo $((DEADLINE_S - (SECONDS - T0))); }
@@ -58,18 +60,6 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 
 stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
-
-install_wheels() {
-    [ -d /tmp/site/aiosqlite ] && return 0
-    local wheels
-    wheels=$(ls .whl/*.whl | grep -v '/pytest-[0-9]')
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        $wheels || return 1
-    if ! python3 -c 'import pytest, sys; sys.exit(tuple(map(int, pytest.__version__.split(".")[:2])) < (8, 4))'; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-            .whl/pytest-[0-9]*.whl || return 1
-    fi
-}
 
 gpu_shim() {   # gpu_shim 0,1 -> a folder whose nvidia-smi lists only GPUs 0 and 1 to the index query
     local d=/tmp/cuco-shim-${1//,/_} real
@@ -87,7 +77,7 @@ EOF
 cuco() { python3 -m cuco_tui.cli "$@"; }
 
 search() {   # search NAME WORKLOAD RANKS GPUS(comma list, or "all")
-    local name=$1 workload=$2 ranks=$3 gpus=$4 home=/tmp/cuco-home-$1 path=$PATH rc limit
+    local name=$1 workload=$2 ranks=$3 gpus=$4 home=$ROOT/.gpu-homes/$1 path=$PATH rc limit
     limit=$(( $(left) - 55 )); [ "$limit" -gt "$SEARCH_LIMIT_S" ] && limit=$SEARCH_LIMIT_S
     if [ "$limit" -lt 100 ]; then stamp "search $name: skipped, only $(left) s left"; return 0; fi
     [ "$gpus" != all ] && path=$(gpu_shim "$gpus"):$PATH
@@ -126,7 +116,7 @@ ssh_test() {
 }
 
 gpu_tests() {   # gpu_tests GPUS(comma list)
-    local gpus=$1 b=/tmp/cuco-cuda-build rl=workloads/_harness/cuda/run_local.py
+    local gpus=$1 b=/tmp/cuco-cuda-build${PAIR:+-${PAIR//,/_}} rl=workloads/_harness/cuda/run_local.py
     stamp "gpu tests: building the test binaries in parallel"
     {
         echo "workloads/gemm_allgather -"
@@ -148,7 +138,7 @@ gpu_tests() {   # gpu_tests GPUS(comma list)
 }
 
 ma_tests() {   # ma_tests RANKS GPUS WORKLOAD... : build seed, variants, bad candidates in parallel; run the tests
-    local ranks=$1 gpus=$2 b=/tmp/cuco-cuda-build rl=workloads/_harness/cuda/run_local.py k=""
+    local ranks=$1 gpus=$2 b=/tmp/cuco-cuda-build${PAIR:+-${PAIR//,/_}} rl=workloads/_harness/cuda/run_local.py k=""
     shift 2
     stamp "moe/attention tests ($*, $ranks ranks): building in parallel"
     {
@@ -180,7 +170,7 @@ kernel_bench() {
 }
 
 timelines() {   # timelines RANKS GPUS WORKLOAD... : every shipped source's timeline at RANKS ranks
-    local ranks=$1 gpus=$2 d=/tmp/cuco-tl-bin-$1
+    local ranks=$1 gpus=$2 d=/tmp/cuco-tl-bin-$1${PAIR:+-${PAIR//,/_}}
     shift 2
     stamp "timelines ($*, $ranks ranks, GPUs $gpus): building"
     timeout -k 5 300 python3 tests/gpu/timeline_gpu.py build "$d" "$@" > "$BUNDLE/tl-$ranks.build.log" 2>&1
@@ -222,8 +212,7 @@ finish() {
 trap finish EXIT
 
 stamp "start: phases $*"
-install_wheels || { echo "wheel install failed"; exit 3; }
-export PYTHONPATH=/tmp/site:$ROOT
+. tests/gpu/node_setup.sh
 python3 -c 'import aiosqlite, asyncssh, yaml, rich, pytest, pytest_asyncio, nvidia.nccl as n; print("python ok; nccl wheel", list(n.__path__)[0], "pytest", pytest.__version__)' || exit 3
 nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -8
 env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)=' | sort
@@ -232,28 +221,28 @@ git log -1 --format='commit %h %s' 2>/dev/null
 for phase in "$@"; do
     case $phase in
         ga2)
-            if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 4 ]; then
+            if [ -z "$PAIR" ] && [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 4 ]; then
                 search ga-r2 gemm_allgather 2 0,1 > "$BUNDLE/ga-r2.out" 2>&1 &
                 pid=$!
                 gpu_tests 2,3
                 wait "$pid"
                 cat "$BUNDLE/ga-r2.out"
             else   # a 2-GPU machine (nvidia-h200-x2): the search alone; run the `tests` phase after it
-                search ga-r2 gemm_allgather 2 0,1
+                search ga-r2 gemm_allgather 2 "$P"
             fi
             ;;
         ga4) search ga-r4 gemm_allgather 4 all ;;
-        kv2) search kv-r2 kv_transfer 2 0,1 ;;
-        moe2) search moe-r2 moe_dispatch_combine 2 0,1; [ -n "$SEARCH_ONLY" ] || ma_tests 2 0,1 moe_dispatch_combine ;;
-        attn2) search attn-r2 attention_allgather 2 0,1; [ -n "$SEARCH_ONLY" ] || ma_tests 2 0,1 attention_allgather ;;
+        kv2) search kv-r2 kv_transfer 2 "$P" ;;
+        moe2) search moe-r2 moe_dispatch_combine 2 "$P"; [ -n "$SEARCH_ONLY" ] || ma_tests 2 "$P" moe_dispatch_combine ;;
+        attn2) search attn-r2 attention_allgather 2 "$P"; [ -n "$SEARCH_ONLY" ] || ma_tests 2 "$P" attention_allgather ;;
         moe4) search moe-r4 moe_dispatch_combine 4 all; ma_tests 4 0,1,2,3 moe_dispatch_combine ;;
         attn4) search attn-r4 attention_allgather 4 all; ma_tests 4 0,1,2,3 attention_allgather ;;
         ma1) kernel_bench; ma_tests 1 0 moe_dispatch_combine attention_allgather ;;
         ssh) ssh_test ;;
-        kvab) harness_ab kv_transfer 2 0,1 l32_t2k_d1k,small_l16_t1k seed,lsa_fused,copy_engine,ce_counters ;;
-        tl2) timelines 2 0,1 gemm_allgather kv_transfer moe_dispatch_combine attention_allgather ;;
+        kvab) harness_ab kv_transfer 2 "$P" l32_t2k_d1k,small_l16_t1k seed,lsa_fused,copy_engine,ce_counters ;;
+        tl2) timelines 2 "$P" gemm_allgather kv_transfer moe_dispatch_combine attention_allgather ;;
         tl4) timelines 4 0,1,2,3 gemm_allgather moe_dispatch_combine attention_allgather ;;
-        tests) gpu_tests 0,1 ;;
+        tests) gpu_tests "$P" ;;
         *) echo "unknown phase $phase" ;;
     esac
     pack
