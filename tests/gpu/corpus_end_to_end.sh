@@ -17,23 +17,21 @@
 #    nvcc line with MPI's compiler driver for the MoE seed; plain nvcc for the ring) and run once at 2 ranks
 #    (mpirun; the ring's SLURM_PROCID / SLURM_NTASKS from OpenMPI's rank variables), beside the unpatched
 #    program built and run the same way.
+# Budget (one device call, at most 9 minutes): each search SEARCH_MIN (default 2) minutes plus 45 s to stop,
+# init, four builds and four runs about 1.5 minutes.
 # Output under $OUT: NAME.init.log, NAME.run.log, NAME.report.json, NAME.patch, NAME.{orig,patched}.{build,run}.log,
 # summary.md.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD; OUT=${OUT:-/tmp/corpus-e2e}; CORPUS=$(realpath "${CORPUS:-.gpu-tree-corpus}")
-SEARCH_MIN=${SEARCH_MIN:-2.5}; ONLY=${ONLY:-moe ring}
-mkdir -p "$OUT"; W=$(mktemp -d /tmp/corpus-e2e-XXXX)
+SEARCH_MIN=${SEARCH_MIN:-2}; ONLY=${ONLY:-moe ring}
+mkdir -p "$OUT" .gpu-homes; W=$(mktemp -d "$PWD/.gpu-homes/corpus-e2e-XXXX")   # not under /tmp: a job's /tmp is its own
 stamp() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/steps.log"; }
 [ -d "$CORPUS/cuco_moe_seed" ] || { echo "no corpus at $CORPUS (copy ../shared/corpus there)"; exit 2; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_DEVICE_ORDER=PCI_BUS_ID
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 nvidia-smi -L 2>/dev/null | tee "$OUT/machine.txt"
-if [ -d .whl ] && [ ! -d /tmp/site/aiosqlite ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-      $(ls .whl/*.whl | grep -v '/pytest-[0-9]') .whl/onboard/*.whl 2>&1 | grep -v '^WARNING' | tail -3
-fi
-export PYTHONPATH=/tmp/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}
+if [ -d .whl ]; then . tests/gpu/node_setup.sh; else export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}; fi
 # The engine without the LLM SDKs: importing either fails, as on a machine where they are not installed.
 cuco() { python3 -c 'import sys
 for m in ("anthropic", "openai"): sys.modules[m] = None
@@ -80,7 +78,7 @@ print(" ".join(v for v in s.get("design_space", {}).get("dimensions", {}).get("r
       "$W/$name.workload/workload.yaml")
   stamp "$name: rewrite points searched in the harness: $searched"
   stamp "$name: cuco run --ranks 2 (design-space mutator, no LLM, at most 30 evaluations, $SEARCH_MIN min)"
-  timeout -s TERM -k 20 "$(python3 -c "print(int($SEARCH_MIN * 60 + 60))")" \
+  timeout -s TERM -k 20 "$(python3 -c "print(int($SEARCH_MIN * 60 + 45))")" \
       bash -c "$(declare -f cuco); cuco run '$W/$name.workload' --headless --ranks 2 --max-evals 30 \
                --max-minutes $SEARCH_MIN --name $name --home '$W/home'" > "$OUT/$name.run.log" 2>&1
   echo "  run exit $?"; tail -n 8 "$OUT/$name.run.log"
