@@ -42,6 +42,9 @@ class ProgramText:
     # run_comm call these forms): top-level code placed after the carried helpers
     compute_helpers: list[str] = field(default_factory=list)
     comm_helpers: list[str] = field(default_factory=list)
+    # the carried buffers' starting value (the baseline's start_outputs(), which the harness calls before
+    # every call, untimed); empty when the region carries nothing
+    start: str = ""
 
 
 class ProgramWriter:
@@ -386,7 +389,7 @@ class ProgramWriter:
         return ProgramText(members, setup, run, compute, comm, teardown, self.todos,
                            [self._helper_form(n, {"collective", "p2p"}, HELPER_COMPUTE) for n in self.region_helpers],
                            [self._helper_form(n, {"kernel", "memcpy", "memset"}, HELPER_COMM)
-                            for n in self.region_helpers])
+                            for n in self.region_helpers], self._carried_start())
 
     def _region_helpers(self) -> list[str]:
         """The helper functions the region calls directly whose operations (collectives) the analysis
@@ -461,20 +464,36 @@ class ProgramWriter:
                 out.append(stmt)
         return out
 
+    def _carried_pointers(self) -> list[str]:
+        return [f"    {b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;" for i, b in enumerate(self.outputs)
+                if b.name in self.carried]
+
     def _carried_prologue(self) -> str:
+        """What opens run(): the carried buffers' pointers, the harness's again (the region may swap them).
+        Their starting value is set before the call, untimed (_carried_start)."""
         if not self.carried_init:
             return ""
-        lines = [f"    // the carried buffers' starting value, as the program sets it ({self.src.at(s)}); the pointers"
-                 "\n    // again the harness's (the region may swap them), so every call is the same iteration"
+        return ("\n    // the carried buffers, the harness's again (the region may swap them); their starting value is set"
+                "\n    // before every call, untimed (the frozen baseline's start_outputs), so every call is the same iteration\n"
+                + "\n".join(self._carried_pointers()))
+
+    def _carried_start(self) -> str:
+        """The body of the baseline's start_outputs(): the carried buffers set to the program's own starting
+        value, as main() sets them. The harness calls it (frozen code, never the candidate's) after poisoning
+        the outputs and before every call, outside the timing: the program sets them once before its timed
+        loop, so a timed call measures the iteration only."""
+        if not self.carried_init:
+            return ""
+        lines = [f"    // the carried buffers' starting value, as the program sets it ({self.src.at(s)})"
                  for s in self.carried_init[:1]]
-        lines += [f"    {b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;" for i, b in enumerate(self.outputs)
-                  if b.name in self.carried]
+        lines += self._carried_pointers()
         lines += ["    " + self.src.text(s).strip() for s in self.carried_init]
-        lines += ["    CUCO_UNCHECKED(cudaDeviceSynchronize());   // ordered before the iteration, whatever stream"]
+        lines += ["    CUCO_UNCHECKED(cudaDeviceSynchronize());   // done before the call, whatever stream"]
         for s in self.carried_init:
             self.p.unresolved.append(Unresolved(self.src.at(s), "a carried buffer's initial value is set here",
-                                                "the workload sets it at the start of every call, so each "
-                                                "call computes one iteration from the program's own start"))
+                                                "the workload sets it before every call, untimed (the frozen "
+                                                "baseline's start_outputs), so each call times one iteration "
+                                                "from the program's own start"))
         return "\n" + "\n".join(lines)
 
 
