@@ -77,10 +77,14 @@ def test_lsa_collective_compiles_in_the_harness_on_the_moe_seed(tmp_path):
     assert "passes the symbol policy" in text and "workload OK" in text, text
 
 
-def test_the_ring_all_reduce_has_no_rewrite_to_compile_in_the_harness(tmp_path):
+def test_the_ring_all_reduce_has_no_rewrite_to_search_in_the_harness(tmp_path):
     folder = CORPUS / "async_ring_allreduce_single"
     if not folder.is_dir():
         pytest.skip(f"the corpus is not at {folder}")
-    text, variants = _validate(tmp_path, folder, ["ring_allreduce.cu"])
+    out = tmp_path / "w"
+    r = subprocess.run([*CLI, "init", "ring_allreduce.cu", "--ranks", "2", "-o", str(out)], cwd=folder,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
     # its only offered rewrite (comm_config) changes the communicator, which the harness makes
-    assert variants == [] and "compiled seed" in text, text
+    assert "comm_config: offered on the program, not searched in the harness" in r.stdout + r.stderr
+    assert not yaml.safe_load((out / "workload.yaml").read_text()).get("variants")
