@@ -1,7 +1,8 @@
 """Every rewrite offered on a corpus program, as a patch against the program's own files: it applies with
 `patch -p1` to an unmodified copy and the patched files compile with the real nvcc (MPI's compiler driver
-as host compiler, NCCL's headers), each rewrite alone and all offered ones together. NVIDIA's Jacobi with
-all of them is built by its own Makefile in test_rewrites.py."""
+as host compiler, NCCL's headers), all offered ones together (the facts are read again after each, so
+each meets the others' code). NVIDIA's Jacobi with all of them is built by its own Makefile in
+test_rewrites.py."""
 
 from __future__ import annotations
 
