@@ -43,13 +43,19 @@ CUDA=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
 M=(mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
    -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x LD_LIBRARY_PATH -x CUDA_DEVICE_ORDER)
 NVCC=(nvcc -std=c++17 -arch=sm_90 -O3 -I"$N/include" -L"$N/lib" -l:libnccl.so.2 -Xlinker -rpath,"$N/lib")
-echo "| program | rewrites searched | evaluated | best | speedup | patch from | patched build | patched run at 2 ranks |" > "$OUT/summary.md"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |" >> "$OUT/summary.md"
+echo "| program | rewrites searched | evaluated | best | speedup | patch from | patched build | patched run at 2 ranks | own timing, original | own timing, patched |" > "$OUT/summary.md"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" >> "$OUT/summary.md"
 
 build() {   # build NAME DIR: the program's own build line
   case $1 in
     moe)  (cd "$2" && "${NVCC[@]}" -ccbin mpicxx ds_v3_moe.cu -o prog) ;;
     ring) (cd "$2" && "${NVCC[@]}" ring_allreduce.cu -o prog) ;;
+  esac
+}
+own_timing() {   # own_timing NAME LOG: what the program prints about its own time (rank 0's)
+  case $1 in
+    moe)  grep -m1 -E '^Time: ' "$2" | sed 's/^Time: //' ;;
+    ring) awk '$1 == 16777216 { print $2 " GB/s bus bandwidth at 16 MiB" }' "$2" | head -1 ;;
   esac
 }
 run_once() {   # run_once NAME DIR: one run at 2 ranks, as the program expects to be launched
@@ -106,22 +112,24 @@ print(",".join(yaml.safe_load(open(sys.argv[1])).get("program", {}).get("rewrite
     fi
   fi
   cat "$OUT/$name.export.log"
+  to="-"; tp="-"
   for variant in orig patched; do
     d="$W/$name.$variant"; cp -r "$CORPUS/$dir" "$d"; chmod -R u+w "$d"; rm -f "$d/nccl_unique_id.bin"
     if [ $variant = patched ]; then
-      [ "$from" != none ] && [ -s "$OUT/$name.patch" ] || { echo "$name: no patch to apply"; pb="-"; pr="-"; continue; }
-      (cd "$d" && patch -p1 < "$OUT/$name.patch") | tee -a "$OUT/steps.log" || { pb="patch failed"; pr="-"; continue; }
+      [ "$from" != none ] && [ -s "$OUT/$name.patch" ] || { echo "$name: no patch to apply"; pb="-"; pr="-"; tp="-"; continue; }
+      (cd "$d" && patch -p1 < "$OUT/$name.patch") | tee -a "$OUT/steps.log" || { pb="patch failed"; pr="-"; tp="-"; continue; }
     fi
     if build $name "$d" > "$OUT/$name.$variant.build.log" 2>&1; then b=built; else b="build failed"; tail -5 "$OUT/$name.$variant.build.log"; fi
     stamp "$name ($variant): $b"
-    r="-"
+    r="-"; t="-"
     if [ "$b" = built ]; then
       run_once $name "$d" > "$OUT/$name.$variant.run.log" 2>&1; rc=$?
       r="exit $rc"; tail -n 12 "$OUT/$name.$variant.run.log"
-      stamp "$name ($variant): run at 2 ranks, exit $rc"
+      t=$(own_timing $name "$OUT/$name.$variant.run.log"); t=${t:--}
+      stamp "$name ($variant): run at 2 ranks, exit $rc, its own timing: $t"
     fi
-    [ $variant = patched ] && { pb=$b; pr=$r; }
+    if [ $variant = patched ]; then pb=$b; pr=$r; tp=$t; else to=$t; fi
   done
-  echo "| $name | $searched | $evaluated | $best | $speedup | $from | $pb | $pr |" >> "$OUT/summary.md"
+  echo "| $name | $searched | $evaluated | $best | $speedup | $from | $pb | $pr | $to | ${tp:--} |" >> "$OUT/summary.md"
 done
 cat "$OUT/summary.md"; stamp "done"
