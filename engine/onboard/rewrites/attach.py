@@ -100,10 +100,15 @@ def attach_rewrites(prog, root: Path) -> Attached:
                 notes.append(f"{point_name(names)}: not offered together ({exc})")
                 continue
             bodies = blocks.block_bodies(texts[cand_key].decode())
+            seed_bodies = blocks.block_bodies(harness.texts[cand_key].decode())
             point = point_name(names)
             rel = f"variants/rw_{point.replace('+', '_')}.cu"
             body = _with_point(bodies[SCHEDULE_BLOCK], point, [n.replace(cand_key, cand_path.name) for n in rnotes])
-            (root / rel).write_text(f"// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
+            # the schedule block always (it names the point); another block where a rewrite changed it (a
+            # helper the region calls, in the kernels block)
+            others = "".join(f"// EVOLVE-BLOCK-START {name}\n{b}// EVOLVE-BLOCK-END\n\n" for name, b in bodies.items()
+                             if name != SCHEDULE_BLOCK and b != seed_bodies.get(name))
+            (root / rel).write_text(f"{others}// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
             variants.append({"name": f"rw_{point.replace('+', '_')}", "file": rel, "point": {DIMENSION: point}})
             points.append(point)
     _include_headers(cand_path, {h for p in points for n in point_names(p) for h in getattr(BY_NAME[n], "headers", ())})

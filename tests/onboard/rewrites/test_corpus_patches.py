@@ -24,7 +24,7 @@ from ..toolchain import compiles_with_nccl
 NAMES = ["nvidia_jacobi_nccl_overlap", "cuco_moe_seed", "async_ring_allreduce_single"]
 EXPECTED = {"nvidia_jacobi_nccl_overlap": ["nccl_register", "comm_config"],
             "cuco_moe_seed": ["comm_config", "lsa_collective"],
-            "async_ring_allreduce_single": ["comm_config"]}
+            "async_ring_allreduce_single": ["comm_config", "keep_scratch"]}
 
 
 def _offered(name: str):

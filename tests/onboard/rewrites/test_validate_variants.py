@@ -77,14 +77,13 @@ def test_lsa_collective_compiles_in_the_harness_on_the_moe_seed(tmp_path):
     assert "passes the symbol policy" in text and "workload OK" in text, text
 
 
-def test_the_ring_all_reduce_has_no_rewrite_to_search_in_the_harness(tmp_path):
+def test_keep_scratch_compiles_in_the_harness_on_the_ring_all_reduce(tmp_path):
     folder = CORPUS / "async_ring_allreduce_single"
     if not folder.is_dir():
         pytest.skip(f"the corpus is not at {folder}")
-    out = tmp_path / "w"
-    r = subprocess.run([*CLI, "init", "ring_allreduce.cu", "--ranks", "2", "-o", str(out)], cwd=folder,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    # its only offered rewrite (comm_config) changes the communicator, which the harness makes
-    assert "comm_config: offered on the program, not searched in the harness" in r.stdout + r.stderr
-    assert not yaml.safe_load((out / "workload.yaml").read_text()).get("variants")
+    text, variants = _validate(tmp_path, folder, ["ring_allreduce.cu"])
+    assert variants == ["rw_keep_scratch"]
+    assert "compiled rw_keep_scratch" in text and "workload OK" in text, text
+    # the helper is in the kernels block: the variant carries that block too
+    body = (tmp_path / "w" / "variants" / "rw_keep_scratch.cu").read_text()
+    assert "EVOLVE-BLOCK-START kernels" in body and "static void* cuco_keep_scratch_buff = nullptr;" in body
