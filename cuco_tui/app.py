@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,13 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Log, Static, TabbedContent
 from textual.worker import Worker, WorkerState
 
+from engine.contract import (ArchiveCell, Best, CandidateAdded, CandidateStatus, Envelope, Fork, LlmCall, Mark,
+                             Migration, Recommendations, Result, RunState, RunSummary, Strategies, StrategyMark,
+                             decode)
+from engine.contract import Log as LogEvent   # textual's Log is the engine-log widget
 from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
 
+from .actions import bindings_for
 from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
 from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
 from .data import FilterError, StoreView, parse_filter
@@ -75,40 +81,44 @@ def _hms(ts: float | None) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ts or 0))
 
 
-def event_line(event: dict[str, Any]) -> str | None:
+def event_line(envelope: Envelope) -> str | None:
     """One log line for an event (None: not worth a line)."""
-    d = event.get("data") or {}
-    kind = event.get("kind")
-    if kind == "log":
-        text = f"{d.get('level', 'info')}: {d.get('message', '')}"
-    elif kind == "run":
-        text = f"run {d.get('state')}" + (f" ({d['reason']})" if d.get("reason") else "")
-    elif kind == "result":
-        sp = f" {d['speedup']:.3f}x" if d.get("speedup") is not None else ""
-        why = f" {d['reason']}" if d.get("reason") else ""
-        text = f"#{d.get('id')} {d.get('status')}{sp}{why}"
-    elif kind == "best":
-        text = f"new best #{d.get('id')} {d.get('speedup', 0):.3f}x"
-    elif kind == "mark":
-        text = f"#{d.get('id')} {d.get('verdict')}" + (f": {d['text']}" if d.get("text") else "")
-    elif kind == "fork":
-        text = f"forked {d.get('new_run')}" + (f" from #{d['from_candidate']}" if d.get("from_candidate") else "")
-    elif kind == "migration":
-        text = f"migration #{d.get('id')} island {d.get('src')} -> {d.get('dst')}"
-    elif kind == "llm_call":
-        text = f"llm {d.get('model')} ${float(d.get('cost_usd') or 0):.4f}"
-    elif kind == "strategy_mark":
-        text = f"strategy {d.get('strategy') or ''} {d.get('verdict')}".replace("  ", " ") + (
-            f": {d['text']}" if d.get("text") else "")
-    elif kind == "strategies":
-        changes = [f"{what} {', '.join(d[what])}" for what in ("retired", "rewritten", "added") if d.get(what)]
+    e = envelope.event
+    if isinstance(e, LogEvent):
+        text = f"{e.level or 'info'}: {e.message or ''}"
+    elif isinstance(e, RunState):
+        text = f"run {e.state}" + (f" ({e.reason})" if e.reason else "")
+    elif isinstance(e, Result):
+        sp = f" {e.speedup:.3f}x" if e.speedup is not None else ""
+        why = f" {e.reason}" if e.reason else ""
+        text = f"#{e.id} {e.status}{sp}{why}"
+    elif isinstance(e, Best):
+        text = f"new best #{e.id} {e.speedup or 0:.3f}x"
+    elif isinstance(e, Mark):
+        text = f"#{e.id} {e.verdict}" + (f": {e.text}" if e.text else "")
+    elif isinstance(e, Fork):
+        text = f"forked {e.new_run}" + (f" from #{e.from_candidate}" if e.from_candidate else "")
+    elif isinstance(e, Migration):
+        text = f"migration #{e.id} island {e.src} -> {e.dst}"
+    elif isinstance(e, LlmCall):
+        text = f"llm {e.model} ${float(e.cost_usd or 0):.4f}"
+    elif isinstance(e, StrategyMark):
+        text = f"strategy {e.strategy or ''} {e.verdict}".replace("  ", " ") + (f": {e.text}" if e.text else "")
+    elif isinstance(e, Strategies):
+        changes = [f"{what} {', '.join(getattr(e, what))}" for what in ("retired", "rewritten", "added")
+                   if getattr(e, what)]
         text = "strategies: " + "; ".join(changes)
-    elif kind == "recommendations":
-        items = [str(i) for i in d.get("items") or []]
+    elif isinstance(e, Recommendations):
+        items = [str(i) for i in e.items or []]
         text = "advice: " + " | ".join(items) if items else "advice: (none)"
     else:
         return None
-    return f"{_hms(event.get('ts'))} {text}"
+    return f"{_hms(envelope.ts)} {text}"
+
+
+def decoded(events: list[dict[str, Any]]) -> list[Envelope]:
+    """Events as the contract's records (a kind from a newer cuco is skipped)."""
+    return [e for e in map(decode, events) if e is not None]
 
 
 class CucoApp(App):
@@ -117,33 +127,7 @@ class CucoApp(App):
     TITLE = "cuco"
     CSS_PATH = str(APP_CSS)
     COMMANDS = App.COMMANDS | {CandidatesProvider, RunsProvider, NodesProvider, ThemesProvider}
-    BINDINGS = [
-        Binding("space", "toggle_pause", "Pause", id="pause"),
-        Binding("P", "hard_pause", "Hard pause", id="pause_hard", show=False),
-        Binding("a", "accept", "Accept", id="accept"),
-        Binding("x", "reject", "Reject", id="reject"),
-        Binding("f", "fork", "Fork", id="fork"),
-        Binding("e", "edit", "Edit", id="edit", show=False),
-        Binding("slash", "filter", "Filter", id="filter"),
-        Binding("b", "jump_to_best", "Best", id="best", show=False),
-        Binding("L", "show_lineage", "Lineage", id="lineage", show=False),
-        Binding("C", "show_configs", "Per config", id="configs", show=False),
-        Binding("M", "show_llm", "LLMs", id="llm", show=False),
-        Binding("n", "show_nodes", "Nodes", id="nodes", show=False),
-        Binding("r", "show_runs", "Runs", id="runs", show=False),
-        Binding("v", "show_review", "Review queue", id="review", show=False),
-        Binding("t", "toggle_theme", "Theme", id="theme", show=False),
-        Binding("1", "focus_pane('islands')", "Islands", id="pane.islands", show=False),
-        Binding("2", "focus_pane('candidates')", "Candidates", id="pane.candidates", show=False),
-        Binding("3", "focus_pane('detail')", "Detail tabs (then left/right)", id="pane.detail", show=False),
-        Binding("left_square_bracket", "detail_tab(-1)", "Previous detail tab", id="detail.prev_tab", show=False),
-        Binding("right_square_bracket", "detail_tab(1)", "Next detail tab", id="detail.next_tab", show=False),
-        Binding("4", "focus_pane('log')", "Log", id="pane.log", show=False),
-        Binding("5", "show_plot", "Plot", id="pane.plot", show=False),
-        Binding("question_mark", "help", "Help", id="help"),
-        Binding("q", "detach", "Detach", id="detach"),
-        Binding("ctrl+q", "stop_run", "Stop", id="stop", priority=True),
-    ]
+    BINDINGS = bindings_for("main")
 
     def __init__(self, home: Path, run_id: str, socket_path: str | None = None,
                  settings: TuiSettings | None = None, since: int | None = None):
@@ -155,7 +139,7 @@ class CucoApp(App):
         self.view = StoreView(self.home)
         self.live = False
         self.client: EngineClient | None = None
-        self.summary: dict[str, Any] = {"run": run_id}
+        self.summary = RunSummary(run=run_id, workload="", state="")
         self.filter_text = ""
         self.sort: tuple[str, bool] | None = None     # the candidates table's order; None: proposal order
         self.selected_id: int | None = None
@@ -257,10 +241,10 @@ class CucoApp(App):
         # connection) see at least everything up to it, and the link replays what comes after.
         since = self._since if self._since is not None else self.view.last_seq(self.run_id)
         self.call_from_thread(self._start_loads)
-        recent = self.view.events_since(max(0, since - 200), self.run_id, limit=200) if since else []
+        recent = decoded(self.view.events_since(max(0, since - 200), self.run_id, limit=200)) if since else []
         lines = [line for line in map(event_line, recent) if line]
         advice = self.view.recommendations(self.run_id)
-        if advice and not any(e.get("kind") == "recommendations" for e in recent):
+        if advice and not any(isinstance(e.event, Recommendations) for e in recent):
             lines.insert(0, "advice: " + " | ".join(advice))   # the meta-summarizer's current set
         if lines:
             self.call_from_thread(self._main.query_one("#engine-log", Log).write_lines, lines)
@@ -330,24 +314,25 @@ class CucoApp(App):
     def _summary_loaded(self, message: SummaryLoaded) -> None:
         self._summary_busy = False
         self._summary_next = self._next_refresh(message.elapsed_s)
-        if self.live and self.summary.get("state"):
-            message.summary["state"] = self.summary["state"]   # the engine's word is newer than the row
+        summary = message.summary
+        if self.live and self.summary.state:
+            summary = replace(summary, state=self.summary.state)   # the engine's word is newer than the row
         if self.ended is not None:
-            message.summary["state"] = self.ended[0]           # its last word, whatever a slow read saw
-        if self.live and not message.summary.get("nodes"):
-            message.summary["nodes"] = self.summary.get("nodes") or []   # the engine's (status), not the table's
-        self.summary = message.summary
+            summary = replace(summary, state=self.ended[0])        # its last word, whatever a slow read saw
+        if self.live and not summary.nodes:
+            summary = replace(summary, nodes=self.summary.nodes)   # the engine's (status), not the table's
+        self.summary = summary
         header = self._main.query_one(RunHeader)
         header.live = self.live
         header.summary = self.summary
         self._main.query_one(IslandsTable).show(message.islands)
-        self.toasts.know_best((self.summary.get("best") or {}).get("id"))
-        self._toast(self.toasts.nodes(self.summary.get("nodes") or []))
-        self._toast(self.toasts.reviews(self.summary.get("needs_review") or []))
+        self.toasts.know_best(self.summary.best.candidate if self.summary.best else None)
+        self._toast(self.toasts.nodes(self.summary.nodes))
+        self._toast(self.toasts.reviews(self.summary.needs_review))
 
     def _nodes_changed(self, nodes: list[dict[str, Any]]) -> list[Toast]:
-        """The engine's node states (an event or a status reply): the nodes screen, and what to toast."""
-        self.summary["nodes"] = nodes
+        """The engine's node states (a status reply): the nodes screen, and what to toast."""
+        self.summary = replace(self.summary, nodes=tuple(nodes))
         for screen in self.screen_stack:
             if isinstance(screen, NodesScreen):
                 screen.update_nodes(nodes)
@@ -454,10 +439,9 @@ class CucoApp(App):
     def _connected(self, message: EngineConnected) -> None:
         self.live = True
         status = message.hello.get("status") or {}
-        if status.get("state"):
-            self.summary["state"] = status["state"]
-        self.summary["nodes"] = status.get("nodes") or self.summary.get("nodes") or []
-        self._toast(self.toasts.nodes(self.summary["nodes"]))
+        self.summary = replace(self.summary, state=status.get("state") or self.summary.state,
+                               nodes=tuple(status.get("nodes") or self.summary.nodes))
+        self._toast(self.toasts.nodes(self.summary.nodes))
         header = self._main.query_one(RunHeader)
         header.live = True
         header.summary = self.summary
@@ -470,7 +454,7 @@ class CucoApp(App):
         """The engine's last word: the run's final state at once, and no reconnecting."""
         self.live = False
         self.ended = (message.state, message.reason)
-        self.summary["state"] = message.state
+        self.summary = replace(self.summary, state=message.state)
         header = self._main.query_one(RunHeader)
         header.live = False
         header.summary = self.summary
@@ -483,7 +467,7 @@ class CucoApp(App):
     def _lost(self, message: EngineLost) -> None:
         self.live = False
         self._main.query_one(RunHeader).live = False
-        state = self.summary.get("state")
+        state = self.summary.state
         if state in TERMINAL_STATES:
             self._set_banner(f"the run is {state}; the store is open read-only")
         else:
@@ -500,49 +484,44 @@ class CucoApp(App):
         selected_touched = False
         with self.batch_update():
             table.begin_batch()
-            for event in message.events:
-                kind = event.get("kind")
-                d = event.get("data") or {}
-                if kind == "candidate":
-                    if d.get("parent") is not None and d.get("id") is not None:
-                        self._parents[int(d["id"])] = int(d["parent"])
+            for envelope in decoded(message.events):
+                e = envelope.event
+                if isinstance(e, CandidateAdded):
+                    if e.parent is not None and e.id is not None:
+                        self._parents[int(e.id)] = int(e.parent)
                     # a new child of the selected one: its Lineage tab lists it
-                    selected_touched |= d.get("parent") is not None and d.get("parent") == self.selected_id
+                    selected_touched |= e.parent is not None and e.parent == self.selected_id
                     if self.filter_text or self.sort:   # where a new row goes is the query's to say
                         self._filter_dirty = True
-                        table.upsert(d, add=False)
+                        table.upsert(e.data(), add=False)
                     else:
-                        table.upsert(d, add=True)
+                        table.upsert(e.data(), add=True)
                     self._dirty = True
-                elif kind in ("candidate_status", "result"):
-                    table.upsert(d, add=False)
+                elif isinstance(e, (CandidateStatus, Result)):
+                    table.upsert(e.data(), add=False)
                     self._dirty = True
                     # the selected one, or a child of it (its Lineage tab shows the child's speedup)
                     selected_touched |= self.selected_id is not None and (
-                        d.get("id") == self.selected_id or self._parents.get(d.get("id")) == self.selected_id)
-                elif kind == "mark":
-                    table.upsert({"id": d.get("id"), "mark": d.get("verdict"), "mark_text": d.get("text")},
-                                 add=False)
-                    if d.get("id") is not None and table.cell_text(d["id"], "verdict") == "review":
+                        e.id == self.selected_id or self._parents.get(e.id) == self.selected_id)
+                elif isinstance(e, Mark):
+                    table.upsert({"id": e.id, "mark": e.verdict, "mark_text": e.text}, add=False)
+                    if e.id is not None and table.cell_text(e.id, "verdict") == "review":
                         # a person decided: the review is closed (engine/control.py), the verdict says so
-                        table.upsert({"id": d["id"], "status": "done", "review": f"{d.get('verdict')}ed"}, add=False)
-                    selected_touched |= d.get("id") == self.selected_id
+                        table.upsert({"id": e.id, "status": "done", "review": f"{e.verdict}ed"}, add=False)
+                    selected_touched |= e.id == self.selected_id
                     self._dirty = True          # a rejected best is the best no more: the header reads it again
-                elif kind == "run":
-                    self.summary["state"] = d.get("state", self.summary.get("state"))
+                elif isinstance(e, RunState):
+                    self.summary = replace(self.summary, state=e.state or self.summary.state)
                     self._dirty = True
-                elif kind == "nodes":
-                    toasts += self._nodes_changed(d.get("nodes") or [])
-                elif kind in ("best", "llm_call", "migration", "archive"):
-                    if kind == "best" and d.get("id") is not None:   # `b` goes to it before the next reload
-                        self.summary["best"] = {"id": d["id"], "speedup": d.get("speedup"),
-                                                "time_ms": d.get("time_ms")}
+                elif isinstance(e, (Best, LlmCall, Migration, ArchiveCell)):
+                    if isinstance(e, Best) and e.id is not None:   # `b` goes to it before the next reload
+                        self.summary = replace(self.summary, best=e.ref)
                     self._dirty = True
-                elif kind == "fork" and not self._forking and d.get("new_run") not in self._own_forks:
+                elif isinstance(e, Fork) and not self._forking and e.new_run not in self._own_forks:
                     # another client's fork (ours gets one toast when it is done, below)
-                    self.notify(f"fork {d.get('new_run')} created (start it: cuco resume {d.get('new_run')})")
-                toasts += self.toasts.event(event)
-                line = event_line(event)
+                    self.notify(f"fork {e.new_run} created (start it: cuco resume {e.new_run})")
+                toasts += self.toasts.event(e)
+                line = event_line(envelope)
                 if line:
                     lines.append(line)
             table.end_batch()
@@ -591,7 +570,7 @@ class CucoApp(App):
         if "nodes" in status:
             self._toast(self._nodes_changed(status.get("nodes") or []))
         if status.get("state"):
-            self.summary["state"] = status["state"]
+            self.summary = replace(self.summary, state=status["state"])
             self._main.query_one(RunHeader).summary = self.summary
         if message.op == "fork":
             new_run = message.reply.get("new_run")
@@ -608,7 +587,7 @@ class CucoApp(App):
     def action_toggle_pause(self) -> None:
         if not self._need_live("pause"):
             return
-        if self.summary.get("state") == "paused":
+        if self.summary.state == "paused":
             self.send_command("resume")
         else:
             self.send_command("pause", hard=False)
@@ -724,12 +703,11 @@ class CucoApp(App):
                 event.stop()
 
     def action_jump_to_best(self) -> None:
-        best = self.summary.get("best") or {}
-        cid = best.get("id", best.get("candidate"))
-        if cid is None:
+        best = self.summary.best
+        if best is None:
             self.notify("best: no correct candidate yet", severity="warning")
             return
-        self._select_best(int(cid))
+        self._select_best(best.candidate)
 
     def _select_best(self, cid: int) -> None:
         """Select the best; if it is not among the rows shown, show the run sorted by speedup (once)."""
@@ -786,7 +764,7 @@ class CucoApp(App):
         self._main.query_one(DetailTabs).active = "tab-plot"
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(describe_bindings(self), self.settings.source))
+        self.push_screen(HelpScreen(describe_bindings(self, self.settings.keymap), self.settings.source))
 
     def action_detach(self) -> None:
         self.detached = True
@@ -820,20 +798,20 @@ class CucoApp(App):
         """Pause, stop, accept, reject and fork need a live engine that can still take them: on a read-only
         or finished run they are neither shown nor run."""
         if action in ENGINE_ACTIONS:
-            return self.live and self.summary.get("state") not in TERMINAL_STATES
+            return self.live and self.summary.state not in TERMINAL_STATES
         if action in MAIN_SCREEN_ACTIONS and self.screen_stack and self.screen is not self.screen_stack[0]:
             return False     # they act on the main screen's table or detail, hidden under this one
         return True
 
     def binding_label(self, binding: Binding) -> str:
         """The footer's word for a key in the current state (space resumes a paused run)."""
-        if binding.action == "toggle_pause" and self.summary.get("state") == "paused":
+        if binding.action == "toggle_pause" and self.summary.state == "paused":
             return "Resume"
         return binding.description
 
     def _refresh_keys(self) -> None:
         """The footer follows the link and the run's state (cheap: compared 4 times a second)."""
-        key = (self.live, self.summary.get("state"))
+        key = (self.live, self.summary.state)
         if key != self._keys_state:
             self._keys_state = key
             self.refresh_bindings()
@@ -852,7 +830,7 @@ class CucoApp(App):
         return self.view.run_ids()
 
     def palette_nodes(self) -> list[str]:
-        return [n.get("name", "?") for n in self.summary.get("nodes") or []]
+        return [n.get("name", "?") for n in self.summary.nodes]
 
     def select_candidate(self, candidate_id: int) -> None:
         if not self._main.query_one(CandidatesTable).select(candidate_id):

@@ -1,32 +1,27 @@
-"""Read-only queries the TUI runs off the UI loop (in thread workers): a thin layer over `ReadStore`.
-
-Everything here returns plain data (dicts, lists, Rich `Text`), computed in the calling thread, so the
-UI only has to place it. Filtering, sorting and paging happen in SQL.
+"""What the TUI reads, in thread workers: the engine's read model (engine/read_model), and a candidate's
+detail drawn as Rich `Text` in the calling thread, so the UI only has to place it. Filtering, sorting
+and paging happen in the read model's SQL.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import re
-import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rich.syntax import Syntax
 from rich.text import Text
 
-from engine.best import RANK_ORDER_SQL, best_candidate, island_bests
-from engine.counting import COUNTS_SQL, NEEDS_REVIEW
-from engine.glossary import legend
-from engine.liveness import shown_state
+from engine.contract import config_results, configs_from_benchmark, metrics_besides_configs, timeline_figures
 from engine.efficiency import OVERLAP, judge
-from engine.store import ReadStore
+from engine.glossary import legend
+from engine.read_model.filters import SORT_COLUMNS, FilterError, parse_filter
+from engine.read_model.views import CANDIDATE_WINDOW, ReadModel
 
-from .lineage_data import BestPaths, lineage_text
+from .lineage_view import lineage_text
 
-CANDIDATE_WINDOW = 1000          # rows kept in the candidates table (newest); SQL pages the rest
+__all__ = ["CANDIDATE_WINDOW", "SORT_COLUMNS", "CandidateDetail", "FilterError", "StoreView", "parse_filter"]
 SPARK = "▁▂▃▄▅▆▇█"
 MAX_SOURCE_CHARS = 400_000
 
@@ -43,63 +38,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _timeline_of(metrics: dict, config: Any) -> dict | None:
-    """The timeline figures of one config's profiled call, kept in the candidate's metrics."""
-    figs = metrics.get("timeline")
-    return figs.get(config) if isinstance(figs, dict) else None
-
-
-class FilterError(ValueError):
-    pass
-
-
-_FIELDS = {
-    "id": "c.id", "island": "c.island", "isl": "c.island", "gen": "c.generation", "generation": "c.generation",
-    "op": "c.operator", "operator": "c.operator", "status": "c.status", "speedup": "c.speedup",
-    "mutator": "c.mutator", "cell": "c.cell", "parent": "c.parent_id", "time": "c.time_ms",
-    "mark": "m.verdict", "verdict": "m.verdict",
-}
-# The candidates table's columns (widgets/candidates.py COLUMNS keys) as SQL sort expressions.
-SORT_COLUMNS = {"id": "c.id", "island": "c.island", "generation": "c.generation", "operator": "c.operator",
-                "status": "c.status", "speedup": "c.speedup", "verdict": "(c.status || COALESCE(c.reason, ''))",
-                "mark": "m.verdict"}
-_TERM = re.compile(r"^(?P<field>[a-z]+)(?P<op>>=|<=|!=|=|>|<|~)(?P<value>.+)$")
-
-
-def parse_filter(text: str) -> tuple[str, list[Any]]:
-    """`status=done island=1 speedup>1.2 op~llm mark=accept` (terms ANDed) -> SQL and parameters.
-
-    A bare word matches operator, mutator, status or reason. Values are always bound parameters.
-    """
-    clauses: list[str] = []
-    params: list[Any] = []
-    for term in text.split():
-        match = _TERM.match(term)
-        if match is None:
-            clauses.append("(c.operator LIKE ? OR c.mutator LIKE ? OR c.status LIKE ? OR c.reason LIKE ?)")
-            params += [f"%{term}%"] * 4
-            continue
-        name, op, value = match["field"], match["op"], match["value"]
-        column = _FIELDS.get(name)
-        if column is None:
-            raise FilterError(f"unknown field {name!r} (known: {', '.join(sorted(_FIELDS))})")
-        if op == "~":
-            clauses.append(f"{column} LIKE ?")
-            params.append(f"%{value}%")
-            continue
-        if value.lower() in ("none", "null"):
-            clauses.append(f"{column} IS {'NOT ' if op == '!=' else ''}NULL")
-            continue
-        try:
-            bound: Any = float(value) if column in ("c.speedup", "c.time_ms") else (
-                int(value) if column in ("c.id", "c.island", "c.generation", "c.parent_id") else value)
-        except ValueError:
-            raise FilterError(f"{name}: {value!r} is not a number") from None
-        clauses.append(f"{column} {op} ?")
-        params.append(bound)
-    return (" AND ".join(clauses) or "1=1"), params
-
-
 @dataclass
 class CandidateDetail:
     id: int
@@ -114,233 +52,18 @@ class CandidateDetail:
     lineage: Text = field(default_factory=Text)
 
 
-class StoreView:
-    """A read-only store shared by thread workers: one connection per thread, so the initial queries
-    (candidates window, header counts, islands) run in parallel (sqlite releases the GIL while it steps).
-
-    Every query here uses an index of the schema or a bounded scan: candidates_run_status,
-    candidates_run_fitness, UNIQUE(run_id, number), or the rowid span of one run.
-    """
-
-    def __init__(self, home: Path):
-        self.home = Path(home)
-        self._store = ReadStore(self.home)          # the opening thread's connection (and the blob store)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._closed = False
-        self._conns: list[tuple[ReadStore, threading.Lock]] = [(self._store, threading.Lock())]
-        self._local.conn = self._conns[0]
-        self.best_paths = BestPaths()               # the path to each run's best, walked once per best
-
-    def _conn(self) -> tuple[ReadStore, threading.Lock]:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError("the store view is closed")
-                conn = (ReadStore(self.home), threading.Lock())
-                self._conns.append(conn)
-            self._local.conn = conn
-        return conn
-
-    def close(self) -> None:
-        """Close every connection; a query still running in a worker thread is interrupted first (closing
-        a connection under a running statement would crash the process)."""
-        with self._lock:
-            self._closed = True
-            conns, self._conns = self._conns, []
-        for store, lock in conns:
-            try:
-                store._conn.interrupt()
-            except Exception:  # noqa: BLE001
-                pass
-            if lock.acquire(timeout=5.0):
-                try:
-                    store.close()
-                finally:
-                    lock.release()
-
-    def _all(self, sql: str, params: tuple | list = ()) -> list[dict[str, Any]]:
-        store, lock = self._conn()
-        with lock:
-            if self._closed:
-                raise RuntimeError("the store view is closed")
-            return store.fetchall(sql, params)
-
-    def _one(self, sql: str, params: tuple | list = ()) -> dict[str, Any] | None:
-        rows = self._all(sql, params)
-        return rows[0] if rows else None
-
-    def events_since(self, since: int, run_id: str, limit: int) -> list[dict[str, Any]]:
-        store, lock = self._conn()
-        with lock:
-            if self._closed:
-                raise RuntimeError("the store view is closed")
-            return store.events_since(since, run_id, limit=limit)
-
-    # ---- runs
-
-    def runs(self) -> list[dict[str, Any]]:
-        # best: the top of candidates_run_fitness (fitness is the speedup of a correct candidate);
-        # count: a covering scan of candidates_run_status.
-        rows = self._all(f"SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND {COUNTS_SQL} "
-                         f"ORDER BY {RANK_ORDER_SQL} LIMIT 1) AS best, "
-                         "(SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
-                         "FROM runs r ORDER BY created_at")
-        return [{**r, "state": shown_state(self.home, r)} for r in rows]   # `died`, never a dead `running`
-
-    def run_ids(self) -> list[str]:
-        return [r["id"] for r in self._all("SELECT id FROM runs ORDER BY created_at")]
-
-    def run(self, run_id: str) -> dict[str, Any] | None:
-        return self._one("SELECT * FROM runs WHERE id=?", (run_id,))
-
-    def newest_run(self) -> str | None:
-        row = self._one("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1")
-        return row["id"] if row else None
-
-    def recommendations(self, run_id: str) -> list[str]:
-        """The meta-summarizer's current advice for the run (LLM runs), newest set only."""
-        row = self._one("SELECT value_json FROM run_state WHERE run_id=? AND key='recommendations'", (run_id,))
-        try:
-            items = json.loads(row["value_json"]) if row else []
-        except ValueError:
-            return []
-        return [str(i) for i in items] if isinstance(items, list) else []
-
-    def last_seq(self, run_id: str) -> int:
-        row = self._one("SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (run_id,))
-        return int(row["s"]) if row else 0
-
-    # ---- header
-
-    def summary(self, run_id: str) -> dict[str, Any]:
-        run = self.run(run_id) or {}
-        by_status = {r["status"]: r["n"] for r in self._all(
-            "SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? GROUP BY status", (run_id,))}
-        done = by_status.get("done", 0)
-        bad = by_status.get("incorrect", 0) + by_status.get("failed", 0)
-        # The best correct candidate: the top of candidates_run_fitness (the engine's fitness is the speedup).
-        best = best_candidate(self._all, run_id, "c.id, c.speedup, c.time_ms, c.baseline_ms")
-        cost = self._one("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (run_id,)) or {}
-        # Held for a person (a flagged result): few, so the newest 50 are enough for the toasts.
-        review = self._all("SELECT id FROM candidates WHERE run_id=? AND status='done' AND review='needs_review' "
-                           "ORDER BY id DESC LIMIT 50", (run_id,))
-        state = shown_state(self.home, run) if run else "?"
-        return {"run": run_id, "workload": run.get("workload", "?"), "state": state,
-                "parent_run": run.get("parent_run"), "evaluated": done + bad, "correct": done, "failed": bad,
-                "in_flight": by_status.get("pending", 0) + by_status.get("running", 0),
-                "best": best, "llm_cost_usd": float(cost.get("c") or 0.0), "nodes": self.nodes(),
-                "needs_review": [r["id"] for r in review]}
-
-    def review_queue(self, run_id: str) -> list[dict[str, Any]]:
-        """The verified results that wait for a person (engine/counting.py), oldest first."""
-        rows = self._all("SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? "
-                         "ORDER BY id", (run_id, NEEDS_REVIEW))
-        out = []
-        for r in rows:
-            try:
-                metrics = json.loads(r["metrics_json"]) if r["metrics_json"] else {}
-            except ValueError:
-                metrics = {}
-            out.append({"candidate": r["id"], "speedup": r["speedup"], "time_ms": r["time_ms"],
-                        "flags": metrics.get("flags") or [] if isinstance(metrics, dict) else []})
-        return out
-
-    def nodes(self) -> list[dict[str, Any]]:
-        out = []
-        for row in self._all("SELECT name, state_json, updated_at FROM nodes ORDER BY name"):
-            try:
-                state = json.loads(row["state_json"])
-            except ValueError:
-                state = {}
-            state.setdefault("name", row["name"])
-            state["updated_at"] = row["updated_at"]
-            out.append(state)
-        return out
-
-    def jobs(self, run_id: str) -> list[dict[str, Any]]:
-        return self._all("SELECT * FROM jobs WHERE run_id=? AND state='running' ORDER BY created_at", (run_id,))
-
-    # ---- islands
-
-    def islands(self, run_id: str) -> list[dict[str, Any]]:
-        # No index leads with (run_id, island): scan the run's rowid span once (its rows are mostly
-        # contiguous), not once per island through an index.
-        span = self._one("SELECT MIN(id) AS lo, MAX(id) AS hi FROM candidates WHERE run_id=?", (run_id,))
-        if not span or span["lo"] is None:
-            return []
-        rows = self._all("SELECT island, COUNT(*) AS size FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? "
-                         "GROUP BY island ORDER BY island", (span["lo"], span["hi"], run_id))
-        bests = island_bests(self._all, run_id, [r["island"] for r in rows])   # that count: not rejected, not held
-        migrations = {r["dst_island"]: r for r in self._all(
-            "SELECT dst_island, src_island, candidate_id, MAX(at_evaluation) AS at_evaluation "
-            "FROM migrations_log WHERE run_id=? GROUP BY dst_island", (run_id,))}
-        for row in rows:
-            row["best"] = bests.get(row["island"])
-            # candidates_run_status (run_id, status, rowid) read backwards: stops after 16 of this island.
-            recent = self._all("SELECT speedup FROM candidates WHERE run_id=? AND status='done' AND island=? "
-                               "AND speedup IS NOT NULL ORDER BY id DESC LIMIT 16", (run_id, row["island"]))
-            row["trend"] = [r["speedup"] for r in reversed(recent)]
-            mig = migrations.get(row["island"])
-            row["migration"] = (f"#{mig['candidate_id']} from {mig['src_island']} @{mig['at_evaluation']}"
-                                if mig else "")
-        return rows
-
-    # ---- candidates
-
-    def candidates(self, run_id: str, filter_text: str = "", limit: int = CANDIDATE_WINDOW,
-                   sort: tuple[str, bool] | None = None) -> list[dict[str, Any]]:
-        """The newest `limit` candidates (proposal order: UNIQUE(run_id, number) read backwards, no sort),
-        oldest first; or, with `sort` = (column, descending), the first `limit` of the whole run in that
-        order (a top-N sort in SQL: the best of the run, not of the newest window), NULLs last."""
-        where, params = parse_filter(filter_text)
-        columns = ("c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, c.review, "
-                   "m.verdict AS mark, m.text AS mark_text")
-        last_mark = "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id)"
-        if sort is None:
-            order = "c.number DESC"
-        else:
-            column, descending = sort
-            expr = SORT_COLUMNS.get(column)
-            if expr is None:
-                raise FilterError(f"cannot sort by {column!r} (columns: {', '.join(SORT_COLUMNS)})")
-            # NULL sorts lowest: last when descending as it is; ascending needs the IS NULL term. Speedup
-            # descending walks candidates_run_speedup backwards and stops at `limit`: no sort at all.
-            order = f"{expr} DESC, c.id DESC" if descending else f"{expr} IS NULL, {expr} ASC, c.id ASC"
-        if sort is not None and "m." not in where + order:
-            # The top `limit` ids first (an index scan where one fits), their marks only after.
-            rows = self._all(f"SELECT {columns} FROM (SELECT c.id FROM candidates c WHERE c.run_id=? AND {where} "
-                             f"ORDER BY {order} LIMIT ?) top JOIN candidates c ON c.id = top.id {last_mark} "
-                             f"ORDER BY {order}", [run_id, *params, limit])
-        else:
-            rows = self._all(f"SELECT {columns} FROM candidates c {last_mark} "
-                             f"WHERE c.run_id=? AND {where} ORDER BY {order} LIMIT ?", [run_id, *params, limit])
-        if sort is None:
-            rows.reverse()
-        return rows
-
-    def scores(self, run_id: str, limit: int = 5000) -> list[tuple[int, float]]:
-        rows = self._all("SELECT number, speedup FROM candidates WHERE run_id=? AND status='done' AND speedup IS NOT "
-                         "NULL ORDER BY number DESC LIMIT ?", (run_id, limit))
-        return [(r["number"], r["speedup"]) for r in reversed(rows)]
+class StoreView(ReadModel):
+    """The read model (engine/read_model) and how the TUI draws a candidate: Rich text, computed in the
+    calling thread worker, so the UI only places it."""
 
     # ---- one candidate (diff, source, metrics, logs, prompts)
 
-    def _blob(self, digest: str | None) -> str | None:
-        if not digest:
-            return None
-        try:
-            return self._store.blobs.get_text(digest)   # files: no connection needed
-        except OSError:
-            return None
-
     def detail(self, candidate_id: int, dark: bool = True) -> CandidateDetail | None:
-        row = self._one("SELECT * FROM candidates WHERE id=?", (candidate_id,))
+        row = self.candidate(candidate_id)
         if row is None:
             return None
         theme = "monokai" if dark else "default"
-        source = self._blob(row["source_hash"])
+        source = self.blob(row["source_hash"])
         source_text = source if source is not None else ""
         if source is None:
             source_view = Text("(source blob missing from the store)", style="italic")
@@ -357,20 +80,18 @@ class StoreView:
 
     def parent_diff(self, candidate_id: int, dark: bool = True) -> Text:
         """The candidate's diff against its parent (a fork's copy: against its original), highlighted."""
-        row = self._one("SELECT * FROM candidates WHERE id=?", (candidate_id,))
+        row = self.candidate(candidate_id)
         if row is None:
             return Text(f"(no candidate #{candidate_id})", style="italic")
-        return self._parent_diff(row, self._blob(row["source_hash"]) or "", "monokai" if dark else "default")
+        return self._parent_diff(row, self.blob(row["source_hash"]) or "", "monokai" if dark else "default")
 
     def _parent_diff(self, row: dict[str, Any], source_text: str, theme: str) -> Text:
-        parent_id = row["parent_id"] if row["parent_id"] is not None else row.get("origin_id")
-        parent = self._one("SELECT id, source_hash FROM candidates WHERE id=?", (parent_id,)) \
-            if parent_id is not None else None
+        parent = self.parent_source(row)
         if parent is None:
             return Text("(no parent: this is a seed)", style="italic")
-        parent_src = self._blob(parent["source_hash"]) or ""
+        parent_id, parent_src = parent
         lines = list(difflib.unified_diff(parent_src.splitlines(), source_text.splitlines(),
-                                          f"#{parent['id']}", f"#{row['id']}", lineterm="", n=3))
+                                          f"#{parent_id}", f"#{row['id']}", lineterm="", n=3))
         diff_text = "\n".join(lines) or "(identical to its parent)"
         text = Syntax(diff_text, "diff", theme=theme).highlight(diff_text)
         mark_changed_spans(text, lines)
@@ -406,33 +127,31 @@ class StoreView:
             out.append(f"\n⚑ beyond the overlap bound on {flag.get('config')}: {flag.get('candidate_ms'):.4g} ms < "
                        f"{flag.get('bound_ms'):.4g} ms (the baseline's compute or communication alone). A faster "
                        "computation or a gamed measurement: read the diff before trusting it.\n", style="bold yellow")
-        stage = metrics.get("benchmark") if isinstance(metrics.get("benchmark"), dict) else None
-        configs = (stage or metrics).get("configs")
+        configs = config_results(metrics)
         if configs:
             # two short lines per config: the detail pane is narrow (about 40 columns at 100x30)
-            out.append("\nper config" + (" (benchmark)" if stage else "") + "\n", style="bold underline")
+            out.append("\nper config" + (" (benchmark)" if configs_from_benchmark(metrics) else "") + "\n",
+                       style="bold underline")
             out.append("  name  baseline -> candidate ms  ratio\n", style="dim")
             for cfg in configs:
-                out.append(f"  {str(cfg.get('name', '?'))}", style="bold")
-                base, cand, ratio = cfg.get("baseline_ms"), cfg.get("candidate_ms"), cfg.get("speedup")
-                if _is_number(base) and _is_number(cand):
+                out.append(f"  {cfg.name}", style="bold")
+                base, cand, ratio = cfg.baseline_ms, cfg.candidate_ms, cfg.speedup
+                if base is not None and cand is not None:
                     out.append(f"  {base:.4g} -> {cand:.4g} ms")
-                if _is_number(ratio):
+                if ratio is not None:
                     out.append(f"  {ratio:.3f}x", style="bold")
                 out.append("\n")
-                parts = [f"{label} {cfg[k]:.4g} ms" for k, label in (("comp_ms", "comp"), ("comm_ms", "comm"))
-                         if _is_number(cfg.get(k))]
-                if _is_number(cfg.get("bound")):
-                    parts.append(f"bound {cfg['bound']:.3f}x")
+                parts = [f"{label} {value:.4g} ms" for value, label in ((cfg.comp_ms, "comp"), (cfg.comm_ms, "comm"))
+                         if value is not None]
+                if cfg.bound is not None:
+                    parts.append(f"bound {cfg.bound:.3f}x")
                 if parts:
                     out.append("    " + "  ".join(parts) + "\n", style="dim")
-                verdict = judge(cfg, _timeline_of(metrics, cfg.get("name")))
+                verdict = judge(cfg.as_dict(), timeline_figures(metrics, cfg.name))
                 if verdict.kind is not None:   # 1: a perfect overlap of the baseline's own compute and communication
                     out.append(f"    {'overlap efficiency ' if verdict.kind == OVERLAP else ''}{verdict.label()}\n",
                                style="dim")
-        rest = {k: v for k, v in metrics.items() if k not in ("configs", "flags")}
-        if stage is not None:
-            rest["benchmark"] = {k: v for k, v in stage.items() if k != "configs"}
+        rest = metrics_besides_configs(metrics)
         harness = harness_lines(rest)
         if harness:
             out.append("\nharness\n", style="bold underline")
@@ -443,7 +162,7 @@ class StoreView:
 
     def _logs(self, candidate_id: int) -> Text:
         out = Text()
-        rows = self._all("SELECT * FROM evaluations WHERE candidate_id=? ORDER BY id", (candidate_id,))
+        rows = self.evaluations(candidate_id)
         if not rows:
             return Text("(no build or run logs yet)", style="italic")
         for ev in rows:
@@ -451,12 +170,12 @@ class StoreView:
                        f"{(ev['duration_s'] or 0):.1f}s attempt {ev['attempt']}\n", style="bold")
             if ev.get("fault") == "environment":   # not held against the candidate (engine/faults.py)
                 out.append(f"   the environment's fault, not the candidate's: {_fault_note(ev)}\n", style="yellow")
-            text = self._blob(ev["log_hash"])
+            text = self.blob(ev["log_hash"])
             out.append((text[-20000:] if text else "(no log)") + "\n")
         return out
 
     def _llm(self, candidate_id: int) -> Text:
-        rows = self._all("SELECT * FROM llm_calls WHERE candidate_id=? ORDER BY id", (candidate_id,))
+        rows = self.llm_calls(candidate_id)
         if not rows:
             return Text("(no LLM calls for this candidate)", style="italic")
         out = Text()
@@ -464,7 +183,7 @@ class StoreView:
             out.append(f"── {call['model']} {call['purpose']} [{call['status']}] in {call['input_tokens']} "
                        f"out {call['output_tokens']} ${call['cost_usd']:.4f}\n", style="bold")
             for label, digest in (("prompt", call["prompt_hash"]), ("response", call["response_hash"])):
-                text = self._blob(digest)
+                text = self.blob(digest)
                 if text:
                     out.append(f"{label}:\n", style="underline")
                     out.append(text[-20000:] + "\n")

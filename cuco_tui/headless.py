@@ -13,6 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from engine.contract import Best, BestRef, Log, Result, RunState, decode
+
 RECENT = 6
 
 
@@ -52,39 +54,40 @@ class HeadlessDisplay:
         stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
         stream.flush()
 
-    def on_event(self, event: dict[str, Any]) -> None:
-        kind, data = event["kind"], event["data"]
+    def on_event(self, message: dict[str, Any]) -> None:
+        envelope = decode(message)
+        event = envelope.event if envelope is not None else None
         line = None
-        if kind == "result":
-            sp = f"{data['speedup']:.3f}x" if data.get("speedup") else ""
-            line = f"#{data['id']:<5} {data['status']:<9} {sp:>8}  {str(data.get('reason') or '')[:70]}".rstrip()
-        elif kind == "log" and data.get("level") in ("warning", "error"):
-            line = f"[{data['level']}] {data['message'][:200]}"
-        elif kind == "best" and self.lines:
-            line = f"new best #{data.get('id')} {data.get('speedup') or 0:.3f}x"
-        elif kind == "run" and self.lines:
-            line = f"run {data.get('state')}" + (f" ({data['reason']})" if data.get("reason") else "")
+        if isinstance(event, Result):
+            sp = f"{event.speedup:.3f}x" if event.speedup else ""
+            line = f"#{event.id:<5} {event.status:<9} {sp:>8}  {str(event.reason or '')[:70]}".rstrip()
+        elif isinstance(event, Log) and event.level in ("warning", "error"):
+            line = f"[{event.level}] {event.message[:200]}"
+        elif isinstance(event, Best) and self.lines:
+            line = f"new best #{event.id} {event.speedup or 0:.3f}x"
+        elif isinstance(event, RunState) and self.lines:
+            line = f"run {event.state}" + (f" ({event.reason})" if event.reason else "")
         if self.lines:
             if line is not None:
                 st = self.engine.status()
                 self._line(f"{line}  [{st['evaluated']}/{self.engine.config.max_evals} evaluated]"
-                           if kind == "result" else line)
+                           if isinstance(event, Result) else line)
             return
         if line is not None:
             self.recent = (self.recent + [line])[-RECENT:]
         now = time.monotonic()
-        if kind in ("result", "run", "best") or now - self._last > 0.25:
+        if isinstance(event, (Result, RunState, Best)) or now - self._last > 0.25:
             self._last = now
             self.live.update(self._render())
 
     def _render(self):
         e = self.engine
         st = e.status()
-        best = st["best"]
+        best = BestRef.from_dict(st["best"])
         left = ""
         if e.config.max_minutes:
             left = f"  time left {max(0.0, e.config.max_minutes * 60 - e.elapsed_s()) / 60:.1f} min"
-        info = (f"best {best['speedup']:.3f}x (#{best['candidate']})" if best and best["speedup"] else "best -") + \
+        info = (f"best {best.speedup:.3f}x (#{best.candidate})" if best and best.speedup else "best -") + \
                f"  correct {st['correct']}  failed {st['failed']}  in flight {st['in_flight']}" + \
                (f"  LLM ${st['llm_cost_usd']:.4f}" if st["llm_cost_usd"] else "") + left
         self.progress.update(self.task, completed=st["evaluated"], info=info)
@@ -119,6 +122,7 @@ def best_line(best: dict) -> str:
 def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
     """The run's summary; every table fits 80 columns and every number's meaning is in the legend below."""
     from engine.best import top_candidates
+    from engine.read_model.views import first_candidate
     from engine.glossary import legend
     from engine.store import ReadStore
     console = console or Console()
@@ -140,8 +144,7 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         head.add_row("accepted", ", ".join(map(str, report["accepted"])) or "-")
         head.add_row("LLM cost", f"${report['llm_cost_usd']:.4f}")
         console.print(head)
-        first = store.fetchone("SELECT id, descriptor_json FROM candidates WHERE run_id=? ORDER BY id LIMIT 1",
-                               (report["run"],))
+        first = first_candidate(store.fetchall, report["run"])
         reference = json.loads(first["descriptor_json"]) if first else {}
         table = Table(title="top candidates (not rejected, not held for review), by speedup",
                       caption=f"design point: what differs from #{first['id']}, the run's first candidate" if first else None)

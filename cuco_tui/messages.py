@@ -6,6 +6,8 @@ from typing import Any
 
 from textual.message import Message
 
+from engine.contract import RunSummary
+
 
 class EngineConnected(Message):
     def __init__(self, hello: dict[str, Any]) -> None:
@@ -37,7 +39,7 @@ class EngineEndedRun(Message):
 
 
 class SummaryLoaded(Message):
-    def __init__(self, summary: dict[str, Any], islands: list[dict[str, Any]], elapsed_s: float = 0.0) -> None:
+    def __init__(self, summary: RunSummary, islands: list[dict[str, Any]], elapsed_s: float = 0.0) -> None:
         super().__init__()
         self.summary = summary
         self.islands = islands

@@ -1,4 +1,4 @@
-"""The user's TUI settings: `theme:` and `keymap: {binding_id: key}` from config.yaml.
+"""The user's TUI settings: `theme:` and `keymap: {binding_id: key}` from config.yaml (the ids: cuco_tui/actions.py).
 
 Looked up in `<home>/config.yaml` (the project home, `$CUCO_HOME`), then `~/.config/cuco/config.yaml`.
 `CUCO_THEME` overrides the theme.
@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .actions import keymap_problems
 
 
 @dataclass
@@ -55,6 +57,7 @@ def load_settings(home: Path | None, env: dict[str, str] | None = None) -> TuiSe
         keymap = data.get("keymap") or {}
         if isinstance(keymap, dict):
             settings.keymap = {str(k): str(v) for k, v in keymap.items()}
+            settings.problems += [f"{path}: {problem}" for problem in keymap_problems(settings.keymap)]
         else:
             settings.problems.append(f"{path}: keymap: expected a mapping of binding id -> key")
         break

@@ -1,13 +1,15 @@
 """What deserves a toast: a new best, a node lost or quarantined, a candidate waiting for a person's review.
 
-Fed with engine events, the engine's node states (status replies) and what the store says (node states, candidates whose `review` is
-`needs_review`); remembers what it already announced, so a state seen again (each summary reload, a
+Fed with engine events (engine/contract.py), the engine's node states (status replies) and what the store says
+(node states, candidates whose `review` is `needs_review`); remembers what it already announced, so a state seen again (each summary reload, a
 replayed event) is not announced twice. Returns (text, severity) pairs; the app shows them.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
+
+from engine.contract import Best, Event, Result
 
 Toast = tuple[str, str]    # (text, severity: information | warning | error)
 NEEDS_REVIEW = "needs_review"
@@ -28,13 +30,11 @@ class ToastWatcher:
         self._node_trouble: dict[str, str | None] = {}
         self._reviews: set[int] = set()
 
-    def event(self, event: dict[str, Any]) -> list[Toast]:
-        kind = event.get("kind")
-        d = event.get("data") or {}
-        if kind == "best":
-            return self.best(d.get("id"), d.get("speedup"))
-        if d.get("review") == NEEDS_REVIEW and d.get("id") is not None:
-            return self.reviews([int(d["id"])])
+    def event(self, event: Event) -> list[Toast]:
+        if isinstance(event, Best):
+            return self.best(event.id, event.speedup)
+        if isinstance(event, Result) and event.review == NEEDS_REVIEW and event.id is not None:
+            return self.reviews([int(event.id)])
         return []
 
     def know_best(self, candidate_id: Any) -> None:

@@ -12,6 +12,7 @@ import time
 from remote.errors import InputError
 
 from .config import RunConfig
+from .contract import ArchiveCell, Fork, Mark, RunState, StrategyMark
 from .counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
 from .llm import strategies as strat
 from .runids import new_run_id
@@ -45,8 +46,8 @@ async def recompute_cell(tx: Tx, run_id: str, cell: str) -> None:
     else:
         await tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
                          (run_id, cell, best["id"], best["fitness"]))
-    await tx.event(run_id, "archive", cell=cell, id=best["id"] if best else None,
-                   fitness=best["fitness"] if best else None)
+    await tx.event(run_id, ArchiveCell(cell=cell, id=best["id"] if best else None,
+                   fitness=best["fitness"] if best else None))
 
 
 async def accept(store: Store, run_id: str, candidate_id: int, note: str = "") -> None:
@@ -55,7 +56,7 @@ async def accept(store: Store, run_id: str, candidate_id: int, note: str = "") -
         await tx.insert("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
                         (run_id, candidate_id, "accept", note, time.time()))
         await _decide_review(tx, candidate_id, ACCEPTED)
-        await tx.event(run_id, "mark", id=candidate_id, verdict="accept", text=note)
+        await tx.event(run_id, Mark(id=candidate_id, verdict="accept", text=note))
         await recompute_cell(tx, run_id, row["cell"])   # an accepted result joins the search
 
 
@@ -72,7 +73,7 @@ async def reject(store: Store, run_id: str, candidate_id: int, reason: str) -> N
         await tx.insert("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
                         (run_id, candidate_id, "reject", reason.strip(), time.time()))
         await _decide_review(tx, candidate_id, REJECTED)
-        await tx.event(run_id, "mark", id=candidate_id, verdict="reject", text=reason.strip())
+        await tx.event(run_id, Mark(id=candidate_id, verdict="reject", text=reason.strip()))
         await recompute_cell(tx, run_id, row["cell"])
 
 
@@ -84,7 +85,7 @@ async def set_state(store: Store, run_id: str, state: str, reason: str = "") -> 
         finished = now if state in ("finished", "failed", "stopped") else None
         await tx.execute("UPDATE runs SET state=?, stop_reason=?, updated_at=?, finished_at=? WHERE id=?",
                          (state, reason or None, now, finished, run_id))
-        await tx.event(run_id, "run", state=state, reason=reason)
+        await tx.event(run_id, RunState(state=state, reason=reason))
 
 
 async def fork(store: Store, run_id: str, from_candidate: int | None = None, name: str | None = None,
@@ -137,8 +138,8 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
                     "fitness=excluded.fitness WHERE excluded.fitness > archive.fitness",
                     (new_id, src["cell"], new_cid, src["fitness"]))
         await _inherit_strategies(tx, run_id, new_id, edits)
-        await tx.event(run_id, "fork", new_run=new_id, from_candidate=from_candidate)
-        await tx.event(new_id, "run", state="paused", reason=f"forked from {run_id} at candidate {from_candidate}")
+        await tx.event(run_id, Fork(new_run=new_id, from_candidate=from_candidate))
+        await tx.event(new_id, RunState(state="paused", reason=f"forked from {run_id} at candidate {from_candidate}"))
     return new_id
 
 
@@ -165,7 +166,7 @@ async def _mark_strategy(tx: Tx, run_id: str, verdict: str, strategy: str | None
             raise InputError(field, str(strategy), f"no strategy {strategy!r} in run {run_id} (known: {known})")
     mid = await tx.insert("INSERT INTO strategy_marks (run_id, strategy, verdict, text, at) VALUES (?,?,?,?,?)",
                           (run_id, strategy, verdict, text, time.time()))
-    await tx.event(run_id, "strategy_mark", strategy=strategy, verdict=verdict, text=text, mark=mid)
+    await tx.event(run_id, StrategyMark(strategy=strategy, verdict=verdict, text=text, mark=mid))
 
 
 async def mark_strategy(store: Store, run_id: str, verdict: str, strategy: str | None = None, text: str = "") -> None:

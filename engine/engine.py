@@ -24,6 +24,7 @@ from remote.jobs import Executor
 from . import blocks, control, counting, timeline
 from .archive import Archive
 from .config import RunConfig
+from .contract import ArchiveCell, Best, CandidateAdded, CandidateStatus, Log, Migration, Result, RunState
 from . import fault_policy
 from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, trim
 from .islands import IslandModel
@@ -153,7 +154,7 @@ class Engine:
                     "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
                     "VALUES (?,?,?,?,?,?,?)",
                     (run_id, workload.name, str(workload.root), "running", config.to_json(), now, now))
-                await tx.event(run_id, "run", state="running", reason="created")
+                await tx.event(run_id, RunState(state="running", reason="created"))
             await engine._add_seed()
         except BaseException:
             await store.close()
@@ -487,7 +488,7 @@ class Engine:
                              (self.elapsed_s(), time.time(), self.run_id))
 
     async def _log(self, level: str, message: str) -> None:
-        await self.store.event(self.run_id, "log", level=level, message=message)
+        await self.store.event(self.run_id, Log(level=level, message=message))
 
     # ----- proposals --------------------------------------------------------------------------
 
@@ -616,9 +617,9 @@ class Engine:
             "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
         for call_id in proposal.llm_call_ids:
             batch.execute("UPDATE llm_calls SET candidate_id=? WHERE id=?", (cid, call_id))
-        batch.event(self.run_id, "candidate", id=cid, number=number, island=island, generation=generation,
+        batch.event(self.run_id, CandidateAdded(id=cid, number=number, island=island, generation=generation,
                     parent=parent.id if parent else None, operator=proposal.operator,
-                    mutator=proposal.mutator, status=PENDING, cell=cell)
+                    mutator=proposal.mutator, status=PENDING, cell=cell))
         self._persisting[cid] = self.store.submit(batch)
         self.cands[cid] = c
         self.by_hash.add(digest)
@@ -669,7 +670,7 @@ class Engine:
                     "VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET state='running', "
                     "attempts=attempts+1, updated_at=excluded.updated_at",
                     (f"{job_prefix}-{stage}", self.run_id, c.id, stage, "running", now, now))
-                batch.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
+                batch.event(self.run_id, CandidateStatus(id=c.id, status=RUNNING, stage=stage))
                 self._write_behind(batch, lazy=True)
 
         # The inputs' seed: 52 random bits per evaluation (exact in the spec's JSON number), never derived
@@ -696,14 +697,14 @@ class Engine:
         batch = Batch()
         for sql, params in fault_policy.environment_rows(self.run_id, c.id, outcome, decision, self.store.blobs):
             batch.execute(sql, params)
-        batch.event(self.run_id, "log", level="warning",
-                    message=f"candidate {c.id}: not its fault ({decision.fault.kind}): {decision.reason}"[:500])
+        batch.event(self.run_id, Log(level="warning",
+                    message=f"candidate {c.id}: not its fault ({decision.fault.kind}): {decision.reason}"[:500]))
         if decision.action == fault_policy.PAUSE:
             await self._pause_itself(decision.reason)   # first: nothing restarts the candidate meanwhile
             c.status = PENDING
             self._waiting.add(c.id)
             batch.execute("UPDATE candidates SET status=? WHERE id=?", (PENDING, c.id))
-            batch.event(self.run_id, "candidate_status", id=c.id, status=PENDING, stage="paused")
+            batch.event(self.run_id, CandidateStatus(id=c.id, status=PENDING, stage="paused"))
         self._write_behind(batch)
 
     def _job_submitted(self, job_id: str, external_id: str, executor: str) -> None:
@@ -734,7 +735,7 @@ class Engine:
         async with self.store.transaction() as tx:
             await tx.execute("UPDATE candidates SET status=? WHERE id=?", (PENDING, c.id))
             await tx.execute("UPDATE jobs SET state='cancelled' WHERE candidate_id=? AND state='running'", (c.id,))
-            await tx.event(self.run_id, "candidate_status", id=c.id, status=PENDING, stage="cancelled")
+            await tx.event(self.run_id, CandidateStatus(id=c.id, status=PENDING, stage="cancelled"))
 
     def _record(self, c: Cand, outcome: EvalOutcome) -> None:
         """The result, its evaluation rows, archive and best: one batch, written behind (the slot is free
@@ -762,9 +763,9 @@ class Engine:
              c.id))
         for sql, params in fault_policy.verdict_rows(c.id, outcome):
             tx.execute(sql, params)
-        tx.event(self.run_id, "result", id=c.id, status=outcome.status, correct=outcome.correct,
+        tx.event(self.run_id, Result(id=c.id, status=outcome.status, correct=outcome.correct,
                  speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness,
-                 review=c.review)
+                 review=c.review))
         for sql, params in timeline.store_rows(c.id, outcome.timelines, (outcome.metrics or {}).get("timeline") or {}):
             tx.execute(sql, params)   # with the result, in the same transaction
         if is_seed and outcome.baseline_ms is not None:
@@ -780,21 +781,21 @@ class Engine:
         if c.eligible and self.archive.offer(c.cell, c.id, fitness or 0.0):
             tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
                        (self.run_id, c.cell, c.id, fitness))
-            tx.event(self.run_id, "archive", cell=c.cell, id=c.id, fitness=fitness)
+            tx.event(self.run_id, ArchiveCell(cell=c.cell, id=c.id, fitness=fitness))
         if c.eligible and (self.best is None or (fitness or 0) > (self.best.fitness or 0)):
             self.best = c
             self.since_best = 0
-            tx.event(self.run_id, "best", id=c.id, speedup=c.speedup, time_ms=c.time_ms)
+            tx.event(self.run_id, Best(id=c.id, speedup=c.speedup, time_ms=c.time_ms))
         else:
             self.since_best += 1
         tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?", (self.elapsed_s(), now, self.run_id))
         if outcome.status != DONE:
-            tx.event(self.run_id, "log", level="info", message=f"candidate {c.id} {outcome.status}: {outcome.reason[:200]}")
+            tx.event(self.run_id, Log(level="info", message=f"candidate {c.id} {outcome.status}: {outcome.reason[:200]}"))
         for flag in (outcome.metrics or {}).get("flags", []):
-            tx.event(self.run_id, "log", level="warning", message=(
+            tx.event(self.run_id, Log(level="warning", message=(
                 f"candidate {c.id} beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
                 f"{flag['bound_ms']:.4g} ms, the baseline's compute or communication alone): a faster "
-                "computation or a gamed measurement: it waits in the review queue and does not count until accepted"))
+                "computation or a gamed measurement: it waits in the review queue and does not count until accepted")))
         self._write_behind(tx)
 
     # ----- migration ----------------------------------------------------------------------------
@@ -817,4 +818,4 @@ class Engine:
                     await tx.insert(
                         "INSERT INTO migrations_log (run_id, src_island, dst_island, candidate_id, at_evaluation, at) "
                         "VALUES (?,?,?,?,?,?)", (self.run_id, src, dst, c.id, n, now))
-                    await tx.event(self.run_id, "migration", src=src, dst=dst, id=c.id)
+                    await tx.event(self.run_id, Migration(src=src, dst=dst, id=c.id))

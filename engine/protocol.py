@@ -11,6 +11,9 @@ daemon -> client   {"reply": 1, "ok": true, "protocol": 1, "run": ..., "status":
                    {"ended": {"state": "finished", "reason": "reached 40 evaluations"}}
                                      (the engine's last word before it closes the socket: do not reconnect)
 
+An event's `kind` and `data` are a record of engine/contract.py (`contract.decode` reads it back); a
+status reply's `best` is a `BestRef` as a dict.
+
 After `hello{since}` the daemon sends every event of the run with `seq > since` from the events table,
 then live events, in `seq` order and without duplicates. A client that cannot keep up (its bounded
 queue is full) is disconnected; it reconnects with `hello{since: last seq it saw}` and loses nothing.

@@ -5,23 +5,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import liveness
+from .contract import ConfigResult, config_results, configs_from_benchmark, timeline_figures
 from .fault_report import fault_summary
 from .llm import strategies as strat
-from .best import best_candidate
 from .efficiency import judge
 from .counting import COUNTS_SQL, NEEDS_REVIEW
-from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, REFUSED
+from .read_model.summary import run_summary
+from .schema import REFUSED
 from .store import ReadStore
 
-CONFIG_KEYS = ("name", "baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")
 
-
-def _config_row(c: dict[str, Any], timeline_figures: dict[str, Any] | None = None) -> dict[str, Any]:
+def _config_row(c: ConfigResult, timeline_figures: dict[str, Any] | None = None) -> dict[str, Any]:
     """The config's numbers and its efficiency verdict (engine/efficiency.py): an overlap efficiency, or
     "compute changed" with the candidate's own compute time where it beat every overlap of the baseline."""
-    row = {k: c.get(k) for k in CONFIG_KEYS}
-    verdict = judge(c, timeline_figures)
+    row = c.as_dict()
+    verdict = judge(row, timeline_figures)
     row.update(verdict.as_dict())
     row["efficiency_label"] = verdict.label()
     return row
@@ -35,18 +33,6 @@ def _metrics(metrics_json: str | None) -> dict[str, Any]:
     return metrics if isinstance(metrics, dict) else {}
 
 
-def _timeline_figures(metrics: dict[str, Any], config: str) -> dict[str, Any] | None:
-    figs = metrics.get("timeline")
-    return figs.get(config) if isinstance(figs, dict) else None
-
-
-def _bench_configs(metrics_json: str | None) -> list[dict[str, Any]]:
-    metrics = _metrics(metrics_json)
-    stage = metrics.get("benchmark")
-    configs = stage.get("configs") if isinstance(stage, dict) else None
-    return [c for c in configs or [] if isinstance(c, dict) and c.get("name") is not None]
-
-
 def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     """For each benchmark config, the correct, not rejected candidate with the highest A B ratio there: the
     best single design point can differ from config to config (a small, latency-bound shape often wants
@@ -55,14 +41,13 @@ def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     for r in store.fetchall(f"SELECT c.id, c.descriptor_json, c.metrics_json FROM candidates c WHERE c.run_id=? "
                             f"AND {COUNTS_SQL} ORDER BY c.id", (run_id,)):
         metrics = _metrics(r["metrics_json"])
-        for c in _bench_configs(r["metrics_json"]):
-            ratio = c.get("speedup")
-            if not isinstance(ratio, (int, float)):
+        for c in config_results(metrics) if configs_from_benchmark(metrics) else ():
+            if c.speedup is None:
                 continue
-            held = best.get(c["name"])
-            if held is None or ratio > held["speedup"]:
-                best[c["name"]] = {"candidate": r["id"], "descriptor": json.loads(r["descriptor_json"]),
-                                   **_config_row(c, _timeline_figures(metrics, c["name"]))}
+            held = best.get(c.name)
+            if held is None or c.speedup > held["speedup"]:
+                best[c.name] = {"candidate": r["id"], "descriptor": json.loads(r["descriptor_json"]),
+                                **_config_row(c, timeline_figures(metrics, c.name))}
     return list(best.values())
 
 
@@ -89,13 +74,11 @@ def strategies(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
 
 
 def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
+    summary = run_summary(store.fetchall, store.home, run_id)
     run = store.run(run_id)
-    if run is None:
+    if summary is None or run is None:
         raise KeyError(run_id)
-    counts = {r["status"]: r["n"] for r in store.fetchall(
-        "SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? AND origin_id IS NULL GROUP BY status",
-        (run_id,))}
-    best = best_candidate(store.fetchall, run_id)
+    best = store.candidate(summary.best.candidate) if summary.best is not None else None
     marks = store.fetchall(
         "SELECT m.candidate_id, m.verdict, m.text FROM marks m WHERE m.run_id=? AND m.id = "
         "(SELECT MAX(id) FROM marks m2 WHERE m2.candidate_id=m.candidate_id)", (run_id,))
@@ -114,23 +97,21 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
                     "descriptor": json.loads(best["descriptor_json"]),
                     "measurements": metrics.get("measurements"),
                     "flags": metrics.get("flags") or [],
-                    "configs": [_config_row(c, _timeline_figures(metrics, c["name"]))
-                                for c in _bench_configs(best["metrics_json"])]}
-    evaluated = sum(n for s, n in counts.items() if s in FINAL_STATUSES)
-    state = liveness.shown_state(store.home, run)
+                    "configs": [_config_row(c, timeline_figures(metrics, c.name))
+                                for c in config_results(metrics) if configs_from_benchmark(metrics)]}
     return {
         "run": run_id,
-        "workload": run["workload"],
-        "state": state,
-        "stop_reason": liveness.died_reason(run_id) if state == liveness.DIED else run["stop_reason"],
-        "parent_run": run["parent_run"],
-        "fork_candidate": run["fork_candidate"],
-        "evaluated": evaluated,
-        "correct": counts.get(DONE, 0),
-        "incorrect": counts.get(INCORRECT, 0),
-        "failed": counts.get(FAILED, 0) + counts.get(INCORRECT, 0),
-        "pending": sum(n for s, n in counts.items() if s not in FINAL_STATUSES),
-        "baseline_time_ms": run["baseline_time_ms"],
+        "workload": summary.workload,
+        "state": summary.state,
+        "stop_reason": summary.stop_reason,
+        "parent_run": summary.parent_run,
+        "fork_candidate": summary.fork_candidate,
+        "evaluated": summary.evaluated,
+        "correct": summary.correct,
+        "incorrect": summary.incorrect,
+        "failed": summary.failed,
+        "pending": summary.pending,
+        "baseline_time_ms": summary.baseline_time_ms,
         "best": best_obj,
         "best_per_config": best_per_config(store, run_id),
         "faults": fault_summary(store, run_id),   # which failures were whose

@@ -33,6 +33,7 @@ from typing import Any, AsyncIterator, Iterable
 import aiosqlite
 
 from .blobs import BlobStore
+from .contract import Event, checked
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .store_check import check_store_file, connect_for_reading, not_usable
 
@@ -241,9 +242,9 @@ class Store:
 
     # Convenience writes, each its own transaction with its event.
 
-    async def event(self, run_id: str | None, kind: str, **data: Any) -> int:
+    async def event(self, run_id: str | None, record: Event) -> int:
         batch = Batch()
-        batch.event(run_id, kind, **data)
+        batch.event(run_id, record)
         return (await asyncio.shield(self.submit(batch)))[0]
 
 
@@ -328,8 +329,9 @@ class Batch:
     def execute(self, sql: str, params: tuple = ()) -> None:
         self.statements.append((sql, params))
 
-    def event(self, run_id: str | None, kind: str, **data: Any) -> None:
-        self.events.append((run_id, time.time(), kind, data))
+    def event(self, run_id: str | None, record: Event) -> None:
+        """Queue an event the contract declares (engine/contract.py); any other is refused now."""
+        self.events.append((run_id, time.time(), checked(record).kind, record.data()))
 
     def rows(self, store: Store) -> list[tuple[str, tuple]]:
         """The statements to send; each event's dict gets its seq when its INSERT runs."""
@@ -376,9 +378,10 @@ class Tx:
         await self.flush()
         return list(await self.db.execute_fetchall(sql, tuple(params)))
 
-    async def event(self, run_id: str | None, kind: str, **data: Any) -> int:
-        """Written now (its seq is the database's), delivered to viewers after the commit."""
-        row = _event_row(run_id, time.time(), kind, data)
+    async def event(self, run_id: str | None, record: Event) -> int:
+        """Written now (its seq is the database's), delivered to viewers after the commit. Only an event
+        the contract declares (engine/contract.py)."""
+        row = _event_row(run_id, time.time(), checked(record).kind, record.data())
         self.pending.append(row)
         await self.flush()
         self.events.append(row.event)

@@ -7,10 +7,12 @@ again; two jobs needing the same new blob share one upload.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from .jobs import content_hash
 from .remote_job import upload_script
+from .ssh_pool import out_text
 
 if TYPE_CHECKING:
     from .ssh_pool import SSHPool
@@ -21,7 +23,7 @@ class BlobUploadError(Exception):
 
 
 class BlobCache:
-    def __init__(self, pool: "SSHPool", work_dir: str, known: Iterable[str] = ()):
+    def __init__(self, pool: SSHPool, work_dir: str, known: Iterable[str] = ()):
         self.pool = pool
         self.work_dir = work_dir
         self.known: set[str] = set(known)
@@ -51,7 +53,7 @@ class BlobCache:
         if fut is None:
             fut = asyncio.ensure_future(self._upload(sha, data))
             self._inflight[sha] = fut
-            fut.add_done_callback(lambda _f, s=sha: self._inflight.pop(s, None))
+            fut.add_done_callback(lambda _f: self._inflight.pop(sha, None))
         await asyncio.shield(fut)
 
     async def _upload(self, sha: str, data: bytes) -> None:
@@ -60,7 +62,7 @@ class BlobCache:
         timeout = 60.0 + len(data) / 1_000_000   # at least 1 MB/s
         res = await self.pool.run(upload_script(self.work_dir, sha), input=data, timeout=timeout, binary=True)
         if res.exit_status != 0:
-            err = (res.stderr or b"").decode("utf-8", "replace").strip()
+            err = out_text(res.stderr).strip()
             raise BlobUploadError(f"{self.pool.name}: upload of blob {sha[:12]} failed: {err or res.exit_status}")
         self.known.add(sha)
         self.uploads += 1

@@ -8,9 +8,10 @@ returns a `JobResult` with the files the job was asked to bring back.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 
 class JobStatus(str, Enum):

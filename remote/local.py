@@ -96,7 +96,7 @@ class LocalExecutor:
                 status = JobStatus.OK
                 try:
                     await asyncio.wait_for(proc.wait(), timeout=spec.timeout_s)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     status = JobStatus.TIMEOUT
                     await self._terminate(proc)
                 except asyncio.CancelledError:
@@ -127,12 +127,12 @@ class LocalExecutor:
         kill_group(proc.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         kill_group(proc.pid, signal.SIGKILL)
         try:
             await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def reconcile(self, keep: set[str]) -> list[str]:

@@ -129,14 +129,14 @@ async def check_node(node: NodeConfig, ctx: SSHContext) -> NodeReport:
         report.reachable = "authentication failed" in msg
         report.problems.append(msg)
         return report
-    except asyncio.TimeoutError:
+    except TimeoutError:
         report.problems.append("timed out connecting")
         return report
     report.reachable = report.authenticated = True
     try:
         res = await asyncio.wait_for(conn.run(probe_script(node), check=False), CHECK_TIMEOUT_S)
         parse_probe(report, str(res.stdout or ""))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         report.problems.append(f"the checks did not finish within {CHECK_TIMEOUT_S:g} s")
     except Exception as exc:  # noqa: BLE001 - a broken link mid-check is a finding, not a crash
         report.problems.append(f"connection failed during the checks: {exc}")

@@ -22,7 +22,7 @@ import io
 import re
 import shlex
 import tarfile
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .sandbox import wrap_shell
 

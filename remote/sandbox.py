@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 # Exact names a job may inherit from the engine's (or the node's) environment.
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH",

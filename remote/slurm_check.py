@@ -18,8 +18,16 @@ from pathlib import Path
 from .hostkeys import HostKeyRefused
 from .login_shell import open_login_shell
 from .remote_job import q
-from .slurm_commands import (NAME_PREFIX, init_script, is_limit_refusal, limit_named, parse_gres_gpus,
-                             refused_field, sbatch_options, test_only_script)
+from .slurm_commands import (
+    NAME_PREFIX,
+    init_script,
+    is_limit_refusal,
+    limit_named,
+    parse_gres_gpus,
+    refused_field,
+    sbatch_options,
+    test_only_script,
+)
 from .slurm_config import SlurmClusterConfig
 from .ssh_connect import SSHContext
 from .ssh_pool import NodeDown
@@ -54,7 +62,7 @@ async def check_slurm(cfg: SlurmClusterConfig, home: Path, user_known_hosts: lis
         await _check(shell, cfg, report, shared_wait_s)
     except (NodeDown, HostKeyRefused, OSError) as exc:
         report.problems.append(f"the login node cannot be reached: {exc}")
-    except asyncio.TimeoutError:
+    except TimeoutError:
         report.problems.append(f"the login node did not answer within {CHECK_TIMEOUT_S:g} s")
     finally:
         await shell.close()

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 from .jobs import JobSpec
 from .remote_job import job_wrapper, q, result_lines, stage_lines, workdir_expr
@@ -242,7 +242,7 @@ def reconcile_script(work_dir: str) -> str:
     return "\n".join([
         f"W={q(work_dir)}",
         'K=$(mktemp) || exit 3; cat > "$K"',
-        f"L=$(squeue -h -u \"$(id -un)\" -o '%i|%j|%Z' 2>/dev/null)",
+        "L=$(squeue -h -u \"$(id -un)\" -o '%i|%j|%Z' 2>/dev/null)",
         "G=",
         'for line in $L; do',
         '  S=${line%%|*}; R=${line#*|}; N=${R%%|*}; Z=${R#*|}',

@@ -18,20 +18,42 @@ import sys
 import tarfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .blobs import BlobCache, BlobUploadError
 from .errors import InputError
 from .hostkeys import HostKeyRefused
 from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
 from .login_shell import open_login_shell
-from .remote_job import (EXIT_MISSING_BLOBS, MISSING_MARK, kill_script, read_result, remove_script, run_script,
-                         spec_problem)
-from .slurm_commands import (ACTIVE_STATES, LOST_STATES, batch_script, cancel_script, collect_script, gpus_script,
-                             init_script, is_limit_refusal, limit_named, parse_gres_gpus, parse_poll, poll_script,
-                             reconcile_script, refused_field, submit_script, test_only_script)
+from .remote_job import (
+    EXIT_MISSING_BLOBS,
+    MISSING_MARK,
+    kill_script,
+    read_result,
+    remove_script,
+    run_script,
+    spec_problem,
+)
+from .slurm_commands import (
+    ACTIVE_STATES,
+    LOST_STATES,
+    batch_script,
+    cancel_script,
+    collect_script,
+    gpus_script,
+    init_script,
+    is_limit_refusal,
+    limit_named,
+    parse_gres_gpus,
+    parse_poll,
+    poll_script,
+    reconcile_script,
+    refused_field,
+    submit_script,
+    test_only_script,
+)
 from .slurm_config import SlurmClusterConfig, StagePlacement, load_slurm_cluster
 from .ssh_connect import SSHContext
 from .ssh_pool import NodeDown
@@ -46,7 +68,7 @@ VANISHED_AFTER = 3             # polls that must miss a job (squeue and sacct) b
 load_config = load_slurm_cluster   # the registry's entry points (remote.registry)
 
 
-def from_config(config: SlurmClusterConfig, home: Path) -> "SlurmExecutor":
+def from_config(config: SlurmClusterConfig, home: Path) -> SlurmExecutor:
     # CUCO_PYTHON: the interpreter with the NCCL wheel, when the jobs' nodes share this machine's files.
     extra = {"CUCO_PYTHON": sys.executable} if config.login is None else {}
     return SlurmExecutor(config, home, extra_env=extra)
@@ -102,7 +124,7 @@ class SlurmExecutor:
         an InputError naming the cluster file's field."""
         try:
             await self._prepare()
-        except (NodeDown, HostKeyRefused, BlobUploadError, ClusterError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, NodeDown, HostKeyRefused, BlobUploadError, ClusterError, OSError) as exc:
             raise NoUsableNode(f"the Slurm login node of {self.cfg.path} cannot be used: "
                                f"{str(exc) or type(exc).__name__}") from None
         self._poller = asyncio.create_task(self._poll_loop(), name="slurm-poll")
@@ -230,7 +252,7 @@ class SlurmExecutor:
         try:
             res = await self.shell.run(reconcile_script(self.work_dir), timeout=COMMAND_TIMEOUT_S,
                                        input="".join(f"{k}\n" for k in sorted(keep)))
-        except (NodeDown, asyncio.TimeoutError):
+        except (TimeoutError, NodeDown):
             return []
         return sorted(line.split(" ", 1)[1] for line in str(res.stdout).splitlines() if line.startswith("CANCELLED "))
 
@@ -265,6 +287,7 @@ class SlurmExecutor:
                                        timeout=COMMAND_TIMEOUT_S)
             out = str(res.stdout).strip()
             if res.exit_status == EXIT_MISSING_BLOBS:
+                assert self.blobs is not None
                 self.blobs.forget(str(res.stderr).split(MISSING_MARK, 1)[-1].split())
                 lost_blobs += 1
                 if lost_blobs > 2:
@@ -325,7 +348,7 @@ class SlurmExecutor:
         except _Refused as exc:
             status = JobStatus.CANCELLED if self._closing else JobStatus.ERROR
             return JobResult(spec.job_id, status, node="", error=str(exc))
-        except (NodeDown, HostKeyRefused, BlobUploadError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, NodeDown, HostKeyRefused, BlobUploadError) as exc:
             return JobResult(spec.job_id, JobStatus.LOST, node="", error=f"submission failed: {exc}")
         t = _Tracked(spec.job_id, slurm_id, spec.kind)
         self._tracked[slurm_id] = t
@@ -357,7 +380,7 @@ class SlurmExecutor:
             res = await self.shell.run(collect_script(self.work_dir, spec.job_id, spec.outputs, False),
                                        timeout=COMMAND_TIMEOUT_S, binary=True)
             members = read_result(res.stdout or b"") if res.exit_status == 0 else {}
-        except (NodeDown, asyncio.TimeoutError) as exc:
+        except (TimeoutError, NodeDown) as exc:
             return JobResult(spec.job_id, JobStatus.LOST, node=node, error=f"could not read the result: {exc}")
         except tarfile.TarError as exc:
             members = {}
@@ -404,12 +427,13 @@ class SlurmExecutor:
                                     spec.timeout_s, self.cfg.kill_grace_s, spec.outputs, gpus=spec.gpus > 0)
                 res = await self.shell.run(script, timeout=spec.timeout_s + self.cfg.kill_grace_s + 60, binary=True)
                 if res.exit_status == EXIT_MISSING_BLOBS:
+                    assert self.blobs is not None
                     self.blobs.forget((res.stderr or b"").decode().split(MISSING_MARK, 1)[-1].split())
                     continue
                 break
             done = True
             members = read_result(res.stdout or b"") if res.exit_status == 0 else {}
-        except (NodeDown, BlobUploadError, asyncio.TimeoutError, tarfile.TarError) as exc:
+        except (TimeoutError, NodeDown, BlobUploadError, tarfile.TarError) as exc:
             return JobResult(spec.job_id, JobStatus.LOST, node="login", error=f"login node: {exc}",
                              duration_s=time.monotonic() - started)
         finally:
@@ -449,7 +473,7 @@ class SlurmExecutor:
         try:
             res = await self.shell.run(poll_script(self.work_dir, [t.slurm_id for t in tracked],
                                                    [t.job_id for t in tracked]), timeout=COMMAND_TIMEOUT_S)
-        except (NodeDown, HostKeyRefused, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, NodeDown, HostKeyRefused, OSError) as exc:
             self._note = f"squeue: the login node did not answer: {exc}"
             return False
         self.polls += 1

@@ -5,11 +5,27 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import asyncssh
 
-from .cluster import ClusterConfig, NodeConfig
+from .cluster import NodeConfig
 from .hostkeys import HostKeyRefused, KnownHostsFiles, known_hosts_name
+
+
+class SSHSettings(Protocol):
+    """The SSH options a cluster file carries (an SSH cluster's and a Slurm cluster's alike)."""
+
+    @property
+    def known_hosts(self) -> Path | None: ...
+    @property
+    def ssh_config(self) -> Path | None: ...
+    @property
+    def keepalive_interval(self) -> float: ...
+    @property
+    def keepalive_count_max(self) -> int: ...
+    @property
+    def connect_timeout_s(self) -> float: ...
 
 
 class NodeUnreachable(Exception):
@@ -28,8 +44,8 @@ class SSHContext:
     extra: dict = field(default_factory=dict)   # extra asyncssh options (tests)
 
     @classmethod
-    def from_cluster(cls, cluster: ClusterConfig, home: Path,
-                     user_known_hosts: list[Path] | None = None) -> "SSHContext":
+    def from_cluster(cls, cluster: SSHSettings, home: Path,
+                     user_known_hosts: list[Path] | None = None) -> SSHContext:
         app = cluster.known_hosts or Path(home) / "known_hosts"
         return cls(known_hosts=KnownHostsFiles(app, user_known_hosts), ssh_config=cluster.ssh_config,
                    keepalive_interval=cluster.keepalive_interval,
@@ -78,7 +94,7 @@ async def _open_jump(node: NodeConfig, ctx: SSHContext) -> asyncssh.SSHClientCon
         return await asyncio.wait_for(asyncssh.connect(spec, **opts), ctx.connect_timeout_s + 5)
     except asyncssh.HostKeyNotVerifiable as exc:
         raise HostKeyRefused(node.name, f"jump host {node.proxy_jump}: {exc.reason}") from None
-    except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError, asyncssh.Error) as exc:
         raise NodeUnreachable(f"jump host {node.proxy_jump}: {_why(exc)}") from None
 
 
@@ -104,7 +120,7 @@ async def connect_node(node: NodeConfig, ctx: SSHContext) -> asyncssh.SSHClientC
         if jump is not None:
             jump.close()
         raise HostKeyRefused(node.name, exc.reason) from None
-    except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError, asyncssh.Error) as exc:
         if jump is not None:
             jump.close()
         raise NodeUnreachable(f"{node.name} ({node.host}): {_why(exc)}") from None
@@ -149,7 +165,7 @@ async def fetch_host_key(node: NodeConfig, ctx: SSHContext) -> PresentedKey:
         kw["tunnel"] = jump
     try:
         key = await asyncio.wait_for(asyncssh.get_server_host_key(node.host, **kw), ctx.connect_timeout_s + 5)
-    except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError, asyncssh.Error) as exc:
         raise NodeUnreachable(f"{node.name} ({node.host}): {_why(exc)}") from None
     finally:
         if jump is not None:

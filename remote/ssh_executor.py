@@ -22,7 +22,7 @@ from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_t
 from .remote_job import EXIT_MISSING_BLOBS, MISSING_MARK, read_result, reconcile_script, run_script, spec_problem
 from .ssh_connect import SSHContext
 from .ssh_node import RemoteNode
-from .ssh_pool import NodeDown
+from .ssh_pool import NodeDown, out_text
 
 SETUP_ALLOWANCE_S = 60.0     # local backstop beyond the remote timeout (setup lines, transfers)
 START_TIMEOUT_S = 60.0
@@ -33,7 +33,7 @@ __all__ = ["NoUsableNode", "SSHExecutor", "from_config", "load_config"]
 load_config = load_cluster   # the registry's entry points (remote.registry)
 
 
-def from_config(config: ClusterConfig, home: Path) -> "SSHExecutor":
+def from_config(config: ClusterConfig, home: Path) -> SSHExecutor:
     return SSHExecutor(config, home=home)
 
 
@@ -62,7 +62,7 @@ class SSHExecutor:
         async def one(n: RemoteNode) -> None:
             try:
                 await asyncio.wait_for(n.ensure_ready(), START_TIMEOUT_S)
-            except (NodeDown, HostKeyRefused, asyncio.TimeoutError) as exc:
+            except (TimeoutError, NodeDown, HostKeyRefused) as exc:
                 n.record_failure(str(exc) or "timed out connecting")
         todo = [n for n in self._nodes if n.usable() and (not only_pending or not n.ready or n.orphans)]
         if todo:
@@ -145,10 +145,10 @@ class SSHExecutor:
             try:
                 res = await n.pool.run(reconcile_script(n.work_dir, self.cluster.kill_grace_s),
                                        input="".join(f"{k}\n" for k in sorted(keep)), timeout=120)
-            except (NodeDown, asyncio.TimeoutError):
+            except (TimeoutError, NodeDown):
                 return []
             killed = []
-            for line in (res.stdout or "").splitlines():
+            for line in out_text(res.stdout).splitlines():
                 tag, _, job_id = line.partition(" ")
                 n.existing_jobs.discard(job_id)
                 if tag == "KILLED":
@@ -183,7 +183,7 @@ class SSHExecutor:
                 return min(fresh, key=lambda n: n.load(spec.gpus, spec.cpus))
             # Nothing usable now: wait for a node to come out of backoff, unless none ever will.
             waiting = [n for n in self._nodes if not n.quarantined() and not n.host_key_error
-                       and (not n.ready or n.slots.can_ever_fit(spec.gpus))]
+                       and (not n.ready or (n.slots is not None and n.slots.can_ever_fit(spec.gpus)))]
             if not waiting:
                 if any(n.ready for n in self._nodes) and not fits:
                     raise NoUsableNode(f"no node has {spec.gpus} GPUs (most: {self.max_gpus_per_job})")
@@ -225,14 +225,14 @@ class SSHExecutor:
                 limit = spec.timeout_s + self.cluster.kill_grace_s + SETUP_ALLOWANCE_S
                 try:
                     res = await node.pool.run(script, timeout=limit, binary=True)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     await asyncio.shield(self._quiet(node.kill_job(spec.job_id, remove=not self.keep_job_dirs)))
                     done = True
                     return JobResult(spec.job_id, JobStatus.TIMEOUT, node=node.name, gpus=gpus,
                                      duration_s=time.monotonic() - started,
                                      error=f"no answer from the node {limit:g} s after start; job killed")
                 if res.exit_status == EXIT_MISSING_BLOBS:
-                    err = (res.stderr or b"").decode("utf-8", "replace")
+                    err = out_text(res.stderr)
                     node.blobs.forget(err.split(MISSING_MARK, 1)[-1].split())
                     continue
                 break
@@ -252,7 +252,7 @@ class SSHExecutor:
     def _parse(self, node: RemoteNode, spec: JobSpec, gpus: tuple[int, ...], res, started: float) -> JobResult:
         duration = time.monotonic() - started
         if res.exit_status not in (0, None):
-            err = (res.stderr or b"").decode("utf-8", "replace").strip()
+            err = out_text(res.stderr).strip()
             return JobResult(spec.job_id, JobStatus.ERROR, node=node.name, gpus=gpus, duration_s=duration,
                              error=f"the job wrapper failed on {node.name} (exit {res.exit_status}): {err}")
         try:

@@ -15,7 +15,7 @@ from .jobs import NodeState
 from .remote_job import init_script, kill_script, remove_script
 from .slots import SlotTable
 from .ssh_connect import SSHContext, connect_node
-from .ssh_pool import NodeDown, SSHPool
+from .ssh_pool import NodeDown, SSHPool, out_text
 
 INIT_TIMEOUT_S = 60.0
 
@@ -108,15 +108,15 @@ class RemoteNode:
             except HostKeyRefused as exc:
                 self.host_key_error = str(exc)
                 raise
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.pool.mark_down("timed out preparing the work dir")
                 raise NodeDown(f"{self.name}: timed out preparing the work dir") from None
             if res.exit_status != 0:
-                why = f"cannot create work dir {self.cfg.work_dir}: {(res.stderr or '').strip()}"
+                why = f"cannot create work dir {self.cfg.work_dir}: {out_text(res.stderr).strip()}"
                 self.pool.mark_down(why)
                 raise NodeDown(f"{self.name}: {why}")
             work_dir, cpus, gpus, blobs, jobs = None, None, [], [], []
-            for line in (res.stdout or "").splitlines():
+            for line in out_text(res.stdout).splitlines():
                 tag, _, val = line.partition(" ")
                 if tag == "WORKDIR":
                     work_dir = val.strip()
@@ -150,7 +150,7 @@ class RemoteNode:
         assert self.work_dir is not None
         res = await self.pool.run(kill_script(self.work_dir, job_id, self.kill_grace_s, remove=remove),
                                   timeout=self.kill_grace_s + 20)
-        return "KILLED" in (res.stdout or "")
+        return "KILLED" in out_text(res.stdout)
 
     def remove_later(self, job_id: str) -> None:
         """Delete a collected job's directory soon (batched; the result is already in hand)."""

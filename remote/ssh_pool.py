@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncssh
 
@@ -23,6 +23,13 @@ MAX_CHANNELS_PER_CONNECTION = 8
 # (seen: 60 quick jobs on 2 nodes failed 1 run in 3 with "open failed" and quarantined both nodes).
 OPEN_RETRIES = 4
 OPEN_RETRY_BASE_S = 0.05
+
+
+def out_text(output: bytes | str | None) -> str:
+    """A completed command's stdout or stderr as text (a `binary=True` run gives bytes)."""
+    if output is None:
+        return ""
+    return output if isinstance(output, str) else output.decode("utf-8", "replace")
 
 
 class NodeDown(Exception):
@@ -156,6 +163,7 @@ class SSHPool:
                 raise self._lost(exc) from None
             except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError, BrokenPipeError) as exc:
                 raise self._lost(exc) from None
+        assert conn is not None       # the attempt that broke out of the loop opened it
         if res.exit_status in (None, -1):
             # No exit status: the channel closed under the command (connection lost, or killed by a signal).
             why = f"signal {res.exit_signal[0]}" if res.exit_signal else "channel closed"

@@ -4,6 +4,7 @@ textual or cuco_tui, at the top of a module or nested inside a function; remote/
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,31 @@ def test_the_checker_sees_nested_imports():
            "x = __import__('textual')\n")
     names = [m for _, m in imported_modules(ast.parse(src))]
     assert sorted(names) == ["cuco_tui", "textual", "textual.app"]
+
+
+SQL = re.compile(r"\b(SELECT\s|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX)|PRAGMA\s)")
+
+
+def sql_in(tree: ast.AST) -> list[tuple[int, str]]:
+    """String literals that read as SQL, and calls of an `execute` method: a viewer's queries belong in
+    engine/read_model."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
+            found.append((node.lineno, node.value[:60]))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("execute", "executemany", "executescript"):
+            found.append((node.lineno, f"{node.func.attr}(...)"))
+    return found
+
+
+def test_no_sql_in_the_viewers():
+    bad = [f"{path.relative_to(REPO)}:{lineno}: {what}" for path in sorted((REPO / "cuco_tui").rglob("*.py"))
+           for lineno, what in sql_in(ast.parse(path.read_text(), filename=str(path)))]
+    assert bad == []
+
+
+def test_the_sql_checker_sees_queries_and_executes():
+    src = ('rows = view.fetch(f"SELECT id FROM candidates WHERE run_id=?", (r,))\n'
+           'conn.execute("x")\nhelp = "select a run"\n')
+    assert sorted(what for _, what in sql_in(ast.parse(src))) == ["SELECT id FROM candidates WHERE run_id=?", "execute(...)"]

@@ -13,12 +13,13 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from .. import insight_data
-from ..insight_data import ConfigWinners, LlmPanel
+from engine.read_model import insight as insight_data
+from engine.read_model.insight import ConfigWinners, LlmPanel
+
+from ..actions import bindings_for
 from ..widgets import KeyFooter
 from ..widgets.llm_panel import LlmPanelView
 
@@ -51,8 +52,7 @@ class _RunView(Screen):
 
 class ConfigsScreen(_RunView):
     AUTO_FOCUS = "#configs-table"
-    BINDINGS = [Binding("escape,C,q", "app.pop_screen", "Back", id="configs.back"),
-                Binding("ctrl+r", "reload", "Reload", id="configs.reload")]
+    BINDINGS = bindings_for("configs")
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__(view, run_id)
@@ -97,8 +97,7 @@ class ConfigsScreen(_RunView):
 
 
 class LlmScreen(_RunView):
-    BINDINGS = [Binding("escape,M,q", "app.pop_screen", "Back", id="llm.back"),
-                Binding("ctrl+r", "reload", "Reload", id="llm.reload")]
+    BINDINGS = bindings_for("llm")
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__(view, run_id)

@@ -4,7 +4,7 @@ node, its speedup and the change over its parent, its inspirations and migration
 the seed to the run's best carry a star; `b` shows the best's own lineage. The highlighted node's diff
 against its parent is shown beside the tree.
 
-Everything is read in thread workers through cuco_tui.lineage_data (lazy: usable at 100,000 candidates):
+Everything is read in thread workers through engine.read_model.lineage (lazy: usable at 100,000 candidates):
 the newest 500 ancestors first (enter on "older ancestors" reads more), children when a node is opened,
 and the stars once the best's path is known (walked once per best, in its own worker).
 """
@@ -16,13 +16,15 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static, Tree
 
-from .. import lineage_data
-from ..lineage_data import ANCESTORS_SHOWN, Lineage, LineageNode
+from engine.read_model import lineage as lineage_data
+from engine.read_model.lineage import ANCESTORS_SHOWN, Lineage, LineageNode
+
+from ..actions import bindings_for
+from ..lineage_view import node_label
 from ..widgets import KeyFooter
 
 DIFF_DEBOUNCE_S = 0.15
@@ -30,8 +32,7 @@ OLDER = "older"          # the data of the tree line that reads older ancestors
 
 
 class LineageScreen(Screen):
-    BINDINGS = [Binding("escape,L,q", "app.pop_screen", "Back", id="lineage.back"),
-                Binding("b", "show_best", "Best", id="lineage.best")]
+    BINDINGS = bindings_for("lineage")
     DEFAULT_CSS = """
     LineageScreen #lineage-body { height: 1fr; }
     LineageScreen #lineage-tree { width: 3fr; border: round $primary; }
@@ -123,10 +124,10 @@ class LineageScreen(Screen):
         focus_node = None
         for node in data.chain:                    # the spine: one line per ancestor, seed first
             if node.id == data.focus:
-                focus_node = tree.root.add(node.label(focus=True), data=node, expand=True,
+                focus_node = tree.root.add(node_label(node, focus=True), data=node, expand=True,
                                            allow_expand=bool(node.children))
             else:
-                tree.root.add_leaf(node.label(), data=node)
+                tree.root.add_leaf(node_label(node), data=node)
         if focus_node is not None:
             self._add_children(focus_node, data.chain[-1], data.children)
             # once the tree's lines exist (they are built on refresh): the cursor on the focus, its diff shown
@@ -152,7 +153,7 @@ class LineageScreen(Screen):
                 # drawn without stars: relabel only the lines on the path (mark_best_path set their flag)
                 if isinstance(node.data, LineageNode) and node.data.id in data.best_path:
                     node.data.on_best_path = True
-                    node.set_label(node.data.label(focus=node.data.id == data.focus))
+                    node.set_label(node_label(node.data, focus=node.data.id == data.focus))
                 stack.extend(node.children)
             self._title(data)
         self.best_marked = True
@@ -160,7 +161,7 @@ class LineageScreen(Screen):
     def _add_children(self, tree_node: Any, parent: LineageNode, kids: list[LineageNode]) -> None:
         tree_node.remove_children()
         for kid in kids:
-            tree_node.add(kid.label(), data=kid, allow_expand=bool(kid.children))
+            tree_node.add(node_label(kid), data=kid, allow_expand=bool(kid.children))
         if parent.children > len(kids):
             tree_node.add_leaf(Text(f"… {parent.children - len(kids)} more (the best "
                                     f"{len(kids)} by speedup are shown)", style="dim"))

@@ -8,14 +8,15 @@ from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, RadioButton, RadioSet
 
+from ..actions import bindings_for
+
 
 class _Dialog(ModalScreen):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+    BINDINGS = bindings_for("dialog")
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -145,7 +146,7 @@ class ForkModal(_Dialog):
 
 
 class ConfirmModal(ModalScreen[bool]):
-    BINDINGS = [Binding("escape,n", "no", "No", id="confirm.no"), Binding("y", "yes", "Yes", id="confirm.yes")]
+    BINDINGS = bindings_for("confirm")
 
     def __init__(self, question: str, yes: str = "Yes") -> None:
         super().__init__()

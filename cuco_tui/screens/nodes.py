@@ -6,10 +6,10 @@ from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from ..actions import bindings_for
 from ..widgets import KeyFooter
 
 NODE_COLUMNS = ("node", "health", "gpus busy", "cpus busy", "jobs", "failures", "detail")
@@ -26,8 +26,7 @@ def pending_text(nodes: list[dict[str, Any]]) -> str:
 
 
 class NodesScreen(Screen):
-    BINDINGS = [Binding("escape,n,q", "app.pop_screen", "Back", id="nodes.back"),
-                Binding("ctrl+r", "reload", "Reload", id="nodes.reload")]
+    BINDINGS = bindings_for("nodes")
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__()

@@ -12,11 +12,11 @@ from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from ..actions import bindings_for
 from ..widgets import KeyFooter
 from .modals import NoteModal, ReasonModal
 
@@ -33,10 +33,7 @@ def why_it_waits(flags: list[dict[str, Any]]) -> str:
 
 
 class ReviewScreen(Screen):
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back", id="review.back"),
-                Binding("a", "accept", "Accept", id="review.accept"),
-                Binding("x", "reject", "Reject", id="review.reject"),
-                Binding("ctrl+r", "reload", "Reload", id="review.reload")]
+    BINDINGS = bindings_for("review")
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__()

@@ -6,10 +6,10 @@ from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static, Tree
 
+from ..actions import bindings_for
 from ..widgets import KeyFooter
 
 
@@ -30,8 +30,7 @@ def build_forest(runs: list[dict[str, Any]]) -> dict[str | None, list[dict[str, 
 
 
 class RunsScreen(Screen):
-    BINDINGS = [Binding("escape,r,q", "app.pop_screen", "Back", id="runs.back"),
-                Binding("ctrl+r", "reload", "Reload", id="runs.reload")]
+    BINDINGS = bindings_for("runs")
 
     def __init__(self, view: Any, run_id: str) -> None:
         super().__init__()

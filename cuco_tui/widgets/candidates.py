@@ -15,12 +15,12 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..actions import bindings_for
 from ..data import CANDIDATE_WINDOW
 from ..messages import CandidateSelected
 
@@ -118,20 +118,7 @@ class CandidatesTable(ScrollView, can_focus=True):
         }
     }
     """
-    BINDINGS = [
-        Binding("up", "cursor_up", "Cursor up", show=False),
-        Binding("down", "cursor_down", "Cursor down", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("ctrl+home", "first", "Top", show=False),
-        Binding("ctrl+end", "last", "Bottom", show=False),
-        Binding("home", "scroll_home", "Home", show=False),
-        Binding("end", "scroll_end", "End", show=False),
-        Binding("left", "scroll_left", "Scroll left", show=False),
-        Binding("right", "scroll_right", "Scroll right", show=False),
-        Binding("s", "sort_next", "Sort by speedup / proposal order", id="sort", show=False),
-        Binding("S", "sort_flip", "Reverse the sort", id="sort_reverse", show=False),
-    ]
+    BINDINGS = bindings_for("candidates")
 
     class SortRequested(Message):
         """The user asked for another order (`s`, `S`, or a click on a column header); None: proposal order.

@@ -12,12 +12,13 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from ..insight_data import LlmPanel
+from engine.read_model.insight import LlmPanel
+
+from ..actions import bindings_for
 
 COLUMNS = ("model", "calls", "errors", "tokens in", "tokens out", "cost $", "pulls", "credited", "gain/$")
 STRATEGY_COLUMNS = ("id", "strategy", "status", "prompts", "share", "children", "faster", "failed", "mean gain")
@@ -28,7 +29,7 @@ TEXT_CELL = 34          # characters of a strategy in its row; the selected one 
 class StrategyModal(ModalScreen):
     """The text of a new strategy. Returns it, or None when cancelled."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="strategy.cancel")]
+    BINDINGS = bindings_for("strategy")
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -53,9 +54,7 @@ class StrategyModal(ModalScreen):
 
 
 class StrategiesTable(DataTable):
-    BINDINGS = [Binding("p", "pin", "Pin/unpin", id="llm.strategy.pin"),
-                Binding("x", "retire", "Retire", id="llm.strategy.retire"),
-                Binding("a", "add", "Add strategy", id="llm.strategy.add")]
+    BINDINGS = bindings_for("llm.strategy")
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)

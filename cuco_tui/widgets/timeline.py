@@ -15,12 +15,13 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
 from engine import timeline as tl
+
+from ..actions import bindings_for
 
 LABEL = 11          # lane label columns
 MAX_ZOOM = 4096.0
@@ -90,15 +91,7 @@ class TimelineLoaded(Message):
 
 
 class TimelineView(Vertical, can_focus=True):
-    BINDINGS = [
-        Binding("plus,equals_sign", "zoom(2.0)", "Zoom in", id="timeline.zoom_in"),
-        Binding("minus", "zoom(0.5)", "Zoom out", id="timeline.zoom_out"),
-        Binding("left,h", "pan(-0.25)", "Earlier", id="timeline.left", show=False),
-        Binding("right,l", "pan(0.25)", "Later", id="timeline.right", show=False),
-        Binding("0", "reset", "Whole call", id="timeline.reset", show=False),
-        Binding("c", "next_config", "Config", id="timeline.config"),
-        Binding("p", "toggle_parent", "Parent", id="timeline.parent"),
-    ]
+    BINDINGS = bindings_for("timeline")
     DEFAULT_CSS = """
     TimelineView { height: auto; }
     TimelineView #timeline-panes { height: auto; }

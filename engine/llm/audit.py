@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..contract import LlmCall
 from .keys import redact
 
 if TYPE_CHECKING:
@@ -45,9 +46,9 @@ async def record_call(store: "Store", rec: CallRecord) -> int:
             "cost_usd, latency_s, prompt_hash, response_hash, error, at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (rec.run_id, rec.candidate_id, rec.model, rec.purpose, rec.status, rec.input_tokens,
              rec.output_tokens, rec.cost_usd, rec.latency_s, prompt_hash, response_hash, error, time.time()))
-        await tx.event(rec.run_id, "llm_call", id=call_id, model=rec.model, purpose=rec.purpose,
+        await tx.event(rec.run_id, LlmCall(id=call_id, model=rec.model, purpose=rec.purpose,
                        status=rec.status, cost_usd=round(rec.cost_usd, 6),
-                       tokens=rec.input_tokens + rec.output_tokens)
+                       tokens=rec.input_tokens + rec.output_tokens))
     return call_id
 
 

@@ -9,6 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .clients import ChatRequest
+from ..contract import Recommendations
 from ..timeline import prompt_summary
 from .prompts import scrub, trim
 
@@ -146,5 +147,5 @@ class MetaSummarizer:
                              (run_id, STATE_KEY, json.dumps(items)))
             await tx.execute("INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
                              (run_id, PROGRESS_KEY, json.dumps({"at": at})))
-            await tx.event(run_id, "recommendations", items=items, at=at, llm_call=out.call_id)
+            await tx.event(run_id, Recommendations(items=items, at=at, llm_call=out.call_id))
         return items

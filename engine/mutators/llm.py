@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..contract import Strategies
 from ..llm.bandit import Bandit
 from ..llm.budget import Budget
 from ..llm.clients import ChatRequest
@@ -154,8 +155,8 @@ class LLMMutator:
         async with ctx.store.transaction() as tx:
             await strat.save(tx, ctx.run_id, population)
             if step.retired or step.added:
-                await tx.event(ctx.run_id, "strategies", at=at, retired=step.retired, rewritten=step.rewritten,
-                               added=step.added, llm_call=step.call_id)
+                await tx.event(ctx.run_id, Strategies(at=at, retired=step.retired, rewritten=step.rewritten,
+                               added=step.added, llm_call=step.call_id))
 
     async def propose(self, ctx: ProposalContext) -> Proposal | None:
         bandit = await self._prepare(ctx)

@@ -43,7 +43,7 @@ def _usable(app) -> bool:
     from cuco_tui.widgets import CandidatesTable, IslandsTable
     try:
         return bool(app.query_one(CandidatesTable).row_count and app.query_one(IslandsTable).row_count
-                    and app.summary.get("evaluated"))
+                    and app.summary.evaluated)
     except Exception:  # noqa: BLE001 - not mounted yet
         return False
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from remote.errors import InputError
+from engine.contract import Log
 from engine.schema import SCHEMA_VERSION
 from engine.store import DB_NAME, Batch, ReadStore, Store
 
@@ -23,6 +24,15 @@ async def store(tmp_path: Path):
         yield s
     finally:
         await s.close()
+
+
+def note(text: str) -> Log:
+    """An event told apart by its message (the store writes every declared kind the same way)."""
+    return Log(level="info", message=text)
+
+
+def messages(rows: list[dict]) -> list[str]:
+    return [json.loads(r["data_json"])["message"] for r in rows]
 
 
 def raw(path: Path) -> sqlite3.Connection:
@@ -59,13 +69,13 @@ async def test_reopen_keeps_data_and_version(tmp_path: Path):
     s = await Store(home).open()
     async with s.transaction() as tx:
         await add_run(tx)
-        seq = await tx.event("r1", "run_created")
+        seq = await tx.event("r1", note("run_created"))
     await s.close()
     s2 = await Store(home).open()
     try:
         assert (await s2.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == str(SCHEMA_VERSION)
         assert (await s2.fetchone("SELECT id FROM runs"))["id"] == "r1"
-        assert await s2.event("r1", "again") > seq
+        assert await s2.event("r1", note("again")) > seq
     finally:
         await s2.close()
 
@@ -87,25 +97,25 @@ async def test_newer_schema_is_refused(tmp_path: Path):
 
 
 async def test_event_seq_strictly_increasing(store: Store):
-    seqs = [await store.event(None, "tick", i=i) for i in range(5)]
+    seqs = [await store.event(None, note(f"tick {i}")) for i in range(5)]
     async with store.transaction() as tx:
-        seqs += [await tx.event(None, "tock", i=i) for i in range(5)]
-    seqs.append(await store.event(None, "tick", i=99))
+        seqs += [await tx.event(None, note(f"tock {i}")) for i in range(5)]
+    seqs.append(await store.event(None, note("tick 99")))
     assert all(b > a for a, b in zip(seqs, seqs[1:])), seqs
     rows = await store.fetchall("SELECT seq, kind, data_json FROM events ORDER BY seq")
     assert [r["seq"] for r in rows] == seqs
-    assert json.loads(rows[6]["data_json"]) == {"i": 1}
+    assert json.loads(rows[6]["data_json"]) == {"level": "info", "message": "tock 1"}
 
 
 async def test_seq_is_not_reused_after_a_rollback(store: Store):
-    first = await store.event(None, "a")
+    first = await store.event(None, note("a"))
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
-            await tx.event(None, "doomed")
+            await tx.event(None, note("doomed"))
             raise RuntimeError("boom")
-    after = await store.event(None, "b")
+    after = await store.event(None, note("b"))
     assert after > first
-    assert [r["kind"] for r in await store.fetchall("SELECT kind FROM events ORDER BY seq")] == ["a", "b"]
+    assert messages(await store.fetchall("SELECT data_json FROM events ORDER BY seq")) == ["a", "b"]
 
 
 async def test_failed_transaction_leaves_nothing(store: Store):
@@ -118,7 +128,7 @@ async def test_failed_transaction_leaves_nothing(store: Store):
         async with store.transaction() as tx:
             cid = await add_candidate(tx)
             assert cid >= 1
-            await tx.event("r1", "candidate_added", candidate=cid)
+            await tx.event("r1", note(f"candidate {cid} added"))
             raise ValueError("mid-way")
     assert await store.fetchall("SELECT * FROM candidates") == []
     assert await store.fetchall("SELECT * FROM events") == []
@@ -137,7 +147,7 @@ async def test_cancelled_transaction_rolls_back_and_store_stays_usable(store: St
     async def writer():
         async with store.transaction() as tx:
             await add_candidate(tx)
-            await tx.event("r1", "x")
+            await tx.event("r1", note("x"))
             inside.set()
             await asyncio.sleep(30)
 
@@ -148,23 +158,22 @@ async def test_cancelled_transaction_rolls_back_and_store_stays_usable(store: St
         await task
     assert await store.fetchall("SELECT * FROM candidates") == []
     assert await store.fetchall("SELECT * FROM events") == []
-    seq = await asyncio.wait_for(store.event("r1", "after"), 10)
+    seq = await asyncio.wait_for(store.event("r1", note("after")), 10)
     assert seq >= 1
 
 
 async def test_read_store_cannot_write(store: Store):
-    await store.event(None, "hello")
+    await store.event(None, note("hello"))
     rs = ReadStore(store.home)
     try:
-        assert [e["kind"] for e in rs.events_since(0)] == ["hello"]
+        assert [e["data"]["message"] for e in rs.events_since(0)] == ["hello"]
         with pytest.raises(sqlite3.OperationalError):
             rs._conn.execute("INSERT INTO events (run_id, ts, kind, data_json) VALUES (NULL, 0, 'x', '{}')")
         with pytest.raises(sqlite3.OperationalError):
             rs.fetchall("DELETE FROM events")
     finally:
         rs.close()
-    rows = await store.fetchall("SELECT kind FROM events")
-    assert [r["kind"] for r in rows] == ["hello"]
+    assert messages(await store.fetchall("SELECT data_json FROM events")) == ["hello"]
 
 
 def test_read_store_without_database_says_what_to_do(tmp_path: Path):
@@ -176,11 +185,11 @@ def test_read_store_without_database_says_what_to_do(tmp_path: Path):
 async def test_read_store_sees_commits_of_a_live_writer(store: Store):
     rs = ReadStore(store.home)
     try:
-        s1 = await store.event(None, "one")
+        s1 = await store.event(None, note("one"))
         assert [e["seq"] for e in rs.events_since(0)] == [s1]
-        s2 = await store.event(None, "two", n=2)
+        s2 = await store.event(None, note("two"))
         got = rs.events_since(s1)
-        assert [(e["seq"], e["kind"], e["data"]) for e in got] == [(s2, "two", {"n": 2})]
+        assert [(e["seq"], e["kind"], e["data"]) for e in got] == [(s2, "log", {"level": "info", "message": "two"})]
     finally:
         rs.close()
 
@@ -192,7 +201,7 @@ async def test_a_reader_opened_beside_a_writer_keeps_its_wal_when_another_proces
     the next reader would find the database malformed."""
     import subprocess
     import sys
-    await store.event(None, "before")
+    await store.event(None, note("before"))
     rs = ReadStore(store.home)
     try:
         wal = store.db_path.with_name(DB_NAME + "-wal")
@@ -201,8 +210,8 @@ async def test_a_reader_opened_beside_a_writer_keeps_its_wal_when_another_proces
                   "c.execute('SELECT COUNT(*) FROM events').fetchall(); c.close()")
         subprocess.run([sys.executable, "-c", closer, str(store.db_path)], check=True, timeout=60)
         assert wal.exists(), "the WAL was deleted under a live writer"
-        after = await store.event(None, "after")
-        assert [e["kind"] for e in rs.events_since(after - 1)] == ["after"]
+        after = await store.event(None, note("after"))
+        assert [e["data"]["message"] for e in rs.events_since(after - 1)] == ["after"]
     finally:
         rs.close()
 
@@ -222,12 +231,12 @@ async def test_on_event_fires_only_after_commit(store: Store):
     store.on_event = on_event
     async with store.transaction() as tx:
         await add_run(tx)
-        s1 = await tx.event("r1", "first", a=1)
-        s2 = await tx.event("r1", "second")
+        s1 = await tx.event("r1", note("first"))
+        s2 = await tx.event("r1", note("second"))
         assert seen == []            # nothing delivered before the commit
-    assert [(e["seq"], e["kind"]) for e, _ in seen] == [(s1, "first"), (s2, "second")]
+    assert [(e["seq"], e["data"]["message"]) for e, _ in seen] == [(s1, "first"), (s2, "second")]
     assert all(visible for _, visible in seen)
-    assert seen[0][0]["data"] == {"a": 1} and seen[0][0]["run"] == "r1"
+    assert seen[0][0]["kind"] == "log" and seen[0][0]["run"] == "r1"
 
 
 async def test_blobs_are_content_addressed(store: Store):
@@ -296,7 +305,7 @@ async def test_submitted_batches_commit_in_order_and_a_bad_one_alone_is_undone(s
         b.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, source_hash, "
                   "descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                   (100 + (0 if i == 2 else i), "r1", i, 0, 0, "knob", "design-space", f"h{i}", "{}", "c", "pending", 0.0))
-        b.event("r1", "candidate", n=i)
+        b.event("r1", note(str(i)))
         futures.append(store.submit(b))
     results = await asyncio.gather(*futures, return_exceptions=True)
     assert isinstance(results[2], sqlite3.IntegrityError), results
@@ -306,32 +315,34 @@ async def test_submitted_batches_commit_in_order_and_a_bad_one_alone_is_undone(s
     assert seqs == sorted(seqs)
     rows = await store.fetchall("SELECT number FROM candidates ORDER BY id")
     assert [r["number"] for r in rows] == [0, 1, 3, 4]
-    events = await store.fetchall("SELECT seq, data_json FROM events WHERE kind='candidate' ORDER BY seq")
-    assert [json.loads(e["data_json"])["n"] for e in events] == [0, 1, 3, 4]
+    events = await store.fetchall("SELECT seq, data_json FROM events WHERE kind='log' ORDER BY seq")
+    assert [int(m) for m in messages(events)] == [0, 1, 3, 4]
     assert [e["seq"] for e in events] == seqs
-    assert [d["data"]["n"] for d in delivered] == [0, 1, 3, 4]   # viewers hear only what committed
+    assert [int(d["data"]["message"]) for d in delivered] == [0, 1, 3, 4]   # viewers hear only what committed
 
 
 async def test_queued_batches_are_written_before_a_read_and_on_close(tmp_path: Path):
     from engine.store import Batch
     s = await Store(tmp_path / "home").open()
     b = Batch()
-    b.event(None, "queued")
+    b.event(None, note("queued"))
     s.submit(b, lazy=True)
-    assert [r["kind"] for r in await s.fetchall("SELECT kind FROM events")] == ["queued"]
+    assert messages(await s.fetchall("SELECT data_json FROM events")) == ["queued"]
     b2 = Batch()
-    b2.event(None, "at-close")
+    b2.event(None, note("at-close"))
     s.submit(b2, lazy=True)
     await s.close()
     con = raw(tmp_path / "home" / DB_NAME)
     try:
-        assert [r[0] for r in con.execute("SELECT kind FROM events ORDER BY seq")] == ["queued", "at-close"]
+        assert [json.loads(r[0])["message"] for r in con.execute("SELECT data_json FROM events ORDER BY seq")] == \
+            ["queued", "at-close"]
     finally:
         con.close()
 
 
 WRITER = """
 import asyncio, sys, time
+from engine.contract import Log
 from engine.store import Batch, Store
 
 async def main(home, run, n):
@@ -343,7 +354,7 @@ async def main(home, run, n):
         batch.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, "
                       "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                       (cid, run, i, 0, 0, "seed", "design-space", f"{run}-{i}", "{}", "c", "pending", time.time()))
-        batch.event(run, "candidate", id=cid, number=i)
+        batch.event(run, Log("info", str(i)))
         await store.submit(batch)
     await store.close()
 
@@ -370,16 +381,16 @@ async def test_engines_writing_one_home_at_once_never_collide(tmp_path: Path):
             batch.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, "
                           "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                           (cid, "a", i, 0, 0, "seed", "design-space", f"a-{i}", "{}", "c", "pending", time.time()))
-            batch.event("a", "candidate", id=cid, number=i)
+            batch.event("a", note(str(i)))
             store.submit(batch)
             if i % 10 == 0:
                 await asyncio.sleep(0.005)
         assert await asyncio.wait_for(other.wait(), 120) == 0
         rows = await store.fetchall("SELECT id, run_id FROM candidates")
         assert len(rows) == 2 * n and len({r["id"] for r in rows}) == 2 * n
-        events = await store.fetchall("SELECT seq, run_id, data_json FROM events WHERE kind='candidate' ORDER BY seq")
+        events = await store.fetchall("SELECT seq, run_id, data_json FROM events WHERE kind='log' ORDER BY seq")
         for run in ("a", "b"):
-            mine = [json.loads(e["data_json"])["number"] for e in events if e["run_id"] == run]
+            mine = [int(json.loads(e["data_json"])["message"]) for e in events if e["run_id"] == run]
             assert mine == list(range(n)), run      # none lost, none twice, each run's in its commit order
         assert {r["run_id"] for r in rows} == {"a", "b"}
     finally:

@@ -34,3 +34,7 @@ side 2,3 pair23 "$2" &
 b=$!
 wait "$a" "$b"
 for d in pair01 pair23; do echo "==== $d"; tail -n 60 "$OUT/$d/log" | cut -c1-300; done
+# What comes back from the device machine is a few files per folder: each side's files travel as one archive
+for d in pair01 pair23; do
+    (cd "$OUT/$d" && tar -cJf ../$d.tar.xz . && cd .. && rm -rf "$d")
+done

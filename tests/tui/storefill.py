@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.contract import CandidateAdded, Fork, Mark, Result, RunState
 from engine.daemon import EngineServer
 from engine.store import DB_NAME, Store
 
@@ -175,7 +176,7 @@ class FakeEngine:
         self.state = state
         async with self.store.transaction() as tx:
             await tx.execute("UPDATE runs SET state=?, updated_at=? WHERE id=?", (state, time.time(), self.run_id))
-            await tx.event(self.run_id, "run", state=state, reason=reason)
+            await tx.event(self.run_id, RunState(state=state, reason=reason))
 
     async def step(self) -> int:
         async with self.store.transaction() as tx:
@@ -190,11 +191,11 @@ class FakeEngine:
                 "created_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (self.run_id, number, number % 2, number // 2, parent, "knob", "design-space", h, "{}", "c0",
                  "done", 1, 1.0 + number / 1000, 10.0, 10.0, 900.0, time.time(), time.time()))
-            await tx.event(self.run_id, "candidate", id=cid, number=number, island=number % 2,
+            await tx.event(self.run_id, CandidateAdded(id=cid, number=number, island=number % 2,
                            generation=number // 2, parent=parent, operator="knob", mutator="design-space",
-                           status="done", cell="c0")
-            await tx.event(self.run_id, "result", id=cid, status="done", correct=True,
-                           speedup=1.0 + number / 1000, time_ms=10.0, reason=None, fitness=900.0)
+                           status="done", cell="c0"))
+            await tx.event(self.run_id, Result(id=cid, status="done", correct=True,
+                           speedup=1.0 + number / 1000, time_ms=10.0, reason=None, fitness=900.0))
         self.created += 1
         if self.first is None:
             self.first = cid
@@ -242,7 +243,7 @@ class FakeEngine:
                 raise ValueError(f"candidate {cid} is not in run {self.run_id}")
             await tx.execute("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
                              (self.run_id, cid, verdict, text, time.time()))
-            await tx.event(self.run_id, "mark", id=cid, verdict=verdict, text=text)
+            await tx.event(self.run_id, Mark(id=cid, verdict=verdict, text=text))
 
     async def accept(self, candidate_id: int, note: str = "") -> None:
         await self._mark(candidate_id, "accept", note)
@@ -260,7 +261,7 @@ class FakeEngine:
                              "config_json, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
                              (new_run, "demo", "workloads/demo", "paused", self.run_id, from_candidate,
                               json.dumps(overrides or {}), time.time(), time.time()))
-            await tx.event(self.run_id, "fork", new_run=new_run, from_candidate=from_candidate)
+            await tx.event(self.run_id, Fork(new_run=new_run, from_candidate=from_candidate))
         return new_run
 
     def status(self) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from rich.console import Console
 
 from cuco_tui.app import CucoApp
 from cuco_tui.headless import print_report
-from cuco_tui.insight_data import config_winners
-from cuco_tui.lineage_data import best_id
+from engine.read_model.insight import config_winners
+from engine.read_model.lineage import best_id
 from cuco_tui.widgets import CandidatesTable, IslandsTable, RunHeader
 from engine.report import build_report
 from engine.store import DB_NAME, ReadStore
@@ -96,8 +96,8 @@ async def test_tui_header_islands_and_lineage_name_the_same_best(tmp_path):
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(120, 40)) as pilot:
         header = app.query_one(RunHeader)
-        assert await until(lambda: (app.summary.get("best") or {}).get("id") is not None, 20)
-        assert app.summary["best"]["id"] == best
+        assert await until(lambda: app.summary.best is not None, 20)
+        assert app.summary.best.candidate == best
         await pilot.pause(0.2)
         assert f"#{best}" in str(header.render())
         islands = app.query_one(IslandsTable)

@@ -59,7 +59,7 @@ async def test_controls_through_the_socket(live):
         # space: pause (soft), then resume
         await pilot.press("space")
         assert await until(lambda: db.run(RUN)["state"] == "paused", 30)
-        assert await until(lambda: app.summary.get("state") == "paused", 10)
+        assert await until(lambda: app.summary.state == "paused", 10)
         await pilot.press("space")
         assert await until(lambda: db.run(RUN)["state"] == "running", 30)
 

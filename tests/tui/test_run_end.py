@@ -67,7 +67,7 @@ async def test_a_run_that_finishes_while_attached_says_so_at_once(tmp_path):
                 assert word not in str(footer.render()), (word, str(footer.render()))
             await pilot.press("space")
             await pilot.pause(0.2)
-            assert app.summary["state"] == "finished" and "[finished]" in _text(header)
+            assert app.summary.state == "finished" and "[finished]" in _text(header)
             assert "engine has ended" in _text(banner), _text(banner)
             # a control still offered elsewhere (the LLM panel's new strategy) says why it cannot, no dialog
             await pilot.press("M")

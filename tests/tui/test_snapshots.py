@@ -21,7 +21,7 @@ async def _settle(pilot) -> None:
         await app.workers.wait_for_complete()
         main = app.screen_stack[0]
         if main.query_one("#candidates").row_count and main.query_one("#islands").row_count \
-                and app.summary.get("evaluated"):
+                and app.summary.evaluated:
             break
         await pilot.pause(0.05)
     await pilot.app.workers.wait_for_complete()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cuco_tui.app import CucoApp
 from cuco_tui.widgets import CandidatesTable
+from engine.contract import Best, Result
 from engine.daemon import EngineServer
 from storefill import FakeEngine, fill_store
 from waiting import until
@@ -76,7 +77,7 @@ async def test_jump_to_best_outside_the_window(tmp_path):
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(100, 30)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await until(lambda: table.row_count == 1000 and (app.summary.get("best") or {}).get("id") == 7)
+        assert await until(lambda: table.row_count == 1000 and app.summary.best is not None and app.summary.best.candidate == 7)
         assert 7 not in table.row_ids()
         await pilot.press("b")
         assert await until(lambda: table.selected_id() == 7)
@@ -98,16 +99,20 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
         app = CucoApp(tmp_path, RUN, socket_path=info.socket)
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
             assert await until(lambda: app.live and engine.created == 4)
+            # the engine's node states reach the TUI in its status replies, which it asks for every few seconds
+            status = engine.status()
+            status["nodes"] = [
+                {"name": "gpu-a", "healthy": True, "quarantined": True, "detail": "3 failures in 300 s"},
+                {"name": "gpu-b", "healthy": False, "quarantined": False, "detail": "connection lost"},
+                {"name": "gpu-c", "healthy": True, "quarantined": False}]
+            engine.status = lambda: status
             async with engine.store.transaction() as tx:
                 await tx.execute("UPDATE candidates SET speedup=1.5, time_ms=6.7, fitness=5000 WHERE id=3")
-                await tx.event(RUN, "best", id=3, speedup=1.5, time_ms=6.7)
-                await tx.event(RUN, "nodes", nodes=[
-                    {"name": "gpu-a", "healthy": True, "quarantined": True, "detail": "3 failures in 300 s"},
-                    {"name": "gpu-b", "healthy": False, "quarantined": False, "detail": "connection lost"},
-                    {"name": "gpu-c", "healthy": True, "quarantined": False}])
+                await tx.event(RUN, Best(id=3, speedup=1.5, time_ms=6.7))
                 await tx.execute("UPDATE candidates SET review='needs_review' WHERE id=2 AND run_id=?", (RUN,))
-                await tx.event(RUN, "review", id=2, review="needs_review")
-            assert await until(lambda: len(_toasts(app)) >= 4), _toasts(app)
+                await tx.event(RUN, Result(id=2, status="done", correct=True, speedup=None, time_ms=None,
+                                           reason=None, fitness=None, review="needs_review"))
+            assert await until(lambda: len(_toasts(app)) >= 4, 15), _toasts(app)
             await pilot.pause(0.5)
             texts = _toasts(app)
             assert any("new best #3 1.500x" in t for t in texts), texts
@@ -121,10 +126,8 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
             assert await until(lambda: any("new best #3" in str(w.render()) for w in app.screen.query(Toast)))
             await pilot.press("b")
             assert await until(lambda: app.query_one(CandidatesTable).selected_id() == 3)
-            # no event: the engine's own node states, which the TUI asks for every few seconds
-            status = engine.status()
+            # a node lost later: the next status reply says so
             status["nodes"] = [{"name": "gpu-d", "healthy": False, "quarantined": False, "detail": "ssh: timed out"}]
-            engine.status = lambda: status
             assert await until(lambda: any("gpu-d lost: ssh: timed out" in t for t in _toasts(app)), 15), \
                 _toasts(app)
             assert "nodes 0/1 busy" in str(app.query_one("#header").render())

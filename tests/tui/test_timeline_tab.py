@@ -135,7 +135,7 @@ def test_timeline_tab_snapshot(snap_compare):
         main = app.screen_stack[0]
         # The window, header and islands load in parallel workers: all of them first (as test_snapshots does).
         assert await until(lambda: main.query_one("#candidates").row_count and main.query_one("#islands").row_count
-                           and app.summary.get("evaluated"), timeout=60, step=0.05)
+                           and app.summary.evaluated, timeout=60, step=0.05)
         await app.workers.wait_for_complete()
         app.query_one("#detail-tabs").active = "tab-timeline"
         app.post_message(CandidateSelected(40))

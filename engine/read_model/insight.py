@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from engine.counting import COUNTS_SQL
-from engine.llm import strategies as strat
-from engine.llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
+from ..contract import config_results
+from ..counting import COUNTS_SQL
+from ..llm import strategies as strat
+from ..llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
@@ -62,12 +64,7 @@ def _per_config(metrics_json: str | None) -> dict[str, float]:
         metrics = json.loads(metrics_json or "{}")
     except ValueError:
         return {}
-    stage = metrics.get("benchmark") if isinstance(metrics.get("benchmark"), dict) else metrics
-    out = {}
-    for cfg in stage.get("configs") or []:
-        if isinstance(cfg, dict) and isinstance(cfg.get("speedup"), (int, float)):
-            out[str(cfg.get("name", "?"))] = float(cfg["speedup"])
-    return out
+    return {c.name: float(c.speedup) for c in config_results(metrics) if c.speedup is not None}
 
 
 @dataclass
@@ -107,10 +104,10 @@ def llm_panel(fetch: Fetch, run_id: str) -> LlmPanel:
             bandit = Bandit.from_json(state[BANDIT_KEY], json.loads(state[BANDIT_KEY]).get("models") or [])
         except (ValueError, TypeError, KeyError):
             bandit = None
-        for model, arm in (bandit.arms.items() if bandit else ()):
+        for model, arm in (bandit.arms.items() if bandit is not None else ()):
             s = stats.setdefault(model, ModelStats(model))
             s.pulls, s.rewarded = arm.pulls, arm.rewarded
-            value = bandit.value(model)
+            value = bandit.value(model) if bandit is not None else math.nan
             s.gain_per_usd = value if arm.rewarded and math.isfinite(value) else None
     run = fetch("SELECT config_json FROM runs WHERE id=?", (run_id,))
     try:

@@ -6,19 +6,19 @@ key (a fork's copy continues into its original's run through `origin_id`), the n
 first and more on request; children come from the `candidates_parent` index one parent at a time, when a
 tree node is opened; the path to the best is walked once per best and kept (BestPaths), a new best only
 walking up to where it joins the old path. Nothing scans the run.
-Every function takes `fetch(sql, params) -> rows` (a StoreView's connection for its thread).
+Every function takes `fetch(sql, params) -> rows` (a ReadModel's connection for its thread); the TUI draws
+the nodes (cuco_tui/lineage_view.py).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from rich.text import Text
-
-from engine.best import top_candidates
+from ..best import top_candidates
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
@@ -54,29 +54,6 @@ class LineageNode:
             return "seed"
         mutator = self.mutator.removeprefix("llm:")
         return self.operator if mutator in ("design-space", self.operator, "") else f"{self.operator} {mutator}"
-
-    def label(self, focus: bool = False) -> Text:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if self.on_best_path:
-            text.append("★ ", style="bold yellow")
-        if focus:
-            text.append("● ", style="bold")
-        text.append(f"#{self.id}", style="bold" if self.on_best_path else "")
-        text.append(f" g{self.generation} i{self.island} ", style="dim")
-        text.append(self.edge, style="cyan")
-        if self.speedup is not None:
-            text.append(f" {self.speedup:.3f}x", style="bold green" if self.on_best_path else "green")
-        else:
-            text.append(f" {self.status}", style="red" if self.status in ("incorrect", "failed") else "dim")
-        if self.delta is not None:
-            text.append(f" {self.delta:+.3f}", style="green" if self.delta > 0 else ("red" if self.delta < 0 else "dim"))
-        if self.inspirations:
-            text.append(" insp " + " ".join(f"#{i}" for i in self.inspirations[:4]), style="magenta")
-        if self.migrated:
-            text.append(f" migrated {self.migrated}", style="blue")
-        if self.children:
-            text.append(f" ({self.children} children)", style="dim")
-        return text
 
 
 def _node(row: dict[str, Any]) -> LineageNode:
@@ -232,26 +209,3 @@ def decorate(fetch: Fetch, run_id: str, nodes: list[LineageNode], best_path: set
         n.children = counts.get(n.id, 0)
         n.on_best_path = n.id in best_path
         n.migrated = moved.get(n.id, "")
-
-
-def lineage_text(fetch: Fetch, run_id: str, candidate_id: int, best_paths: BestPaths, shown: int = 40) -> Text:
-    """The detail tab's view: the chain from the seed, one line per generation (the newest `shown`)."""
-    data = lineage(fetch, run_id, candidate_id, best_paths, limit=shown)
-    out = Text()
-    if data.best is not None:
-        out.append(f"★ on the path from the seed to the best (#{data.best}); L opens the lineage screen\n\n",
-                   style="dim")
-    if not data.complete and data.chain:
-        out.append("… older ancestors back to generation 0 (L shows them)\n", style="dim")
-    for node in data.chain[-shown:]:
-        out.append("└ ")
-        out.append_text(node.label(focus=node.id == data.focus))
-        out.append("\n")
-    if data.children:
-        out.append(f"\nchildren ({data.chain[-1].children if data.chain else len(data.children)})\n",
-                   style="bold underline")
-        for node in data.children[:20]:
-            out.append("  ")
-            out.append_text(node.label())
-            out.append("\n")
-    return out
