@@ -15,6 +15,9 @@ from .rewrites import RewriteError, rewrite_program
 from .rewrites.attach import DIMENSION, NONE, point_names, program_facts
 
 
+PROGRAM_KNOBS = ("comm_ctas",)
+
+
 def _comparable(body: str) -> list[str]:
     """A block without what the search may change freely: knob values and descriptor lines."""
     return [line.rstrip() for line in body.split("\n")
@@ -43,5 +46,7 @@ def patch_for(source: str, workload_root: Path, label: str) -> tuple[str, list[s
     if point == NONE:
         raise RewriteError(f"{label}: it is your program as it is ({DIMENSION}={NONE}): there is nothing to patch")
     program = program_facts(spec, str(Path(workload_root) / "workload.yaml"))
-    texts, notes = rewrite_program(program, point_names(point))
+    # The knobs the rewrites read in the candidate (its `// cuco:knob` values) carry over to the program.
+    knobs = {k: v for k, v in blocks.knob_values(source).items() if k in PROGRAM_KNOBS}
+    texts, notes = rewrite_program(program, point_names(point), knobs)
     return unified_diff(program.texts, texts), notes

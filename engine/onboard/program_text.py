@@ -47,6 +47,9 @@ class ProgramText:
     # a region that replays captured graphs: (members, setup, teardown) that also capture the graphs
     # run_compute ("compute") and run_compute and run_comm ("bound") replay; empty otherwise
     forms: dict[str, tuple[list[str], list[str], list[str]]] = field(default_factory=dict)
+    # the carried buffers' starting value (the baseline's start_outputs(), which the harness calls before
+    # every call, untimed); empty when the region carries nothing
+    start: str = ""
 
     def form(self, name: str) -> "ProgramText":
         """This text with the members, setup and teardown of form `name` (itself where it has none)."""
@@ -525,7 +528,7 @@ class ProgramWriter:
         return ProgramText(members, setup, run, compute, comm, teardown, self.todos,
                            [self._helper_form(n, {"collective", "p2p"}, HELPER_COMPUTE) for n in self.region_helpers],
                            [self._helper_form(n, {"kernel", "memcpy", "memset"}, HELPER_COMM)
-                            for n in self.region_helpers], forms)
+                            for n in self.region_helpers], forms, self._carried_start())
 
     def _region_helpers(self) -> list[str]:
         """The helper functions the region calls directly whose operations (collectives) the analysis
@@ -624,20 +627,36 @@ class ProgramWriter:
         return "".join(f"\n    {n} = {self.src.text(self.p.vars[n].init)};   // as before the region "
                        f"({self.src.path}:{self.p.vars[n].line}): every call is the same iteration" for n in stepped)
 
+    def _carried_pointers(self) -> list[str]:
+        return [f"    {b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;" for i, b in enumerate(self.outputs)
+                if b.name in self.carried]
+
     def _carried_prologue(self) -> str:
+        """What opens run(): the carried buffers' pointers, the harness's again (the region may swap them).
+        Their starting value is set before the call, untimed (_carried_start)."""
         if not self.carried_init:
             return ""
-        lines = [f"    // the carried buffers' starting value, as the program sets it ({self.src.at(s)}); the pointers"
-                 "\n    // again the harness's (the region may swap them), so every call is the same iteration"
+        return ("\n    // the carried buffers, the harness's again (the region may swap them); their starting value is set"
+                "\n    // before every call, untimed (the frozen baseline's start_outputs), so every call is the same iteration\n"
+                + "\n".join(self._carried_pointers()))
+
+    def _carried_start(self) -> str:
+        """The body of the baseline's start_outputs(): the carried buffers set to the program's own starting
+        value, as main() sets them. The harness calls it (frozen code, never the candidate's) after poisoning
+        the outputs and before every call, outside the timing: the program sets them once before its timed
+        loop, so a timed call measures the iteration only."""
+        if not self.carried_init:
+            return ""
+        lines = [f"    // the carried buffers' starting value, as the program sets it ({self.src.at(s)})"
                  for s in self.carried_init[:1]]
-        lines += [f"    {b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;" for i, b in enumerate(self.outputs)
-                  if b.name in self.carried]
+        lines += self._carried_pointers()
         lines += ["    " + self.src.text(s).strip() for s in self.carried_init]
-        lines += ["    CUCO_UNCHECKED(cudaDeviceSynchronize());   // ordered before the iteration, whatever stream"]
+        lines += ["    CUCO_UNCHECKED(cudaDeviceSynchronize());   // done before the call, whatever stream"]
         for s in self.carried_init:
             self.p.unresolved.append(Unresolved(self.src.at(s), "a carried buffer's initial value is set here",
-                                                "the workload sets it at the start of every call, so each "
-                                                "call computes one iteration from the program's own start"))
+                                                "the workload sets it before every call, untimed (the frozen "
+                                                "baseline's start_outputs), so each call times one iteration "
+                                                "from the program's own start"))
         return "\n" + "\n".join(lines)
 
 

@@ -50,6 +50,9 @@ def _struct(text, extra: bool) -> list[str]:
     lines += ["", "  int setup() {", _indent(text.setup), "    return 0;", "  }"]
     lines += ["", "  // one iteration of the program's repeated region", "  int run() {" + text.run.rstrip(),
               "    return 0;", "  }"]
+    if extra and text.start:
+        lines += ["", "  // the carried buffers' starting value: the harness calls this before every call, untimed",
+                  "  int start_outputs() {" + text.start.rstrip(), "    return 0;", "  }"]
     if extra:
         lines += ["", "  // the region without its collectives (the overlap bound's compute-only time)",
                   "  int run_compute() {" + text.run_compute.rstrip(), "    return 0;", "  }",
@@ -103,6 +106,8 @@ def baseline(prog, text, top, name: str) -> str:
               'extern "C" int cuco_baseline_run(cuco_ctx* ctx) { return program(ctx)->run(); }',
               'extern "C" int cuco_baseline_run_compute(cuco_ctx* ctx) { return program(ctx)->run_compute(); }',
               'extern "C" int cuco_baseline_run_comm(cuco_ctx* ctx) { return program(ctx)->run_comm(); }',
+              *(['extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx) { return program(ctx)->start_outputs(); }']
+                if text.start else []),
               'extern "C" int cuco_baseline_teardown(cuco_ctx* ctx) {',
               "  Program* p = (Program*)ctx->state;",
               "  int rc = p ? (p->cuco_c = ctx, p->teardown()) : 0;",

@@ -29,6 +29,9 @@ CHEATS = {
     # a weak definition of a libstdc++ export (std::terminate): COMDAT-looking, but a library's name
     "weak_libstdcxx_name": ("namespace std { __attribute__((weak)) void terminate() noexcept { for (;;) {} } }\n", ""),
     # machine code in a const array in a .text.* section: runs as a syscall stub with no `asm`
+    # the harness's untimed hook of an init-made workload (the baseline's start of the carried outputs):
+    # defined by a candidate, it would run work before every call outside the timing
+    "untimed_hook": ('extern "C" int cuco_baseline_start_outputs(void*) { return 0; }\n', ""),
     "data_in_text": ('__attribute__((section(".text.cuco_stub"))) static const unsigned char cuco_stub[] = '
                      "{0x48, 0x89, 0xf8, 0x0f, 0x05, 0xc3};\n",
                      "  if (p->rank == 99) ((long (*)(long))(const void*)cuco_stub)(39);\n"),
@@ -83,6 +86,11 @@ def test_a_weak_definition_of_a_runtime_export_is_refused(verdicts):
 def test_data_in_an_executable_section_is_refused(verdicts):
     v = verdicts["data_in_text"]
     assert not v.ok and "data (`_ZL9cuco_stub`) in an executable section (`.text.cuco_stub`)" in v.reason, v.reason
+
+
+def test_a_candidate_defining_the_harness_untimed_hook_is_refused(verdicts):
+    v = verdicts["untimed_hook"]
+    assert not v.ok and "cuco_baseline_start_outputs" in v.reason, v.reason
 
 
 def test_every_shipped_demo_variant_still_passes(tmp_path):

@@ -118,6 +118,16 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     assert "TODO" not in text and "CUCO-TODO" not in (out / "candidate.cu").read_text()
     workload = (out / "workload.yaml").read_text()
     assert "nx: 16384" in workload and "ny: 16384" in workload
+    # a and a_new's starting value is set before every call by the frozen baseline, outside the timing (the
+    # program sets it once before its timed loop): run() is the iteration alone
+    run = (out / "candidate.cu").read_text().split("int run() {")[1].split("\n  }")[0]
+    assert "a = (float*)cuco_c->outputs[0].ptr;" in run and "cudaMemset(a," not in run
+    assert "launch_initialize_boundaries" not in run and "cudaDeviceSynchronize" not in run
+    baseline = (out / "baseline.cu").read_text()
+    start = baseline.split("int start_outputs() {")[1].split("\n  }")[0]
+    assert "cudaMemset(a, 0, nx * (chunk_size + 2) * sizeof(real))" in start
+    assert "launch_initialize_boundaries(a, a_new" in start
+    assert 'extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx)' in baseline
     _validates_as_written(capsys, out, tmp_path / "home")
 
 

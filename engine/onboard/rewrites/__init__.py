@@ -10,9 +10,12 @@ from .comm_config import CommConfig
 from .comm_stream import CommStream
 from .facts import FactsError, ScheduleFacts, build_facts, facts_from_analysis
 from .graph_replay import GraphReplay
+from .keep_scratch import KeepScratch
+from .lsa_collective import LsaCollective
 from .nccl_register import NcclRegister
 
-REGISTRY: tuple[Rewrite, ...] = (BoundaryFirst(), CommStream(), NcclRegister(), CommConfig(), GraphReplay())
+REGISTRY: tuple[Rewrite, ...] = (BoundaryFirst(), CommStream(), NcclRegister(), CommConfig(), LsaCollective(),
+                                  KeepScratch(), GraphReplay())
 BY_NAME = {r.name: r for r in REGISTRY}
 
 __all__ = ["REGISTRY", "BY_NAME", "Edit", "Offer", "Refusal", "Rewritten", "RewriteError", "FactsError", "ScheduleFacts",

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from ... import blocks
-from . import REGISTRY, Offer, Refusal, RewriteError, check_all, rewrite_program
+from . import BY_NAME, REGISTRY, Offer, Refusal, RewriteError, check_all, rewrite_program
 from .facts import FactsError, ScheduleFacts, build_harness_facts, facts_from_analysis
 
 DIMENSION = "rewrites"
@@ -48,6 +48,18 @@ def _with_point(body: str, point: str, notes: list[str]) -> str:
             lines[i] = line + f" {DIMENSION}={point}\n" + said.rstrip("\n")
             return "\n".join(lines)
     return f"// cuco:design {DIMENSION}={point}\n" + said + body
+
+
+def _include_headers(cand_path: Path, headers: set[str]) -> None:
+    """The headers a searched rewrite's code needs, included by the candidate outside its blocks (a variant
+    replaces only the blocks, and a block may hold no directive)."""
+    text = cand_path.read_text()
+    missing = [h for h in sorted(headers) if f"<{h}>" not in text]
+    if not missing:
+        return
+    at = text.find("#include <nccl.h>")
+    at = text.find("\n", at) + 1 if at >= 0 else 0
+    cand_path.write_text(text[:at] + "".join(f"#include <{h}>\n" for h in missing) + text[at:])
 
 
 def attach_rewrites(prog, root: Path) -> Attached:
@@ -88,12 +100,18 @@ def attach_rewrites(prog, root: Path) -> Attached:
                 notes.append(f"{point_name(names)}: not offered together ({exc})")
                 continue
             bodies = blocks.block_bodies(texts[cand_key].decode())
+            seed_bodies = blocks.block_bodies(harness.texts[cand_key].decode())
             point = point_name(names)
             rel = f"variants/rw_{point.replace('+', '_')}.cu"
             body = _with_point(bodies[SCHEDULE_BLOCK], point, [n.replace(cand_key, cand_path.name) for n in rnotes])
-            (root / rel).write_text(f"// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
+            # the schedule block always (it names the point); another block where a rewrite changed it (a
+            # helper the region calls, in the kernels block)
+            others = "".join(f"// EVOLVE-BLOCK-START {name}\n{b}// EVOLVE-BLOCK-END\n\n" for name, b in bodies.items()
+                             if name != SCHEDULE_BLOCK and b != seed_bodies.get(name))
+            (root / rel).write_text(f"{others}// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
             variants.append({"name": f"rw_{point.replace('+', '_')}", "file": rel, "point": {DIMENSION: point}})
             points.append(point)
+    _include_headers(cand_path, {h for p in points for n in point_names(p) for h in getattr(BY_NAME[n], "headers", ())})
     if not points and not any((root / "variants").iterdir()):
         (root / "variants").rmdir()
     ds = spec.setdefault("design_space", {})

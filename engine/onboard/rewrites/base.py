@@ -43,6 +43,7 @@ class Rewritten:
     teardown: list[str] = field(default_factory=list)
     program_only: list[Edit] = field(default_factory=list)
     headers: list[str] = field(default_factory=list)
+    definitions: list[str] = field(default_factory=list)   # file-scope code (a kernel) before the region's function
 
 
 class RewriteError(ValueError):
@@ -91,9 +92,18 @@ def place(facts: ScheduleFacts, r: Rewritten) -> list[Edit]:
         edits += r.program_only
         for h in r.headers:
             edits += include_edit(facts, h)
+        if r.definitions:
+            at = facts.text.rfind(b"\n", 0, facts.function[0]) + 1
+            edits.append(Edit(facts.path, at, at, "".join(d + "\n\n" for d in r.definitions)))
         return edits
     if r.program_only:
         raise RewriteError("it changes the program outside the region (the harness owns that part)")
+    if r.definitions:
+        at = facts.text.rfind(b"struct Program", 0, facts.members_at)
+        if at < 0:
+            raise RewriteError("the candidate has no `struct Program` to put the rewrite's kernel before")
+        at = facts.text.rfind(b"\n", 0, at) + 1
+        edits.append(Edit(facts.path, at, at, "".join(d + "\n" for d in r.definitions)))
     if r.members:
         edits.append(Edit(facts.path, facts.members_at, facts.members_at, "".join(f"  {x}\n" for x in r.members)))
     if r.setup:

@@ -10,7 +10,7 @@ from .base import Edit, Offer, Refusal, Rewritten, RewriteError
 from .facts import ScheduleFacts
 
 NAME = "comm_config"
-CTAS = ("default", "1", "2", "4", "8", "16", "32")
+CTAS = ("default", "1", "2", "4", "8", "16", "32", "64")
 PROTOCOLS = ("default", "Simple", "LL", "LL128")
 
 

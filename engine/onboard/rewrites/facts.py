@@ -106,6 +106,7 @@ class ScheduleFacts:
     program: dict[str, bytes] = field(default_factory=dict)   # the user's files (harness target: for wrappers)
     function: tuple[int, int] = (0, 0)     # the function that holds the region (its locals are the region's)
     after_loop_at: int = 0                 # where teardown goes: after the loop and the timer's stop
+    repeats: bool = True                   # a loop; False: a timed straight-line section that runs once
 
     @property
     def text(self) -> bytes:
@@ -121,10 +122,15 @@ class ScheduleFacts:
         """The facts of the same region in the edited files."""
         if self.members_at is not None:
             return build_harness_facts(texts, self.path, self.stream, list(self.check_macros), self.program)
-        loop_at = self.loop_start + sum(len(e.text.encode()) - (e.end - e.start) for e in edits
-                                        if e.path == self.path and e.end <= self.loop_start)
-        line = texts[self.path].count(b"\n", 0, loop_at) + 1
-        return build_facts(texts, self.path, line, self.stream, list(self.check_macros))
+
+        def moved(offset: int) -> int:
+            shift = sum(len(e.text.encode()) - (e.end - e.start) for e in edits
+                        if e.path == self.path and e.end <= offset)
+            return texts[self.path].count(b"\n", 0, offset + shift) + 1
+        if not self.repeats:
+            return build_section_facts(texts, self.path, moved(self.loop_start), moved(self.body_end), self.stream,
+                                       list(self.check_macros))
+        return build_facts(texts, self.path, moved(self.loop_start), self.stream, list(self.check_macros))
 
     def wrap_cuda(self, call: str) -> str:
         return f"{self.cuda_check}({call});" if self.cuda_check else f"{call};"
@@ -164,6 +170,8 @@ def mask_macros(data: bytes, names: set[str]) -> tuple[bytes, dict[int, int]]:
             line_start = data.rfind(b"\n", 0, m.start()) + 1
             if data[line_start:m.start()].lstrip().startswith(b"#"):
                 continue          # its own #define, or an #ifdef
+            if b"//" in data[line_start:m.start()]:
+                continue          # in a comment (one cut short may leave its parentheses open)
             end = m.end()
             rest = data[end:]
             stripped = rest.lstrip(b" \t")
@@ -346,11 +354,20 @@ def build_facts(texts: dict[str, bytes], path: str, region_line: int, stream: st
         raise FactsError(f"{path}:{region_line}: the loop's body is not a block")
     if not stream:
         raise FactsError(f"{path}:{region_line}: the analysis names no stream for the region")
+    setup_at, after_at = _around(data, masked, masked_at, loop, loop)
+    facts = _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros, setup_at=setup_at)
+    facts.after_loop_at = after_at
+    return facts
+
+
+def _around(data: bytes, masked: bytes, masked_at: dict[int, int], first, last) -> tuple[int, int]:
+    """Where set-up and teardown go around the region from `first` to `last` (statements of one block)."""
     # Set-up goes before the statements just above the loop that start its timer (so the timer does not
     # count it): a barrier, a clock read, a timing event.
-    siblings = [c for c in loop.parent.named_children if c.type != "comment"] if loop.parent else []
-    setup_node = loop
-    idx = next((i for i, c in enumerate(siblings) if c.start_byte == loop.start_byte), None)
+    siblings = [c for c in first.parent.named_children if c.type != "comment"] if first.parent else []
+    setup_node = first
+    idx = next((i for i, c in enumerate(siblings) if c.start_byte == first.start_byte), None)
+    end = next((i for i, c in enumerate(siblings) if c.start_byte == last.start_byte), None)
     if idx is not None:
         j = idx - 1
         while j >= 0 and (siblings[j].start_byte in masked_at or _TIMER_STARTS.search(_text(masked, siblings[j]))):
@@ -358,15 +375,41 @@ def build_facts(texts: dict[str, bytes], path: str, region_line: int, stream: st
             j -= 1
     # Teardown goes after the statements just below the loop that stop its timer (the device is idle
     # there, and the timer does not count it).
-    teardown_node = loop
-    if idx is not None:
-        j = idx + 1
+    teardown_node = last
+    if end is not None:
+        j = end + 1
         while j < len(siblings) and (siblings[j].start_byte in masked_at or _TIMER_STOPS.search(_text(masked, siblings[j]))):
             teardown_node = siblings[j]
             j += 1
-    facts = _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros,
-                   setup_at=data.rfind(b"\n", 0, setup_node.start_byte) + 1)
-    facts.after_loop_at = masked_at.get(teardown_node.start_byte, teardown_node.end_byte)
+    return data.rfind(b"\n", 0, setup_node.start_byte) + 1, masked_at.get(teardown_node.start_byte, teardown_node.end_byte)
+
+
+def build_section_facts(texts: dict[str, bytes], path: str, start_line: int, end_line: int, stream: str | None,
+                        check_macros: list[str]) -> ScheduleFacts:
+    """The facts for a timed straight-line section: the statements of one block between the timer statement
+    on `start_line` and the one on `end_line` (the analysis's region of kind `section`). It runs once."""
+    data = texts[path]
+    masked, masked_at = mask_macros(data, statement_macros(b"".join(texts.values())))
+    tree = _parser().parse(masked)
+    block = next((n for n in walk(tree.root_node) if n.type == "compound_statement"
+                  and any(c.start_point[0] + 1 == start_line for c in n.named_children)
+                  and any(c.start_point[0] + 1 == end_line for c in n.named_children)), None)
+    if block is None:
+        raise FactsError(f"{path}:{start_line}: no block holds statements on lines {start_line} and {end_line}")
+    if not stream:
+        raise FactsError(f"{path}:{start_line}: the analysis names no stream for the region")
+    kids = [c for c in block.named_children if c.type != "comment"]
+    first = next(c for c in kids if c.start_point[0] + 1 == start_line)
+    last = next(c for c in kids if c.start_point[0] + 1 == end_line)
+    inner = [c for c in kids if first.start_byte < c.start_byte < last.start_byte]
+    if not inner:
+        raise FactsError(f"{path}:{start_line}: the timed section holds no statement")
+    setup_at, after_at = _around(data, masked, masked_at, first, last)
+    facts = _facts(texts, path, masked, masked_at, tree, first, block, stream, check_macros, setup_at=setup_at,
+                   children=inner, span=(first.start_byte, masked_at.get(last.start_byte, last.end_byte),
+                                         masked_at.get(first.start_byte, first.end_byte), last.start_byte))
+    facts.after_loop_at = after_at
+    facts.repeats = False
     return facts
 
 
@@ -406,13 +449,18 @@ def build_harness_facts(texts: dict[str, bytes], path: str, stream: str, check_m
 
 
 def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros, setup_at,
-           program: dict[str, bytes] | None = None) -> ScheduleFacts:
+           program: dict[str, bytes] | None = None, children=None, span=None) -> ScheduleFacts:
+    """`children`, `span`: a section's statements and (start, end, body start, body end), instead of the
+    loop's body."""
     data = texts[path]
+    children = body.named_children if children is None else children
+    loop_start, loop_end, body_start, body_end = span or (loop.start_byte, loop.end_byte, body.start_byte + 1,
+                                                          body.end_byte - 1)
     wrappers = {**_wrappers(program or {}), **_wrappers(texts)}
     helpers = {**_helper_calls(program or {}), **_helper_calls(texts)}
     stmts = []
-    for n in body.named_children:
-        if n.type == "comment" or (n.type == "return_statement" and n == body.named_children[-1]):
+    for n in children:
+        if n.type == "comment" or (n.type == "return_statement" and n == children[-1]):
             continue
         calls = _calls_in(masked, n)
         names = tuple(sorted({_text(masked, i) for i in walk(n) if i.type == "identifier"}))
@@ -442,14 +490,14 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
                 s = s.parent
             if s is not None:
                 call_stmts[n.start_byte] = (s.start_byte, s.end_byte)
-    first = next((c for c in body.named_children if c.type != "comment"), None)
+    first = next((c for c in children if c.type != "comment"), None)
     init = inits[0] if len(inits) == 1 else None
     fn = loop
     while fn is not None and fn.type != "function_definition":
         fn = fn.parent
     return ScheduleFacts(
-        path=path, texts=dict(texts), loop_start=loop.start_byte, loop_end=loop.end_byte,
-        body_start=body.start_byte + 1, body_end=body.end_byte - 1,
+        path=path, texts=dict(texts), loop_start=loop_start, loop_end=loop_end,
+        body_start=body_start, body_end=body_end,
         indent=_indent_of(data, first.start_byte) if first is not None else _indent_of(data, loop.start_byte) + "    ",
         loop_indent=_indent_of(data, loop.start_byte), stream=stream, stmts=tuple(stmts),
         cuda_check=_check_macro(all_calls, "cuda", macros), nccl_check=_check_macro(all_calls, "nccl", macros),
@@ -465,7 +513,7 @@ def facts_from_analysis(prog) -> ScheduleFacts:
     if not prog.region:
         raise FactsError(f"{prog.files[0]}: the analysis found no repeated region")
     kind = prog.region.get("kind")
-    if kind not in ("for", "while", "do"):
+    if kind not in ("for", "while", "do", "section"):
         raise FactsError(f"{prog.region['at']}: the region is a {kind or 'non-loop'} that runs once; the schedule "
                          "rewrites transform a loop that repeats")
     if prog.region.get("replays"):
@@ -479,4 +527,7 @@ def facts_from_analysis(prog) -> ScheduleFacts:
     macros = list(prog.check_macros)
     for data in texts.values():     # the analysis lists the macros it saw in main(); the text may have more
         macros += [m.decode() for m in re.findall(rb"#\s*define\s+(\w+)\(\w+\)", data)]
+    if kind == "section":
+        end_path, end_line = prog.region["end"].rsplit(":", 1)
+        return build_section_facts(texts, path, int(line), int(end_line), prog.timed_stream, sorted(set(macros)))
     return build_facts(texts, path, int(line), prog.timed_stream, sorted(set(macros)))

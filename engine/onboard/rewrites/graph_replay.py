@@ -56,6 +56,9 @@ def _every_iteration(facts: ScheduleFacts) -> set[str]:
 
 
 def plan(facts: ScheduleFacts) -> list[dict] | str:
+    if not facts.repeats:
+        return (f"{facts.at(facts.loop_start)}: the region is a timed section that runs once: a graph captured for "
+                "one replay saves no launch")
     launches = [x for x in facts.stmts if any(c.name == "cudaGraphLaunch" for c in x.calls)]
     if launches:
         return f"{facts.path}:{launches[0].line}: the region replays CUDA graphs already"

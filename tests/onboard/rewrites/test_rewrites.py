@@ -34,9 +34,11 @@ def variant(tmp_path, old: str, new: str) -> Path:
     return out
 
 
-def test_every_rewrite_but_comm_stream_is_offered_on_the_halo_exchange():
+def test_every_rewrite_but_comm_stream_and_lsa_collective_is_offered_on_the_halo_exchange():
     v = verdicts(HALO)
-    assert all(isinstance(v[r.name], Offer) for r in REGISTRY if r.name != "comm_stream"), v
+    assert all(isinstance(v[r.name], Offer) for r in REGISTRY
+               if r.name not in ("comm_stream", "lsa_collective", "keep_scratch")), v
+    assert isinstance(v["lsa_collective"], Refusal)   # sends and receives, no all-to-all or all-gather
     assert isinstance(v["comm_stream"], Refusal)      # the host synchronises right after the exchange
     assert "halo.cu:75) synchronises the host; nothing would overlap" in v["comm_stream"].reason
     assert "launch_relax" in v["boundary_first"].what and "iy_start" in v["boundary_first"].what

@@ -65,3 +65,25 @@ def test_every_rewrite_compiles_on_jacobi(tmp_path):
                             f"-I{harness / 'cuda'}", f"-I{harness}", "-c", f"{name}.cu", "-o", f"{name}.o"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, f"{name}: {r.stderr[-1500:]}"
+
+
+def test_lsa_collective_compiles_in_the_harness_on_the_moe_seed(tmp_path):
+    folder = CORPUS / "cuco_moe_seed"
+    if not folder.is_dir():
+        pytest.skip(f"the corpus is not at {folder}")
+    text, variants = _validate(tmp_path, folder, ["ds_v3_moe.cu"])
+    assert variants == ["rw_lsa_collective"]
+    assert "compiled seed" in text and "compiled rw_lsa_collective" in text, text
+    assert "passes the symbol policy" in text and "workload OK" in text, text
+
+
+def test_keep_scratch_compiles_in_the_harness_on_the_ring_all_reduce(tmp_path):
+    folder = CORPUS / "async_ring_allreduce_single"
+    if not folder.is_dir():
+        pytest.skip(f"the corpus is not at {folder}")
+    text, variants = _validate(tmp_path, folder, ["ring_allreduce.cu"])
+    assert variants == ["rw_keep_scratch"]
+    assert "compiled rw_keep_scratch" in text and "workload OK" in text, text
+    # the helper is in the kernels block: the variant carries that block too
+    body = (tmp_path / "w" / "variants" / "rw_keep_scratch.cu").read_text()
+    assert "EVOLVE-BLOCK-START kernels" in body and "static void* cuco_keep_scratch_buff = nullptr;" in body

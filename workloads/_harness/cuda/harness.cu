@@ -442,7 +442,25 @@ struct ChildState {
   void* flush = nullptr; size_t flush_bytes = 256ull << 20;
   int* align_buf = nullptr;
   unsigned* timeout_flag = nullptr;
+  cuco_ctx* start = nullptr;   // the baseline's context, for cuco_baseline_start_outputs (null: none)
 };
+
+// Optional, in a workload made by `cuco init` from a program whose region carries buffers from one iteration
+// to the next (a ping-pong): the frozen baseline sets those outputs to the program's own starting value.
+// Called after the poisoning and before every call, the candidate's and the baseline's alike, outside the
+// timing: the program sets them once before its timed loop, so a timed call measures the iteration alone.
+// Frozen code (the baseline's translation unit): a candidate cannot run work in it.
+extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx) __attribute__((weak));
+
+static bool start_outputs(ChildState& st, std::string& err) {
+  if (cuco_baseline_start_outputs == nullptr || st.start == nullptr) return true;
+  st.start->error[0] = 0;
+  if (cuco_baseline_start_outputs(st.start) != 0) {
+    err = std::string("the baseline's start_outputs failed: ") + st.start->error;
+    return false;
+  }
+  return true;
+}
 
 static void align_ranks(ChildState& st) {
   CKN(ncclAllReduce(st.align_buf, st.align_buf + 1, 1, ncclInt32, ncclSum, st.hcomm, st.stream));
@@ -456,6 +474,7 @@ static void poison_outputs(ChildState& st, cuco_ctx& ctx) {
 static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), bool flush,
                        float* ev_ms, double* host_ms, std::string& err) {
   poison_outputs(st, ctx);
+  if (!start_outputs(st, err)) return false;
   if (flush) { CKC(cudaMemsetAsync(st.flush, 0, st.flush_bytes, st.stream)); cudaCtxResetPersistingL2Cache(); }
   CKC(cudaMemsetAsync(st.timeout_flag, 0, 4, st.stream));
   align_ranks(st);
@@ -600,6 +619,11 @@ namespace cuco_tl { static bool begin(uint64_t*) { return false; } static void e
 static void profiled_run(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), const std::string& config,
                          bool record, bool* on, uint64_t* t0, uint64_t* t1) {
   poison_outputs(st, ctx);
+  std::string start_err;
+  if (!start_outputs(st, start_err)) {
+    rec("fail\t%s\t%s", config.c_str(), clean("candidate (profiled call after timing): " + start_err).c_str());
+    _exit(4);
+  }
   CKC(cudaMemsetAsync(st.timeout_flag, 0, 4, st.stream));
   align_ranks(st);
   CKC(cudaStreamSynchronize(st.stream));
@@ -781,6 +805,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     (void)cudaGetLastError();
     if (base.setup(&bctx) != 0) child_fatal(std::string("baseline setup failed: ") + bctx.error);
     (void)cudaGetLastError();
+    st.start = &bctx;
     cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
 
     cuco_mismatch mm; memset(&mm, 0, sizeof mm);
@@ -889,6 +914,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     else rec("fail\t%s\t%s", sc.name.c_str(), clean(cfg_err.empty() ? "another rank failed" : cfg_err).c_str());
 
     if (ok) cand.teardown(&cctx);
+    st.start = nullptr;
     base.teardown(&bctx);
     CKC(cudaDeviceSynchronize());
     for (int i = 0; i < pb.ninputs; i++) { ncclCommWindowDeregister(st.comm, ctx.inputs[i].win); ncclMemFree(ctx.inputs[i].ptr); cudaFree(pristine[i]); }
