@@ -16,8 +16,9 @@ import json
 import math
 import zlib
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 COMPUTE, COMM, WAIT = "compute", "comm", "wait"
 MIN_GAP_US = 1.0          # shorter idle stretches are scheduling noise, not gaps worth naming

@@ -17,8 +17,7 @@ import yaml
 from remote.errors import InputError
 from remote.textfiles import read_text
 
-from . import blocks
-from . import symbol_policy
+from . import blocks, symbol_policy
 from .design_space import DesignSpace, Dimension, Variant
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "workloads"
@@ -75,7 +74,7 @@ class Workload:
     def bench_configs(self) -> list[ProblemConfig]:
         return [c for c in self.configs if c.bench]
 
-    def with_ranks(self, ranks: int) -> "Workload":
+    def with_ranks(self, ranks: int) -> Workload:
         """The same workload for jobs of `ranks` ranks (GPUs for CUDA): configs that name another
         size in `params.ranks` are left out."""
         configs = [c for c in self.all_configs if c.params.get("ranks") in (None, ranks)]
@@ -134,7 +133,7 @@ class _Fields:
             raise self.error(key, f"must be {names}, got {type(value).__name__} {value!r}")
         return value
 
-    def sub(self, key: str, required: bool = True) -> "_Fields":
+    def sub(self, key: str, required: bool = True) -> _Fields:
         if key not in self.data or self.data[key] is None:
             if required:
                 raise self.error(key, "is required")

@@ -16,8 +16,8 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from ..actions import bindings_for
 from .. import insight_data
+from ..actions import bindings_for
 from ..insight_data import ConfigWinners, LlmPanel
 from ..widgets import KeyFooter
 from ..widgets.llm_panel import LlmPanelView

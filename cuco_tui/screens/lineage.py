@@ -20,8 +20,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static, Tree
 
-from ..actions import bindings_for
 from .. import lineage_data
+from ..actions import bindings_for
 from ..lineage_data import ANCESTORS_SHOWN, Lineage, LineageNode
 from ..widgets import KeyFooter
 

@@ -20,11 +20,21 @@ from .command_line import ENV_CALLS, default_of, reads_command_line
 from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
-from .wrappers import find_wrappers
 from .model import Buffer, Op, Program, Unresolved, Var
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
-from .source import (SourceFile, call_args, call_name, declarator_name, identifiers, kernel_config,
-                     names_in, parse_file, parse_text, walk)
+from .source import (
+    SourceFile,
+    call_args,
+    call_name,
+    declarator_name,
+    identifiers,
+    kernel_config,
+    names_in,
+    parse_file,
+    parse_text,
+    walk,
+)
+from .wrappers import find_wrappers
 
 MAX_CALL_DEPTH = 8
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")

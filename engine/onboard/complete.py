@@ -5,9 +5,9 @@ seed still measures against its own code."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from engine.fast_path import extract_program
 from engine.llm.clients import ChatRequest

@@ -39,7 +39,7 @@ class Flags:
     undefines: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
 
-    def merged(self, other: "Flags") -> "Flags":
+    def merged(self, other: Flags) -> Flags:
         return Flags(self.defines + other.defines, self.undefines + other.undefines,
                      self.include_dirs + other.include_dirs)
 

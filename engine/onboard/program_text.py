@@ -17,8 +17,7 @@ from . import api
 from .command_line import default_of
 from .evaluate import evaluate
 from .model import Unresolved
-from .source import (call_args, call_name, find_function, function_declarator, identifiers, kernel_config,
-                     names_in, walk)
+from .source import call_args, call_name, find_function, function_declarator, identifiers, kernel_config, names_in, walk
 
 TODO = "CUCO-TODO"
 HOST_COLLECTIVES = {"MPI_Allreduce": 2, "MPI_Reduce": 2, "MPI_Bcast": 1, "MPI_Barrier": None}   # -> count arg

@@ -4,10 +4,10 @@ syntax tree. Nothing here looks at source text with regular expressions; structu
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
 from remote.errors import InputError
 

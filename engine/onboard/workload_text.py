@@ -8,7 +8,7 @@ import yaml
 
 from . import api
 from .design import design_space, seed_annotation, seed_knob_lines
-from .source import walk, names_in
+from .source import names_in, walk
 
 ELEM_CANON = {"half": "__half", "nv_bfloat16": "__nv_bfloat16"}
 STD_INCLUDES = ["#include <cuda_runtime.h>", "#include <nccl.h>", "#include <cstdio>", "#include <cstdlib>",

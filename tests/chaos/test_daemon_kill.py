@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cuco_tui.client import EngineClient, EngineError, EngineGone
 from cuco_tui.cli_control import run_detached
+from cuco_tui.client import EngineClient, EngineError, EngineGone
 from engine import protocol
 from engine.config import RunConfig
 from tests.chaos.chaos import check_invariants, cuco, leftover_processes, query
@@ -31,7 +31,7 @@ async def _until(client: EngineClient, seen: list[int], done, timeout: float, ov
     while time.monotonic() < deadline:
         try:
             event = await client.next_event(timeout=1.0)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if over():
                 return
             continue

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import InputError
 from engine.schema import SCHEMA_VERSION
 from engine.store import DB_NAME, Batch, ReadStore, Store
+from remote.errors import InputError
 
 
 @pytest.fixture

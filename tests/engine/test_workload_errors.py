@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
 
 from engine.workload import load_workload
 from remote.errors import InputError
-
 
 
 def edit_yaml(root: Path, change: Callable[[dict], None]) -> None:

@@ -7,13 +7,13 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+from storefill import fill_store
 from textual.widgets import Static, Tree
+from waiting import until
 
 from cuco_tui.app import CucoApp
 from cuco_tui.screens.lineage import LineageScreen
 from cuco_tui.widgets import CandidatesTable
-from storefill import fill_store
-from waiting import until
 
 RUN = "lin-1"
 

@@ -6,7 +6,7 @@ Precondition: one ncclCommInitRank call in the region's file, as a statement of 
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import ScheduleFacts
 
 NAME = "comm_config"

@@ -11,7 +11,7 @@ or one forked from it by an event (the communication stream of boundary_first).
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import CONTROL_FLOW, ScheduleFacts, Stmt
 
 NAME = "graph_replay"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import Call, ScheduleFacts
 
 NAME = "nccl_register"
