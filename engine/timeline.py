@@ -197,7 +197,8 @@ def parse(config: str, raw: dict[str, Any]) -> ConfigTimeline:
         raise TimelineError("a timeline must be an object")
     if raw.get("error"):
         raise TimelineError(str(raw["error"]))
-    parser = PARSERS.get(raw.get("source"))
+    source = raw.get("source")
+    parser = PARSERS.get(source) if isinstance(source, str) else None
     if parser is None:
         raise TimelineError(f"unknown timeline source {raw.get('source')!r}")
     try:

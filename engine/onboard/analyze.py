@@ -359,7 +359,7 @@ class _Analyzer:
     def _init_blockers(self) -> list[str]:
         out = []
         if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
-            captures = sorted({s.at(l) for s, l, what in self.alternatives if what.startswith("graph capture")})
+            captures = sorted({s.at(node) for s, node, what in self.alternatives if what.startswith("graph capture")})
             out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays captured CUDA "
                        f"graphs (captured at {', '.join(captures) or 'a capture init cannot place'}); cuco init "
                        "does not write graph replay yet: region.replays lists what it runs; "
@@ -488,9 +488,9 @@ class _Analyzer:
         self.alternatives = []
         if self.region_at is not None:
             return self._chosen_region(loops)
-        candidates = self._candidates(loops, [l for l in loops if not any(
-            o is not l and self._nested(l, o) for o in loops)])
-        if not any(self._timed(s, l) for s, l in candidates):
+        candidates = self._candidates(loops, [pair for pair in loops if not any(
+            o is not pair and self._nested(pair, o) for o in loops)])
+        if not any(self._timed(s, node) for s, node in candidates):
             section = self._timed_section()
             if section is not None:
                 for src, loop in candidates:
@@ -521,8 +521,8 @@ class _Analyzer:
     def _candidates(self, loops, outer) -> list:
         out = []
         for src, loop in outer:
-            inner = [l for l in loops if l[1] is not loop and self._nested(l, (src, loop)) and not any(
-                m[1] is not loop and m is not l and self._nested(l, m) and self._nested(m, (src, loop))
+            inner = [pair for pair in loops if pair[1] is not loop and self._nested(pair, (src, loop)) and not any(
+                m[1] is not loop and m is not pair and self._nested(pair, m) and self._nested(m, (src, loop))
                 for m in loops)]
             if self._loop_calls(src, loop, CAPTURE):
                 self.alternatives.append((src, loop, "graph capture: what the replay loop launches"))
@@ -540,15 +540,15 @@ class _Analyzer:
 
     def _chosen_region(self, loops):
         want_file, _, want_line = self.region_at.rpartition(":")
-        chosen = [(s, l) for s, l in loops if want_line == str(l.start_point[0] + 1)
+        chosen = [(s, node) for s, node in loops if want_line == str(node.start_point[0] + 1)
                   and Path(want_file).resolve() == Path(s.path).resolve()]
         if not chosen:
             raise InputError(self.region_at, "--region", "no loop around the collectives starts here; "
-                             f"the loops are at {', '.join(s.at(l) for s, l in loops) or 'none'}")
+                             f"the loops are at {', '.join(s.at(node) for s, node in loops) or 'none'}")
         self.region_src = chosen[0][0]
-        for s, l in loops:
-            if l is not chosen[0][1]:
-                self.alternatives.append((s, l, "another loop around the collectives"))
+        for s, node in loops:
+            if node is not chosen[0][1]:
+                self.alternatives.append((s, node, "another loop around the collectives"))
         return chosen[0][1]
 
     def _nested(self, inner, outer) -> bool:
@@ -658,15 +658,15 @@ class _Analyzer:
         region = {"at": src.at(loop), "end": f"{src.path}:{loop.end_point[0] + 1}",
                   "kind": loop.type.replace("_statement", ""), "timed": self._timed(src, loop),
                   "iterations": iterations, "loop_variable": var, "outside_collectives": warmups,
-                  "alternatives": [{"at": s.at(l), "what": what} for s, l, what in self.alternatives]}
+                  "alternatives": [{"at": s.at(node), "what": what} for s, node, what in self.alternatives]}
         if src is not self.src:
             region["in_function"] = next((n for n, (s, f) in self.functions.items()
                                           if s is src and _inside(loop, f)), None)
         if self._loop_calls(src, loop, GRAPH_LAUNCH):
-            region["replays"] = [{"at": s.at(l), "captures": [
+            region["replays"] = [{"at": s.at(node), "captures": [
                 {"name": o.name, "at": o.at} for o in self.ops
-                if self._op_in(o, s, l) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
-                for s, l, what in self.alternatives if what.startswith("graph capture")]
+                if self._op_in(o, s, node) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
+                for s, node, what in self.alternatives if what.startswith("graph capture")]
         return region
 
     # -- buffers
@@ -759,8 +759,8 @@ class _Analyzer:
                 op.detail["reads"], op.detail["writes"] = list(op.reads), list(op.writes)
             elif op.kind in ("collective", "p2p"):
                 spec = api.NCCL_COMM[op.name]
-                for key, out in (("send", op.reads), ("recv", op.writes)):
-                    b = buf(self._arg(n, spec[key]))
+                for key, pos, out in (("send", spec["send"], op.reads), ("recv", spec["recv"], op.writes)):
+                    b = buf(self._arg(n, pos))
                     if b is not None:
                         out.append(b)
                         op.detail[key + "_buffer"] = b
@@ -800,8 +800,8 @@ class _Analyzer:
     def _roles(self, buffers: dict[str, Buffer]) -> None:
         region_ops = [o for o in self.ops if o.in_region]
         if self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH):
-            captures = [(s, l) for s, l, what in self.alternatives if what.startswith("graph capture")]
-            region_ops = [o for o in self.ops if any(self._op_in(o, s, l) for s, l in captures)]  # replayed
+            captures = [(s, node) for s, node, what in self.alternatives if what.startswith("graph capture")]
+            region_ops = [o for o in self.ops if any(self._op_in(o, s, node) for s, node in captures)]  # replayed
         swapped = self._swapped(buffers)
         for b in buffers.values():
             seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]

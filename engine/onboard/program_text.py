@@ -353,13 +353,14 @@ class ProgramWriter:
         import re
         for name, p in self.params.items():
             default = p.get("default")
-            if not isinstance(default, int) or default <= 0 or not re.search(rf"\b{default}\b", text):
-                continue
-            self.p.unresolved.append(Unresolved(f"{self.src.path}:{v.line}", f"{v.name} {text} holds the size "
-                                                f"{name}'s value", f"its values scale with {name} in every config"))
-            return re.sub(r"\b(\d+)\b", lambda m: f"(int)((long long){m.group(1)} * cuco_param_get(cuco_c, "
-                          f"\"{name}\", {default}) / {default})", text)
-        return text
+            if isinstance(default, int) and default > 0 and re.search(rf"\b{default}\b", text):
+                break
+        else:
+            return text
+        self.p.unresolved.append(Unresolved(f"{self.src.path}:{v.line}", f"{v.name} {text} holds the size "
+                                            f"{name}'s value", f"its values scale with {name} in every config"))
+        scale = f"cuco_param_get(cuco_c, \"{name}\", {default}) / {default}"
+        return re.sub(r"\b(\d+)\b", lambda m: f"(int)((long long){m.group(1)} * {scale})", text)
 
     def _in_main(self, at: str) -> bool:
         path, _, line = at.rpartition(":")

@@ -8,10 +8,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from remote.errors import InputError
 
 from .preprocess import Flags, Preprocessed, brace_launch_configs, preprocess, terminate_statement_macros
+
+if TYPE_CHECKING:
+    from tree_sitter import Tree
 
 
 @lru_cache(maxsize=1)
@@ -29,7 +33,7 @@ def _parser():
 class SourceFile:
     path: str          # as the user named it (reports print it)
     data: bytes
-    tree: object
+    tree: Tree
     _index: dict | None = field(default=None, repr=False)
     pre: Preprocessed | None = field(default=None, repr=False)     # what the preprocessor did
 

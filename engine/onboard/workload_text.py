@@ -17,7 +17,7 @@ STD_INCLUDES = ["#include <cuda_runtime.h>", "#include <nccl.h>", "#include <cst
 
 def _indent(lines, n=4) -> str:
     pad = " " * n
-    return "\n".join(pad + l if l.strip() else "" for l in lines)
+    return "\n".join(pad + line if line.strip() else "" for line in lines)
 
 
 def _check_macro_defs(top) -> list[str]:
@@ -203,7 +203,7 @@ def problem(prog, inputs, outputs, top, name: str) -> str:
     lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes + top.macros
     lines += ["", "namespace {"] + top.constants + [""]
     lines += ["int sizes(const cuco_ctx* cuco_c, size_t* in_bytes, size_t* out_bytes, char* err, size_t errn) {"]
-    lines += ["  " + l for l in size_lines]
+    lines += ["  " + line for line in size_lines]
     if problems:
         lines.append(f'  // CUCO-TODO: the sizes depend on values init could not compute: {"; ".join(problems)}')
         lines.append(f'  snprintf(err, errn, "CUCO-TODO: buffer sizes unknown ({"; ".join(problems)[:120]})");')
