@@ -175,9 +175,11 @@ class LLMMutator:
         kind, temperature = choose_kind(ctx)
         model = bandit.select(ctx.rng)
         bandit.pulled(model)
-        strategy = self._strategies.select(ctx.rng) if self._strategies is not None else None
-        if strategy is not None:
-            self._strategies.pulled(strategy)
+        strategy = None
+        if self._strategies is not None:
+            strategy = self._strategies.select(ctx.rng)
+            if strategy is not None:
+                self._strategies.pulled(strategy)
         parent = ctx.parent
         max_tokens = self.settings.max_tokens_diff if kind == "diff" else self.settings.max_tokens_full
         system = system_prompt(self.workload, self.node_facts)

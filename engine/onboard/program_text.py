@@ -11,6 +11,7 @@ by file and line), never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from . import api
@@ -267,7 +268,7 @@ class ProgramWriter:
         return False
 
     # -- the region
-    def region_body(self, drop: set[str] = frozenset()) -> str:
+    def region_body(self, drop: AbstractSet[str] = frozenset()) -> str:
         """The loop body's text with edits: default streams made the timed stream, host-only calls taken
         out, and the op kinds in `drop` removed (compute-only / communication-only variants)."""
         if self.region is None:
@@ -351,12 +352,12 @@ class ProgramWriter:
         `{3072, 1024}` beside a 3072-token chunk): every literal scales with the param, so a hidden config
         never gives the chunk fewer tokens than are sent into it."""
         import re
-        for name, p in self.params.items():
-            default = p.get("default")
-            if isinstance(default, int) and default > 0 and re.search(rf"\b{default}\b", text):
-                break
-        else:
+        tied = next(((name, p["default"]) for name, p in self.params.items()
+                     if isinstance(p.get("default"), int) and p["default"] > 0
+                     and re.search(rf"\b{p['default']}\b", text)), None)
+        if tied is None:
             return text
+        name, default = tied
         self.p.unresolved.append(Unresolved(f"{self.src.path}:{v.line}", f"{v.name} {text} holds the size "
                                             f"{name}'s value", f"its values scale with {name} in every config"))
         scale = f"cuco_param_get(cuco_c, \"{name}\", {default}) / {default}"
@@ -394,10 +395,10 @@ class ProgramWriter:
         if self.region is None:
             return []
         followed = {c["name"] for c in self.p.helper_calls}
-        out = []
+        out: list[str] = []
         for call in self.src.nodes("call_expression", self.region):
             name = call_name(call, self.src)
-            if name in followed and name not in out and find_function(self.p.sources, name) is not None:
+            if name is not None and name in followed and name not in out and find_function(self.p.sources, name) is not None:
                 out.append(name)
         return out
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from remote.errors import InputError
 
@@ -147,7 +147,13 @@ def identifiers(node) -> Iterator:
             yield n
 
 
-def call_name(call, src: SourceFile) -> str | None:
+class NodeText(Protocol):
+    """What reading a call's name needs of a source: the text of a node (a SourceFile, or bytes alone)."""
+
+    def text(self, node) -> str: ...
+
+
+def call_name(call, src: NodeText) -> str | None:
     fn = call.child_by_field_name("function")
     if fn is None:
         return None
@@ -182,7 +188,7 @@ def function_declarator(fn):
     return d
 
 
-def find_function(sources, name: str):
+def find_function(sources, name: str | None):
     """(source, definition node) of the top-level function `name` in any of the sources, or None."""
     for s in sources:
         for node in s.tree.root_node.named_children:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -59,7 +60,7 @@ def _struct(text, extra: bool) -> list[str]:
     return lines
 
 
-def candidate(prog, text, top, name: str, extra_code: list[str] = ()) -> str:
+def candidate(prog, text, top, name: str, extra_code: Sequence[str] = ()) -> str:
     lines = _head(prog, top, f"candidate.cu of workload {name}: the program's kernels and its repeated region "
                               "behind the harness ABI (cuco_abi.h).")
     lines += ["// Only the EVOLVE-BLOCKs change; the harness calls the cuco_candidate_* functions at the bottom.",

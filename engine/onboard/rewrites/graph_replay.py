@@ -20,7 +20,8 @@ KEY_BYTES = 64        # the key: the bytes of the host values the captured work 
 
 
 def _stretches(facts: ScheduleFacts) -> list[list[int]]:
-    out, cur = [], []
+    out: list[list[int]] = []
+    cur: list[int] = []
     for i, s in enumerate(facts.stmts):
         if s.host_sync:
             out.append(cur)
