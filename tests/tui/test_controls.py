@@ -317,7 +317,7 @@ async def test_metrics_tab_shows_per_config_numbers_and_the_overlap_bound_flag(t
         app.query_one("#detail-tabs").active = "tab-metrics"
         for cid, beyond in ((flagged[0], True), (plain[0], False)):
             assert table.select(cid)
-            assert await until(lambda: app.detail is not None and app.detail.id == cid, 10)
+            assert await until(lambda cid=cid: app.detail is not None and app.detail.id == cid, 10)
             await pilot.pause(0.2)
             text = str(app.query_one("#detail-metrics", Static).render())
             assert "per config (benchmark)" in text and " -> " in text and "comp 0.7" in text, text[:800]
