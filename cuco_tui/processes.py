@@ -9,7 +9,7 @@ import ctypes.util
 import os
 import signal
 import time
-from typing import Callable
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
 

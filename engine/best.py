@@ -8,7 +8,8 @@ configs of the harness's per-config A B A B ratio), ties going to the older one.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .counting import COUNTS_SQL
 

@@ -56,7 +56,7 @@ class RunConfig:
     strategy_retire_after: int = 3
     strategy_rewrites: int = 1
 
-    def validate(self, source: str = "run config") -> "RunConfig":
+    def validate(self, source: str = "run config") -> RunConfig:
         def bad(field_name: str, msg: str) -> InputError:
             return InputError(source, field_name, msg)
         if self.islands < 1:
@@ -117,7 +117,7 @@ class RunConfig:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "run config") -> "RunConfig":
+    def from_dict(cls, data: dict[str, Any], source: str = "run config") -> RunConfig:
         types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
         for key in sorted(data):
             if key not in types:
@@ -126,10 +126,10 @@ class RunConfig:
         return cls(**data).validate(source)
 
     @classmethod
-    def from_json(cls, text: str) -> "RunConfig":
+    def from_json(cls, text: str) -> RunConfig:
         return cls.from_dict(json.loads(text))
 
-    def with_overrides(self, overrides: dict[str, Any], source: str = "fork overrides") -> "RunConfig":
+    def with_overrides(self, overrides: dict[str, Any], source: str = "fork overrides") -> RunConfig:
         """Apply `key=value` overrides (strings are converted to the field's type)."""
         data = dataclasses.asdict(self)
         types = {f.name: f.type for f in dataclasses.fields(self)}

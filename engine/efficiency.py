@@ -55,8 +55,8 @@ def own_compute_ms(timeline_figures: dict[str, Any] | None) -> float | None:
     there, so for a fused kernel this is an upper bound of its compute alone."""
     ranks = (timeline_figures or {}).get("ranks") if isinstance(timeline_figures, dict) else None
     times = [r.get("compute_ms") for r in ranks or [] if isinstance(r, dict)]
-    times = [t for t in times if isinstance(t, (int, float)) and t > 0]
-    return max(times) if times else None
+    measured = [t for t in times if isinstance(t, (int, float)) and t > 0]
+    return max(measured) if measured else None
 
 
 def judge(config: dict[str, Any], timeline_figures: dict[str, Any] | None = None) -> ConfigEfficiency:

@@ -27,7 +27,7 @@ async def open_executor(home: Path, cluster: str | Path | None, *, gpus_per_job:
     remote.jobs.NoUsableNode when no node can be used, or none has the `gpus_per_job` GPUs the workload's
     benchmark jobs lease (checked before anything is built: those jobs would fail one by one)."""
     if cluster:
-        from remote.registry import executor_from_file   # asyncssh only when a cluster is asked for
+        from remote.registry import executor_from_file  # asyncssh only when a cluster is asked for
         executor = executor_from_file(Path(cluster), Path(home))
     else:
         # CUCO_PYTHON: the interpreter whose site-packages hold the NCCL wheel the builds link against.
@@ -62,5 +62,5 @@ async def close_executor(executor: Executor) -> None:
     """Close, bounded: a node that stopped answering must not keep the verb from exiting."""
     try:
         await asyncio.wait_for(executor.close(), CLOSE_TIMEOUT_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         log.warning("closing the executor took more than %.0f s; left behind", CLOSE_TIMEOUT_S)

@@ -10,8 +10,9 @@ markers around what the slow path may change, and becomes generation 0.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import blocks
 from .llm.clients import ChatRequest
@@ -115,8 +116,8 @@ class TransformResult:
 
 
 class FastPath:
-    def __init__(self, service: "LLMService", model: str, workload: "Workload", evaluate: Evaluate, *,
-                 store: "Store | None" = None, run_id: str | None = None, budget_a: int = 5,
+    def __init__(self, service: LLMService, model: str, workload: Workload, evaluate: Evaluate, *,
+                 store: Store | None = None, run_id: str | None = None, budget_a: int = 5,
                  budget_b: int = 10, node_facts: str | None = None, log: Callable[[str], None] | None = None,
                  accept_status: str = "done"):
         self.service = service

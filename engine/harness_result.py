@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .timeline import take_from_result
 
@@ -24,7 +24,7 @@ class ResultError(ValueError):
 BOUND_MARGIN = 0.10
 
 
-def _positive(v: Any) -> bool:
+def _positive(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
@@ -33,7 +33,7 @@ def _bound(config: dict[str, Any]) -> tuple[float, float, float] | None:
     a part missing, or measured no shorter than the whole baseline (compute-only or communication-only
     taking longer than both together is a noisy sample on a busy machine, not a bound to judge against)."""
     base, cand, comp, comm = (config.get(k) for k in ("baseline_ms", "candidate_ms", "comp_ms", "comm_ms"))
-    if not all(_positive(v) for v in (base, cand, comp, comm)):
+    if not (_positive(base) and _positive(cand) and _positive(comp) and _positive(comm)):
         return None
     bound = max(comp, comm)
     return (base, cand, bound) if bound < base else None

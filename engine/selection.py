@@ -6,7 +6,8 @@ import functools
 import itertools
 import math
 import random
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 

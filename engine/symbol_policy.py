@@ -25,6 +25,7 @@ import yaml
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
+from elftools.elf.sections import SymbolTableSection
 
 from remote.errors import InputError
 
@@ -144,8 +145,10 @@ class _Object:
             raise PolicyError(f"the candidate's object is not an ELF file ({exc})") from None
         if self.elf["e_type"] != "ET_REL":
             raise PolicyError(f"the candidate's object is {self.elf['e_type']}, not a relocatable object")
-        self.symtab = self.elf.get_section_by_name(".symtab")
-        self.symbols = list(self.symtab.iter_symbols()) if self.symtab is not None else []
+        symtab = self.elf.get_section_by_name(".symtab")
+        if symtab is not None and not isinstance(symtab, SymbolTableSection):
+            raise PolicyError("the candidate's object has a .symtab section that is not a symbol table")
+        self.symbols = list(symtab.iter_symbols()) if symtab is not None else []
         self.sections = list(self.elf.iter_sections())
         self._functions: dict[Any, list[tuple[int, int, str]]] | None = None
         self.comdat: set[int] = set()   # indices of sections in a COMDAT group
@@ -208,7 +211,7 @@ def library_exports() -> frozenset[str]:
             try:
                 with open(path, "rb") as f:
                     dynsym = ELFFile(f).get_section_by_name(".dynsym")
-                    if dynsym is not None:
+                    if isinstance(dynsym, SymbolTableSection):
                         names.update(sym.name.split("@")[0] for sym in dynsym.iter_symbols()
                                      if sym.name and sym["st_shndx"] != "SHN_UNDEF")
             except (OSError, ELFError):

@@ -16,8 +16,9 @@ import json
 import math
 import zlib
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 COMPUTE, COMM, WAIT = "compute", "comm", "wait"
 MIN_GAP_US = 1.0          # shorter idle stretches are scheduling noise, not gaps worth naming
@@ -196,7 +197,8 @@ def parse(config: str, raw: dict[str, Any]) -> ConfigTimeline:
         raise TimelineError("a timeline must be an object")
     if raw.get("error"):
         raise TimelineError(str(raw["error"]))
-    parser = PARSERS.get(raw.get("source"))
+    source = raw.get("source")
+    parser = PARSERS.get(source) if isinstance(source, str) else None
     if parser is None:
         raise TimelineError(f"unknown timeline source {raw.get('source')!r}")
     try:

@@ -17,8 +17,7 @@ import yaml
 from remote.errors import InputError
 from remote.textfiles import read_text
 
-from . import blocks
-from . import symbol_policy
+from . import blocks, symbol_policy
 from .design_space import DesignSpace, Dimension, Variant
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "workloads"
@@ -75,7 +74,7 @@ class Workload:
     def bench_configs(self) -> list[ProblemConfig]:
         return [c for c in self.configs if c.bench]
 
-    def with_ranks(self, ranks: int) -> "Workload":
+    def with_ranks(self, ranks: int) -> Workload:
         """The same workload for jobs of `ranks` ranks (GPUs for CUDA): configs that name another
         size in `params.ranks` are left out."""
         configs = [c for c in self.all_configs if c.params.get("ranks") in (None, ranks)]
@@ -105,7 +104,7 @@ def resolve_workload_path(spec: str, cwd: Path | None = None) -> Path:
 class _Fields:
     """Typed access to a YAML mapping with errors that name the file and the dotted field."""
 
-    def __init__(self, file: Path, data: Any, prefix: str = ""):
+    def __init__(self, file: Path | str, data: Any, prefix: str = ""):
         self.file, self.prefix = str(file), prefix
         if not isinstance(data, dict):
             raise InputError(self.file, prefix or "(top level)", "must be a mapping of fields")
@@ -134,7 +133,7 @@ class _Fields:
             raise self.error(key, f"must be {names}, got {type(value).__name__} {value!r}")
         return value
 
-    def sub(self, key: str, required: bool = True) -> "_Fields":
+    def sub(self, key: str, required: bool = True) -> _Fields:
         if key not in self.data or self.data[key] is None:
             if required:
                 raise self.error(key, "is required")
@@ -338,12 +337,12 @@ def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str
         variants.append(Variant(vname, vfile, point, bodies))
     # A knob must have a line to rewrite somewhere: in the seed or in a variant.
     knob_lines = set(blocks.knob_values(seed_source))
-    for v in variants:
+    for variant in variants:
         knob_lines |= set(blocks.knob_values("\n".join(f"// EVOLVE-BLOCK-START {n}\n{b}// EVOLVE-BLOCK-END"
-                                                        for n, b in v.bodies.items())))
-    for d in dims.values():
-        if d.knob and d.name not in knob_lines:
-            raise InputError(str(yaml_file), f"design_space.dimensions.{d.name}",
-                             f"is a knob but neither the candidate nor a variant has a `// cuco:knob {d.name}` "
+                                                        for n, b in variant.bodies.items())))
+    for dim in dims.values():
+        if dim.knob and dim.name not in knob_lines:
+            raise InputError(str(yaml_file), f"design_space.dimensions.{dim.name}",
+                             f"is a knob but neither the candidate nor a variant has a `// cuco:knob {dim.name}` "
                              "line in a block")
     return DesignSpace(dims, tuple(archive), variants)

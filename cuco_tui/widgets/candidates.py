@@ -8,8 +8,9 @@ visible rows are ever rendered, and an update repaints only the lines it touched
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from rich.cells import cell_len
 from rich.segment import Segment

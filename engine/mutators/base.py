@@ -7,8 +7,9 @@ The engine then validates it (edits only inside EVOLVE-BLOCKs), deduplicates it 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -37,7 +38,7 @@ class CandidateView:
 @dataclass
 class ProposalContext:
     run_id: str
-    workload: "Workload"
+    workload: Workload
     parent: CandidateView
     inspirations: list[CandidateView]
     second_parent: CandidateView | None     # for crossover
@@ -46,7 +47,7 @@ class ProposalContext:
     phase: str                              # explore | exploit
     rng: random.Random
     evaluation_number: int
-    store: "Store"
+    store: Store
     recommendations: list[str] = field(default_factory=list)
     feedback_attempts: int = 3              # bounded retries on malformed answers
     known: Callable[[str], bool] = lambda source: False   # True for a source the run already has

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..contract import Strategies
+from ..llm import strategies as strat
 from ..llm.bandit import Bandit
 from ..llm.budget import Budget
 from ..llm.clients import ChatRequest
 from ..llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
 from ..llm.errors import LLMError
 from ..llm.keys import redact
-from ..llm import strategies as strat
 from ..llm.meta import MetaSummarizer, load_recommendations
 from ..llm.models import ModelSpec, parse_model, parse_models
 from ..llm.novelty import EmbeddingNovelty, NoveltyCheck, ShingleNovelty
@@ -61,7 +61,7 @@ class LLMSettings:
     strategy_rewrites: int = 1              # weakest strategies rewritten per meta step
 
 
-def settings_from_config(config: "RunConfig") -> LLMSettings:
+def settings_from_config(config: RunConfig) -> LLMSettings:
     """The run config's LLM settings (stored with the run, so a fork or a resume keeps them)."""
     return LLMSettings(max_tokens_diff=config.max_tokens_diff, max_tokens_full=config.max_tokens_full,
                        novelty_threshold=config.novelty_threshold,
@@ -88,7 +88,7 @@ def _note(answer: str) -> str:
 class LLMMutator:
     name = "llm"
 
-    def __init__(self, service: LLMService, workload: "Workload", models: list[str], *,
+    def __init__(self, service: LLMService, workload: Workload, models: list[str], *,
                  settings: LLMSettings | None = None, novelty: NoveltyCheck | None = None,
                  embedding_model: str | None = None, node_facts: str | None = None):
         self.service = service
@@ -176,9 +176,11 @@ class LLMMutator:
         kind, temperature = choose_kind(ctx)
         model = bandit.select(ctx.rng)
         bandit.pulled(model)
-        strategy = self._strategies.select(ctx.rng) if self._strategies is not None else None
-        if strategy is not None:
-            self._strategies.pulled(strategy)
+        strategy = None
+        if self._strategies is not None:
+            strategy = self._strategies.select(ctx.rng)
+            if strategy is not None:
+                self._strategies.pulled(strategy)
         parent = ctx.parent
         max_tokens = self.settings.max_tokens_diff if kind == "diff" else self.settings.max_tokens_full
         system = system_prompt(self.workload, self.node_facts)
@@ -231,7 +233,7 @@ class LLMMutator:
         await self.service.close()
 
 
-def build_llm_mutator(models: list[str], budget_usd: float | None, workload: "Workload", *, home: Path,
+def build_llm_mutator(models: list[str], budget_usd: float | None, workload: Workload, *, home: Path,
                       embedding: str | None = None, settings: LLMSettings | None = None,
                       node_facts: str | None = None, require_keys: bool = True) -> LLMMutator:
     """The LLM mutator for a run. Raises `InputError` (field `--llm`) for a bad model string or a

@@ -12,6 +12,7 @@ what to do.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from remote.errors import InputError
 
@@ -20,11 +21,21 @@ from .command_line import ENV_CALLS, default_of, reads_command_line
 from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
-from .wrappers import find_wrappers
 from .model import Buffer, Op, Program, Unresolved, Var
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
-from .source import (SourceFile, call_args, call_name, declarator_name, identifiers, kernel_config,
-                     names_in, parse_file, parse_text, walk)
+from .source import (
+    SourceFile,
+    call_args,
+    call_name,
+    declarator_name,
+    identifiers,
+    kernel_config,
+    names_in,
+    parse_file,
+    parse_text,
+    walk,
+)
+from .wrappers import find_wrappers
 
 MAX_CALL_DEPTH = 8
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
@@ -301,11 +312,13 @@ class _Analyzer:
         """What decides whether and how often an operation of the region runs: the conditions (`if
         (calculate_norm)`: a run-time flag, an alternative, never both branches as one sequence) and the
         loops around it inside the region (helpers' loops included), outermost first."""
-        when, loops = [], []
+        when: list[str] = []
+        loops: list[dict[str, Any]] = []
         level = next((k for k, (s, n) in enumerate(op.chain) if s is self.region_src and _inside(n, region)), 0)
         for k in range(level, len(op.chain)):
             src, n = op.chain[k]
-            node, inner = n.parent, []
+            node = n.parent
+            inner: list[tuple[str, Any]] = []
             while node is not None and node.type != "function_definition":
                 if k == level and _inside(region, node):
                     break
@@ -359,14 +372,14 @@ class _Analyzer:
         the statements of one block from cudaStreamBeginCapture to cudaStreamEndCapture."""
         if not self.replays():
             return []
-        return [(s, l) for s, l, what in self.alternatives if what == CAPTURE_WHAT]
+        return [(s, cap) for s, cap, what in self.alternatives if what == CAPTURE_WHAT]
 
     def _straight_captures(self) -> None:
         """Captures written as straight-line statements (begin, the work, end) rather than in a loop:
         listed with the capture loops, as what the replay loop launches."""
         if not self.replays():
             return
-        loops = [l for s, l, what in self.alternatives if what == CAPTURE_WHAT]
+        loops = [cap for s, cap, what in self.alternatives if what == CAPTURE_WHAT]
         for src, body in self.bodies:
             for block in [body] + src.nodes("compound_statement", body):
                 stmts = [c for c in block.named_children if c.type != "comment"]
@@ -377,7 +390,7 @@ class _Analyzer:
                         begin = i
                     elif begin is not None and names & CAPTURE_END:
                         span = _Span(stmts[begin:i + 1])
-                        if not any(_inside(span, l) for l in loops):
+                        if not any(_inside(span, loop) for loop in loops):
                             self.alternatives.append((src, span, CAPTURE_WHAT))
                         begin = None
 
@@ -402,7 +415,7 @@ class _Analyzer:
         # a region inside a helper, or collectives a helper reaches through another, are not written yet
         in_main = self.region_node is None or self.region_src is self.src and \
             self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
-        nested = sorted({call_name(o.chain[1][1], o.chain[1][0]) + " at " + o.chain[1][0].at(o.chain[1][1])
+        nested = sorted({f"{call_name(o.chain[1][1], o.chain[1][0])} at {o.chain[1][0].at(o.chain[1][1])}"
                          for o in self.ops if o.in_region and len(o.chain) > 2 and o.kind != "kernel"})
         if not in_main or nested:
             names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
@@ -463,12 +476,16 @@ class _Analyzer:
         return args[i] if i is not None and i < len(args) else None
 
     def _t(self, node) -> str | None:
-        return node.text.decode("utf-8", "replace") if node is not None else None
+        return self._text(node) if node is not None else None
+
+    @staticmethod
+    def _text(node) -> str:
+        return node.text.decode("utf-8", "replace")
 
     def _describe(self, op: Op) -> None:
         n, t = op.node, self._t
         if op.kind == "kernel" and op.via is not None:
-            args = [t(a) for a in call_args(n)]
+            args = [self._text(a) for a in call_args(n)]
             launches = op.via.config_for(args)
             first = launches[0]
             op.detail = {"grid": first["grid"], "block": first["block"], "shared_bytes": first["shared_bytes"],
@@ -494,7 +511,7 @@ class _Analyzer:
             a = call_args(n)
             op.detail = {"dst": t(a[0]) if a else None, "src": t(a[api.MEMCPY[op.name][1]]) if len(a) > 1 else None,
                          "bytes": t(a[2]) if len(a) > 2 else None,
-                         "direction": next((t(x) for x in a if t(x).startswith("cudaMemcpy")), None)}
+                         "direction": next((t(x) for x in a if self._text(x).startswith("cudaMemcpy")), None)}
         elif op.kind == "memset":
             a = call_args(n)
             op.detail = {"dst": t(a[0]) if a else None, "value": t(a[1]) if len(a) > 1 else None,
@@ -516,10 +533,10 @@ class _Analyzer:
         loops.sort(key=lambda sn: (sn[0] is not self.src, sn[1].start_byte))
         self.alternatives = []
         if self.region_at is not None:
-            return self._chosen_region(loops)
-        candidates = self._candidates(loops, [l for l in loops if not any(
-            o is not l and self._nested(l, o) for o in loops)])
-        if not any(self._timed(s, l) for s, l in candidates):
+            return self._chosen_region(self.region_at, loops)
+        candidates = self._candidates(loops, [pair for pair in loops if not any(
+            o is not pair and self._nested(pair, o) for o in loops)])
+        if not any(self._timed(s, node) for s, node in candidates):
             section = self._timed_section()
             if section is not None:
                 for src, loop in candidates:
@@ -550,8 +567,8 @@ class _Analyzer:
     def _candidates(self, loops, outer) -> list:
         out = []
         for src, loop in outer:
-            inner = [l for l in loops if l[1] is not loop and self._nested(l, (src, loop)) and not any(
-                m[1] is not loop and m is not l and self._nested(l, m) and self._nested(m, (src, loop))
+            inner = [pair for pair in loops if pair[1] is not loop and self._nested(pair, (src, loop)) and not any(
+                m[1] is not loop and m is not pair and self._nested(pair, m) and self._nested(m, (src, loop))
                 for m in loops)]
             if self._loop_calls(src, loop, CAPTURE):
                 self.alternatives.append((src, loop, CAPTURE_WHAT))
@@ -567,17 +584,17 @@ class _Analyzer:
                 out.append((src, loop))
         return out
 
-    def _chosen_region(self, loops):
-        want_file, _, want_line = self.region_at.rpartition(":")
-        chosen = [(s, l) for s, l in loops if want_line == str(l.start_point[0] + 1)
+    def _chosen_region(self, region_at: str, loops):
+        want_file, _, want_line = region_at.rpartition(":")
+        chosen = [(s, node) for s, node in loops if want_line == str(node.start_point[0] + 1)
                   and Path(want_file).resolve() == Path(s.path).resolve()]
         if not chosen:
-            raise InputError(self.region_at, "--region", "no loop around the collectives starts here; "
-                             f"the loops are at {', '.join(s.at(l) for s, l in loops) or 'none'}")
+            raise InputError(region_at, "--region", "no loop around the collectives starts here; "
+                             f"the loops are at {', '.join(s.at(node) for s, node in loops) or 'none'}")
         self.region_src = chosen[0][0]
-        for s, l in loops:
-            if l is not chosen[0][1]:
-                self.alternatives.append((s, l, "another loop around the collectives"))
+        for s, node in loops:
+            if node is not chosen[0][1]:
+                self.alternatives.append((s, node, "another loop around the collectives"))
         return chosen[0][1]
 
     def _nested(self, inner, outer) -> bool:
@@ -671,7 +688,7 @@ class _Analyzer:
 
     def _is_timer(self, src, call) -> bool:
         name = call_name(call, src)
-        return name in TIMERS or (name == "now" and "chrono" in self._t(call))
+        return name in TIMERS or (name == "now" and "chrono" in self._text(call))
 
     def _region_json(self, loop) -> dict | None:
         if loop is None:
@@ -687,15 +704,15 @@ class _Analyzer:
         region = {"at": src.at(loop), "end": f"{src.path}:{loop.end_point[0] + 1}",
                   "kind": loop.type.replace("_statement", ""), "timed": self._timed(src, loop),
                   "iterations": iterations, "loop_variable": var, "outside_collectives": warmups,
-                  "alternatives": [{"at": s.at(l), "what": what} for s, l, what in self.alternatives]}
+                  "alternatives": [{"at": s.at(node), "what": what} for s, node, what in self.alternatives]}
         if src is not self.src:
             region["in_function"] = next((n for n, (s, f) in self.functions.items()
                                           if s is src and _inside(loop, f)), None)
         if self._loop_calls(src, loop, GRAPH_LAUNCH):
-            region["replays"] = [{"at": s.at(l), "captures": [
+            region["replays"] = [{"at": s.at(cap), "captures": [
                 {"name": o.name, "at": o.at} for o in self.ops
-                if self._op_in(o, s, l) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
-                for s, l in self.captures()]
+                if self._op_in(o, s, cap) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
+                for s, cap in self.captures()]
         return region
 
     # -- buffers
@@ -720,9 +737,9 @@ class _Analyzer:
                     count = self._t(left)
                 elif left.type == "sizeof_expression":
                     count = self._t(right)
-            buffers[name] = Buffer(name, op.at, op.name, elem, self._t(size), count, alloc_stmt=op.stmt)
+            buffers[name] = Buffer(name, op.at, op.name, elem, self._text(size), count, alloc_stmt=op.stmt)
             op.writes = []
-            op.detail = {"buffer": name, "bytes": self._t(size)}
+            op.detail = {"buffer": name, "bytes": self._text(size)}
         return buffers
 
     def _resolve_type(self, name: str) -> str:
@@ -788,8 +805,8 @@ class _Analyzer:
                 op.detail["reads"], op.detail["writes"] = list(op.reads), list(op.writes)
             elif op.kind in ("collective", "p2p"):
                 spec = api.NCCL_COMM[op.name]
-                for key, out in (("send", op.reads), ("recv", op.writes)):
-                    b = buf(self._arg(n, spec[key]))
+                for key, pos, out in (("send", spec["send"], op.reads), ("recv", spec["recv"], op.writes)):
+                    b = buf(self._arg(n, pos))
                     if b is not None:
                         out.append(b)
                         op.detail[key + "_buffer"] = b
@@ -829,7 +846,7 @@ class _Analyzer:
     def _roles(self, buffers: dict[str, Buffer]) -> None:
         region_ops = [o for o in self.ops if o.in_region]
         if self.replays():        # what the graphs run, where the region first launches one
-            replayed = [o for o in self.ops if any(self._op_in(o, s, l) for s, l in self.captures())]
+            replayed = [o for o in self.ops if any(self._op_in(o, s, cap) for s, cap in self.captures())]
             first = next((i for i, o in enumerate(region_ops) if o.kind == "graph_launch"), 0)
             region_ops = [o for o in region_ops[:first] if o.kind != "graph_launch"] + replayed + \
                 [o for o in region_ops[first:] if o.kind != "graph_launch"]
@@ -859,7 +876,7 @@ class _Analyzer:
         previous one wrote."""
         if self.region_node is None:
             return set()
-        out = set()
+        out: set[str] = set()
         # a replayed capture swaps as it records (one graph per parity of the ping-pong)
         for src, node in [(self.region_src, self.region_node)] + self.captures():
             for n in src.nodes("call_expression", node):
@@ -885,7 +902,7 @@ class _Analyzer:
                 continue
             a = call_args(op.node)
             t = self._t
-            entry = {"name": self._plain(a[0]) if a else None, "init": op.name, "at": op.at}
+            entry: dict[str, Any] = {"name": self._plain(a[0]) if a else None, "init": op.name, "at": op.at}
             if op.name in ("ncclCommInitRank", "ncclCommInitRankConfig"):
                 entry.update(nranks=t(a[1]) if len(a) > 1 else None, unique_id=self._plain(a[2]) if len(a) > 2 else None,
                              rank=t(a[3]) if len(a) > 3 else None, id_exchange=id_exchange, ranks_per_process=1)
@@ -933,7 +950,7 @@ class _Analyzer:
             kinds.append("environment")
         return kinds[0] if kinds else "unknown"
 
-    def _calls(self, fn_name: str, callees: set) -> bool:
+    def _calls(self, fn_name: str | None, callees: set) -> bool:
         f = self.functions.get(fn_name)
         if f is None:
             return False
@@ -971,11 +988,11 @@ class _Analyzer:
     def _check_macros(self) -> list[str]:
         """Function-like macros of one parameter that wrap a call (CUDACHECK(cudaMalloc(...))): the
         analysis sees through them; the workload re-defines them to return the error to the harness."""
-        used = set()
+        used: set[str] = set()
         for n in self.src.nodes("call_expression", self.body):
             name = call_name(n, self.src)
             args = call_args(n)
-            if name in self.macros and len(args) == 1 and args[0].type == "call_expression":
+            if name is not None and name in self.macros and len(args) == 1 and args[0].type == "call_expression":
                 used.add(name)
         return sorted(used)
 
@@ -1043,13 +1060,14 @@ class _Analyzer:
 
     def _region_notes(self, prog: Program) -> None:
         """What the workload's region cannot take over as it is, each with its place."""
-        if prog.region_node is None:
+        region, region_node = prog.region, prog.region_node
+        if region is None or region_node is None:
             return
-        body = prog.region_node.child_by_field_name("body")
+        body = region_node.child_by_field_name("body")
         user_macros = {n: sn for n, sn in self.macros.items() if n not in prog.check_macros}
         uses = [(names_in(b.size), b.at) for b in prog.buffers.values() if b.role != "unused"]
-        uses.append(([i.text.decode() for i in self.region_src.nodes("identifier", body)], prog.region["at"]))
-        seen_macros = set()
+        uses.append(([i.text.decode() for i in self.region_src.nodes("identifier", body)], region["at"]))
+        seen_macros: set[str] = set()
         for names, at in uses:
             for name in sorted(set(names) & set(user_macros) - seen_macros):
                 seen_macros.add(name)
@@ -1070,10 +1088,10 @@ class _Analyzer:
                 self.unresolved.append(Unresolved(op.at, f"a kernel launched through {op.name}",
                                                   "the analysis does not follow the kernel behind the pointer; "
                                                   "launch it with <<<...>>>"))
-        var = prog.region.get("loop_variable")
-        body = prog.region_node.child_by_field_name("body")
+        var = region.get("loop_variable")
+        body = region_node.child_by_field_name("body")
         if var and body is not None and any(i.text.decode() == var for i in identifiers(body)):
-            self.unresolved.append(Unresolved(prog.region["at"], f"the loop variable {var} is used inside the region",
+            self.unresolved.append(Unresolved(region["at"], f"the loop variable {var} is used inside the region",
                                               "the workload runs one iteration per call, with it fixed at 0"))
         for op in self.ops:
             if not op.in_region:

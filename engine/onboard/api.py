@@ -3,18 +3,34 @@ CUDA and MPI call is a buffer read, a buffer written, a count, a datatype, the c
 
 from __future__ import annotations
 
+from typing import TypedDict
+
+
+class CommArgs(TypedDict):
+    """Where an NCCL communication call takes each argument (None: it has no such argument)."""
+    send: int | None
+    recv: int | None
+    count: int
+    dtype: int
+    redop: int | None
+    peer: int | None
+    comm: int
+    stream: int
+    moves: bool        # data movement only (no reduction)
+
+
 # NCCL communication calls: argument positions (None: the call has no such argument).
-NCCL_COMM = {
+NCCL_COMM: dict[str, CommArgs] = {
     #                 send recv count dtype redop root/peer comm stream  data movement only?
-    "ncclAllReduce":     dict(send=0, recv=1, count=2, dtype=3, redop=4, peer=None, comm=5, stream=6, moves=False),
-    "ncclReduce":        dict(send=0, recv=1, count=2, dtype=3, redop=4, peer=5, comm=6, stream=7, moves=False),
-    "ncclReduceScatter": dict(send=0, recv=1, count=2, dtype=3, redop=4, peer=None, comm=5, stream=6, moves=False),
-    "ncclAllGather":     dict(send=0, recv=1, count=2, dtype=3, redop=None, peer=None, comm=4, stream=5, moves=True),
-    "ncclBroadcast":     dict(send=0, recv=1, count=2, dtype=3, redop=None, peer=4, comm=5, stream=6, moves=True),
-    "ncclBcast":         dict(send=0, recv=0, count=1, dtype=2, redop=None, peer=3, comm=4, stream=5, moves=True),
-    "ncclAlltoAll":      dict(send=0, recv=1, count=2, dtype=3, redop=None, peer=None, comm=4, stream=5, moves=True),
-    "ncclSend":          dict(send=0, recv=None, count=1, dtype=2, redop=None, peer=3, comm=4, stream=5, moves=True),
-    "ncclRecv":          dict(send=None, recv=0, count=1, dtype=2, redop=None, peer=3, comm=4, stream=5, moves=True),
+    "ncclAllReduce":     CommArgs(send=0, recv=1, count=2, dtype=3, redop=4, peer=None, comm=5, stream=6, moves=False),
+    "ncclReduce":        CommArgs(send=0, recv=1, count=2, dtype=3, redop=4, peer=5, comm=6, stream=7, moves=False),
+    "ncclReduceScatter": CommArgs(send=0, recv=1, count=2, dtype=3, redop=4, peer=None, comm=5, stream=6, moves=False),
+    "ncclAllGather":     CommArgs(send=0, recv=1, count=2, dtype=3, redop=None, peer=None, comm=4, stream=5, moves=True),
+    "ncclBroadcast":     CommArgs(send=0, recv=1, count=2, dtype=3, redop=None, peer=4, comm=5, stream=6, moves=True),
+    "ncclBcast":         CommArgs(send=0, recv=0, count=1, dtype=2, redop=None, peer=3, comm=4, stream=5, moves=True),
+    "ncclAlltoAll":      CommArgs(send=0, recv=1, count=2, dtype=3, redop=None, peer=None, comm=4, stream=5, moves=True),
+    "ncclSend":          CommArgs(send=0, recv=None, count=1, dtype=2, redop=None, peer=3, comm=4, stream=5, moves=True),
+    "ncclRecv":          CommArgs(send=None, recv=0, count=1, dtype=2, redop=None, peer=3, comm=4, stream=5, moves=True),
 }
 NCCL_GROUP = {"ncclGroupStart", "ncclGroupEnd"}
 NCCL_INIT = {"ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",

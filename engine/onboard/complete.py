@@ -5,9 +5,10 @@ seed still measures against its own code."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Protocol
 
 from engine.fast_path import extract_program
 from engine.llm.clients import ChatRequest
@@ -28,6 +29,16 @@ The TODOs:
 {feedback}```
 {source}```
 """
+
+
+class Verdict(Protocol):
+    """What a completion reads of an evaluation (engine.evaluation.EvalOutcome)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
 
 
 @dataclass
@@ -68,7 +79,7 @@ def settled_baseline(baseline: str, program: str) -> str:
 
 
 async def complete_todos(root: Path, todos: list[str], chat: Callable[[str], Awaitable[str]],
-                         evaluate: Callable[[str, str], Awaitable[object]], attempts: int = 3,
+                         evaluate: Callable[[str, str], Awaitable[Verdict]], attempts: int = 3,
                          log: Callable[[str], None] = lambda s: None) -> Completion:
     """Ask, build and verify up to `attempts` times; on success rewrite candidate.cu and baseline.cu.
     evaluate(program, baseline) verifies the program against that baseline source."""

@@ -52,7 +52,7 @@ def check_no_hidden_collectives(sources, functions, macros, entry: str | None = 
     (a function pointer: dynamic dispatch; `--entry NAME` names the one to analyse), or inside a macro's
     body."""
     targets, _, first = dispatch_targets(sources)
-    if targets and entry is None:
+    if first is not None and entry is None:   # first: where the first target is used
         raise InputError(first, targets[0],
                          f"{targets[0]} is used as a value (a function pointer or table entry; the targets: "
                          f"{', '.join(targets)}): the collective is chosen by dynamic dispatch and the analysis "

@@ -4,6 +4,26 @@ repeated region, size parameters, and what could not be resolved. `init` scaffol
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+    from .source import SourceFile
+    from .wrappers import Wrapper
+
+
+class RegionNode(Protocol):
+    """The repeated region: a loop's syntax node, or a timed section of straight-line statements that
+    stands where a loop node stands (analyze._Span)."""
+
+    @property
+    def start_byte(self) -> int: ...
+
+    @property
+    def end_byte(self) -> int: ...
+
+    def child_by_field_name(self, name: str, /) -> RegionNode | None: ...
 
 
 @dataclass
@@ -14,8 +34,8 @@ class Var:
     base_type: str            # without pointer stars (`float`)
     pointer: bool
     array: str | None         # the array declarator's size text, for `T name[N]`
-    init: object | None       # the initializer node (expression, argument_list, initializer_list) or None
-    decl: object              # the declaration node
+    init: Node | None         # the initializer node (expression, argument_list, initializer_list) or None
+    decl: Node                # the declaration node
     line: int
     top_level: bool           # a direct statement of main's body
     ctor_args: str | None = None   # `T name(args)` (parsed as a function declarator): the args text
@@ -28,15 +48,15 @@ class Op:
     kind: str                 # kernel | collective | p2p | group | memcpy | memset | event | sync | mpi | ...
     name: str
     at: str
-    node: object              # the call node
-    stmt: object              # the statement of main's body (top level) that holds it
+    node: Node                # the call node
+    stmt: Node                # the statement of main's body (top level) that holds it
     in_region: bool = False
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     detail: dict = field(default_factory=dict)
-    via: object = None        # the host wrapper (wrappers.Wrapper) a kernel is launched through
+    via: Wrapper | None = None       # the host wrapper (wrappers.Wrapper) a kernel is launched through
     chain: tuple = ()         # (SourceFile, call node) from main() down to this call (helpers followed)
-    src: object = None        # the SourceFile of `node`
+    src: SourceFile | None = None       # the SourceFile of `node`
 
 
 @dataclass
@@ -50,7 +70,7 @@ class Buffer:
     role: str = "unused"      # input | output | intermediate | carried | unused
     writers: list[str] = field(default_factory=list)
     readers: list[str] = field(default_factory=list)
-    alloc_stmt: object = None
+    alloc_stmt: Node | None = None
 
 
 @dataclass
@@ -67,15 +87,15 @@ class Unresolved:
 class Program:
     files: list[str]
     sources: list            # SourceFile objects (main's first)
-    main_src: object
-    main: object             # the function_definition node of main()
+    main_src: SourceFile
+    main: Node               # the function_definition node of main()
     vars: dict[str, Var]
     ops: list[Op]
     buffers: dict[str, Buffer]
     communicators: list[dict]
     ranks: dict
     region: dict | None
-    region_node: object | None
+    region_node: RegionNode | None
     params: list[dict]
     check_macros: list[str]
     kernels: dict[str, object]            # kernel name -> (SourceFile, function_definition)

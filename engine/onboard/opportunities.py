@@ -27,7 +27,8 @@ OPTIONS_REDUCE = [
 
 def comm_steps(prog) -> list[dict]:
     """The region's communication steps: one per collective, or one per ncclGroupStart/End bracket."""
-    steps, by_group = [], {}
+    steps: list[dict] = []
+    by_group: dict[str, dict] = {}
     for op in prog.ops:
         if not op.in_region or op.kind not in ("collective", "p2p"):
             continue
@@ -49,7 +50,8 @@ def _step_name(step) -> str:
 
 def step_bytes(prog, step) -> tuple[str, int | None]:
     env = {p["name"]: p["default"] for p in prog.params}
-    terms, total = [], 0
+    terms: list[str] = []
+    total: int | None = 0
     for op in step["ops"]:
         if op.name == "ncclRecv":
             continue          # bytes moved are counted once, at the sender

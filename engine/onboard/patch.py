@@ -14,7 +14,7 @@ def common_root(paths: list[str]) -> str:
 
 def unified_diff(original: dict[str, bytes], rewritten: dict[str, bytes], root: str | None = None) -> str:
     root = root or common_root(list(original))
-    out = []
+    out: list[str] = []
     for path in original:
         before, after = original[path], rewritten.get(path, original[path])
         if before == after:

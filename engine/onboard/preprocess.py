@@ -39,7 +39,7 @@ class Flags:
     undefines: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
 
-    def merged(self, other: "Flags") -> "Flags":
+    def merged(self, other: Flags) -> Flags:
         return Flags(self.defines + other.defines, self.undefines + other.undefines,
                      self.include_dirs + other.include_dirs)
 
@@ -87,8 +87,8 @@ def preprocess(path: str, flags: Flags) -> Preprocessed:
         out, missing = _run_cpp(p.resolve(), path, flags, Path(stubs))
     kept = _kept_lines(out, str(p.resolve()), directives, len(lines))
     text = "\n".join(line if i in kept else "" for i, line in enumerate(lines, 1)).encode()
-    macros = {re.match(r"\w+", rest)[0] for first, _, name, rest in directives
-              if name == "define" and first in kept and re.match(r"\w+", rest)}
+    macros = {word[0] for first, _, name, rest in directives
+              if name == "define" and first in kept and (word := re.match(r"\w+", rest))}
     return Preprocessed(path, original, text, _branches(path, lines, directives, kept), missing, macros)
 
 
@@ -218,6 +218,7 @@ def _directives(lines: list[str]) -> list[tuple[int, int, str, str]]:
                     i += 1
                     text = text[:-1] + " " + lines[i]
                 m = _DIRECTIVE.match(text)
+                assert m is not None   # the joined text begins with the line that matched
                 rest = re.sub(r"/\*.*?\*/|//.*$", "", m[2]).strip()
                 out.append((start + 1, i + 1, m[1], rest))
                 i += 1
@@ -342,7 +343,9 @@ def flags_from_compile_commands(db_path: str, files: list[str]) -> dict[str, Fla
 
 
 def _flags_of(args: list[str], directory: Path) -> Flags:
-    defines, undefines, includes = [], [], []
+    defines: list[str] = []
+    undefines: list[str] = []
+    includes: list[str] = []
     i = 0
     while i < len(args):
         a = args[i]

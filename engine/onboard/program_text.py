@@ -11,14 +11,14 @@ by file and line), never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from . import api
 from .command_line import default_of
 from .evaluate import evaluate
 from .model import Unresolved
-from .source import (call_args, call_name, find_function, function_declarator, identifiers, kernel_config,
-                     names_in, walk)
+from .source import call_args, call_name, find_function, function_declarator, identifiers, kernel_config, names_in, walk
 
 TODO = "CUCO-TODO"
 HOST_COLLECTIVES = {"MPI_Allreduce": 2, "MPI_Reduce": 2, "MPI_Bcast": 1, "MPI_Barrier": None}   # -> count arg
@@ -51,7 +51,7 @@ class ProgramText:
     # every call, untimed); empty when the region carries nothing
     start: str = ""
 
-    def form(self, name: str) -> "ProgramText":
+    def form(self, name: str) -> ProgramText:
         """This text with the members, setup and teardown of form `name` (itself where it has none)."""
         if name not in self.forms:
             return self
@@ -377,7 +377,7 @@ class ProgramWriter:
         return False
 
     # -- the region
-    def region_body(self, drop: set[str] = frozenset()) -> str:
+    def region_body(self, drop: AbstractSet[str] = frozenset()) -> str:
         """The loop body's text with edits: default streams made the timed stream, host-only calls taken
         out, and the op kinds in `drop` removed (compute-only / communication-only variants)."""
         if self.region is None:
@@ -487,15 +487,16 @@ class ProgramWriter:
         `{3072, 1024}` beside a 3072-token chunk): every literal scales with the param, so a hidden config
         never gives the chunk fewer tokens than are sent into it."""
         import re
-        for name, p in self.params.items():
-            default = p.get("default")
-            if not isinstance(default, int) or default <= 0 or not re.search(rf"\b{default}\b", text):
-                continue
-            self.p.unresolved.append(Unresolved(f"{self.src.path}:{v.line}", f"{v.name} {text} holds the size "
-                                                f"{name}'s value", f"its values scale with {name} in every config"))
-            return re.sub(r"\b(\d+)\b", lambda m: f"(int)((long long){m.group(1)} * cuco_param_get(cuco_c, "
-                          f"\"{name}\", {default}) / {default})", text)
-        return text
+        tied = next(((name, p["default"]) for name, p in self.params.items()
+                     if isinstance(p.get("default"), int) and p["default"] > 0
+                     and re.search(rf"\b{p['default']}\b", text)), None)
+        if tied is None:
+            return text
+        name, default = tied
+        self.p.unresolved.append(Unresolved(f"{self.src.path}:{v.line}", f"{v.name} {text} holds the size "
+                                            f"{name}'s value", f"its values scale with {name} in every config"))
+        scale = f"cuco_param_get(cuco_c, \"{name}\", {default}) / {default}"
+        return re.sub(r"\b(\d+)\b", lambda m: f"(int)((long long){m.group(1)} * {scale})", text)
 
     def _in_main(self, at: str) -> bool:
         path, _, line = at.rpartition(":")
@@ -536,12 +537,12 @@ class ProgramWriter:
         if self.region is None:
             return []
         followed = {c["name"] for c in self.p.helper_calls}
-        out = []
+        out: list[str] = []
         calls = self.src.nodes("call_expression", self.region)
         calls += [c for st in self.capture_unit for c in self.src.nodes("call_expression", st)]
         for call in calls:
             name = call_name(call, self.src)
-            if name in followed and name not in out and find_function(self.p.sources, name) is not None:
+            if name is not None and name in followed and name not in out and find_function(self.p.sources, name) is not None:
                 out.append(name)
         return out
 

@@ -4,14 +4,18 @@ syntax tree. Nothing here looks at source text with regular expressions; structu
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Protocol
 
 from remote.errors import InputError
 
 from .preprocess import Flags, Preprocessed, brace_launch_configs, preprocess, terminate_statement_macros
+
+if TYPE_CHECKING:
+    from tree_sitter import Tree
 
 
 @lru_cache(maxsize=1)
@@ -29,7 +33,7 @@ def _parser():
 class SourceFile:
     path: str          # as the user named it (reports print it)
     data: bytes
-    tree: object
+    tree: Tree
     _index: dict | None = field(default=None, repr=False)
     pre: Preprocessed | None = field(default=None, repr=False)     # what the preprocessor did
 
@@ -143,7 +147,13 @@ def identifiers(node) -> Iterator:
             yield n
 
 
-def call_name(call, src: SourceFile) -> str | None:
+class NodeText(Protocol):
+    """What reading a call's name needs of a source: the text of a node (a SourceFile, or bytes alone)."""
+
+    def text(self, node) -> str: ...
+
+
+def call_name(call, src: NodeText) -> str | None:
     fn = call.child_by_field_name("function")
     if fn is None:
         return None
@@ -178,7 +188,7 @@ def function_declarator(fn):
     return d
 
 
-def find_function(sources, name: str):
+def find_function(sources, name: str | None):
     """(source, definition node) of the top-level function `name` in any of the sources, or None."""
     for s in sources:
         for node in s.tree.root_node.named_children:

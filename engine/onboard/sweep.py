@@ -62,7 +62,7 @@ def _chosen_size(prog, sweep) -> tuple[str, int] | None:
     """(the sweep's variable, the size the config takes): the sweep's largest value at most
     SWEEP_CONFIG_MAX, from its initial value, its bound and its step (*=, <<=, +=)."""
     src = prog.main_src
-    env = {}
+    env: dict[str, int] = {}
     for v in sorted(prog.vars.values(), key=lambda v: v.pos):
         if v.top_level and v.init is not None and not v.pointer:
             value = evaluate(v.init, src, env)

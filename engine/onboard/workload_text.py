@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
 from . import api
 from .design import design_space, seed_annotation, seed_knob_lines
-from .source import walk, names_in
+from .source import names_in, walk
 
 ELEM_CANON = {"half": "__half", "nv_bfloat16": "__nv_bfloat16"}
 STD_INCLUDES = ["#include <cuda_runtime.h>", "#include <nccl.h>", "#include <cstdio>", "#include <cstdlib>",
@@ -17,7 +18,7 @@ STD_INCLUDES = ["#include <cuda_runtime.h>", "#include <nccl.h>", "#include <cst
 
 def _indent(lines, n=4) -> str:
     pad = " " * n
-    return "\n".join(pad + l if l.strip() else "" for l in lines)
+    return "\n".join(pad + line if line.strip() else "" for line in lines)
 
 
 def _check_macro_defs(top) -> list[str]:
@@ -62,7 +63,7 @@ def _struct(text, extra: bool) -> list[str]:
     return lines
 
 
-def candidate(prog, text, top, name: str, extra_code: list[str] = ()) -> str:
+def candidate(prog, text, top, name: str, extra_code: Sequence[str] = ()) -> str:
     lines = _head(prog, top, f"candidate.cu of workload {name}: the program's kernels and its repeated region "
                               "behind the harness ABI (cuco_abi.h).")
     lines += ["// Only the EVOLVE-BLOCKs change; the harness calls the cuco_candidate_* functions at the bottom.",
@@ -208,7 +209,7 @@ def problem(prog, inputs, outputs, top, name: str) -> str:
     lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes + top.macros
     lines += ["", "namespace {"] + top.constants + [""]
     lines += ["int sizes(const cuco_ctx* cuco_c, size_t* in_bytes, size_t* out_bytes, char* err, size_t errn) {"]
-    lines += ["  " + l for l in size_lines]
+    lines += ["  " + line for line in size_lines]
     if problems:
         lines.append(f'  // CUCO-TODO: the sizes depend on values init could not compute: {"; ".join(problems)}')
         lines.append(f'  snprintf(err, errn, "CUCO-TODO: buffer sizes unknown ({"; ".join(problems)[:120]})");')

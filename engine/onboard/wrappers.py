@@ -68,8 +68,8 @@ def find_wrappers(functions: dict, kernels: dict, kernel_access: dict) -> dict[s
                                        dict(zip(("grid", "block", "shared_bytes", "stream"), parts[:4])),
                                        [src.text(a) for a in args]))
                 inner = kernel_access.get(cname) or ["rw"] * len(args)
-            elif cname in functions and cname != name and summarise(cname, depth + 1) is not None:
-                w = found[cname]
+            elif cname is not None and cname in functions and cname != name and \
+                    (w := summarise(cname, depth + 1)) is not None:
                 launches.extend(w.launches)
                 inner = w.access
             else:

@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine.onboard.analyze import analyze_files   # noqa: E402
-from engine.onboard.report import to_json           # noqa: E402
+from engine.onboard.analyze import analyze_files  # noqa: E402
+from engine.onboard.report import to_json  # noqa: E402
 
 KERNEL = """
 // stage {i}: a scaled residual with a bounded loop

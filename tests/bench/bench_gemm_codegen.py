@@ -37,7 +37,7 @@ def nccl_home() -> str:
     try:
         return find()
     except ImportError:
-        raise SystemExit("bench_gemm_codegen: NCCL headers not found: pip install nvidia-nccl-cu13==2.28.9 or set NCCL_HOME")
+        raise SystemExit("bench_gemm_codegen: NCCL headers not found: pip install nvidia-nccl-cu13==2.28.9 or set NCCL_HOME") from None
 
 
 def build(binary: Path, nvcc: str) -> float:

@@ -126,7 +126,7 @@ async def bench_app(home: Path, deep: int, repeats: int) -> None:
             await pilot.press("L")
             await until(lambda: isinstance(app.screen, LineageScreen) and app.screen.lineage is not None)
             screen = app.screen
-            await until(lambda: len(screen.query_one(Tree).root.children) == deep_depth(screen))
+            await until(lambda screen=screen: len(screen.query_one(Tree).root.children) == deep_depth(screen))
             await pilot.pause(0)            # the refresh that draws it
             lineage_samples.append(time.perf_counter() - t0)
             lineage_cpu.append(time.process_time() - c0)
@@ -153,7 +153,7 @@ async def bench_app(home: Path, deep: int, repeats: int) -> None:
             for _ in range(8):               # cycle back to proposal order for the next press
                 before = table.sort
                 await pilot.press("s")
-                await until(lambda: table.sort != before)
+                await until(lambda before=before: table.sort != before)
                 if table.sort is None:
                     break
         print(f"app: s to the table sorted by speedup ({table.row_count} rows of the whole run): "

@@ -73,6 +73,7 @@ def child_attach(home: str, t_spawn: float) -> None:
 def child_engine(home: str, rate: float) -> None:
     """The event source: a FakeEngine behind the real EngineServer; prints the socket when ready."""
     from storefill import FakeEngine
+
     from engine.daemon import EngineServer
 
     async def go() -> None:

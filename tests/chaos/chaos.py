@@ -72,7 +72,7 @@ def random_kills(home: Path, run: str, max_evals: int, kills: int, rng: random.R
     started = time.monotonic()
     db = home / "cuco.db"
     args = ("run", workload, "--headless", "--max-evals", str(max_evals), "--name", run, *extra)
-    for i in range(kills):
+    for _ in range(kills):
         created = bool(query(db, "SELECT 1 FROM runs WHERE id=?", (run,)))
         proc = start(home, "resume", run, "--headless") if created else start(home, *args)
         # One kill in five lands during start-up (the interpreter, the store, reconciling); the others once

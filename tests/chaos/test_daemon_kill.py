@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cuco_tui.client import EngineClient, EngineError, EngineGone
 from cuco_tui.cli_control import run_detached
+from cuco_tui.client import EngineClient, EngineError, EngineGone
 from engine import protocol
 from engine.config import RunConfig
 from tests.chaos.chaos import check_invariants, cuco, leftover_processes, query
@@ -31,7 +31,7 @@ async def _until(client: EngineClient, seen: list[int], done, timeout: float, ov
     while time.monotonic() < deadline:
         try:
             event = await client.next_event(timeout=1.0)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if over():
                 return
             continue
@@ -75,8 +75,13 @@ def test_daemon_killed_with_viewers_attached_then_resumed(tmp_path: Path):
         resumed = await asyncio.to_thread(cuco, home, "resume", "d")
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         before = [len(s) for s in seen]
-        finished = lambda e: e["kind"] == "run" and e["data"].get("state") in ("finished", "failed", "stopped")
-        over = lambda: protocol.live_run_info(home, "d") is None and run_state(home) == "finished"
+
+        def finished(e):
+            return e["kind"] == "run" and e["data"].get("state") in ("finished", "failed", "stopped")
+
+        def over():
+            return protocol.live_run_info(home, "d") is None and run_state(home) == "finished"
+
         await asyncio.gather(*(_until(v, seen[i], finished, 400, over) for i, v in enumerate(viewers)))
         # each viewer reconnected by itself to the resumed engine and went on receiving its events
         assert all(v.reconnects >= 1 for v in viewers)

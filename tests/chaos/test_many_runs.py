@@ -105,7 +105,7 @@ def test_four_runs_and_two_forks_side_by_side(tmp_path):
         info = protocol.live_run_info(home, run)
         if info is not None:
             os.kill(info.pid, signal.SIGKILL)
-            _wait(lambda: not protocol.pid_alive(info.pid), 10, f"{run}'s engine to die")
+            _wait(lambda info=info: not protocol.pid_alive(info.pid), 10, f"{run}'s engine to die")
     for run in killed:   # shown as died wherever the store still says running
         stored, = query(db, "SELECT state FROM runs WHERE id=?", (run,))[0]
         shown = json.loads(cuco(home, "report", run, "--json").stdout)

@@ -13,8 +13,8 @@ import json
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from remote.jobs import JobResult, JobSpec, JobStatus, NodeState
 
@@ -34,7 +34,7 @@ def abi_object(interposing: bool = False) -> bytes:
 
 class SyntheticExecutor:
     def __init__(self, slots: int = 4, durations: dict[str, float] | None = None, fail_every: int = 0,
-                 refuse_every: int = 0, judge: "Callable[[str], tuple[bool, float]] | None" = None):
+                 refuse_every: int = 0, judge: Callable[[str], tuple[bool, float]] | None = None):
         self.slots = slots
         self.durations = durations or {"build": 0.01, "verify": 0.01, "benchmark": 0.01}
         self.fail_every = fail_every

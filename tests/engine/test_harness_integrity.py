@@ -222,7 +222,7 @@ def test_compile_error_fails_in_build_with_the_compiler_message(results):
     assert "build" in out.reason
     assert [s.stage for s in out.stages] == ["build"]
     assert "error:" in out.feedback and "cuco_undeclared_helper" in out.feedback
-    line = next(l for l in out.feedback.splitlines() if "cuco_undeclared_helper" in l and "error" in l)
+    line = next(text for text in out.feedback.splitlines() if "cuco_undeclared_helper" in text and "error" in text)
     assert "candidate.cpp:" in line
 
 

@@ -5,7 +5,6 @@ lsa_fused at one rank, config small_m1k, verify mode, 2026-11-24)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess

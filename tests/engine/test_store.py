@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import InputError
 from engine.contract import Log
 from engine.schema import SCHEMA_VERSION
 from engine.store import DB_NAME, Batch, ReadStore, Store
+from remote.errors import InputError
 
 
 @pytest.fixture

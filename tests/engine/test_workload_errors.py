@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
 
 from engine.workload import load_workload
 from remote.errors import InputError
-
 
 
 def edit_yaml(root: Path, change: Callable[[dict], None]) -> None:
@@ -142,7 +141,7 @@ def test_variant_with_unknown_block_names_the_variant_file(demo_copy: Path):
 def test_preprocessor_line_in_seed_block_names_candidate_and_line(demo_copy: Path):
     cand = demo_copy / "candidate.cpp"
     lines = cand.read_text().splitlines(keepends=True)
-    at = next(i for i, l in enumerate(lines) if "cuco:knob stagger" in l) + 1
+    at = next(i for i, line in enumerate(lines) if "cuco:knob stagger" in line) + 1
     lines.insert(at, "#define kSneaky 1\n")
     cand.write_text("".join(lines))
     with pytest.raises(InputError) as exc:
@@ -154,7 +153,7 @@ def test_preprocessor_line_in_seed_block_names_candidate_and_line(demo_copy: Pat
 
 def test_seed_without_blocks_is_refused(demo_copy: Path):
     cand = demo_copy / "candidate.cpp"
-    cand.write_text("".join(l for l in cand.read_text().splitlines(keepends=True) if "EVOLVE-BLOCK" not in l))
+    cand.write_text("".join(line for line in cand.read_text().splitlines(keepends=True) if "EVOLVE-BLOCK" not in line))
     with pytest.raises(InputError) as exc:
         load_workload(demo_copy)
     assert Path(exc.value.file) == cand and exc.value.field == "EVOLVE-BLOCK"

@@ -38,7 +38,7 @@ async def main(name: str, ranks: int, configs: list[str]) -> dict:
     return {"workload": name, "status": out.status, "reason": out.reason, "speedup": out.speedup,
             "timed_ms": bench.get("timed_ms"), "check_ms": bench.get("check_ms"),
             "wall_ms": round(walls[-1] * 1000) if walls else None,
-            "sandbox_notice": [l for l in logs.splitlines() if l.startswith("cuco: ") and "sandbox" in l][:1]}
+            "sandbox_notice": [line for line in logs.splitlines() if line.startswith("cuco: ") and "sandbox" in line][:1]}
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import blocks   # engine.blocks alone: the GPU machine has no pyelftools for engine.workload
+from engine import blocks  # engine.blocks alone: the GPU machine has no pyelftools for engine.workload
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LOCAL = ROOT / "workloads" / "_harness" / "cuda" / "run_local.py"

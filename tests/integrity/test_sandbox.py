@@ -13,8 +13,6 @@ import dataclasses
 import os
 import shutil
 import subprocess
-import tarfile
-import io
 from pathlib import Path
 
 import pytest

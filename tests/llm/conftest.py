@@ -1,5 +1,4 @@
 import pytest
-
 from llm_helpers import SECRET
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from fake_llm import FakeLLMServer, Reply
+from llm_helpers import SECRET, open_store
 
 from engine.llm.budget import Budget
 from engine.llm.clients import ChatRequest
@@ -14,9 +16,6 @@ from engine.llm.pricing import Pricing
 from engine.llm.retry import RetryPolicy
 from engine.llm.service import LLMService
 from engine.mutators.base import BudgetExhausted
-
-from fake_llm import FakeLLMServer, Reply
-from llm_helpers import SECRET, open_store
 
 REQ = ChatRequest("system text", [{"role": "user", "content": "hello"}], 0.5, 256)
 

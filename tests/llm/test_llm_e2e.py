@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fake_llm import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]

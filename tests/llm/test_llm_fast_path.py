@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fake_llm import FakeLLMServer, Reply
+from llm_helpers import demo_workload, open_store
 
 from engine import blocks
 from engine.fast_path import FastPath, host_collectives
@@ -12,9 +14,6 @@ from engine.llm.models import parse_model
 from engine.llm.pricing import Pricing
 from engine.llm.retry import RetryPolicy
 from engine.llm.service import LLMService
-
-from fake_llm import FakeLLMServer, Reply
-from llm_helpers import demo_workload, open_store
 
 HOST = """#include "x.h"
 // EVOLVE-BLOCK-START comm
@@ -116,8 +115,9 @@ async def test_budgets_and_annotation(llm_env, tmp_path):
 
 def test_cuco_transform_cli(llm_env, tmp_path, capsys):
     """The demo seed (no host NCCL) answered back verbatim: built and verified by the real harness."""
-    from cuco_tui import cli_llm
     import argparse
+
+    from cuco_tui import cli_llm
     w = demo_workload()
     with FakeLLMServer(responder=lambda r: Reply(fenced(w.seed_source))) as srv:
         parser = argparse.ArgumentParser()

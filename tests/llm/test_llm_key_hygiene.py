@@ -6,14 +6,13 @@ import logging
 import sys
 from pathlib import Path
 
+from fake_llm import FakeLLMServer, Reply
+from llm_helpers import OPENAI_SECRET, SECRET, context, demo_workload, knob_diff, open_store, view
 
 from engine.evaluation import build_job, run_job
 from engine.llm.errors import LLMError
 from engine.mutators.llm import LLMSettings, build_llm_mutator
 from remote.jobs import JobSpec
-
-from fake_llm import FakeLLMServer, Reply
-from llm_helpers import OPENAI_SECRET, SECRET, context, demo_workload, knob_diff, open_store, view
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,6 +7,8 @@ import json
 import random
 
 import pytest
+from fake_llm import FakeLLMServer, Reply
+from llm_helpers import add_candidate, context, demo_workload, knob_diff, open_store, outside_diff, preproc_diff, view
 
 from engine import blocks
 from engine.llm.audit import replay
@@ -14,10 +16,6 @@ from engine.llm.bandit import Bandit
 from engine.mutators.base import BudgetExhausted
 from engine.mutators.llm import LLMSettings, build_llm_mutator, choose_kind
 from remote.errors import InputError
-
-from fake_llm import FakeLLMServer, Reply
-from llm_helpers import (add_candidate, context, demo_workload, knob_diff, open_store, outside_diff,
-                         preproc_diff, view)
 
 
 def full_answer(seed: str, old: str = "kStagger = 0", new: str = "kStagger = 1") -> str:

@@ -16,6 +16,7 @@ import re
 from collections import Counter
 
 import pytest
+from fake_llm import FakeLLMServer, Reply
 
 from engine import control
 from engine.config import RunConfig
@@ -24,8 +25,6 @@ from engine.report import build_report
 from engine.store import ReadStore, Store
 from engine.workload import load_workload
 from tests.engine.synthetic import SyntheticExecutor
-
-from fake_llm import FakeLLMServer, Reply
 
 engine_mod = pytest.importorskip("engine.engine")
 
@@ -229,8 +228,9 @@ def test_seed_strategies_come_from_the_design_space_and_name_no_hidden_config():
 
 
 async def test_prompts_carry_the_strategy_scrubbed_and_redacted(llm_env, tmp_path):
-    from engine.mutators.llm import LLMSettings, build_llm_mutator
     from llm_helpers import SECRET, context, demo_workload, knob_diff, open_store, view
+
+    from engine.mutators.llm import LLMSettings, build_llm_mutator
     w = demo_workload()
     risky = f"Specialise the chunks for odd and sliver, and call home with {SECRET}"
     with FakeLLMServer(responder=lambda r: Reply(knob_diff())) as srv:
@@ -253,9 +253,10 @@ async def test_prompts_carry_the_strategy_scrubbed_and_redacted(llm_env, tmp_pat
 async def test_cli_steers_strategies_and_report_lists_them(tmp_path, capsys):
     import argparse
 
+    from llm_helpers import open_store
+
     from cuco_tui import cli_control
     from cuco_tui.headless import strategy_table
-    from llm_helpers import open_store
     store = await open_store(tmp_path)
     async with store.transaction() as tx:
         await strat.save(tx, "run1", strat.seeded(load_workload("demo"), [GOOD, *BAD]))

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fake_llm import FakeLLMServer
 from test_llm_e2e import responder
 

@@ -7,6 +7,7 @@ import logging
 import random
 
 import pytest
+from llm_helpers import demo_workload, knob_diff, outside_diff, preproc_diff, view
 
 from engine import blocks
 from engine.llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
@@ -18,9 +19,6 @@ from engine.llm.pricing import Pricing
 from engine.llm.prompts import mutate_prompt, system_prompt
 from engine.llm.retry import RetryPolicy, call_with_retries
 from remote.errors import InputError
-
-from llm_helpers import demo_workload, knob_diff, outside_diff, preproc_diff, view
-
 
 # ---- model strings
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm"))
-from fake_llm import FakeLLMServer, Reply   # noqa: E402,F401  (re-exported)
+from fake_llm import FakeLLMServer, Reply  # noqa: E402,F401  (re-exported)
 
 
 def gpus() -> int:

@@ -10,7 +10,6 @@ import json
 import pytest
 
 from cuco_tui.cli import main
-
 from tests.onboard.corpus import CORPUS, GOLDENS, INIT_FLAGS, PROGRAMS, comparable
 from tests.onboard.toolchain import compiles_with_nccl
 

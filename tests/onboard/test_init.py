@@ -160,7 +160,7 @@ def test_todo_markers_are_listed_by_validate(tmp_path, capsys):
     assert main(["validate", str(out), "--no-compile"]) == 0
     listed = capsys.readouterr().out.replace("\n", " ")
     cand = (out / "candidate.cu").read_text().splitlines()
-    line = next(i for i, l in enumerate(cand, 1) if "CUCO-TODO" in l and "STRIDE" in l)
+    line = next(i for i, text in enumerate(cand, 1) if "CUCO-TODO" in text and "STRIDE" in text)
     assert f"{out / 'candidate.cu'}:{line}:" in listed.replace(" ", "") or \
         f"{out / 'candidate.cu'}:{line}" in "".join(listed.split())
 

@@ -22,7 +22,6 @@ from engine.llm.service import LLMService
 from engine.onboard.complete import chat_with, complete_todos, setup_body
 from engine.workload import load_workload
 from remote.local import LocalExecutor
-
 from tests.onboard.helpers import FakeLLMServer, Reply, fenced, gpus
 
 TODO_PROGRAM = Path(__file__).parent / "todo" / "loopvar_env.cu"

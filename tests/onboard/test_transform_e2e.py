@@ -7,7 +7,6 @@ where it has run)."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest

@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 import slurm_cluster
 
 

@@ -17,8 +17,8 @@ Without accounting `sacct` answers "accounting storage is disabled".
 from __future__ import annotations
 
 import os
-import shutil
 import secrets
+import shutil
 import signal
 import socket
 import subprocess

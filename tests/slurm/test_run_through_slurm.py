@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import slurm_cluster
 
 CLI = [sys.executable, "-m", "cuco_tui.cli"]

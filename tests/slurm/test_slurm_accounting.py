@@ -14,12 +14,11 @@ import time
 from collections import Counter
 
 import pytest
+from slurm_cluster import ACCOUNT, CAPPED_QOS, CAPPED_SUBMIT
 
 from remote.errors import InputError
 from remote.jobs import JobSpec, JobStatus
 from remote.registry import executor_from_file
-
-from slurm_cluster import ACCOUNT, CAPPED_QOS, CAPPED_SUBMIT
 
 CLI = [sys.executable, "-m", "cuco_tui.cli"]
 

@@ -7,12 +7,11 @@ import asyncio
 import time
 
 import pytest
+import slurm_cluster
 
 from remote.errors import InputError
 from remote.jobs import JobSpec, JobStatus
 from remote.registry import executor_from_file
-
-import slurm_cluster
 
 
 async def started(path, home):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from remote.cluster import load_cluster
-from remote.registry import executor_from_file
 from remote.errors import InputError
+from remote.registry import executor_from_file
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -94,4 +94,4 @@ def test_remote_never_imports_ui():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             for n in names:
-                assert not n.split(".")[0] in ("textual", "engine", "cuco_tui", "rich"), f"{f.name} imports {n}"
+                assert n.split(".")[0] not in ("textual", "engine", "cuco_tui", "rich"), f"{f.name} imports {n}"

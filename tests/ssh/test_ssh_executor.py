@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from remote.cluster import load_cluster
-from remote.registry import executor_from_file
 from remote.jobs import Executor, JobSpec, JobStatus
+from remote.registry import executor_from_file
 from remote.ssh_executor import NoUsableNode, SSHExecutor
 
 CPP = b"""#include <cstdio>

@@ -162,7 +162,7 @@ class FakeEngine:
         self.nodes: list[dict[str, Any]] = []        # what `status` says of the nodes
 
     @classmethod
-    async def open(cls, home: Path, run_id: str, **kw: Any) -> "FakeEngine":
+    async def open(cls, home: Path, run_id: str, **kw: Any) -> FakeEngine:
         store = await Store(home).open()
         row = await store.fetchone("SELECT id FROM runs WHERE id=?", (run_id,))
         if row is None:
@@ -218,7 +218,7 @@ class FakeEngine:
             due = max(due + self.interval, loop.time() - 1.0)
             try:
                 await asyncio.wait_for(self._stop.wait(), due - loop.time())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         await self._set_state("stopped", "stop requested")
         await self.store.close()

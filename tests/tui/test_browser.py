@@ -17,9 +17,9 @@ import json
 import os
 import signal
 import socket
-import threading
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 

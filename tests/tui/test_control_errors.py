@@ -61,6 +61,7 @@ async def test_fork_before_the_first_correct_candidate_is_one_line_and_exit_2(tm
 
 def test_pausing_or_stopping_an_ended_run_leaves_it(tmp_path):
     import subprocess
+
     from storefill import fill_store
     fill_store(tmp_path, run_id="ended-1", n=3, state="finished")
     state = "finished"

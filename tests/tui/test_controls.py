@@ -208,7 +208,6 @@ async def test_attach_to_a_dead_engine_is_read_only(tmp_path):
 async def test_meta_summarizer_advice_is_shown(tmp_path):
     """The LLM meta-summarizer's recommendations (run_state) appear in the engine log on attach."""
     import sqlite3
-
     import sys
 
     from textual.widgets import Log
@@ -268,6 +267,7 @@ async def test_footer_lists_the_keys_and_a_click_runs_one(tmp_path):
     import sys
     sys.path.insert(0, str(Path(__file__).parent))
     from storefill import fill_store
+
     from cuco_tui.widgets import KeyFooter
     await asyncio.to_thread(fill_store, tmp_path, run_id="foot-1", n=6, state="finished")
     app = CucoApp(tmp_path, "foot-1")
@@ -317,7 +317,7 @@ async def test_metrics_tab_shows_per_config_numbers_and_the_overlap_bound_flag(t
         app.query_one("#detail-tabs").active = "tab-metrics"
         for cid, beyond in ((flagged[0], True), (plain[0], False)):
             assert table.select(cid)
-            assert await until(lambda: app.detail is not None and app.detail.id == cid, 10)
+            assert await until(lambda cid=cid: app.detail is not None and app.detail.id == cid, 10)
             await pilot.pause(0.2)
             text = str(app.query_one("#detail-metrics", Static).render())
             assert "per config (benchmark)" in text and " -> " in text and "comp 0.7" in text, text[:800]

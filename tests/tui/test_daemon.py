@@ -8,12 +8,12 @@ import stat
 from pathlib import Path
 
 import pytest
+from storefill import FakeEngine, serve, shutdown
 
 from cuco_tui.client import EngineClient, EngineError, one_request, ping
 from engine import protocol
 from engine.daemon import EngineServer
 from engine.store import ReadStore
-from storefill import FakeEngine, serve, shutdown
 
 RUN = "demo-test-1"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+from insight_store import RUN, make_insight_store
 from textual.widgets import DataTable, Static
+from waiting import until
 
 from cuco_tui.app import CucoApp
 from cuco_tui.screens.insight import ConfigsScreen, LlmScreen
 from cuco_tui.widgets import CandidatesTable
-from insight_store import RUN, make_insight_store
-from waiting import until
 
 
 def _rows(table: DataTable) -> list[list[str]]:

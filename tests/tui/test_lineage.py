@@ -7,13 +7,13 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+from storefill import fill_store
 from textual.widgets import Static, Tree
+from waiting import until
 
 from cuco_tui.app import CucoApp
 from cuco_tui.screens.lineage import LineageScreen
 from cuco_tui.widgets import CandidatesTable
-from storefill import fill_store
-from waiting import until
 
 RUN = "lin-1"
 
@@ -174,7 +174,7 @@ async def test_older_ancestors_are_read_on_request(tmp_path, monkeypatch):
         screen = app.screen
         tree = screen.query_one(Tree)
         for shown in (3, 5, 7):
-            assert await until(lambda: screen.lineage is not None and len(screen.lineage.chain) == shown)
+            assert await until(lambda shown=shown: screen.lineage is not None and len(screen.lineage.chain) == shown)
             first = tree.root.children[0]
             if shown < 7:
                 assert first.data == lineage_screen.OLDER and "older ancestors" in str(first.label)

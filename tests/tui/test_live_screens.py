@@ -169,9 +169,8 @@ async def test_diff_tab_shows_the_change_at_the_end_of_a_long_line(tmp_path):
 
 
 async def test_three_and_brackets_reach_the_detail_tabs(tmp_path):
-    from textual.widgets import Tabs
-
     from storefill import fill_store
+    from textual.widgets import Tabs
     await asyncio.to_thread(fill_store, tmp_path, run_id="tabs-1", n=6)
     app = CucoApp(tmp_path, "tabs-1")
     async with app.run_test(size=(100, 30)) as pilot:

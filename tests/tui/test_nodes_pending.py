@@ -8,9 +8,9 @@ import json
 import sqlite3
 import time
 
-from cuco_tui.app import CucoApp
-
 from storefill import fill_store
+
+from cuco_tui.app import CucoApp
 
 RUN = "demo-20261122-1"
 

@@ -53,7 +53,10 @@ async def test_a_run_that_finishes_while_attached_says_so_at_once(tmp_path):
             assert await until(lambda: app.live, 20)
             assert await until(lambda: bool(ended_at), 120), "the run did not finish"
             header, banner = app.query_one(RunHeader), app.query_one("#banner")
-            told = lambda: "[finished]" in _text(header) and f"reached {MAX_EVALS} evaluations" in _text(banner)
+
+            def told():
+                return "[finished]" in _text(header) and f"reached {MAX_EVALS} evaluations" in _text(banner)
+
             assert await until(told, 1.0, step=0.02), (_text(header), _text(banner))
             told_at = time.monotonic()
             assert told_at - ended_at[0] <= 1.0, f"{told_at - ended_at[0]:.2f} s after the engine ended"

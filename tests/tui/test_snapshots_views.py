@@ -6,11 +6,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from insight_store import RUN, make_insight_store
+from test_snapshots import _settle
 
 from cuco_tui.app import CucoApp
 from cuco_tui.settings import TuiSettings
-from insight_store import RUN, make_insight_store
-from test_snapshots import _settle
 
 pytest.importorskip("pytest_textual_snapshot")
 

@@ -6,12 +6,13 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+from storefill import FakeEngine, fill_store
+from waiting import until
+
 from cuco_tui.app import CucoApp
 from cuco_tui.widgets import CandidatesTable
 from engine.contract import Best, Result
 from engine.daemon import EngineServer
-from storefill import FakeEngine, fill_store
-from waiting import until
 
 RUN = "tbl-1"
 

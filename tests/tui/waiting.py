@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 60.0, step: float = 0.1) -> bool:

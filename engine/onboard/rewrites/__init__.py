@@ -4,7 +4,7 @@ them as they compose (graph replay last: it captures what the others produced)."
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, Rewrite, Rewritten, RewriteError, apply_edits, place
+from .base import Edit, Offer, Refusal, Rewrite, RewriteError, Rewritten, apply_edits, place
 from .boundary_first import BoundaryFirst
 from .comm_config import CommConfig
 from .comm_stream import CommStream

@@ -94,6 +94,7 @@ def attach_rewrites(prog, root: Path) -> Attached:
     for k in range(1, len(searched) + 1):
         for subset in itertools.combinations(searched, k):
             names = [r.name for r in REGISTRY if r.name in subset]
+            assert harness is not None   # only rewrites the harness's facts offered are searched
             try:
                 texts, rnotes = rewrite_program(harness, names)
             except (RewriteError, FactsError) as exc:

@@ -81,7 +81,7 @@ def place(facts: ScheduleFacts, r: Rewritten) -> list[Edit]:
     the timer that precedes the loop, teardown after the loop) or the harness's Program (state as members,
     set-up at the end of setup(), teardown at the start of teardown())."""
     edits = list(r.edits)
-    if facts.members_at is None:
+    if facts.members_at is None or facts.teardown_at is None:   # the user's program (the harness's sets both)
         li = facts.loop_indent
         lines = r.members + r.setup
         if lines:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError, priority_stream
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten, priority_stream
 from .facts import P2P, Call, ScheduleFacts, Stmt
 
 NAME = "boundary_first"

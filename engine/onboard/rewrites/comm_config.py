@@ -6,15 +6,16 @@ Precondition: one ncclCommInitRank call in the region's file, as a statement of 
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
-from .facts import ScheduleFacts
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten
+from .facts import Call, ScheduleFacts
 
 NAME = "comm_config"
 CTAS = ("default", "1", "2", "4", "8", "16", "32", "64")
 PROTOCOLS = ("default", "Simple", "LL", "LL128")
 
 
-def _reason(facts: ScheduleFacts) -> str | None:
+def _single_init(facts: ScheduleFacts) -> tuple[Call, tuple[int, int]] | str:
+    """The one ncclCommInitRank call and its statement's span, or why the rewrite cannot take it."""
     inits = [c for c in facts.calls if c.name.startswith("ncclCommInit")]
     if not inits:
         return "the file makes no communicator (ncclCommInitRank)"
@@ -23,7 +24,7 @@ def _reason(facts: ScheduleFacts) -> str | None:
                 "(a config is already given, or there are several communicators)")
     if len(facts.comm_init.args) != 4 or facts.comm_init_stmt is None:
         return f"{facts.path}:{facts.comm_init.line}: ncclCommInitRank is not a statement of its own"
-    return None
+    return facts.comm_init, facts.comm_init_stmt
 
 
 class CommConfig:
@@ -31,21 +32,21 @@ class CommConfig:
     summary = "set the communicator's CTAs (ncclConfig_t) and protocol (NCCL_PROTO)"
 
     def check(self, facts: ScheduleFacts) -> Offer | Refusal:
-        why = _reason(facts)
-        if why:
-            return Refusal(NAME, why)
-        return Offer(NAME, f"ncclCommInitRank at {facts.path}:{facts.comm_init.line} with a ncclConfig_t",
+        found = _single_init(facts)
+        if isinstance(found, str):
+            return Refusal(NAME, found)
+        init, _ = found
+        return Offer(NAME, f"ncclCommInitRank at {facts.path}:{init.line} with a ncclConfig_t",
                      knobs={"comm_ctas": CTAS, "nccl_proto": PROTOCOLS})
 
     def rewrite(self, facts: ScheduleFacts, knobs: dict[str, str]) -> Rewritten:
-        why = _reason(facts)
-        if why:
-            raise RewriteError(f"{NAME}: {why}")
+        found = _single_init(facts)
+        if isinstance(found, str):
+            raise RewriteError(f"{NAME}: {found}")
         ctas, proto = knobs.get("comm_ctas", "default"), knobs.get("nccl_proto", "default")
         if ctas not in CTAS or proto not in PROTOCOLS:
             raise RewriteError(f"{NAME}: comm_ctas must be one of {CTAS}, nccl_proto one of {PROTOCOLS}")
-        init = facts.comm_init
-        start, _ = facts.comm_init_stmt
+        init, (start, _) = found
         line_start = facts.text.rfind(b"\n", 0, start) + 1
         ind = facts.text[line_start:start].decode()
         lines = [f"// cuco rewrite {NAME}: communicator knobs (comm_ctas={ctas}, nccl_proto={proto})",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError, priority_stream
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten, priority_stream
 from .facts import ScheduleFacts
 
 NAME = "comm_stream"

@@ -118,7 +118,7 @@ class ScheduleFacts:
     def at(self, offset: int) -> str:
         return f"{self.path}:{self.line_of(offset)}"
 
-    def reread(self, texts: dict[str, bytes], edits) -> "ScheduleFacts":
+    def reread(self, texts: dict[str, bytes], edits) -> ScheduleFacts:
         """The facts of the same region in the edited files."""
         if self.members_at is not None:
             return build_harness_facts(texts, self.path, self.stream, list(self.check_macros), self.program)

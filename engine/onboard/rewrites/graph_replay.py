@@ -11,7 +11,7 @@ or one forked from it by an event (the communication stream of boundary_first).
 
 from __future__ import annotations
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import CONTROL_FLOW, ScheduleFacts, Stmt
 
 NAME = "graph_replay"
@@ -20,7 +20,8 @@ KEY_BYTES = 64        # the key: the bytes of the host values the captured work 
 
 
 def _stretches(facts: ScheduleFacts) -> list[list[int]]:
-    out, cur = [], []
+    out: list[list[int]] = []
+    cur: list[int] = []
     for i, s in enumerate(facts.stmts):
         if s.host_sync:
             out.append(cur)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import Call, ScheduleFacts
 
 NAME = "nccl_register"
@@ -77,7 +77,7 @@ def plan(facts: ScheduleFacts) -> dict | str:
         for c in frees[b]:
             if facts.call_stmts.get(c.start) is None:
                 return f"{facts.path}:{c.line}: the cudaFree of {b} is not a statement of its own"
-    return dict(comm=comm, buffers=buffers, allocs=allocs, frees=frees)
+    return dict(comm=comm, buffers=buffers, allocs=allocs, frees=frees, init_stmt=facts.comm_init_stmt)
 
 
 def _statement(facts: ScheduleFacts, call_start: int) -> tuple[int, int]:
@@ -126,7 +126,7 @@ class NcclRegister:
         # The handles live for the whole of the function that makes the communicator: declared right after
         # the communicator's own declaration statement (or its creation), so every allocation and free
         # sees them.
-        init_start, _ = facts.comm_init_stmt
+        init_start, _ = p["init_stmt"]
         line_start = facts.text.rfind(b"\n", 0, init_start) + 1
         ind = facts.text[line_start:init_start].decode()
         edits.append(Edit(facts.path, line_start, line_start, "".join(f"{ind}{d}\n" for d in decls)))

@@ -13,7 +13,15 @@ import pytest
 
 from engine.onboard.analyze import analyze_files
 from engine.onboard.patch import unified_diff
-from engine.onboard.rewrites import REGISTRY, Offer, Refusal, RewriteError, check_all, facts_from_analysis, rewrite_program
+from engine.onboard.rewrites import (
+    REGISTRY,
+    Offer,
+    Refusal,
+    RewriteError,
+    check_all,
+    facts_from_analysis,
+    rewrite_program,
+)
 from remote.errors import InputError
 
 HERE = Path(__file__).parent
