@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import json
 import random
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,11 +20,11 @@ from typing import Any
 from remote.errors import InputError
 from remote.jobs import Executor
 
-from . import blocks, control, counting, timeline
+from . import blocks, control, counting, stages, timeline
 from .archive import Archive
 from .config import RunConfig
 from . import fault_policy
-from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, trim
+from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed, trim
 from .islands import IslandModel
 from .mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
 from .mutators.design_space import DesignSpaceMutator
@@ -92,8 +91,7 @@ class Engine:
         self.workload = workload
         self.config = config
         self.executor = executor
-        if hasattr(executor, "on_submitted"):   # a scheduler's job ids (Slurm) go to jobs.external_id
-            executor.on_submitted = self._job_submitted
+        executor.watch_submissions(self._job_submitted)   # a scheduler's job ids (Slurm) go to jobs.external_id
         self.state = "running"
         self.stop_reason = ""
         self.cands: dict[int, Cand] = {}
@@ -182,11 +180,9 @@ class Engine:
             await engine._rebuild()
             if not engine.cands:   # killed between the run's row and its seed's: the seed is all it lacks
                 await engine._add_seed()
-            reconcile = getattr(engine.executor, "reconcile", None)
-            if reconcile is not None:
-                keep = {f"{run_id}-c{c.id}-{stage}" for c in engine.cands.values() if c.status in (PENDING, RUNNING)
-                        for stage in ("frozen", "build", "verify", "benchmark", "benchmark2")}
-                await asyncio.wait_for(reconcile(keep), 120)
+            keep = {job for c in engine.cands.values() if c.status in (PENDING, RUNNING)
+                    for job in stages.job_ids(f"{run_id}-c{c.id}")}
+            await asyncio.wait_for(engine.executor.reconcile(keep), 120)
         except BaseException:
             await store.close()
             if owns and executor is not None:
@@ -672,9 +668,7 @@ class Engine:
                 batch.event(self.run_id, "candidate_status", id=c.id, status=RUNNING, stage=stage)
                 self._write_behind(batch, lazy=True)
 
-        # The inputs' seed: 52 random bits per evaluation (exact in the spec's JSON number), never derived
-        # from anything a candidate knows, so it cannot make a peer's inputs instead of receiving them.
-        seed_base = secrets.randbits(52) | 1
+        seed_base = fresh_seed()   # never derived from anything a candidate knows
         def attempt(n: int):   # a retry after an environment fault gets fresh job ids
             return evaluate_source(self.workload, source, self.executor, job_prefix=job_prefix + (f"-r{n}" if n else ""),
                                    seed=seed_base, on_stage=on_stage, confirm_if=self._would_be_best,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from remote.jobs import JobResult, JobSpec, JobStatus, NodeState
+from remote.jobs import Executor, JobResult, JobSpec, JobStatus, NodeState
 
 
 @functools.lru_cache(maxsize=2)
@@ -32,7 +32,7 @@ def abi_object(interposing: bool = False) -> bytes:
         return src.with_suffix(".o").read_bytes()
 
 
-class SyntheticExecutor:
+class SyntheticExecutor(Executor):
     def __init__(self, slots: int = 4, durations: dict[str, float] | None = None, fail_every: int = 0,
                  refuse_every: int = 0, judge: "Callable[[str], tuple[bool, float]] | None" = None):
         self.slots = slots
