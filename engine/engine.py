@@ -20,6 +20,7 @@ from remote.errors import InputError
 from remote.jobs import Executor
 
 from . import blocks, control, counting, stages
+from .archive import Archive
 from .config import RunConfig
 from . import fault_policy
 from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed
@@ -229,7 +230,7 @@ class Engine:
         return self.population.best
 
     @property
-    def archive(self):
+    def archive(self) -> Archive:
         return self.population.archive
 
     @property
