@@ -89,6 +89,8 @@ def _cluster(value: str | None) -> Path | None:
 async def _transform(workload, spec, pricing, home: Path, output: Path, cluster: Path | None,
                      args: argparse.Namespace) -> int:
     from engine.evaluation import BUILT, evaluate_source
+    from engine.schema import DONE
+    from engine.stages import BENCHMARK, BUILD, VERIFY
     from engine.executors import START_TIMEOUT_S, close_executor, open_executor
     from engine.fast_path import FastPath
     from engine.llm.budget import Budget
@@ -114,10 +116,10 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
     async def evaluate(source: str):
         counter["n"] += 1
         outcome = await evaluate_source(workload, source, executor, job_prefix=f"{run_id}-{counter['n']}",
-                                        seed=args.seed + counter["n"], build_only=args.build_only)
+                                        seed=args.seed + counter["n"], upto=BUILD if args.build_only else BENCHMARK)
         log(f"evaluation {counter['n']}: " + ", ".join(f"{s.stage} on {s.node}" for s in outcome.stages))
-        if outcome.status == "done":
-            verified_on.extend(s.node for s in outcome.stages if s.stage == "verify")
+        if outcome.status == DONE:
+            verified_on.extend(s.node for s in outcome.stages if s.stage == VERIFY)
         return outcome
 
     log(f"building{'' if args.build_only else ' and verifying'} on "
@@ -130,7 +132,7 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
         closing.push_async_callback(service.close)
         fast = FastPath(service, spec.name, workload, evaluate, store=store, run_id=run_id,
                         budget_a=args.max_a, budget_b=args.max_b, log=log,
-                        accept_status=BUILT if args.build_only else "done")
+                        accept_status=BUILT if args.build_only else DONE)
         result = await fast.run()
         cost = service.budget.spent_usd
     iterations = ", ".join(f"{k}: {v}" for k, v in result.iterations.items())

@@ -144,7 +144,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 async def _complete(result, model, args: argparse.Namespace) -> int:
     """--llm: the model completes the TODOs; every answer is built and verified on this machine's GPUs."""
     from cuco_tui.launch import resolve_home
-    from engine.evaluation import evaluate_source
+    from engine.evaluation import evaluate_source, fresh_seed
     from engine.executors import close_executor, open_executor
     from engine.llm.budget import Budget
     from engine.llm.pricing import Pricing
@@ -167,7 +167,7 @@ async def _complete(result, model, args: argparse.Namespace) -> int:
         answered = dataclasses.replace(workload, harness_files={**workload.harness_files,
                                                                 BASELINE_FILE: baseline.encode()})
         return await evaluate_source(answered, source, executor, job_prefix=f"init-{workload.name}-{counter['n']}",
-                                     seed=counter["n"])
+                                     seed=fresh_seed())
     try:
         done = await complete_todos(result.root, result.todos, chat_with(service, model.name), evaluate,
                                     log=lambda text: print(f"cuco init --llm: {text}", file=sys.stderr))

@@ -131,7 +131,7 @@ NCU_METRICS = ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustain
                "dram__throughput.avg.pct_of_peak_sustained_elapsed")
 NCU_MISSING = 96        # the job's exit code when the node has no ncu
 NCU_LAUNCH_COUNT = 400  # kernels profiled at most (each is replayed once per metric pass)
-PROFILE_FILES = ("profile.ncu-rep", "summary.csv", "result.json")
+PROFILE_FILES = ("profile.ncu-rep", "summary.csv")   # beside the harness's result
 
 
 def register(subparsers) -> None:
@@ -149,11 +149,11 @@ def register(subparsers) -> None:
 
 
 def ncu_script(metrics: tuple[str, ...] = NCU_METRICS) -> str:
+    """An sh script that runs the harness's launch command ("$@") under ncu, then exports its raw page."""
     m = ",".join(metrics)
     return (f'command -v ncu >/dev/null 2>&1 || {{ echo "cuco: ncu (Nsight Compute) is not installed on this node" >&2; '
             f'exit {NCU_MISSING}; }}; '
-            f'ncu --target-processes all --launch-count {NCU_LAUNCH_COUNT} --metrics {m} -f -o profile '
-            f'./cuco_candidate --spec spec.json --result result.json; rc=$?; '
+            f'ncu --target-processes all --launch-count {NCU_LAUNCH_COUNT} --metrics {m} -f -o profile "$@"; rc=$?; '
             f'ncu --import profile.ncu-rep --csv --page raw --metrics {m} > summary.csv || true; exit $rc')
 
 
@@ -235,25 +235,23 @@ def asyncio_run_profile(home: Path, workload, source: str, cid: int, config: str
     import asyncio
     import secrets
 
-    from engine.evaluation import BINARY, SPEC, build_job
+    from engine.evaluation import build_stage, fresh_seed, run_job
     from engine.executors import close_executor, open_executor
-    from remote.jobs import JobSpec
+    from engine.stages import BENCHMARK, VERIFY
 
     async def main() -> int:
         executor = await open_executor(home, cluster, gpus_per_job=workload.launch_gpus, workload_name=workload.name)
         try:
             tag = f"profile-{cid}-{secrets.token_hex(4)}"
-            built = await executor.run(build_job(workload, source, f"{tag}-build"))
-            if not built.ok or BINARY not in built.outputs:
-                print(f"cuco: candidate {cid} did not build:\n{built.log[-2000:]}")
+            built = await build_stage(workload, source, executor, job_prefix=tag)
+            if built.binary is None:
+                log = built.stages[-1].log[-2000:] if built.stages else ""
+                print(f"cuco: candidate {cid} did not build: {built.outcome.reason if built.outcome else ''}\n{log}")
                 return EXIT_FAILED
+            # verify mode on one config, the harness's own profiled call off: ncu counts the candidate's kernels
             cfg = next(c for c in workload.configs if c.name == config)
-            spec = {"mode": "verify", "seed": 1, "ranks": workload.ranks, "timeline": False,
-                    "configs": [{"name": cfg.name, "params": cfg.params}], "tolerances": workload.tolerances}
-            job = JobSpec(job_id=f"{tag}-ncu", argv=["sh", "-c", ncu_script()],
-                          files={BINARY: built.outputs[BINARY], SPEC: json.dumps(spec).encode()},
-                          executable=[BINARY], outputs=list(PROFILE_FILES), timeout_s=4 * workload.timeouts["benchmark"],
-                          gpus=workload.launch_gpus, env=dict(workload.launch_env), kind="run")
+            job = run_job(workload, built.binary, VERIFY, fresh_seed(), f"{tag}-ncu", configs=[cfg], timeline=False,
+                          wrapper=ncu_script(), outputs=PROFILE_FILES, timeout_s=4 * workload.timeouts[BENCHMARK])
             res = await executor.run(job)
         finally:
             await close_executor(executor)

@@ -7,16 +7,18 @@ import asyncio
 import importlib.util
 import os
 import shutil
-import sys
+import tempfile
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
 from engine import blocks
-from engine.evaluation import CANDIDATE_OBJECT, build_job, policy_refusal, run_job
-from engine.harness_result import ResultError, parse_result
+from engine.evaluation import VERIFIED, evaluate_source, fresh_seed
+from engine.executors import close_executor, open_executor
+from engine.schema import REFUSED
+from engine.stages import BUILD, VERIFY
 from engine.workload import load_workload
-from remote.local import LocalExecutor
 
 
 def validate_workload(spec: str, compile_: bool = True) -> int:
@@ -70,41 +72,44 @@ def _nccl_headers_here() -> bool:
 
 
 async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:
-    executor = LocalExecutor(extra_env={"CUCO_PYTHON": sys.executable})
+    """Each source through the engine's own cascade: built and checked by the symbol policy; the seed also
+    verified (fresh inputs, the nonce and the wall-clock check) where this machine has the GPUs it needs."""
     failures = 0
-    try:
-        jobs = {name: asyncio.create_task(executor.run(build_job(w, src, f"validate-{name}")))
-                for name, src in sources.items()}
-        for name, task in jobs.items():
-            res = await task
-            if res.ok and "cuco_candidate" in res.outputs:
-                refusal = policy_refusal(w, sources[name], res.outputs.get(CANDIDATE_OBJECT))
-                if refusal:   # the engine would refuse it before running it
+    with tempfile.TemporaryDirectory(prefix="cuco-validate-") as scratch:   # job directories, nothing kept
+        executor = await open_executor(Path(scratch), None, workload_name=w.name)
+        try:
+            have = executor.max_gpus_per_job
+            runs_here = w.launch_gpus == 0 or have >= w.launch_gpus
+            jobs = {name: asyncio.create_task(evaluate_source(
+                        w, src, executor, job_prefix=f"validate-{name}", seed=fresh_seed(),
+                        upto=VERIFY if name == "seed" and runs_here else BUILD))
+                    for name, src in sources.items()}
+            for name, task in jobs.items():
+                out = await task
+                build = out.stages[0] if out.stages else None
+                if out.status == REFUSED:   # the engine would refuse it before running it
                     failures += 1
-                    console.print(f"  [red]{name}[/]: {refusal}")
+                    console.print(f"  [red]{escape(name)}[/]: {escape(out.reason)}")
+                elif build is None or build.status != "ok":
+                    failures += 1
+                    log = build.log[-3000:] if build is not None else ""
+                    console.print(f"  [red]compile failed[/] {escape(name)}: {escape(out.reason)}\n{escape(log)}")
                 else:
-                    console.print(f"  [green]compiled[/] {name} ({res.duration_s:.1f} s), passes the symbol policy")
-            else:
-                failures += 1
-                console.print(f"  [red]compile failed[/] {name}: {res.error or 'exit ' + str(res.rc)}\n{res.log[-3000:]}")
-        seed_bin = (await jobs["seed"]).outputs.get("cuco_candidate")
-        if seed_bin and (w.launch_gpus == 0 or executor.max_gpus_per_job >= w.launch_gpus):
-            res = await executor.run(run_job(w, seed_bin, "verify", 12345, "validate-verify"))
-            try:
-                result = parse_result(res.outputs.get("result.json"), "verify", [c.name for c in w.configs])
-                ok = result.correct
-                detail = "" if ok else result.mismatch_summary()
-            except ResultError as exc:
-                ok, detail = False, f"{exc}\n{res.log[-2000:]}"
-            if ok:
-                console.print("  [green]seed verified[/] on every config")
-            else:
-                failures += 1
-                console.print(f"  [red]seed does not verify[/]: {detail}")
-        elif seed_bin:
-            console.print(f"  (seed not run: it needs {w.launch_gpus} GPUs, this machine has {executor.max_gpus_per_job})")
-    finally:
-        await executor.close()
+                    console.print(f"  [green]compiled[/] {escape(name)} ({build.duration_s:.1f} s), "
+                                  "passes the symbol policy")
+            seed = jobs["seed"].result()
+            if seed.stages and seed.stages[0].status == "ok":
+                if not runs_here:
+                    console.print(f"  (seed not run: it needs {w.launch_gpus} GPUs, this machine has {have})")
+                elif seed.status == VERIFIED:
+                    console.print("  [green]seed verified[/] on every config")
+                else:
+                    failures += 1
+                    verify = seed.stages[-1]
+                    detail = seed.reason if seed.status == "incorrect" else f"{seed.reason}\n{verify.log[-2000:]}"
+                    console.print(f"  [red]seed does not verify[/]: {escape(detail)}")
+        finally:
+            await close_executor(executor)
     if failures:
         console.print(f"[red]{failures} problem(s)[/]")
         return 1

@@ -12,27 +12,27 @@ import asyncio
 import hashlib
 import json
 import random
-import secrets
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from remote.errors import InputError
 from remote.jobs import Executor
 
-from . import blocks, control, counting, timeline
+from . import blocks, control, counting, fault_policy, stages
 from .archive import Archive
 from .config import RunConfig
-from .contract import ArchiveCell, Best, CandidateAdded, CandidateStatus, Log, Migration, Result, RunState
-from . import fault_policy
-from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, trim
+from .contract import Log, Migration, RunState
+from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed
 from .islands import IslandModel
+from .ledger import Ledger
 from .mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
 from .mutators.design_space import DesignSpaceMutator
+from .population import Cand, Population
+from .population import fitness as _fitness
 from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, PENDING, RUNNING
 from .selection import power_law_rank, weighted
-from .store import Batch, Store
+from .store import Store
 from .workload import Workload, load_workload
 
 TICK_S = 0.5
@@ -42,40 +42,6 @@ REJECTED_IN_PROMPT = 5
 
 class _NotReady(Exception):
     """No parent can be chosen yet (the seed, or a fork's generation 0, is still being evaluated)."""
-
-
-@dataclass
-class Cand:
-    """The engine's in-memory view of a candidate (rebuilt from the store)."""
-
-    id: int
-    number: int
-    island: int
-    generation: int
-    status: str
-    source_hash: str
-    descriptor: dict[str, str]
-    cell: str
-    operator: str
-    fitness: float | None = None
-    speedup: float | None = None
-    time_ms: float | None = None
-    reason: str = ""
-    verdict: str | None = None
-    reject_reason: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)
-    children: int = 0
-    forked: bool = False
-    review: str | None = None
-
-    @property
-    def eligible(self) -> bool:
-        """May be the best, a parent or an inspiration (engine/counting.py decides)."""
-        return counting.counts(self.status, self.fitness, self.verdict, self.review)
-
-
-def _fitness(c: Cand) -> float:
-    return c.fitness or 0.0
 
 
 def _sized(workload: Workload, config: RunConfig) -> Workload:
@@ -93,15 +59,10 @@ class Engine:
         self.workload = workload
         self.config = config
         self.executor = executor
-        if hasattr(executor, "on_submitted"):   # a scheduler's job ids (Slurm) go to jobs.external_id
-            executor.on_submitted = self._job_submitted
         self.state = "running"
         self.stop_reason = ""
-        self.cands: dict[int, Cand] = {}
-        self.by_hash: set[str] = set()
+        self.population = Population()
         self.islands = IslandModel(config.islands)
-        self.archive = Archive()
-        self.best: Cand | None = None
         self.baseline_ms: float | None = None
         self.elapsed_before = 0.0
         self.started = time.monotonic()
@@ -119,13 +80,11 @@ class Engine:
         self._attempt = 0
         self._n_final = 0                   # evaluated in this run (not fork copies)
         self._persisting: dict[int, asyncio.Future] = {}
-        self._writes: set[asyncio.Future] = set()   # write-behind batches not yet committed
-        self._write_error: BaseException | None = None
+        self.ledger = Ledger(store, run_id, on_error=self._wake.set)
+        executor.watch_submissions(self.ledger.job_submitted)   # a scheduler's job ids (Slurm) go to jobs.external_id
         self._sources: dict[str, str] = {}   # content hash -> source (immutable, so never stale)
         self._recs: tuple[float, list[str]] = (0.0, [])
         self._waiting: set[int] = set()     # pending and not in flight
-        self._eligible: dict[int, Cand] = {}
-        self._rejected: dict[int, Cand] = {}   # kept up to date, so a proposal never scans every candidate
         self._next_number = 0
         self.faults = fault_policy.FaultPolicy()
         self.exit_when_paused = False       # headless: a run that pauses itself ends, paused (`cuco resume`)
@@ -135,7 +94,7 @@ class Engine:
 
     @classmethod
     async def create(cls, home: Path, workload: Workload, config: RunConfig, *, run_id: str,
-                     executor: Executor | None = None) -> "Engine":
+                     executor: Executor | None = None) -> Engine:
         config.validate()
         owns = executor is None
         # The executor first: a cluster nobody can reach, or no node with the GPUs the jobs need, must not
@@ -164,7 +123,7 @@ class Engine:
         return engine
 
     @classmethod
-    async def load(cls, home: Path, run_id: str, executor: Executor | None = None) -> "Engine":
+    async def load(cls, home: Path, run_id: str, executor: Executor | None = None) -> Engine:
         store = await Store(home).open()
         engine = None
         owns = executor is None
@@ -183,11 +142,9 @@ class Engine:
             await engine._rebuild()
             if not engine.cands:   # killed between the run's row and its seed's: the seed is all it lacks
                 await engine._add_seed()
-            reconcile = getattr(engine.executor, "reconcile", None)
-            if reconcile is not None:
-                keep = {f"{run_id}-c{c.id}-{stage}" for c in engine.cands.values() if c.status in (PENDING, RUNNING)
-                        for stage in ("frozen", "build", "verify", "benchmark", "benchmark2")}
-                await asyncio.wait_for(reconcile(keep), 120)
+            keep = {job for c in engine.cands.values() if c.status in (PENDING, RUNNING)
+                    for job in stages.job_ids(f"{run_id}-c{c.id}")}
+            await asyncio.wait_for(engine.executor.reconcile(keep), 120)
         except BaseException:
             await store.close()
             if owns and executor is not None:
@@ -197,7 +154,7 @@ class Engine:
 
     @staticmethod
     async def _default_executor(home: Path, config: RunConfig, workload: Workload) -> Executor:
-        from .executors import open_executor   # the one rule shared with `cuco transform`
+        from .executors import open_executor  # the one rule shared with `cuco transform`
         return await open_executor(Path(home), config.cluster, gpus_per_job=workload.launch_gpus,
                                    workload_name=workload.name)
 
@@ -224,17 +181,15 @@ class Engine:
             c.verdict, text = verdicts.get(c.id, (None, ""))
             if c.verdict == "reject":
                 c.reject_reason = text
-                self._rejected[c.id] = c
-            self.cands[c.id] = c
-            self.by_hash.add(c.source_hash)
+            if c.status == RUNNING:
+                c.status = PENDING
+            self.population.load(c)
+            self._account(c)
             if r["parent_id"] in self.cands:
                 self.cands[r["parent_id"]].children += 1
             # generation 0's first member (the seed, or a fork's chosen candidate) starts every island
             for island in (range(len(self.islands)) if c.number == 0 else (c.island,)):
                 self.islands.add(island, c.id)
-            if c.status == RUNNING:
-                c.status = PENDING
-            self._account(c)
         for m in await self.store.fetchall("SELECT * FROM migrations_log WHERE run_id=? ORDER BY id", (self.run_id,)):
             self.islands.add(m["dst_island"], m["candidate_id"])
             self.islands.islands[m["dst_island"]].last_migration = m["at_evaluation"]
@@ -258,17 +213,30 @@ class Engine:
                     forked=r["origin_id"] is not None, review=r["review"])
 
     def _account(self, c: Cand) -> None:
-        """Fold a candidate loaded from the store into the counters, archive and best."""
+        """Fold a candidate loaded from the store into the counters."""
         self._next_number = max(self._next_number, c.number + 1)
         if c.status in FINAL_STATUSES and not c.forked:
             self._n_final += 1
         if c.status in (PENDING, RUNNING):
             self._waiting.add(c.id)
-        if c.eligible:
-            self._eligible[c.id] = c
-            self.archive.offer(c.cell, c.id, c.fitness or 0.0)
-            if self.best is None or (c.fitness or 0) > (self.best.fitness or 0):
-                self.best = c
+
+    # ----- the population, read ------------------------------------------------------------------
+
+    @property
+    def cands(self) -> dict[int, Cand]:
+        return self.population.cands
+
+    @property
+    def best(self) -> Cand | None:
+        return self.population.best
+
+    @property
+    def archive(self) -> Archive:
+        return self.population.archive
+
+    @property
+    def by_hash(self) -> set[str]:
+        return self.population.by_hash
 
     # ----- counters -----------------------------------------------------------------------------
 
@@ -326,28 +294,13 @@ class Engine:
         await control.accept(self.store, self.run_id, candidate_id, note)
         c = self.cands.get(candidate_id)
         if c is not None:
-            c.verdict = "accept"
-            self._rejected.pop(c.id, None)
-            if c.eligible:
-                self._eligible[c.id] = c
-                self.archive.offer(c.cell, c.id, c.fitness or 0.0)
-                if self.best is None or (c.fitness or 0) > (self.best.fitness or 0):
-                    self.best = c
+            self.population.accept(c)
 
     async def reject(self, candidate_id: int, reason: str) -> None:
         await control.reject(self.store, self.run_id, candidate_id, reason)
         c = self.cands.get(candidate_id)
         if c is not None:
-            c.verdict, c.reject_reason = "reject", reason
-            self._rejected[c.id] = c
-            self._eligible.pop(c.id, None)
-            self.archive.remove(c.id)
-            for other in self.cands.values():   # the cell's next-best takes its place
-                if other.cell == c.cell:
-                    if other.eligible:
-                        self.archive.offer(other.cell, other.id, other.fitness or 0.0)
-            if self.best is c:
-                self.best = max(self._eligible.values(), key=lambda x: x.fitness or 0, default=None)
+            self.population.reject(c, reason)
 
     async def mark_strategy(self, verdict: str, strategy: str | None = None, text: str = "") -> None:
         """Pin, unpin, retire or add a strategy: the LLM mutator folds the mark in before its next proposal."""
@@ -443,10 +396,10 @@ class Engine:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), TICK_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
-                if self._write_error is not None:
-                    raise self._write_error
+                if self.ledger.error is not None:
+                    raise self.ledger.error
                 await self._maybe_migrate()
             final = ("paused" if self._paused_itself else "stopped") if self._stop else "finished"
             statuses = {c.status for c in self.cands.values()}
@@ -462,8 +415,8 @@ class Engine:
             final, self.stop_reason = fault_policy.end_state(exc)
             if final == "failed":
                 raise
-        if self._write_error is not None and final not in ("failed", "paused"):
-            final, self.stop_reason = fault_policy.end_state(self._write_error)
+        if self.ledger.error is not None and final not in ("failed", "paused"):
+            final, self.stop_reason = fault_policy.end_state(self.ledger.error)
             await fault_policy.quietly(self._log("error", self.stop_reason))
         self.state = final
         # a store that cannot take even this keeps the run 'running': `cuco resume` restarts it all the same
@@ -483,9 +436,7 @@ class Engine:
         self._wake.set()
 
     async def _persist_elapsed(self) -> None:
-        async with self.store.transaction() as tx:
-            await tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?",
-                             (self.elapsed_s(), time.time(), self.run_id))
+        await self.ledger.elapsed(self.elapsed_s())
 
     async def _log(self, level: str, message: str) -> None:
         await self.store.event(self.run_id, Log(level=level, message=message))
@@ -522,7 +473,7 @@ class Engine:
     def _pick_parent(self, island: int, rng: random.Random) -> tuple[Cand | None, list[Cand]]:
         """A parent drawn from the island's eligible members (or any eligible candidate while the island
         has none), and that pool, best first."""
-        eligible = self._eligible
+        eligible = self.population.eligible
         pool = [eligible[m] for m in self.islands.islands[island].members if m in eligible]
         if not pool:
             pool = list(eligible.values())
@@ -535,11 +486,11 @@ class Engine:
 
     def _second_parent(self, parent: Cand, rng: random.Random) -> Cand | None:
         """Any other eligible candidate, uniformly (drawn again when the draw is the parent)."""
-        if len(self._eligible) - (parent.id in self._eligible) == 0:
+        if len(self.population.eligible) - (parent.id in self.population.eligible) == 0:
             return None
-        ids = list(self._eligible)
+        ids = list(self.population.eligible)
         while True:
-            pick = self._eligible[rng.choice(ids)]
+            pick = self.population.eligible[rng.choice(ids)]
             if pick is not parent:
                 return pick
 
@@ -568,9 +519,9 @@ class Engine:
                          if self.cands[i] not in inspirations]
         second = self._second_parent(parent, rng)
         rejected_views = []
-        for cid in sorted(self._rejected)[-REJECTED_IN_PROMPT:]:
-            v = self._view(self._rejected[cid])
-            v.reject_reason = self._rejected[cid].reject_reason
+        for cid in sorted(self.population.rejected)[-REJECTED_IN_PROMPT:]:
+            v = self._view(self.population.rejected[cid])
+            v.reject_reason = self.population.rejected[cid].reject_reason
             rejected_views.append(v)
         recs = await self._recommendations()
         ctx = ProposalContext(
@@ -597,9 +548,8 @@ class Engine:
         return self._new_candidate(proposal, parent=parent, island=island, number=number)
 
     def _new_candidate(self, proposal: Proposal, parent: Cand | None, island: int, number: int = 0) -> Cand:
-        """Register a proposal in memory and queue its row. The row's transaction is the first thing the
-        candidate's evaluation awaits, so nothing runs for a candidate the store does not have; rows are
-        committed in proposal order (the store's lock is FIFO), so a crash never leaves a gap."""
+        """Where a candidate is born: registered in memory, its row queued (the ledger's; the candidate's
+        evaluation awaits it first)."""
         space = self.workload.design_space
         descriptor = space.descriptor(proposal.source)
         digest = self.store.blobs.put_text(proposal.source)
@@ -608,21 +558,8 @@ class Engine:
         cid = self.store.next_candidate_id()
         generation = (parent.generation + 1) if parent else 0
         c = Cand(cid, number, island, generation, PENDING, digest, descriptor, cell, proposal.operator)
-        row = (cid, self.run_id, number, island, generation, parent.id if parent else None, proposal.operator,
-               proposal.mutator, digest, json.dumps(descriptor, sort_keys=True), cell, PENDING, time.time())
-
-        batch = Batch()
-        batch.execute(
-            "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
-            "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
-        for call_id in proposal.llm_call_ids:
-            batch.execute("UPDATE llm_calls SET candidate_id=? WHERE id=?", (cid, call_id))
-        batch.event(self.run_id, CandidateAdded(id=cid, number=number, island=island, generation=generation,
-                    parent=parent.id if parent else None, operator=proposal.operator,
-                    mutator=proposal.mutator, status=PENDING, cell=cell))
-        self._persisting[cid] = self.store.submit(batch)
-        self.cands[cid] = c
-        self.by_hash.add(digest)
+        self._persisting[cid] = self.ledger.proposed(c, proposal, parent)
+        self.population.add(c)
         self._waiting.add(cid)
         self._next_number = max(self._next_number, number + 1)
         if parent is None:   # the seed starts every island
@@ -657,25 +594,13 @@ class Engine:
         job_prefix = f"{self.run_id}-c{c.id}"
 
         async def on_stage(stage: str, rec: StageRecord | None) -> None:
-            # A stage's start is for viewers: it does not hold up its job (job ids are derived, not read
-            # back) and rides with the next trip; its end is written with the result, after it (FIFO).
+            # A stage's start is written (for viewers); its end is written with the result, after it (FIFO).
             if rec is None:
-                now = time.time()
-                batch = Batch()
-                if c.status != RUNNING:
-                    batch.execute("UPDATE candidates SET status=? WHERE id=?", (RUNNING, c.id))
-                    c.status = RUNNING
-                batch.execute(
-                    "INSERT INTO jobs (id, run_id, candidate_id, stage, state, created_at, updated_at) "
-                    "VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET state='running', "
-                    "attempts=attempts+1, updated_at=excluded.updated_at",
-                    (f"{job_prefix}-{stage}", self.run_id, c.id, stage, "running", now, now))
-                batch.event(self.run_id, CandidateStatus(id=c.id, status=RUNNING, stage=stage))
-                self._write_behind(batch, lazy=True)
+                first = c.status != RUNNING
+                c.status = RUNNING
+                self.ledger.stage_started(c, f"{job_prefix}-{stage}", stage, first)
 
-        # The inputs' seed: 52 random bits per evaluation (exact in the spec's JSON number), never derived
-        # from anything a candidate knows, so it cannot make a peer's inputs instead of receiving them.
-        seed_base = secrets.randbits(52) | 1
+        seed_base = fresh_seed()   # never derived from anything a candidate knows
         def attempt(n: int):   # a retry after an environment fault gets fresh job ids
             return evaluate_source(self.workload, source, self.executor, job_prefix=job_prefix + (f"-r{n}" if n else ""),
                                    seed=seed_base, on_stage=on_stage, confirm_if=self._would_be_best,
@@ -694,36 +619,12 @@ class Engine:
     async def _environment_fault(self, c: Cand, outcome: EvalOutcome, decision: fault_policy.Decision) -> None:
         """Not the candidate's doing: the stage is kept for the report, and the candidate waits, pending,
         when the run pauses."""
-        batch = Batch()
-        for sql, params in fault_policy.environment_rows(self.run_id, c.id, outcome, decision, self.store.blobs):
-            batch.execute(sql, params)
-        batch.event(self.run_id, Log(level="warning",
-                    message=f"candidate {c.id}: not its fault ({decision.fault.kind}): {decision.reason}"[:500]))
-        if decision.action == fault_policy.PAUSE:
+        paused = decision.action == fault_policy.PAUSE
+        if paused:
             await self._pause_itself(decision.reason)   # first: nothing restarts the candidate meanwhile
             c.status = PENDING
             self._waiting.add(c.id)
-            batch.execute("UPDATE candidates SET status=? WHERE id=?", (PENDING, c.id))
-            batch.event(self.run_id, CandidateStatus(id=c.id, status=PENDING, stage="paused"))
-        self._write_behind(batch)
-
-    def _job_submitted(self, job_id: str, external_id: str, executor: str) -> None:
-        batch = Batch()
-        batch.execute("UPDATE jobs SET external_id=?, executor=? WHERE id=?", (external_id, executor, job_id))
-        self._write_behind(batch, lazy=True)
-
-    def _write_behind(self, batch: Batch, lazy: bool = False) -> None:
-        """Submit writes nobody waits for: anything acted on later is written later (one FIFO), so a crash
-        loses at most a suffix, and the run fails if such a write does."""
-        done = self.store.submit(batch, lazy=lazy)
-        self._writes.add(done)
-        done.add_done_callback(self._written)
-
-    def _written(self, done: asyncio.Future) -> None:
-        self._writes.discard(done)
-        if not done.cancelled() and done.exception() is not None and self._write_error is None:
-            self._write_error = done.exception()
-            self._wake.set()
+        self.ledger.environment_fault(c, outcome, decision, paused)
 
     def _would_be_best(self, speedup: float) -> bool:
         return self.config.reverify_best and counting.remeasure_before_best(
@@ -732,71 +633,24 @@ class Engine:
     async def _back_to_pending(self, c: Cand) -> None:
         c.status = PENDING
         self._waiting.add(c.id)
-        async with self.store.transaction() as tx:
-            await tx.execute("UPDATE candidates SET status=? WHERE id=?", (PENDING, c.id))
-            await tx.execute("UPDATE jobs SET state='cancelled' WHERE candidate_id=? AND state='running'", (c.id,))
-            await tx.event(self.run_id, CandidateStatus(id=c.id, status=PENDING, stage="cancelled"))
+        await self.ledger.back_to_pending(c)
 
     def _record(self, c: Cand, outcome: EvalOutcome) -> None:
-        """The result, its evaluation rows, archive and best: one batch, written behind (the slot is free
-        for the next candidate at once; that candidate's row commits in the same trip or a later one)."""
-        fitness = outcome.speedup if outcome.status == DONE else None
-        now = time.time()
-        is_seed = c.number == 0 and c.operator == "seed"
-        tx = Batch()
-        tx.execute("UPDATE jobs SET state='done', updated_at=? WHERE candidate_id=? AND state='running'",
-                   (now, c.id))
-        for rec in outcome.stages:
-            log_hash = self.store.blobs.put_text(rec.log) if rec.log else None
-            tx.execute(
-                "INSERT INTO evaluations (candidate_id, run_id, stage, status, rc, duration_s, node, attempt, "
-                "log_hash, result_json, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (c.id, self.run_id, rec.stage, rec.status, rec.rc, rec.duration_s, rec.node, rec.attempt,
-                 log_hash, json.dumps(rec.result) if rec.result else None, now))
-        reason = outcome.reason or ""
-        c.review = counting.review_state(outcome.status, outcome.metrics)
-        tx.execute(
-            "UPDATE candidates SET status=?, correct=?, speedup=?, time_ms=?, baseline_ms=?, fitness=?, "
-            "reason=?, metrics_json=?, finished_at=?, review=? WHERE id=?",
-            (outcome.status, outcome.correct, outcome.speedup, outcome.time_ms, outcome.baseline_ms, fitness,
-             reason, json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}), now, c.review,
-             c.id))
-        for sql, params in fault_policy.verdict_rows(c.id, outcome):
-            tx.execute(sql, params)
-        tx.event(self.run_id, Result(id=c.id, status=outcome.status, correct=outcome.correct,
-                 speedup=outcome.speedup, time_ms=outcome.time_ms, reason=reason, fitness=fitness,
-                 review=c.review))
-        for sql, params in timeline.store_rows(c.id, outcome.timelines, (outcome.metrics or {}).get("timeline") or {}):
-            tx.execute(sql, params)   # with the result, in the same transaction
-        if is_seed and outcome.baseline_ms is not None:
-            self.baseline_ms = outcome.baseline_ms
-            tx.execute("UPDATE runs SET baseline_time_ms=? WHERE id=?", (outcome.baseline_ms, self.run_id))
+        """The result: the candidate updated, admitted to the population if it counts, and the ledger's
+        rows for it all (written behind: the slot is free for the next candidate at once)."""
         if c.status not in FINAL_STATUSES:
             self._n_final += 1
-        c.status, c.fitness, c.speedup, c.time_ms, c.reason = (outcome.status, fitness, outcome.speedup,
-                                                              outcome.time_ms, reason)
-        if c.eligible:
-            self._eligible[c.id] = c
+        c.review = counting.review_state(outcome.status, outcome.metrics)
+        c.status, c.fitness, c.speedup, c.time_ms, c.reason = (
+            outcome.status, outcome.speedup if outcome.status == DONE else None, outcome.speedup,
+            outcome.time_ms, outcome.reason or "")
         c.metrics = outcome.metrics or {}
-        if c.eligible and self.archive.offer(c.cell, c.id, fitness or 0.0):
-            tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
-                       (self.run_id, c.cell, c.id, fitness))
-            tx.event(self.run_id, ArchiveCell(cell=c.cell, id=c.id, fitness=fitness))
-        if c.eligible and (self.best is None or (fitness or 0) > (self.best.fitness or 0)):
-            self.best = c
-            self.since_best = 0
-            tx.event(self.run_id, Best(id=c.id, speedup=c.speedup, time_ms=c.time_ms))
-        else:
-            self.since_best += 1
-        tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?", (self.elapsed_s(), now, self.run_id))
-        if outcome.status != DONE:
-            tx.event(self.run_id, Log(level="info", message=f"candidate {c.id} {outcome.status}: {outcome.reason[:200]}"))
-        for flag in (outcome.metrics or {}).get("flags", []):
-            tx.event(self.run_id, Log(level="warning", message=(
-                f"candidate {c.id} beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
-                f"{flag['bound_ms']:.4g} ms, the baseline's compute or communication alone): a faster "
-                "computation or a gamed measurement: it waits in the review queue and does not count until accepted")))
-        self._write_behind(tx)
+        admission = self.population.admit(c)
+        self.since_best = 0 if admission.best else self.since_best + 1
+        baseline = outcome.baseline_ms if c.number == 0 and c.operator == "seed" else None
+        if baseline is not None:
+            self.baseline_ms = baseline
+        self.ledger.result(c, outcome, admission, baseline, self.elapsed_s())
 
     # ----- migration ----------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 Each stage is one job on an executor (local or SSH) with its own timeout. The verdict comes only from
 the harness's result.json; a stage that fails stops the cascade with a reason the LLM and the user see.
+Every verb that builds or runs a candidate comes here (`cuco run`, `validate`, `profile`, `transform`,
+`init --llm`): the job files' names, the harness's spec and the checks on its result are written once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from . import timeline
 from .faults import Fault
 from .harness_result import HarnessResult, ResultError, parse_result
 from .llm.keys import redact
+from .stages import BENCHMARK, BUILD, CONFIRM, FROZEN, VERIFY
 from .workload import Workload
 
 BINARY = "cuco_candidate"
@@ -28,7 +31,8 @@ CANDIDATE_OBJECT = "cuco_candidate.o"   # the candidate's translation unit alone
 SPEC = "spec.json"
 RESULT = "result.json"
 FEEDBACK_CHARS = 2000
-BUILT = "built"   # evaluate_source(build_only=True): compiled and admitted, not run
+BUILT = "built"         # evaluate_source(upto=BUILD): compiled and admitted, not run
+VERIFIED = "verified"   # evaluate_source(upto=VERIFY): correct on every config, not measured
 
 # Resolve the NCCL wheel on the node itself: its path differs from the engine's machine.
 NCCL_PRELUDE = (
@@ -109,7 +113,7 @@ def build_job(workload: Workload, source: str, job_id: str,
         .replace("{binary}", BINARY)
     script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + compile_ + "; " + link
     return JobSpec(job_id=job_id, argv=["sh", "-c", script], files=files,
-                   outputs=[BINARY, CANDIDATE_OBJECT], timeout_s=workload.timeouts["build"], kind="build", cpus=1)
+                   outputs=[BINARY, CANDIDATE_OBJECT], timeout_s=workload.timeouts[BUILD], kind="build", cpus=1)
 
 
 def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
@@ -122,7 +126,7 @@ def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
     script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + "; ".join(lines)
     return JobSpec(job_id=job_id, argv=["sh", "-c", script], files=dict(workload.harness_files),
                    outputs=[_object_name(n) for n in workload.harness_sources],
-                   timeout_s=workload.timeouts["build"], kind="build", cpus=1)
+                   timeout_s=workload.timeouts[BUILD], kind="build", cpus=1)
 
 
 class FrozenObjectCache:
@@ -154,11 +158,27 @@ class FrozenObjectCache:
             return self._objects[key]
 
 
-def spec_json(workload: Workload, mode: str, seed: int) -> bytes:
-    configs = workload.configs if mode == "verify" else workload.bench_configs
-    spec = {"mode": mode, "seed": seed, "ranks": workload.ranks,
-            "configs": [{"name": c.name, "params": c.params} for c in configs],
-            "tolerances": workload.tolerances, "warmup": workload.warmup, "iters": workload.iters}
+def fresh_seed() -> int:
+    """The inputs' seed: 52 random bits per evaluation (exact in the spec's JSON number), never derived
+    from anything a candidate knows, so it cannot make a peer's inputs instead of receiving them."""
+    return secrets.randbits(52) | 1
+
+
+def mode_configs(workload: Workload, mode: str) -> list:
+    """The configs a harness run in `mode` covers: every one to verify, the benchmarked ones to measure."""
+    return list(workload.configs if mode == VERIFY else workload.bench_configs)
+
+
+def spec_json(workload: Workload, mode: str, seed: int, *, configs: list | None = None,
+              timeline: bool | None = None) -> bytes:
+    """The harness's spec (the one builder of it). `configs`: a subset (default: the mode's);
+    `timeline`: turn the harness's profiled call on or off (default: the harness's)."""
+    configs = mode_configs(workload, mode) if configs is None else configs
+    spec: dict[str, Any] = {"mode": mode, "seed": seed, "ranks": workload.ranks,
+                            "configs": [{"name": c.name, "params": c.params} for c in configs],
+                            "tolerances": workload.tolerances, "warmup": workload.warmup, "iters": workload.iters}
+    if timeline is not None:
+        spec["timeline"] = timeline
     return json.dumps(spec, sort_keys=True).encode()
 
 
@@ -169,18 +189,28 @@ NONCE_FILE = ".nonce"
 NONCE_WRAPPER = 'n=$(cat .nonce); rm -f .nonce; printf %s "$n" | exec "$@"'
 
 
-def run_job(workload: Workload, binary: bytes, mode: str, seed: int, job_id: str,
-            nonce: str | None = None) -> JobSpec:
-    argv = [a.replace("{binary}", BINARY).replace("{ranks}", str(workload.ranks))
+def launch_argv(workload: Workload) -> list[str]:
+    """The workload's launch command with the job's file names filled in."""
+    return [a.replace("{binary}", BINARY).replace("{ranks}", str(workload.ranks))
             .replace("{spec}", SPEC).replace("{result}", RESULT) for a in workload.launch_command]
-    stage = "verify" if mode == "verify" else "benchmark"
-    files = {BINARY: binary, SPEC: spec_json(workload, mode, seed)}
+
+
+def run_job(workload: Workload, binary: bytes, mode: str, seed: int, job_id: str,
+            nonce: str | None = None, *, configs: list | None = None, timeline: bool | None = None,
+            wrapper: str | None = None, outputs: tuple[str, ...] = (), timeout_s: float | None = None) -> JobSpec:
+    """A harness run in `mode` (verify or benchmark). `wrapper`: an sh script that runs the launch command
+    as "$@" (a profiler around it); `outputs`: files it brings back beside result.json."""
+    argv = launch_argv(workload)
+    if wrapper is not None:
+        argv = ["sh", "-c", wrapper, "sh", *argv]
+    stage = VERIFY if mode == VERIFY else BENCHMARK
+    files = {BINARY: binary, SPEC: spec_json(workload, mode, seed, configs=configs, timeline=timeline)}
     if nonce is not None:
         argv = ["sh", "-c", NONCE_WRAPPER, "sh", *argv, "--nonce-stdin"]
         files[NONCE_FILE] = nonce.encode()
     return JobSpec(job_id=job_id, argv=argv, files=files,
-                   executable=[BINARY], outputs=[RESULT], timeout_s=workload.timeouts[stage],
-                   gpus=workload.launch_gpus, cpus=max(1, workload.ranks) if mode == "benchmark" else 1,
+                   executable=[BINARY], outputs=[RESULT, *outputs], timeout_s=timeout_s or workload.timeouts[stage],
+                   gpus=workload.launch_gpus, cpus=max(1, workload.ranks) if mode == BENCHMARK else 1,
                    env=dict(workload.launch_env), kind="run")
 
 
@@ -234,44 +264,79 @@ def _failure(stage: str, rec: StageRecord, job: JobResult) -> EvalOutcome:
     return EvalOutcome("failed", reason=reason, feedback=f"{reason}\n{trim(job.log)}", stages=[])
 
 
-async def evaluate_source(workload: Workload, source: str, executor: Executor, *, job_prefix: str,
-                          seed: int, on_stage: StageHook | None = None,
-                          confirm_if: Callable[[float], bool] | None = None,
-                          frozen: FrozenObjectCache | None = None, build_only: bool = False) -> EvalOutcome:
-    """Run the cascade. `job_prefix` makes job ids stable across engine restarts (an executor may
-    re-adopt a job it already ran). When `confirm_if(speedup)` says so (a would-be new best), the
-    benchmark is repeated on fresh inputs and the lower speedup is kept. `build_only` stops after the
-    build and the symbol policy (status `built`: compiled and admissible, never run, so never correct)."""
-    stages: list[StageRecord] = []
+@dataclass
+class Built:
+    """The build stage's end: the binary when the candidate compiled and the symbol policy admits it,
+    else the outcome that says why not (failed or refused)."""
 
+    binary: bytes | None
+    stages: list[StageRecord]
+    outcome: EvalOutcome | None = None
+
+
+async def build_stage(workload: Workload, source: str, executor: Executor, *, job_prefix: str,
+                      on_stage: StageHook | None = None, frozen: FrozenObjectCache | None = None) -> Built:
+    """Compile the candidate (with the frozen harness's cached objects where there are) and check its
+    object against the symbol policy, before anything it wrote runs."""
     async def hook(stage: str, rec: StageRecord | None) -> None:
         if on_stage is not None:
             await on_stage(stage, rec)
 
-    await hook("build", None)
-    objects = await frozen.get(workload, executor, f"{job_prefix}-frozen") if frozen else None
-    job = await _run(executor, build_job(workload, source, f"{job_prefix}-build", objects))
-    rec = _record("build", job)
+    stages: list[StageRecord] = []
+    await hook(BUILD, None)
+    objects = await frozen.get(workload, executor, f"{job_prefix}-{FROZEN}") if frozen else None
+    job = await _run(executor, build_job(workload, source, f"{job_prefix}-{BUILD}", objects))
+    rec = _record(BUILD, job)
     stages.append(rec)
-    await hook("build", rec)
-    if rec.status != "ok" or "cuco_candidate" not in job.outputs:
-        out = _failure("build", rec, job)
+    await hook(BUILD, rec)
+    if rec.status != "ok" or BINARY not in job.outputs:
+        out = _failure(BUILD, rec, job)
         if rec.status == "ok":
             out.reason = "build produced no binary"
         out.stages = stages
-        return out
-    binary = job.outputs[BINARY]
+        return Built(None, stages, out)
     # off the event loop: reading a CUDA object takes a few hundred ms
     refusal = await asyncio.to_thread(policy_refusal, workload, source, job.outputs.get(CANDIDATE_OBJECT))
     if refusal is not None:
         rec.status = "refused"
-        await hook("build", rec)
-        return EvalOutcome("refused", reason=refusal, feedback=f"build: {refusal}", stages=stages)
-    if build_only:
+        await hook(BUILD, rec)
+        return Built(None, stages, EvalOutcome("refused", reason=refusal, feedback=f"build: {refusal}", stages=stages))
+    return Built(job.outputs[BINARY], stages)
+
+
+def read_result(job: JobResult, mode: str, expected: list[str], nonce: str | None) -> HarnessResult:
+    """The harness's result.json, believed only if it carries the job's nonce and its timings fit in the
+    job's wall time as measured from outside; raises ResultError otherwise."""
+    result = parse_result(job.outputs.get(RESULT), mode, expected, nonce)
+    misfit = wall_clock.timings_misfit(result.raw, job.duration_s)   # timed from outside, by us
+    if misfit:
+        raise ResultError(misfit)
+    return result
+
+
+async def evaluate_source(workload: Workload, source: str, executor: Executor, *, job_prefix: str,
+                          seed: int, on_stage: StageHook | None = None,
+                          confirm_if: Callable[[float], bool] | None = None,
+                          frozen: FrozenObjectCache | None = None, upto: str = BENCHMARK) -> EvalOutcome:
+    """Run the cascade. `job_prefix` makes job ids stable across engine restarts (an executor may
+    re-adopt a job it already ran). When `confirm_if(speedup)` says so (a would-be new best), the
+    benchmark is repeated on fresh inputs and the lower speedup is kept. `upto` stops the cascade early:
+    BUILD after the build and the symbol policy (status `built`: compiled and admissible, never run, so
+    never correct), VERIFY after the verify run (status `verified`: correct on every config, not measured)."""
+    async def hook(stage: str, rec: StageRecord | None) -> None:
+        if on_stage is not None:
+            await on_stage(stage, rec)
+
+    built = await build_stage(workload, source, executor, job_prefix=job_prefix, on_stage=on_stage, frozen=frozen)
+    if built.binary is None:
+        assert built.outcome is not None
+        return built.outcome
+    binary, stages = built.binary, built.stages
+    if upto == BUILD:
         return EvalOutcome(BUILT, reason="built and admitted by the symbol policy; not run", stages=stages)
 
     results: list[HarnessResult] = []
-    plan = [("verify", seed, "verify"), ("benchmark", seed + 1, "benchmark")]
+    plan = [(VERIFY, seed, VERIFY)] + ([(BENCHMARK, seed + 1, BENCHMARK)] if upto == BENCHMARK else [])
     n = 0
     while n < len(plan):
         mode, stage_seed, suffix = plan[n]
@@ -286,12 +351,9 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
             out = _failure(mode, rec, job)
             out.stages = stages
             return out
-        expected = [c.name for c in (workload.configs if mode == "verify" else workload.bench_configs)]
+        expected = [c.name for c in mode_configs(workload, mode)]
         try:
-            result = parse_result(job.outputs.get(RESULT), mode, expected, nonce)
-            misfit = wall_clock.timings_misfit(result.raw, job.duration_s)   # timed from outside, by us
-            if misfit:
-                raise ResultError(misfit)
+            result = read_result(job, mode, expected, nonce)
         except ResultError as exc:
             rec.status = "failed"
             await hook(mode, rec)
@@ -303,16 +365,19 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
             await hook(mode, rec)
             summary = result.mismatch_summary()
             return EvalOutcome("incorrect", reason=summary, feedback=f"{mode}: {summary}", stages=stages,
-                               metrics={"verify" if mode == "verify" else "benchmark": result.raw})
+                               metrics={VERIFY if mode == VERIFY else BENCHMARK: result.raw})
         await hook(mode, rec)
         results.append(result)
-        if (mode == "benchmark" and len(plan) == 2 and confirm_if is not None and result.speedup
+        if (mode == BENCHMARK and len(plan) == 2 and confirm_if is not None and result.speedup
                 and confirm_if(result.speedup)):
-            plan.append(("benchmark", seed + 2, "benchmark2"))
+            plan.append((BENCHMARK, seed + 2, CONFIRM))
 
+    if upto == VERIFY:
+        return EvalOutcome(VERIFIED, reason="correct on every config; not measured", stages=stages,
+                           metrics={VERIFY: results[0].raw})
     benches = results[1:]
     best = min(benches, key=lambda r: r.speedup or 0.0)   # conservative when re-measured
-    metrics = {"verify": results[0].raw, "benchmark": best.raw,
+    metrics = {VERIFY: results[0].raw, BENCHMARK: best.raw,
                "measurements": [r.speedup for r in benches]}
     flags = best.beyond_bound()
     if flags:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from remote.jobs import JobResult, JobStatus, NoUsableNode
 
+from .stages import BUILD
+
 CANDIDATE = "candidate"
 ENVIRONMENT = "environment"
 
@@ -120,19 +122,19 @@ def of_job(stage: str, job: JobResult) -> Fault | None:
         line = _first_match(pattern, log)
         if line:
             return environment(kind, f"{stage}: {line}")
-    if stage == "build" and not log.strip():
+    if stage == BUILD and not log.strip():
         # A compiler that fails says why; one that said nothing could not write its log (a full disk).
         return environment(NO_SPACE, f"build: exit code {job.rc} and no output at all on {job.node or 'the node'}: "
                                      "the job could not write its log (is the disk full?)")
-    if stage == "build" and job.rc == NOT_OURS_EXIT and "NCCL not found" in log:
+    if stage == BUILD and job.rc == NOT_OURS_EXIT and "NCCL not found" in log:
         return environment(TOOLCHAIN, f"build: {_first_match(re.compile('NCCL not found'), log)}")
-    if stage == "build" and job.rc == SHELL_NOT_FOUND:
+    if stage == BUILD and job.rc == SHELL_NOT_FOUND:
         line = _first_match(re.compile(r"not found|No such file", re.I), log)
         return environment(TOOLCHAIN, f"build: the toolchain is missing on {job.node or 'the node'}"
                                       + (f" ({line})" if line else ""))
     if job.rc in KILLED:
-        what = "the compiler" if stage == "build" else "the job"
-        return environment(TOOLCHAIN if stage == "build" else HOST_OOM,
+        what = "the compiler" if stage == BUILD else "the job"
+        return environment(TOOLCHAIN if stage == BUILD else HOST_OOM,
                            f"{stage}: {what} was killed from outside (SIGKILL, not at its timeout: "
                            "the host's OOM killer or an operator)")
     return candidate("failed", f"{stage} failed with exit code {job.rc}")

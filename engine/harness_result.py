@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from .stages import BENCHMARK
 from .timeline import take_from_result
 
 
@@ -144,7 +145,7 @@ def parse_result(data: bytes | None, mode: str, expected_configs: list[str],
         raise ResultError(f"result.json covers configs {names}, expected {expected_configs}")
     if any(c.get("correct") is not True for c in configs):
         raise ResultError("result.json says correct but a config is not")
-    if mode == "benchmark":
+    if mode == BENCHMARK:
         for c in configs:
             for key in ("baseline_ms", "candidate_ms", "speedup"):
                 c[key] = _number(c.get(key), f"config {c.get('name')}: {key}")

@@ -19,10 +19,10 @@ from remote.textfiles import read_text
 
 from . import blocks, symbol_policy
 from .design_space import DesignSpace, Dimension, Variant
+from .stages import STAGES
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "workloads"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-STAGES = ("build", "verify", "benchmark")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ returns a `JobResult` with the files the job was asked to bring back.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, runtime_checkable
@@ -103,9 +103,15 @@ class NoUsableNode(Exception):
     """No node of an executor can run the jobs asked of it (all refused, or none has the GPUs a job needs)."""
 
 
+# Told (job id, the scheduler's id for it, the executor's name) when a scheduler accepts a job.
+SubmittedHook = Callable[[str, str, str], None]
+
+
 @runtime_checkable
 class Executor(Protocol):
-    """What the engine needs from a place that runs jobs."""
+    """What the engine needs from a place that runs jobs. An executor subclasses it: the optional
+    features (`reconcile`, `watch_submissions`) have defaults here that do nothing, and an executor that
+    has the feature overrides them, so the engine calls them on every executor without probing."""
 
     async def start(self) -> None: ...
 
@@ -124,6 +130,16 @@ class Executor(Protocol):
     def max_gpus_per_job(self) -> int:
         """The most GPUs one job can lease (0 when there are no GPUs)."""
         ...
+
+    async def reconcile(self, keep: set[str]) -> list[str]:
+        """After an engine died: kill what it left running, except the jobs named in `keep` (a restarted
+        engine may adopt them); returns the ids killed. Default: an executor that leaves nothing behind."""
+        return []
+
+    def watch_submissions(self, hook: SubmittedHook | None) -> None:
+        """Have `hook` told each job's id in a scheduler (Slurm), when it is submitted or adopted; the
+        engine stores it (jobs.external_id). Default: an executor without a scheduler has no such id."""
+        return None
 
 
 LOG_TAIL_BYTES = 64 * 1024

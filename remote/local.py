@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from .gpus import detect_local_gpus
-from .jobs import JobResult, JobSpec, JobStatus, NodeState, tail_text
+from .jobs import Executor, JobResult, JobSpec, JobStatus, NodeState, tail_text
 from .sandbox import job_environment, wrap
 from .slots import SlotTable
 
@@ -30,7 +30,7 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
         pass
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """Runs jobs as local subprocesses with a CPU concurrency limit and GPU slot leases."""
 
     def __init__(self, work_dir: Path | None = None, cpu_slots: int | None = None,

@@ -25,7 +25,7 @@ from pathlib import Path
 from .blobs import BlobCache, BlobUploadError
 from .errors import InputError
 from .hostkeys import HostKeyRefused
-from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
+from .jobs import Executor, JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, SubmittedHook, tail_text
 from .login_shell import open_login_shell
 from .remote_job import (
     EXIT_MISSING_BLOBS,
@@ -91,7 +91,7 @@ class _Tracked:
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
-class SlurmExecutor:
+class SlurmExecutor(Executor):
     def __init__(self, config: SlurmClusterConfig, home: Path, *, user_known_hosts: list[Path] | None = None,
                  keep_job_dirs: bool = False, extra_env: dict[str, str] | None = None):
         self.cfg = config
@@ -115,7 +115,7 @@ class SlurmExecutor:
         self.limit_refusals = 0                       # sbatch calls refused for the user's job limit
         self.external_ids: dict[str, str] = {}        # cuco job id -> Slurm job id (jobs in flight)
         # Told each job's Slurm id when it is submitted or adopted (the engine stores it: jobs.external_id).
-        self.on_submitted: Callable[[str, str, str], None] | None = None
+        self._on_submitted: SubmittedHook | None = None
 
     # ---- Executor protocol --------------------------------------------------------------------
     async def start(self) -> None:
@@ -182,6 +182,9 @@ class SlurmExecutor:
     @property
     def max_gpus_per_job(self) -> int:
         return self._gpus
+
+    def watch_submissions(self, hook: SubmittedHook | None) -> None:
+        self._on_submitted = hook
 
     def nodes(self) -> list[NodeState]:
         states = [t for t in self._tracked.values() if not t.done.done()]
@@ -354,8 +357,8 @@ class SlurmExecutor:
         self._tracked[slurm_id] = t
         self.external_ids[spec.job_id] = slurm_id
         self._wake.set()
-        if self.on_submitted is not None:
-            self.on_submitted(spec.job_id, slurm_id, "slurm")
+        if self._on_submitted is not None:
+            self._on_submitted(spec.job_id, slurm_id, "slurm")
         try:
             ended = await t.done
             return await self._collect(spec, t, ended)

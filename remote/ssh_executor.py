@@ -18,7 +18,7 @@ from pathlib import Path
 from .blobs import BlobUploadError
 from .cluster import ClusterConfig, load_cluster
 from .hostkeys import HostKeyRefused
-from .jobs import JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
+from .jobs import Executor, JobResult, JobSpec, JobStatus, NodeState, NoUsableNode, tail_text
 from .remote_job import EXIT_MISSING_BLOBS, MISSING_MARK, read_result, reconcile_script, run_script, spec_problem
 from .ssh_connect import SSHContext
 from .ssh_node import RemoteNode
@@ -37,7 +37,7 @@ def from_config(config: ClusterConfig, home: Path) -> SSHExecutor:
     return SSHExecutor(config, home=home)
 
 
-class SSHExecutor:
+class SSHExecutor(Executor):
     def __init__(self, cluster: ClusterConfig, home: Path, *, user_known_hosts: list[Path] | None = None,
                  ctx: SSHContext | None = None, keep_job_dirs: bool = False):
         self.cluster = cluster

@@ -16,7 +16,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from remote.jobs import JobResult, JobSpec, JobStatus, NodeState
+from engine.evaluation import BINARY, CANDIDATE_OBJECT, NONCE_FILE, RESULT, SPEC
+from engine.stages import BENCHMARK, BUILD
+from remote.jobs import Executor, JobResult, JobSpec, JobStatus, NodeState
 
 
 @functools.lru_cache(maxsize=2)
@@ -32,7 +34,7 @@ def abi_object(interposing: bool = False) -> bytes:
         return src.with_suffix(".o").read_bytes()
 
 
-class SyntheticExecutor:
+class SyntheticExecutor(Executor):
     def __init__(self, slots: int = 4, durations: dict[str, float] | None = None, fail_every: int = 0,
                  refuse_every: int = 0, judge: Callable[[str], tuple[bool, float]] | None = None):
         self.slots = slots
@@ -70,7 +72,7 @@ class SyntheticExecutor:
             start = time.monotonic()
             self.timeline.append((start, self.running))
             try:
-                stage = "build" if spec.kind == "build" else json.loads(spec.files["spec.json"])["mode"]
+                stage = BUILD if spec.kind == "build" else json.loads(spec.files[SPEC])["mode"]
                 await asyncio.sleep(self.durations.get(stage, 0.01))
                 cpu0 = time.process_time()
                 outputs = self._outputs(spec, stage)
@@ -85,8 +87,8 @@ class SyntheticExecutor:
             return JobResult(spec.job_id, JobStatus.OK, rc=0, outputs=outputs, node="synthetic", duration_s=took)
 
     def _outputs(self, spec: JobSpec, stage: str) -> dict[str, bytes]:
-        if stage == "build":
-            if "cuco_candidate" not in spec.outputs:   # the frozen harness's objects
+        if stage == BUILD:
+            if BINARY not in spec.outputs:   # the frozen harness's objects
                 return {o: b"obj" for o in spec.outputs}
             source = b"".join(v for k, v in sorted(spec.files.items()) if k.startswith("candidate"))
             digest = hashlib.sha256(source).hexdigest()
@@ -94,9 +96,9 @@ class SyntheticExecutor:
             # the candidate's object, for the symbol policy: a real one that defines only the ABI (or, for the
             # sources refuse_every picks, the ABI and clock_gettime)
             refuse = self.refuse_every and int(digest[6:12], 16) % self.refuse_every == 1
-            return {"cuco_candidate": digest.encode(), "cuco_candidate.o": abi_object(interposing=bool(refuse))}
-        digest = spec.files["cuco_candidate"].decode()
-        request = json.loads(spec.files["spec.json"])
+            return {BINARY: digest.encode(), CANDIDATE_OBJECT: abi_object(interposing=bool(refuse))}
+        digest = spec.files[BINARY].decode()
+        request = json.loads(spec.files[SPEC])
         wrong = self.fail_every and int(digest[:6], 16) % self.fail_every == 0
         judged = self.judge(self._built[digest]) if self.judge is not None else None
         if judged is not None:
@@ -104,7 +106,7 @@ class SyntheticExecutor:
         configs = []
         for c in request["configs"]:
             entry = {"name": c["name"], "correct": not wrong, "error": None, "mismatch": None}
-            if stage == "benchmark":
+            if stage == BENCHMARK:
                 # per config, so the best design point can differ from config to config
                 mix = hashlib.sha256(f"{digest}:{c['name']}".encode()).hexdigest()
                 speedup = 0.8 + (int(mix[:4], 16) % 1000) / 1000.0 if judged is None else judged[1]
@@ -114,5 +116,5 @@ class SyntheticExecutor:
                 entry["mismatch"] = {"rank": 1, "index": 7, "expected": 1.0, "got": 0.0, "what": "gather"}
             configs.append(entry)
         result = {"harness": "synthetic", "mode": stage, "correct": not wrong, "error": None, "configs": configs,
-                  "nonce": spec.files.get(".nonce", b"").decode() or None}
-        return {"result.json": json.dumps(result).encode()}
+                  "nonce": spec.files.get(NONCE_FILE, b"").decode() or None}
+        return {RESULT: json.dumps(result).encode()}
