@@ -3,10 +3,14 @@
 # harness's tensor-core reference (problem.cu, cuco_problem_verify_call) instead of the plain-FMA fp32 one:
 # the seed and every shipped variant, linked from the same objects against the harness and problem.cu
 # before and after, A B at 2 ranks on the bench configs of 2 ranks; integrity_ab.py prints each job's
-# speedup, timed_ms, check_ms and wall_s. Then the adversarial CUDA candidates (tests/gpu/test_integrity_gpu.py),
-# which must still be caught on their timed calls. One `run` call on a 2-GPU kind (nvidia-h100-x2), from the
-# repository root, carrying .whl/. Beforehand, on the development machine:
+# speedup, timed_ms, check_ms and wall_s. Then gemm_allgather's seed through the engine's own path in the
+# bwrap sandbox, which now drops every capability (a GPU job run by root had kept root's), and the
+# adversarial CUDA candidates (tests/gpu/test_integrity_gpu.py), which must still be caught on their timed
+# calls. One `run` call on a 2-GPU kind (nvidia-h100-x2), from the repository root, carrying .whl/.
+# Beforehand, on the development machine:
 #   bash tests/gpu/fetch_wheels.sh
+#   mkdir -p .whl/bwrap/lib && cp /usr/bin/bwrap .whl/bwrap/bwrap.bin && \
+#       cp /lib/x86_64-linux-gnu/{libselinux.so.1,libcap.so.2,libpcre2-8.so.0} .whl/bwrap/lib/
 #   mkdir -p .whl/ab && git show d45382e:workloads/_harness/cuda/harness.cu > .whl/ab/harness_before.cu \
 #       && git show d45382e:workloads/gemm_allgather/problem.cu > .whl/ab/problem_before.cu
 # then: bash tests/gpu/verify_cost_checks.sh     (output: $OUT/*.log, $OUT/ab_gemm_allgather/integrity_ab.json)
@@ -18,6 +22,14 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 start=$(date +%s)
 left() { [ $(( $(date +%s) - start )) -lt "$1" ]; }   # seconds gone so far < $1
 nvidia-smi -L
+if ! command -v bwrap >/dev/null 2>&1 && [ -x .whl/bwrap/bwrap.bin ]; then
+    mkdir -p .site-bin
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/bwrap.bin "$@"\n' \
+        "$PWD/.whl/bwrap" "$PWD/.whl/bwrap" > .site-bin/bwrap
+    chmod +x .site-bin/bwrap
+    export PATH=$PWD/.site-bin:$PATH
+fi
+bwrap --ro-bind / / --unshare-pid --proc /proc --cap-drop ALL true && echo "bwrap works here" || echo "bwrap unusable here"
 SITE=$PWD/.site
 [ -d "$SITE/aiosqlite" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --target "$SITE" $(ls .whl/*.whl | grep -v '/pytest-[0-9]') 2>&1 | grep -v '^WARNING' | tail -3
@@ -31,6 +43,7 @@ srcs=$(ls .ab/gemm_allgather/bin/*.after | xargs -n1 basename | sed 's/\.after$/
 timeout 330 python3 tests/gpu/integrity_ab.py .ab/gemm_allgather/bin "$OUT/ab_gemm_allgather" --workload gemm_allgather \
     --ranks 2 --configs m8k_k4096,m8k_k8192,small_m1k --sources "$srcs" --adversarial '' --rounds 1 2>&1 \
     | tee "$OUT/ab_gemm_allgather.log"
+left 400 && timeout 150 python3 tests/gpu/sandbox_gpu_eval.py gemm_allgather 2 m8k_k4096 2>&1 | tee "$OUT/sandbox_eval.log"
 left 450 && timeout -k 10 130 python3 -m pytest -p no:cacheprovider -rA -v -s tests/gpu/test_integrity_gpu.py 2>&1 \
     | tee "$OUT/pytest.log" | tail -n 30
 echo "total $(( $(date +%s) - start )) s"

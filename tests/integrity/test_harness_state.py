@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not 
 
 RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {\n'
 ALLOWED = ["fopen", "fgets", "fclose", "fputs", "fwrite", "fflush", "sscanf", "__isoc99_sscanf", "strstr", "printf",
-           "dlopen", "dlsym", "_exit"]
+           "dlopen", "dlsym", "_exit", "snprintf", "getppid"]
 
 # What every walker declares: stdio, and the mappings of its own process, writable ones or all readable.
 WALK = ('typedef struct _IO_FILE FILE;\n'
@@ -46,6 +46,8 @@ WALK = ('typedef struct _IO_FILE FILE;\n'
         'extern "C" void* dlopen(const char*, int);\n'
         'extern "C" void* dlsym(void*, const char*);\n'
         'extern "C" void _exit(int);\n'
+        'extern "C" int snprintf(char*, unsigned long, const char*, ...);\n'
+        'extern "C" int getppid(void);\n'
         "static int cuco_candidate_maps(unsigned long* lo, unsigned long* hi, int cap, bool writable) {\n"
         '  FILE* f = fopen("/proc/self/maps", "r");\n'
         "  if (!f) return 0;\n"
@@ -182,7 +184,27 @@ FORGE_RESULT = (
     "    _exit(0);\n"
     "  }\n")
 
+# Open the judge's memory and environment through /proc (its parent, the same user): the reference, the
+# link model, the clock and the nonce are all in there.
+READ_THE_JUDGE = (
+    "  {\n"
+    "    static int opened = 0;\n"
+    "    if (p->rank == 0) {\n"
+    "      const char* what[] = {\"mem\", \"environ\", \"fd/3\"};\n"
+    "      for (const char* w : what) {\n"
+    "        char path[64];\n"
+    '        snprintf(path, sizeof path, "/proc/%d/%s", getppid(), w);\n'
+    '        if (FILE* f = fopen(path, "rb")) { ++opened; fclose(f); }\n'
+    "      }\n"
+    '      printf("files of the judge opened: %d\\n", opened);\n'
+    "      fflush(nullptr);\n"
+    "    }\n"
+    "    p->barrier(p->barrier_ctx);\n"
+    "    if (opened == 0) return 43;   // nothing to read: say so, as the verdict\n"
+    "  }\n")
+
 CHEATS = {
+    "read_the_judge": (WALK, READ_THE_JUDGE),
     "zero_the_pristine_inputs": (WALK, ZERO_INPUTS),
     "halve_the_link_model": (WALK, HALVE_LINK),
     "rewind_the_clock": (WALK + REWIND_CLOCK, REWIND_HEAD),
@@ -216,6 +238,14 @@ def count(out: EvalOutcome, what: str) -> int:
     m = re.search(re.escape(what) + r": (\d+)", logs(out))
     assert m, (what, out.status, out.reason, logs(out)[-2000:])
     return int(m.group(1))
+
+
+def test_the_judges_memory_is_not_open_to_the_candidate(outcomes):
+    """The judge is not dumpable and the ranks' process holds no capability: its /proc files stay shut."""
+    out = outcomes["read_the_judge"]
+    assert out.status == "incorrect", (out.status, out.reason)
+    assert "cuco_run returned 43" in out.reason, out.reason
+    assert count(out, "files of the judge opened") == 0
 
 
 def test_zeroing_the_inputs_and_their_copies_is_incorrect(outcomes):

@@ -46,7 +46,7 @@ def engine_with_key(monkeypatch):
 def probe_script(engine_pid: int, outside: list[Path]) -> str:
     writes = "; ".join(f"(echo x > {p}) 2>/dev/null && echo WROTE {p}" for p in outside)
     return (f"env; echo ENVIRON-START; cat /proc/{engine_pid}/environ /proc/1/environ 2>/dev/null | tr '\\0' '\\n'; "
-            f"echo ENVIRON-END; ls -d /proc/[0-9]* | wc -l | sed 's/^/PIDS /'; {writes}; "
+            f"echo ENVIRON-END; ls -d /proc/[0-9]* | wc -l | sed 's/^/PIDS /'; grep CapEff /proc/self/status; {writes}; "
             "echo inside > /tmp/own && echo TMP-OK; echo mine > ./own && echo JOB-OK")
 
 
@@ -78,6 +78,8 @@ async def test_local_job_sees_no_secret_no_process_and_writes_only_its_directory
     assert res.ok, res.log
     check_probe(res.log, outside)
     assert "CUCO_JOB_SETTING=kept" in res.log      # what the job itself sets survives
+    # no capability, even when the engine runs as root (bwrap keeps a root caller's unless told)
+    assert "CapEff:\t0000000000000000" in res.log, res.log
     assert res.outputs["own"] == b"mine\n"
     assert "no sandbox" not in res.log
 

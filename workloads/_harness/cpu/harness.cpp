@@ -31,6 +31,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <linux/capability.h>
+#include <linux/securebits.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -307,6 +309,19 @@ class Link {
   std::thread thread_;   // last: it starts once everything above is built
 };
 
+// Run as root outside a sandbox that drops them (bwrap does), a ranks' process would keep every
+// capability, CAP_SYS_PTRACE among them: enough to open the judge's /proc/PID/mem although the judge is
+// not dumpable. It gives them all up, for good (no root privileges again at exec).
+void drop_capabilities() {
+  if (geteuid() != 0) return;
+  prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                               SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED);
+  for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap);
+  struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct none[2] = {};
+  syscall(SYS_capset, &head, none);
+}
+
 // A process that runs the ranks (ranks.cpp), as the judge sees it: started from a fresh image of this
 // executable, stopped except while one of its calls is timed, its threads counted by the kernel.
 class RankProcess {
@@ -318,6 +333,7 @@ class RankProcess {
     if (pid_ == 0) {
       int devnull = open("/dev/null", O_RDONLY);   // the nonce came on stdin: not for the ranks
       if (devnull >= 0) dup2(devnull, 0);
+      drop_capabilities();
       // The same address layout in both ranks' processes (no randomization, and arguments of the same
       // length): with layouts of their own, where the process's stacks and mappings fell made the seed
       // measure 0.75x-1.16x against its own copy (the same code, the same shared buffers).
