@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from engine import blocks  # engine.blocks alone: the GPU machine has no pyelftools for engine.workload
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LOCAL = ROOT / "workloads" / "_harness" / "cuda" / "run_local.py"
 GA = ROOT / "workloads" / "gemm_allgather"
@@ -71,6 +73,43 @@ def test_gemm_allgather_variant_verifies(variant):
 def test_kv_transfer_verifies(source):
     res = run(KV, KV / source)
     assert res["correct"], res
+
+
+@pytest.mark.parametrize("source", ["candidate.cu"] + sorted("variants/" + p.name for p in (KV / "variants").glob("*.cu")))
+def test_kv_transfer_benchmark_calls_pass_their_per_call_check(source):
+    """The benchmark loop's check (the tensor-core reference compared in its epilogue, the decode cache
+    bit-exact) believes every honest source on a multi-layer config and on one of odd sizes."""
+    res = run(KV, KV / source, mode="benchmark", configs="small_l16_t1k,hidden_odd", iters=5)
+    assert res["correct"], res
+    assert all(c["speedup"] is not None for c in res["configs"])
+
+
+KV_SEED_RUN = "static int impl_run(cuco_ctx* ctx) {\n  KvState* s = (KvState*)ctx->state;\n"
+KV_CHEATS = {   # the seed, honest on the verification stage's two calls, cheating on every later one
+    "skip_last_layer_gemm": ("for (long long l = 0; l < s->L; l++) {",
+                             "for (long long l = 0; l < s->L - (calls > 2 ? 1 : 0); l++) {", 0, "compute"),
+    "send_all_but_last_layer": ("s->L * layer * 2, ncclInt8", "(s->L - (calls > 2 ? 1 : 0)) * layer * 2, ncclInt8", 1,
+                                "transfer"),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(KV_CHEATS))
+def test_kv_transfer_work_left_out_of_benchmark_calls_is_caught(cheat, tmp_path):
+    """Every warm-up and timed call is checked: work skipped only after the verification stage's calls is
+    found on the first of them, on the rank that lacks it, in the last layer."""
+    old, new, rank, what = KV_CHEATS[cheat]
+    seed = (KV / "candidate.cu").read_text()
+    src = seed.replace(KV_SEED_RUN, KV_SEED_RUN + "  static int calls = 0;\n  ++calls;\n").replace(old, new)
+    assert src.count("calls > 2") >= 1 and "static int calls" in src
+    blocks.validate_child(seed, src)
+    (tmp_path / f"{cheat}.cu").write_text(src)
+    res = run(KV, tmp_path / f"{cheat}.cu", mode="benchmark", configs="small_l16_t1k", iters=5)
+    assert res["correct"] is False
+    c = res["configs"][0]
+    assert c["mismatch"]["rank"] == rank and c["mismatch"]["what"] == what and c["mismatch"]["buffer"] == "KV"
+    L, T, E = 16, 1024, 512
+    assert c["mismatch"]["index"] >= (L - 1) * T * E   # in the layer left out
+    assert "warm-up" in c["error"] or "timed" in c["error"]
 
 
 def test_wrong_candidate_reports_rank_config_index():

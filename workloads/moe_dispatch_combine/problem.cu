@@ -112,6 +112,25 @@ static void u32_mismatch(cuco_mismatch* mm, long long d16, const void* got, cons
   strcpy(mm->what, what); strcpy(mm->buffer, buf);
 }
 
+// Device buffers of the checks, kept between calls (the benchmark loop checks every call): a cudaMalloc
+// and cudaFree per buffer and call synchronised the device and cost more than their use.
+namespace {
+struct Kept {
+  void* p = nullptr;
+  size_t bytes = 0;
+  template <class T> T* at_least(size_t n) {
+    if (bytes < n) {
+      if (p) cudaFree(p);
+      p = nullptr; bytes = 0;
+      if (cudaMalloc(&p, n) != cudaSuccess) return nullptr;
+      bytes = n;
+    }
+    return (T*)p;
+  }
+};
+Kept g_route, g_w, g_tok, g_wsel, g_acc, g_expect, g_scores, g_A, g_G, g_Hm, g_Yx, g_w1, g_w2;
+}  // namespace
+
 extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t st,
                                    double tol, cuco_mismatch* mm) {
   (void)hcomm;
@@ -119,16 +138,21 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
   const long long T = s.T, H = s.H, F = s.F, K = s.K, E = s.E(), TK = T * K, nT = s.n * T;
   const unsigned long long seed = g_inputs_seed;
   mm->found = 0;
-  int *route = nullptr, *tok = nullptr; float *w = nullptr, *wsel = nullptr, *acc = nullptr;
-  unsigned* expect = nullptr; void *scores = nullptr, *A = nullptr, *G = nullptr, *Hm = nullptr, *Yx = nullptr, *w1 = nullptr, *w2 = nullptr;
   const long long Tp = moe::round128(T);
-  bool ok = cudaMalloc(&route, TK * 4) == cudaSuccess && cudaMalloc(&w, TK * 4) == cudaSuccess &&
-            cudaMalloc(&tok, T * 4) == cudaSuccess && cudaMalloc(&wsel, T * 4) == cudaSuccess &&
-            cudaMalloc(&acc, T * H * 4) == cudaSuccess && cudaMalloc(&expect, s.EL * nT * 4) == cudaSuccess &&
-            cudaMalloc(&scores, T * E * 2) == cudaSuccess && cudaMalloc(&A, Tp * H * 2) == cudaSuccess &&
-            cudaMalloc(&G, Tp * 2 * F * 2) == cudaSuccess && cudaMalloc(&Hm, Tp * F * 2) == cudaSuccess &&
-            cudaMalloc(&Yx, Tp * H * 2) == cudaSuccess && cudaMalloc(&w1, 2 * F * H * 2) == cudaSuccess &&
-            cudaMalloc(&w2, H * F * 2) == cudaSuccess;
+  int* route = g_route.at_least<int>(TK * 4);
+  float* w = g_w.at_least<float>(TK * 4);
+  int* tok = g_tok.at_least<int>(TK * 4);          // every expert's token rows, expert after expert
+  float* wsel = g_wsel.at_least<float>(TK * 4);    // and their routing weights
+  float* acc = g_acc.at_least<float>(T * H * 4);
+  unsigned* expect = g_expect.at_least<unsigned>(s.EL * nT * 4);
+  void* scores = g_scores.at_least<void>(T * E * 2);
+  void* A = g_A.at_least<void>(Tp * H * 2);
+  void* G = g_G.at_least<void>(Tp * 2 * F * 2);
+  void* Hm = g_Hm.at_least<void>(Tp * F * 2);
+  void* Yx = g_Yx.at_least<void>(Tp * H * 2);
+  void* w1 = g_w1.at_least<void>(2 * F * H * 2);
+  void* w2 = g_w2.at_least<void>(H * F * 2);
+  bool ok = route && w && tok && wsel && acc && expect && scores && A && G && Hm && Yx && w1 && w2;
   int rc = ok ? 0 : 1;
   // 1. the received multiset, from every rank's routing (this rank's last: its routing stays in `route`)
   if (!rc) rc = cudaMemsetAsync(expect, 0, s.EL * nT * 4, st) != cudaSuccess;
@@ -138,8 +162,8 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
     if (r != s.rank) { rc |= make_scores(s, r, seed, scores, st); S = scores; }
     moe::route_topk<<<(int)((T + 127) / 128), 128, 0, st>>>((const __nv_bfloat16*)S, (int)T, (int)E, (int)K, route, w);
     moe_expect_received<<<(unsigned)((TK + 255) / 256), 256, 0, st>>>(route, TK, (int)K, (int)s.EL, s.rank, T, nT, r, expect);
-    rc |= cudaStreamSynchronize(st) != cudaSuccess;
   }
+  if (!rc) rc = cudaStreamSynchronize(st) != cudaSuccess;
   unsigned short va = 0, vb = 0;
   if (!rc) {   // 2. ROUTE bit-exact
     long long d = cuco_h_first_diff_u16(ctx->outputs[OUT_ROUTE].ptr, route, (size_t)TK * 2, st, &va, &vb);
@@ -155,16 +179,26 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
     std::vector<int> hroute(TK); std::vector<float> hw(TK);
     rc |= cudaMemcpy(hroute.data(), route, TK * 4, cudaMemcpyDeviceToHost) != cudaSuccess;
     rc |= cudaMemcpy(hw.data(), w, TK * 4, cudaMemcpyDeviceToHost) != cudaSuccess;
+    // Each expert's rows in route order, all experts in one pass and one upload: an upload from pageable
+    // memory waits for the stream, so one per expert left the GPU idle between experts.
+    std::vector<long long> first(E + 1, 0);
+    for (long long i = 0; i < TK && !rc; i++) {
+      if (hroute[i] < 0 || hroute[i] >= E) rc = 1;
+      else first[hroute[i] + 1]++;
+    }
+    for (long long e = 0; e < E; e++) first[e + 1] += first[e];
+    std::vector<int> ht(TK); std::vector<float> hws(TK); std::vector<long long> at(first.begin(), first.end() - 1);
+    for (long long i = 0; i < TK && !rc; i++) { long long j = at[hroute[i]]++; ht[j] = (int)(i / K); hws[j] = hw[i]; }
+    if (!rc) rc |= cudaMemcpy(tok, ht.data(), TK * 4, cudaMemcpyHostToDevice) != cudaSuccess;
+    if (!rc) rc |= cudaMemcpy(wsel, hws.data(), TK * 4, cudaMemcpyHostToDevice) != cudaSuccess;
     rc |= cudaMemsetAsync(acc, 0, T * H * 4, st) != cudaSuccess;
-    for (long long e = 0; e < E && !rc; e++) {
-      std::vector<int> ht; std::vector<float> hws;
-      for (long long i = 0; i < TK; i++) if (hroute[i] == e) { ht.push_back((int)(i / K)); hws.push_back(hw[i]); }
-      if (ht.empty()) continue;
-      const int m = (int)ht.size();
-      rc |= cudaMemcpyAsync(tok, ht.data(), m * 4, cudaMemcpyHostToDevice, st) != cudaSuccess;
-      rc |= cudaMemcpyAsync(wsel, hws.data(), m * 4, cudaMemcpyHostToDevice, st) != cudaSuccess;
+    for (long long e = 0; e < E && !rc; e++) {   // stream-ordered: the buffers are reused expert after expert
+      const int m = (int)(first[e + 1] - first[e]);
+      if (m == 0) continue;
+      const int* etok = tok + first[e];
+      const float* ew = wsel + first[e];
       rc |= cudaMemsetAsync(A, 0, moe::round128(m) * H * 2, st) != cudaSuccess;
-      moe::gather_rows<<<m, 128, 0, st>>>((const __nv_bfloat16*)pristine[IN_X], tok, m, H, (__nv_bfloat16*)A);
+      moe::gather_rows<<<m, 128, 0, st>>>((const __nv_bfloat16*)pristine[IN_X], etok, m, H, (__nv_bfloat16*)A);
       const __nv_bfloat16 *W1 = (const __nv_bfloat16*)w1, *W2 = (const __nv_bfloat16*)w2;
       if (e / s.EL == s.rank) {
         W1 = (const __nv_bfloat16*)pristine[IN_W1] + (e % s.EL) * 2 * F * H;
@@ -174,9 +208,10 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
       }
       rc |= moe::expert_mlp((const __nv_bfloat16*)A, W1, W2, moe::round128(m), H, F, (__nv_bfloat16*)G,
                             (__nv_bfloat16*)Hm, (__nv_bfloat16*)Yx, st) != cudaSuccess;
-      moe_accumulate<<<m, 256, 0, st>>>((const __nv_bfloat16*)Yx, tok, wsel, H, acc);
-      rc |= cudaStreamSynchronize(st) != cudaSuccess;
+      moe_accumulate<<<m, 256, 0, st>>>((const __nv_bfloat16*)Yx, etok, ew, H, acc);
+      rc |= cudaGetLastError() != cudaSuccess;
     }
+    if (!rc) rc = cudaStreamSynchronize(st) != cudaSuccess;
     if (!rc) {
       double ex = 0, got = 0;
       long long bad = cuco_check::bf16_vs_f32(ctx->outputs[OUT_Y].ptr, acc, (size_t)(T * H), tol, st, &ex, &got);
@@ -187,7 +222,5 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
       }
     }
   }
-  for (void* p : {(void*)route, (void*)tok, (void*)w, (void*)wsel, (void*)acc, (void*)expect, scores, A, G, Hm, Yx, w1, w2})
-    cudaFree(p);
   return rc;
 }
