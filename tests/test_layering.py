@@ -48,6 +48,20 @@ def test_no_upward_imports(package):
     assert violations(package) == []
 
 
+STAGE_PACKAGES = ("search", "evaluation", "store", "timeline", "daemon")
+
+
+@pytest.mark.parametrize("stage", STAGE_PACKAGES)
+def test_stage_packages_hold_modules_and_re_export_nothing(stage):
+    """engine/ is grouped by stage (docs/architecture.md): each stage's `__init__.py` is its docstring only, so
+    importing one module never imports its neighbours (the GPU image imports engine.timeline.timeline alone)."""
+    package = REPO / "engine" / stage
+    assert len(list(package.glob("*.py"))) >= 2, f"engine/{stage}/ holds no module"
+    tree = ast.parse((package / "__init__.py").read_text())
+    assert ast.get_docstring(tree)
+    assert [type(n).__name__ for n in tree.body[1:]] == []
+
+
 def test_the_checker_sees_nested_imports():
     src = ("def f():\n    import textual.app\n"
            "class C:\n    def g(self):\n        from cuco_tui import cli\n"
