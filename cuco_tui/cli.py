@@ -76,7 +76,7 @@ def config_from_args(args: argparse.Namespace):
 # ----- run --------------------------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from engine.runids import new_run_id
+    from engine.store.runids import new_run_id
     from engine.workload import load_workload
     workload = load_workload(args.workload)
     config = config_from_args(args)
@@ -89,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, resume: bool = False) -> int:
-    from engine.daemon import EngineServer
+    from engine.daemon.daemon import EngineServer
     from engine.engine import Engine
     from .headless import HeadlessDisplay
     if resume:
@@ -171,8 +171,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from rich import box
     from rich.console import Console
     from rich.table import Table
-    from engine.report import build_report
-    from engine.store import DB_NAME, ReadStore
+    from engine.store.report import build_report
+    from engine.store.store import DB_NAME, ReadStore
     home = home_from(args)
     if not (home / DB_NAME).exists():
         print(f"no runs in {home}")
@@ -208,8 +208,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.timeline:
         from .cli_timeline import report_timeline
         return report_timeline(args)
-    from engine.report import build_report
-    from engine.store import ReadStore
+    from engine.store.report import build_report
+    from engine.store.store import ReadStore
     home = home_from(args)
     run_id = _resolve_run(home, args.run)
     store = ReadStore(home)
@@ -234,8 +234,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         return export_trace(args)
     if getattr(args, "html", False):
         raise InputError("--html", "", "goes with --trace CANDIDATE (a timeline as a page); a source has no HTML form")
-    from engine.report import build_report
-    from engine.store import ReadStore
+    from engine.store.report import build_report
+    from engine.store.store import ReadStore
     home = home_from(args)
     run_id = _resolve_run(home, args.run)
     store = ReadStore(home)

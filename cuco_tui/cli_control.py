@@ -1,7 +1,7 @@
 """CLI verbs that steer a run: attach, pause, resume, stop, accept, reject, fork.
 
 Each goes through the engine's socket when the engine lives (run.json present, its pid alive, its
-socket answering), else through engine/control.py on the store (the CLI is briefly the writer).
+socket answering), else through engine/daemon/control.py on the store (the CLI is briefly the writer).
 `register(subparsers)` adds them to the lead's parser; every handler returns an exit code.
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.store import Store
+from engine.store.store import Store
 from remote.errors import InputError
 
 from .client import EngineError, EngineGone, one_request
@@ -44,7 +44,7 @@ STOP_WAIT_S = 90.0   # a stop returns once the engine has ended (its jobs cancel
 
 def _wait_engine_gone(home: Path, run_id: str, pid: int | None, timeout: float = STOP_WAIT_S) -> bool:
     import time
-    from engine import protocol
+    from engine.daemon import protocol
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pid is None or not protocol.pid_alive(pid):
@@ -54,7 +54,7 @@ def _wait_engine_gone(home: Path, run_id: str, pid: int | None, timeout: float =
 
 
 def _stored_state(home: Path, run_id: str) -> str | None:
-    from engine.store import ReadStore
+    from engine.store.store import ReadStore
     store = ReadStore(home)
     try:
         row = store.run(run_id)
@@ -116,7 +116,7 @@ def _command(args: argparse.Namespace, op: str, offline: Any, **payload: Any) ->
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    from engine import control
+    from engine.daemon import control
 
     async def offline(home: Path, run_id: str) -> None:
         state = _stored_state(home, run_id)
@@ -127,7 +127,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from engine import control
+    from engine.daemon import control
 
     async def offline(home: Path, run_id: str) -> str | None:
         state = _stored_state(home, run_id)
@@ -139,7 +139,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from engine import control
+    from engine.daemon import control
 
     async def offline(home: Path, run_id: str) -> None:
         await _offline(home, control.accept, run_id, args.candidate, args.note or "")
@@ -147,7 +147,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
-    from engine import control
+    from engine.daemon import control
     reason = (args.reason or "").strip()
     if not reason:
         raise InputError("reject", "--reason", "a reason is required (why is this candidate wrong?)")
@@ -159,7 +159,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 def cmd_strategy(args: argparse.Namespace) -> int:
     """Steer an LLM run's strategies: pin, unpin or retire one by id (s3), or add one by its text."""
-    from engine import control
+    from engine.daemon import control
     if args.verb == "add":
         strategy, text = None, " ".join(args.what).strip()
         if not text:
@@ -189,7 +189,7 @@ def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, Any]:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    from engine import control
+    from engine.daemon import control
     home, run_id = _home_run(args)
     overrides = parse_sets(args.set)
 

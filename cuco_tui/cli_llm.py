@@ -88,14 +88,14 @@ def _cluster(value: str | None) -> Path | None:
 
 async def _transform(workload, spec, pricing, home: Path, output: Path, cluster: Path | None,
                      args: argparse.Namespace) -> int:
-    from engine.evaluation import BUILT, evaluate_source
-    from engine.schema import DONE
-    from engine.stages import BENCHMARK, BUILD, VERIFY
-    from engine.executors import START_TIMEOUT_S, close_executor, open_executor
-    from engine.fast_path import FastPath
+    from engine.evaluation.evaluation import BUILT, evaluate_source
+    from engine.store.schema import DONE
+    from engine.evaluation.stages import BENCHMARK, BUILD, VERIFY
+    from engine.evaluation.executors import START_TIMEOUT_S, close_executor, open_executor
+    from engine.onboard.fast_path import FastPath
     from engine.llm.budget import Budget
     from engine.llm.service import LLMService
-    from engine.store import Store
+    from engine.store.store import Store
 
     run_id = f"transform-{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:   # first, so that unusable nodes stop the verb before any LLM cost

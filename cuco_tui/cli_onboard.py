@@ -144,8 +144,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 async def _complete(result, model, args: argparse.Namespace) -> int:
     """--llm: the model completes the TODOs; every answer is built and verified on this machine's GPUs."""
     from cuco_tui.launch import resolve_home
-    from engine.evaluation import evaluate_source, fresh_seed
-    from engine.executors import close_executor, open_executor
+    from engine.evaluation.evaluation import evaluate_source, fresh_seed
+    from engine.evaluation.executors import close_executor, open_executor
     from engine.llm.budget import Budget
     from engine.llm.pricing import Pricing
     from engine.llm.service import LLMService

@@ -28,7 +28,7 @@ def candidate_id(text: str | None, field: str) -> int:
 
 
 def _open(args: argparse.Namespace, cid: int, field: str):
-    from engine.store import ReadStore
+    from engine.store.store import ReadStore
 
     from .cli import home_from
     store = ReadStore(home_from(args))
@@ -71,7 +71,7 @@ def print_figures(cid: int, figs: dict[str, dict[str, Any]]) -> None:
 
 
 def report_timeline(args: argparse.Namespace) -> int:
-    from engine import timeline
+    from engine.timeline import timeline
     cid = candidate_id(args.run, "CANDIDATE")
     store = _open(args, cid, "CANDIDATE")
     try:
@@ -90,7 +90,7 @@ def report_timeline(args: argparse.Namespace) -> int:
 
 
 def export_trace(args: argparse.Namespace) -> int:
-    from engine import timeline
+    from engine.timeline import timeline
     cid = candidate_id(args.trace, "--trace")
     if not args.output or args.output == "-":
         raise InputError("-o", str(args.output), "give the trace file to write, e.g. -o trace.json "
@@ -111,7 +111,7 @@ def export_trace(args: argparse.Namespace) -> int:
     trace = timeline.chrome_trace(usable, title=f"cuco {run_id} candidate {cid}")
     as_html = getattr(args, "html", False) or out.suffix.lower() in (".html", ".htm")
     if as_html:
-        from engine.trace_html import render
+        from cuco_tui.trace_html import render
         out.write_text(render(trace), encoding="utf-8")
         where = "open it in any browser, offline"
     else:
@@ -235,9 +235,9 @@ def asyncio_run_profile(home: Path, workload, source: str, cid: int, config: str
     import asyncio
     import secrets
 
-    from engine.evaluation import build_stage, fresh_seed, run_job
-    from engine.executors import close_executor, open_executor
-    from engine.stages import BENCHMARK, VERIFY
+    from engine.evaluation.evaluation import build_stage, fresh_seed, run_job
+    from engine.evaluation.executors import close_executor, open_executor
+    from engine.evaluation.stages import BENCHMARK, VERIFY
 
     async def main() -> int:
         executor = await open_executor(home, cluster, gpus_per_job=workload.launch_gpus, workload_name=workload.name)

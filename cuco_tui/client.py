@@ -1,4 +1,4 @@
-"""An async client of the engine daemon (engine/protocol.py), with reconnect.
+"""An async client of the engine daemon (engine/daemon/protocol.py), with reconnect.
 
     client = EngineClient(socket_path)
     hello = await client.connect(since=0)          # replay from seq 0, then live events
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from engine import protocol
+from engine.daemon import protocol
 
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 60.0

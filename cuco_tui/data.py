@@ -1,4 +1,4 @@
-"""What the TUI reads, in thread workers: the engine's read model (engine/read_model), and a candidate's
+"""What the TUI reads, in thread workers: the engine's read model (engine/store/read_model), and a candidate's
 detail drawn as Rich `Text` in the calling thread, so the UI only has to place it. Filtering, sorting
 and paging happen in the read model's SQL.
 """
@@ -14,10 +14,10 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from engine.contract import config_results, configs_from_benchmark, metrics_besides_configs, timeline_figures
-from engine.efficiency import OVERLAP, judge
+from engine.evaluation.efficiency import OVERLAP, judge
 from engine.glossary import legend
-from engine.read_model.filters import SORT_COLUMNS, FilterError, parse_filter
-from engine.read_model.views import CANDIDATE_WINDOW, ReadModel
+from engine.store.read_model.filters import SORT_COLUMNS, FilterError, parse_filter
+from engine.store.read_model.views import CANDIDATE_WINDOW, ReadModel
 
 from .lineage_view import lineage_text
 
@@ -53,7 +53,7 @@ class CandidateDetail:
 
 
 class StoreView(ReadModel):
-    """The read model (engine/read_model) and how the TUI draws a candidate: Rich text, computed in the
+    """The read model (engine/store/read_model) and how the TUI draws a candidate: Rich text, computed in the
     calling thread worker, so the UI only places it."""
 
     # ---- one candidate (diff, source, metrics, logs, prompts)
@@ -168,7 +168,7 @@ class StoreView(ReadModel):
         for ev in rows:
             out.append(f"── {ev['stage']} [{ev['status']}] rc={ev['rc']} node={ev['node']} "
                        f"{(ev['duration_s'] or 0):.1f}s attempt {ev['attempt']}\n", style="bold")
-            if ev.get("fault") == "environment":   # not held against the candidate (engine/faults.py)
+            if ev.get("fault") == "environment":   # not held against the candidate (engine/evaluation/faults.py)
                 out.append(f"   the environment's fault, not the candidate's: {_fault_note(ev)}\n", style="yellow")
             text = self.blob(ev["log_hash"])
             out.append((text[-20000:] if text else "(no log)") + "\n")

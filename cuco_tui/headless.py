@@ -94,8 +94,8 @@ class HeadlessDisplay:
         return Group(self.progress, Text("\n".join(self.recent), style="dim"))
 
     def print_summary(self, home: Path, run_id: str) -> None:
-        from engine.report import build_report
-        from engine.store import ReadStore
+        from engine.store.report import build_report
+        from engine.store.store import ReadStore
         store = ReadStore(home)
         try:
             print_report(build_report(store, run_id), home, store, console=self.console)
@@ -121,10 +121,10 @@ def best_line(best: dict) -> str:
 
 def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
     """The run's summary; every table fits 80 columns and every number's meaning is in the legend below."""
-    from engine.best import top_candidates
-    from engine.read_model.views import first_candidate
+    from engine.search.best import top_candidates
+    from engine.store.read_model.views import first_candidate
     from engine.glossary import legend
-    from engine.store import ReadStore
+    from engine.store.store import ReadStore
     console = console or Console()
     own = store is None
     store = store or ReadStore(home)
@@ -137,7 +137,7 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         head.add_row("state", report["state"] + (f" ({report['stop_reason']})" if report["stop_reason"] else ""))
         head.add_row("evaluated", f"{report['evaluated']}: {report['correct']} correct, {report['failed']} failed")
         if report.get("faults"):
-            from engine.fault_report import fault_line
+            from engine.evaluation.fault_report import fault_line
             head.add_row("failures", fault_line(report["faults"]))
         head.add_row("baseline", f"{_ms(report['baseline_time_ms'])} (sum over configs, in the seed's job)")
         head.add_row("best", best_line(best))
@@ -223,7 +223,7 @@ _CONFIG_COLUMNS = (("base ms", "baseline_ms", "{:.3f}"), ("cand ms", "candidate_
 
 def _config_table(title: str, configs: list[dict], with_candidate: bool = False) -> Table:
     """Per-config numbers; overlap eff = (base - best) / (base - max(comp, comm)): 1 is a perfect overlap, and a
-    candidate that beat that bound changed the compute itself ("compute changed", engine/efficiency.py)."""
+    candidate that beat that bound changed the compute itself ("compute changed", engine/evaluation/efficiency.py)."""
     t = Table(title=title)
     t.add_column("config", overflow="fold")
     if with_candidate:

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine import protocol
+from engine.daemon import protocol
+from engine.daemon.protocol import RunInfo
 from engine.llm.keys import held_keys
-from engine.protocol import RunInfo
-from engine.store import DB_NAME, ReadStore
+from engine.store.store import DB_NAME, ReadStore
 
 from .client import ping
 
@@ -78,8 +78,8 @@ def daemon_log_path(home: Path, run_id: str) -> Path:
 
 def spawn_daemon(home: Path, run_id: str, *, create: bool = False, workload: Path | None = None,
                  config_json: str | None = None, cluster: str | None = None) -> subprocess.Popen:
-    """Start `python -m engine.daemon` in its own session, stdio to `<home>/runs/<run>/daemon.log`."""
-    argv = [sys.executable, "-m", "engine.daemon", "--home", str(home), "--run", run_id]
+    """Start `python -m engine.daemon.daemon` in its own session, stdio to `<home>/runs/<run>/daemon.log`."""
+    argv = [sys.executable, "-m", "engine.daemon.daemon", "--home", str(home), "--run", run_id]
     if create:
         argv += ["--create", "--workload", str(workload), "--config-json", config_json or "{}"]
         if cluster:

@@ -14,10 +14,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from engine import blocks
-from engine.evaluation import VERIFIED, evaluate_source, fresh_seed
-from engine.executors import close_executor, open_executor
-from engine.schema import REFUSED
-from engine.stages import BUILD, VERIFY
+from engine.evaluation.evaluation import VERIFIED, evaluate_source, fresh_seed
+from engine.evaluation.executors import close_executor, open_executor
+from engine.evaluation.stages import BUILD, VERIFY
+from engine.store.schema import REFUSED
 from engine.workload import load_workload
 
 

@@ -248,7 +248,7 @@ class BestRef:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """A run's counts and best, computed from the store (engine/read_model: `run_summary`).
+    """A run's counts and best, computed from the store (engine/store/read_model: `run_summary`).
 
     `evaluated` counts the final verdicts (done, incorrect, failed, refused) of the run's own candidates
     (a fork's copies of its parent's are not evaluated again); `failed` is incorrect + failed."""
@@ -282,7 +282,7 @@ CONFIG_NUMBERS = ("baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms"
 
 @dataclass(frozen=True)
 class ConfigResult:
-    """One benchmark config's numbers for one candidate (the harness's result, engine/harness_result.py)."""
+    """One benchmark config's numbers for one candidate (the harness's result, engine/evaluation/harness_result.py)."""
 
     name: str
     baseline_ms: float | None = None

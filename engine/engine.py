@@ -19,20 +19,23 @@ from typing import Any
 from remote.errors import InputError
 from remote.jobs import Executor
 
-from . import blocks, control, counting, fault_policy, stages
-from .archive import Archive
+from . import blocks
 from .config import RunConfig
 from .contract import Log, Migration, RunState
-from .evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed
-from .islands import IslandModel
-from .ledger import Ledger
-from .mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
-from .mutators.design_space import DesignSpaceMutator
-from .population import Cand, Population
-from .population import fitness as _fitness
-from .schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, PENDING, RUNNING
-from .selection import power_law_rank, weighted
-from .store import Store
+from .daemon import control
+from .evaluation import fault_policy, stages
+from .evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed
+from .search import counting
+from .search.archive import Archive
+from .search.islands import IslandModel
+from .search.mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
+from .search.mutators.design_space import DesignSpaceMutator
+from .search.population import Cand, Population
+from .search.population import fitness as _fitness
+from .search.selection import power_law_rank, weighted
+from .store.ledger import Ledger
+from .store.schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, PENDING, RUNNING
+from .store.store import Store
 from .workload import Workload, load_workload
 
 TICK_S = 0.5
@@ -154,7 +157,7 @@ class Engine:
 
     @staticmethod
     async def _default_executor(home: Path, config: RunConfig, workload: Workload) -> Executor:
-        from .executors import open_executor  # the one rule shared with `cuco transform`
+        from .evaluation.executors import open_executor  # the one rule shared with `cuco transform`
         return await open_executor(Path(home), config.cluster, gpus_per_job=workload.launch_gpus,
                                    workload_name=workload.name)
 
@@ -165,7 +168,7 @@ class Engine:
 
     async def _setup_mutator(self, home: Path) -> None:
         if self.config.mutator == "llm" or self.config.llm:
-            from .mutators.llm import build_llm_mutator, settings_from_config
+            from .search.mutators.llm import build_llm_mutator, settings_from_config
             self.mutator = build_llm_mutator(self.config.llm, self.config.budget_usd, self.workload, home=Path(home),
                                              embedding=self.config.embedding,
                                              settings=settings_from_config(self.config))

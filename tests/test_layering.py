@@ -75,7 +75,7 @@ SQL = re.compile(r"\b(SELECT\s|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CR
 
 def sql_in(tree: ast.AST) -> list[tuple[int, str]]:
     """String literals that read as SQL, and calls of an `execute` method: a viewer's queries belong in
-    engine/read_model."""
+    engine/store/read_model."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):

@@ -16,8 +16,8 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from engine.read_model import insight as insight_data
-from engine.read_model.insight import ConfigWinners, LlmPanel
+from engine.store.read_model import insight as insight_data
+from engine.store.read_model.insight import ConfigWinners, LlmPanel
 
 from ..actions import bindings_for
 from ..widgets import KeyFooter

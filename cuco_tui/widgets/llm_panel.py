@@ -16,7 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from engine.read_model.insight import LlmPanel
+from engine.store.read_model.insight import LlmPanel
 
 from ..actions import bindings_for
 

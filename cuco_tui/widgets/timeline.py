@@ -3,7 +3,7 @@
 One block per rank, one lane per thread / stream and per link / copy engine; compute, communication, waits
 and idle time in the theme's primary, accent, warning and error colours. Keys (with the tab focused):
 `+`/`-` zoom, left/right pan, `0` the whole call, `c` the next config, `p` the parent's timeline beside it on
-the same time scale. Read from the store's timelines table (engine/timeline.py) by a thread worker.
+the same time scale. Read from the store's timelines table (engine/timeline/timeline.py) by a thread worker.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from engine import timeline as tl
+from engine.timeline import timeline as tl
 
 from ..actions import bindings_for
 
@@ -137,7 +137,7 @@ class TimelineView(Vertical, can_focus=True):
     def _load(self, candidate_id: int, parent_id: int | None) -> None:
         with self._store_lock:
             if self._store is None:
-                from engine.store import ReadStore
+                from engine.store.store import ReadStore
                 self._store = ReadStore(self.home or self.app.home)
             mine = tl.load_parsed(self._store, candidate_id)
             parent = tl.load_parsed(self._store, parent_id) if parent_id is not None else {}

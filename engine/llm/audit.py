@@ -12,7 +12,7 @@ from ..contract import LlmCall
 from .keys import redact
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 
 @dataclass

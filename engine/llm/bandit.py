@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 STATE_KEY = "bandit"
 COST_FLOOR_USD = 0.001     # per call: keeps free models comparable

@@ -8,10 +8,10 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..mutators.base import BudgetExhausted
+from ..search.mutators.base import BudgetExhausted
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 
 @dataclass

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from .clients import ChatRequest
 from ..contract import Recommendations
-from ..timeline import prompt_summary
+from ..timeline.timeline import prompt_summary
 from .prompts import scrub, trim
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
     from ..workload import Workload
     from .service import LLMService
 

@@ -13,11 +13,11 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .. import blocks
-from ..timeline import prompt_summary
+from ..timeline.timeline import prompt_summary
 from .keys import redact
 
 if TYPE_CHECKING:
-    from ..mutators.base import CandidateView
+    from ..search.mutators.base import CandidateView
     from ..workload import Workload
 
 FEEDBACK_CHARS = 1500

@@ -22,7 +22,7 @@ from .pricing import Pricing
 from .retry import RetryPolicy, call_with_retries
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 log = logging.getLogger("cuco.llm")
 

@@ -25,7 +25,7 @@ from .bandit import reward_of
 from .keys import redact
 
 if TYPE_CHECKING:
-    from ..store import Store, Tx
+    from ..store.store import Store, Tx
     from ..workload import Workload
 
 STATE_KEY = "strategies"

@@ -16,7 +16,7 @@ from .prompts import scrub
 from .strategies import REWRITTEN, Population, Strategy, clean
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
     from ..workload import Workload
     from .service import LLMService
 

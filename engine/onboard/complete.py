@@ -1,5 +1,5 @@
 """`cuco init --llm MODEL`: an LLM completes what init left as CUCO-TODO in the seed. Each answer is
-built and verified by the frozen harness like any candidate (engine.evaluation.evaluate_source); the
+built and verified by the frozen harness like any candidate (engine.evaluation.evaluation.evaluate_source); the
 first verified one becomes candidate.cu, and its setup() is copied into the frozen baseline so that the
 seed still measures against its own code."""
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from engine.fast_path import extract_program
 from engine.llm.clients import ChatRequest
 from engine.llm.errors import LLMError
-from engine.mutators.base import BudgetExhausted
+from engine.onboard.fast_path import extract_program
+from engine.search.mutators.base import BudgetExhausted
 
 BASELINE_FILE = "baseline.cu"   # init's frozen baseline, a harness source under this name
 SETUP_START = "  int setup() {\n"
@@ -32,7 +32,7 @@ The TODOs:
 
 
 class Verdict(Protocol):
-    """What a completion reads of an evaluation (engine.evaluation.EvalOutcome)."""
+    """What a completion reads of an evaluation (engine.evaluation.evaluation.EvalOutcome)."""
 
     @property
     def status(self) -> str: ...

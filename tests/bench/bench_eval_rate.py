@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run as a script from the tree, not installed
-from engine.schema import FINAL_STATUSES as FINAL  # noqa: E402
-from engine.timeline import union  # noqa: E402
+from engine.store.schema import FINAL_STATUSES as FINAL  # noqa: E402
+from engine.timeline.timeline import union  # noqa: E402
 
 GPU_STAGES = ("verify", "benchmark", "benchmark2")
 MIN_GAP_S = 0.5   # shorter idle stretches are the hand-over between two jobs, not a wait worth naming

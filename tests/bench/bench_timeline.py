@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from engine import blocks  # noqa: E402
-from engine.evaluation import spec_json  # noqa: E402
+from engine.evaluation.evaluation import spec_json  # noqa: E402
 from engine.workload import load_workload  # noqa: E402
 
 

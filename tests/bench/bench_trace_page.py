@@ -24,8 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine import timeline, trace_html  # noqa: E402
-from engine.timeline import ConfigTimeline, Interval, RankTimeline  # noqa: E402
+from cuco_tui import trace_html  # noqa: E402
+from engine.timeline import timeline  # noqa: E402
+from engine.timeline.timeline import ConfigTimeline, Interval, RankTimeline  # noqa: E402
 from tests.browser import open_chromium  # noqa: E402
 
 RANKS, CONFIGS, CAP_SLICES, TARGET_S = 8, ("tall", "square"), 40_000, 5.0

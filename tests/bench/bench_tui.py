@@ -74,7 +74,7 @@ def child_engine(home: str, rate: float) -> None:
     """The event source: a FakeEngine behind the real EngineServer; prints the socket when ready."""
     from storefill import FakeEngine
 
-    from engine.daemon import EngineServer
+    from engine.daemon.daemon import EngineServer
 
     async def go() -> None:
         engine = await FakeEngine.open(Path(home), LIVE, interval=2.0 / rate)   # 2 events per step

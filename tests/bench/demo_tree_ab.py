@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from engine.blocks import replace_blocks
-from engine.evaluation import FrozenObjectCache, evaluate_source
+from engine.evaluation.evaluation import FrozenObjectCache, evaluate_source
 from engine.workload import load_workload
 from remote.local import LocalExecutor
 

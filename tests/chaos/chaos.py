@@ -37,7 +37,7 @@ def cuco(home: Path, *args: str, timeout: float = 120, columns: int = 200) -> su
 def query(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
     if not db.exists():
         return []
-    from engine.store_check import connect_for_reading
+    from engine.store.store_check import connect_for_reading
     conn = connect_for_reading(db, 30)
     try:
         return conn.execute(sql, params).fetchall()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.store import Store
+from engine.store.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 

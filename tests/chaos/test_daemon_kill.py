@@ -15,8 +15,8 @@ import pytest
 
 from cuco_tui.cli_control import run_detached
 from cuco_tui.client import EngineClient, EngineError, EngineGone
-from engine import protocol
 from engine.config import RunConfig
+from engine.daemon import protocol
 from tests.chaos.chaos import check_invariants, cuco, leftover_processes, query
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the demo workload")

@@ -1,4 +1,4 @@
-"""Whose fault: real jobs run by the local executor, classified by engine/faults.py, and the policy's
+"""Whose fault: real jobs run by the local executor, classified by engine/evaluation/faults.py, and the policy's
 answer to a candidate that tries to pass its own failure off as the environment's."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from engine import fault_policy, faults
-from engine.evaluation import EvalOutcome
+from engine.evaluation import fault_policy, faults
+from engine.evaluation.evaluation import EvalOutcome
 from remote.jobs import JobResult, JobSpec, JobStatus, NoUsableNode
 from remote.local import LocalExecutor
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.evaluation import BINARY, CANDIDATE_OBJECT, NONCE_FILE, RESULT, SPEC
-from engine.stages import BENCHMARK, BUILD
+from engine.evaluation.evaluation import BINARY, CANDIDATE_OBJECT, NONCE_FILE, RESULT, SPEC
+from engine.evaluation.stages import BENCHMARK, BUILD
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus, NodeState
 
 

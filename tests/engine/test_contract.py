@@ -13,13 +13,13 @@ import pytest
 from engine import contract
 from engine.contract import (EVENTS, KINDS, Best, BestRef, CandidateAdded, Log, Result, UndeclaredEvent,
                              config_results, decode)
-from engine.store import Batch, ReadStore, Store
+from engine.store.store import Batch, ReadStore, Store
 
 REPO = Path(__file__).resolve().parents[2]
 VIEWERS = ("cuco_tui",)                       # where events are handled
 EMITTERS = ("engine", "remote")               # where they are written
 # `kind` values viewers compare that are not events: a cluster's kind (remote/cluster), a result flag's
-# (engine/counting.py).
+# (engine/search/counting.py).
 NOT_EVENTS = {"slurm", "ssh", "beyond_overlap_bound"}
 
 

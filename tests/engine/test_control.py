@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from engine import control
 from engine.config import RunConfig
+from engine.daemon import control
 from engine.engine import Engine
-from engine.report import build_report
-from engine.store import ReadStore, Store
+from engine.store.report import build_report
+from engine.store.store import ReadStore, Store
 from engine.workload import load_workload
 from remote.errors import InputError
 

@@ -1,4 +1,4 @@
-"""The built-in design-space mutator on the real demo workload (engine/mutators/design_space.py)."""
+"""The built-in design-space mutator on the real demo workload (engine/search/mutators/design_space.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 import pytest
 
 from engine import blocks
-from engine.mutators.base import CandidateView, ProposalContext
-from engine.mutators.design_space import DesignSpaceMutator
+from engine.search.mutators.base import CandidateView, ProposalContext
+from engine.search.mutators.design_space import DesignSpaceMutator
 from engine.workload import Workload, load_workload
 
 

@@ -1,4 +1,4 @@
-"""One config's efficiency verdict (engine/efficiency.py), and `cuco report` giving it: a candidate that beat
+"""One config's efficiency verdict (engine/evaluation/efficiency.py), and `cuco report` giving it: a candidate that beat
 max(compute-only, communication-only) of the baseline changed the compute, so it is reported as "compute
 changed" with its own compute time, never as an overlap efficiency above 1 (the 2.90 a split-K GEMM once
 showed on a small config)."""
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from engine.efficiency import COMPUTE_CHANGED, OVERLAP, judge
-from engine.report import build_report
-from engine.store import ReadStore
+from engine.evaluation.efficiency import COMPUTE_CHANGED, OVERLAP, judge
+from engine.store.report import build_report
+from engine.store.store import ReadStore
 from tests.gpu.test_efficiency_table import _make_store
 
 

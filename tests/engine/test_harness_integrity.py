@@ -2,7 +2,7 @@
 subprocesses): nothing a candidate prints or writes about itself is believed.
 
 Every candidate is the demo's seed with its EVOLVE-BLOCK edited; all of them are evaluated concurrently
-once per module (engine.evaluation.evaluate_source on a remote.local.LocalExecutor).
+once per module (engine.evaluation.evaluation.evaluate_source on a remote.local.LocalExecutor).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine import blocks
-from engine.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
+from engine.evaluation.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
 from engine.workload import load_workload
 from remote.local import LocalExecutor
 

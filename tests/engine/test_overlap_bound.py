@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.harness_result import HarnessResult, overlap_efficiency
+from engine.evaluation.harness_result import HarnessResult, overlap_efficiency
 
 
 def config(name: str, base: float, cand: float, comp: float, comm: float) -> dict:

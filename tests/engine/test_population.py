@@ -4,8 +4,8 @@ the best one left, and an accepted one comes back."""
 
 from __future__ import annotations
 
-from engine.population import Cand, Population
-from engine.schema import DONE, FAILED
+from engine.search.population import Cand, Population
+from engine.store.schema import DONE, FAILED
 
 
 def cand(cid: int, cell: str, fitness: float | None, status: str = DONE) -> Cand:

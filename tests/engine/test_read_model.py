@@ -1,4 +1,4 @@
-"""The read model (engine/read_model): one run summary for the TUI's header and `cuco report`, counted the
+"""The read model (engine/store/read_model): one run summary for the TUI's header and `cuco report`, counted the
 same way, on a real store with every kind of verdict, a fork's copies, a held result and a rejected best."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from engine.contract import BestRef, RunSummary
-from engine.read_model.views import ReadModel
-from engine.report import build_report
-from engine.store import ReadStore, Store
+from engine.store.read_model.views import ReadModel
+from engine.store.report import build_report
+from engine.store.store import ReadStore, Store
 
 STATUSES = [("done", 1.5), ("done", 2.0), ("done", 3.0), ("incorrect", None), ("failed", None), ("refused", None),
             ("pending", None), ("running", None)]

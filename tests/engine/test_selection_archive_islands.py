@@ -1,4 +1,4 @@
-"""Parent selection, the MAP-Elites archive and the island ring (engine/selection.py, archive.py, islands.py)."""
+"""Parent selection, the MAP-Elites archive and the island ring (engine/search/selection.py, archive.py, islands.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from engine.archive import Archive
-from engine.islands import IslandModel
-from engine.selection import power_law, weighted
+from engine.search.archive import Archive
+from engine.search.islands import IslandModel
+from engine.search.selection import power_law, weighted
 
 DRAWS = 4000
 

@@ -1,4 +1,4 @@
-"""The project store (engine/store.py): WAL, schema version, events, atomic transactions, read-only
+"""The project store (engine/store/store.py): WAL, schema version, events, atomic transactions, read-only
 readers, event delivery after commit, content-addressed blobs. Real SQLite files in tmp_path."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.contract import Log
-from engine.schema import SCHEMA_VERSION
-from engine.store import DB_NAME, Batch, ReadStore, Store
+from engine.store.schema import SCHEMA_VERSION
+from engine.store.store import DB_NAME, Batch, ReadStore, Store
 from remote.errors import InputError
 
 
@@ -269,7 +269,7 @@ async def test_candidate_source_hash_unique_per_run(store: Store):
 
 async def test_a_version_1_store_is_migrated_in_place(tmp_path: Path):
     """A store written by an older cuco opens: its data stays and the new index appears."""
-    from engine.schema import SCHEMA_V1
+    from engine.store.schema import SCHEMA_V1
     home = tmp_path / "old"
     home.mkdir()
     con = sqlite3.connect(home / DB_NAME)
@@ -292,7 +292,7 @@ async def test_a_version_1_store_is_migrated_in_place(tmp_path: Path):
 async def test_submitted_batches_commit_in_order_and_a_bad_one_alone_is_undone(store: Store):
     """Write-behind batches: sent together, committed in submission order with their events numbered in
     that order; a batch that breaks a constraint is undone alone and its future says why."""
-    from engine.store import Batch
+    from engine.store.store import Batch
     delivered = []
     store.on_event = delivered.append
     async with store.transaction() as tx:
@@ -322,7 +322,7 @@ async def test_submitted_batches_commit_in_order_and_a_bad_one_alone_is_undone(s
 
 
 async def test_queued_batches_are_written_before_a_read_and_on_close(tmp_path: Path):
-    from engine.store import Batch
+    from engine.store.store import Batch
     s = await Store(tmp_path / "home").open()
     b = Batch()
     b.event(None, note("queued"))
@@ -343,7 +343,7 @@ async def test_queued_batches_are_written_before_a_read_and_on_close(tmp_path: P
 WRITER = """
 import asyncio, sys, time
 from engine.contract import Log
-from engine.store import Batch, Store
+from engine.store.store import Batch, Store
 
 async def main(home, run, n):
     store = await Store(home).open()
@@ -399,7 +399,7 @@ async def test_engines_writing_one_home_at_once_never_collide(tmp_path: Path):
 
 async def test_a_version_8_store_gets_the_id_counter_above_its_candidates(tmp_path: Path):
     """A store written before several engines could share a home opens; new ids go above the old ones."""
-    from engine.schema import MIGRATIONS
+    from engine.store.schema import MIGRATIONS
     home = tmp_path / "home"
     home.mkdir()
     con = raw(home / DB_NAME)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import blocks, timeline
-from engine.evaluation import FrozenObjectCache, evaluate_source
+from engine import blocks
+from engine.evaluation.evaluation import FrozenObjectCache, evaluate_source
+from engine.timeline import timeline
 from engine.workload import load_workload
 from remote.local import LocalExecutor
 

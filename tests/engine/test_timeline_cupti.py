@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import timeline
+from engine.timeline import timeline
 
 DATA = Path(__file__).resolve().parents[1] / "gpu" / "data" / "cupti_staged_copy.json"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import timeline, trace_html
+from cuco_tui import trace_html
+from engine.timeline import timeline
 from tests.browser import assert_not_blank, open_chromium, require_browser
 from tests.engine.test_timeline import cuco, pytestmark  # noqa: F401  (skipped without g++, like the demo's tests)
 

@@ -8,7 +8,7 @@ bench config, prints the baseline and candidate ms, the speedup, the bound and t
 benchmark job as T_cand. A candidate that beat that bound by more than its noise margin changed the compute
 itself (split-K, a faster GEMM): its cell says "compute changed" with its own compute time (from its
 profiled call's timeline, where it has one) instead of an efficiency above 1, as `cuco report` and the TUI
-do (engine/efficiency.py); for the worst-config column it counts as 1. Where the engine measured a
+do (engine/evaluation/efficiency.py); for the worst-config column it counts as 1. Where the engine measured a
 candidate more than once, each number is the mean over its benchmark evaluations. Ends with the best candidate per config and the candidate whose worst config is
 best (the one to name when a single design point must hold everywhere). Candidates are named by their
 store id, as `cuco report` names them (the seed is id 1).
@@ -22,7 +22,7 @@ from pathlib import Path
 from statistics import mean
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run as a script from the tree, not installed
-from engine.efficiency import judge  # noqa: E402
+from engine.evaluation.efficiency import judge  # noqa: E402
 
 KEYS = ("baseline_ms", "candidate_ms", "comp_ms", "comm_ms")
 

@@ -9,7 +9,7 @@ BIN_DIR holds harness binaries linked from the same candidate objects against th
 (`NAME.before`) and after (`NAME.after`); `NAME` is seed, a gemm_allgather variant, or an adversarial
 candidate (call_counting, escape, slow). Each run is one job as run_local.py launches it: spec.json,
 a nonce on stdin, result.json, and this process's own wall time checked against the harness's timed_ms
-(engine/wall_clock.py). At 1 rank gemm_allgather's bench configs (2 and 4 ranks) do not apply: the two
+(engine/evaluation/wall_clock.py). At 1 rank gemm_allgather's bench configs (2 and 4 ranks) do not apply: the two
 hidden configs are benchmarked. kv_transfer needs exactly 2 ranks: on a 2-GPU node, with binaries from
 tests/gpu/build_harness_ab.sh, `--workload kv_transfer --ranks 2 --configs l32_t2k_d1k,small_l16_t1k
 --sources seed,lsa_fused,copy_engine,ce_counters --adversarial ''`.
@@ -30,7 +30,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from engine.wall_clock import timings_misfit  # noqa: E402
+from engine.evaluation.wall_clock import timings_misfit  # noqa: E402
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 VARIANTS = ["seed", "lsa_fused", "lsa_chunked", "copy_engine", "hybrid"]

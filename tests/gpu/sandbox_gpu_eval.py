@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from engine.evaluation import evaluate_source  # noqa: E402
+from engine.evaluation.evaluation import evaluate_source  # noqa: E402
 from engine.workload import load_workload  # noqa: E402
 from remote.local import LocalExecutor  # noqa: E402
 

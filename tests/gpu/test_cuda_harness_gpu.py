@@ -156,7 +156,7 @@ def test_forged_result_with_the_harness_killed_is_not_believed(tmp_path):
     import asyncio
     import dataclasses
 
-    from engine.evaluation import FrozenObjectCache, evaluate_source
+    from engine.evaluation.evaluation import FrozenObjectCache, evaluate_source
     from engine.workload import load_workload
     from remote.local import LocalExecutor
 

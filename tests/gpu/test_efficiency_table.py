@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.store import Store
+from engine.store.store import Store
 
 _spec = importlib.util.spec_from_file_location("efficiency_table", Path(__file__).with_name("efficiency_table.py"))
 efficiency_table = importlib.util.module_from_spec(_spec)

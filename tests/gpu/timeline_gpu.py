@@ -11,7 +11,7 @@ engine's frozen-object cache, by hand), and the test candidates of tests/gpu/tim
 with a copy-engine stage, so that a one-rank job has a memcpy to record). `run` writes a benchmark spec per binary with the workload's bench
 configs at the job's rank count (a config's `ranks` param dropped: at one rank a two-rank shape still runs,
 its communication being with itself), runs it as the launcher does, and prints per config: the speedup,
-the timeline's source, its kernel / copy / memset records and the figures of engine/timeline.py. `abab`
+the timeline's source, its kernel / copy / memset records and the figures of engine/timeline/timeline.py. `abab`
 measures what the profiled call costs: the same binary with `timeline: false` and `true`, alternating; the
 speedups of both and each job's wall time. Results (result.json per job, summary.json) go to OUT.
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine import timeline  # noqa: E402  (stdlib only: runs on the bare GPU image)
+from engine.timeline import timeline  # noqa: E402  (stdlib only: runs on the bare GPU image)
 
 WORKLOADS = ("gemm_allgather", "kv_transfer")
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}

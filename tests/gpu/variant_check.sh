@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shipped variants of one CUDA workload, each verified on every config and then benchmarked at RANKS ranks
-# outside any search, with the per-config verdict `cuco report` would give (engine/efficiency.py): overlap
+# outside any search, with the per-config verdict `cuco report` would give (engine/evaluation/efficiency.py): overlap
 # efficiency, or "compute changed". On the device machine, from the repository root (after
 # tests/gpu/run_gpu_search.sh's wheel install, or with PYTHONPATH set to the tree):
 #
@@ -28,7 +28,7 @@ for v in "$@"; do
     done
     python3 - "$out/${v%.cu}.benchmark.json" "$v" <<'EOF'
 import json, sys
-from engine.efficiency import judge
+from engine.evaluation.efficiency import judge
 try:
     r = json.load(open(sys.argv[1]))
 except (OSError, ValueError) as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from engine.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
+from engine.evaluation.evaluation import EvalOutcome, FrozenObjectCache, evaluate_source
 from engine.workload import Workload
 from remote.local import LocalExecutor
 

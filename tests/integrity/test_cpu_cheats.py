@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from engine import blocks
-from engine.evaluation import EvalOutcome
+from engine.evaluation.evaluation import EvalOutcome
 from engine.workload import load_workload
 from remote.local import LocalExecutor
 from tests.integrity.evaluate_all import evaluate_all
@@ -253,8 +253,8 @@ def test_putting_on_another_ranks_link_is_incorrect(outcomes):
 
 def test_the_seed_and_every_shipped_variant_pass_the_policy(tmp_path):
     """The control: what the project ships is not refused."""
-    from engine import symbol_policy
-    from engine.evaluation import CANDIDATE_OBJECT, build_job
+    from engine.evaluation import symbol_policy
+    from engine.evaluation.evaluation import CANDIDATE_OBJECT, build_job
 
     workload = load_workload("demo")
     sources = {"seed": workload.seed_source, **{v.name: blocks.replace_blocks(workload.seed_source, v.bodies)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from engine import blocks
-from engine.evaluation import EvalOutcome
+from engine.evaluation.evaluation import EvalOutcome
 from engine.workload import load_workload
 from tests.integrity.evaluate_all import evaluate_all
 

@@ -13,8 +13,8 @@ from cuco_tui.headless import print_report
 from cuco_tui.widgets.candidates import verdict_of
 from engine.config import RunConfig
 from engine.engine import Engine
-from engine.report import build_report
-from engine.store import ReadStore
+from engine.store.report import build_report
+from engine.store.store import ReadStore
 from engine.workload import load_workload
 from tests.engine.synthetic import SyntheticExecutor
 

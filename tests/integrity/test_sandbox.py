@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine import blocks
-from engine.evaluation import evaluate_source
+from engine.evaluation.evaluation import evaluate_source
 from engine.workload import load_workload
 from remote.jobs import JobSpec
 from remote.local import LocalExecutor

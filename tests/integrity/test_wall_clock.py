@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from engine.evaluation import evaluate_source
+from engine.evaluation.evaluation import evaluate_source
 from engine.workload import load_workload
 from remote.local import LocalExecutor
 

@@ -7,8 +7,8 @@ import random
 import time
 from pathlib import Path
 
-from engine.mutators.base import CandidateView, ProposalContext
-from engine.store import Store
+from engine.search.mutators.base import CandidateView, ProposalContext
+from engine.store.store import Store
 from engine.workload import load_workload
 
 SECRET = "sk-ant-SECRET-0123456789abcdef"

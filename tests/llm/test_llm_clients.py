@@ -15,7 +15,7 @@ from engine.llm.models import parse_model
 from engine.llm.pricing import Pricing
 from engine.llm.retry import RetryPolicy
 from engine.llm.service import LLMService
-from engine.mutators.base import BudgetExhausted
+from engine.search.mutators.base import BudgetExhausted
 
 REQ = ChatRequest("system text", [{"role": "user", "content": "hello"}], 0.5, 256)
 

@@ -8,12 +8,12 @@ from fake_llm import FakeLLMServer, Reply
 from llm_helpers import demo_workload, open_store
 
 from engine import blocks
-from engine.fast_path import FastPath, host_collectives
 from engine.llm.budget import Budget
 from engine.llm.models import parse_model
 from engine.llm.pricing import Pricing
 from engine.llm.retry import RetryPolicy
 from engine.llm.service import LLMService
+from engine.onboard.fast_path import FastPath, host_collectives
 
 HOST = """#include "x.h"
 // EVOLVE-BLOCK-START comm

@@ -9,9 +9,9 @@ from pathlib import Path
 from fake_llm import FakeLLMServer, Reply
 from llm_helpers import OPENAI_SECRET, SECRET, context, demo_workload, knob_diff, open_store, view
 
-from engine.evaluation import build_job, run_job
+from engine.evaluation.evaluation import build_job, run_job
 from engine.llm.errors import LLMError
-from engine.mutators.llm import LLMSettings, build_llm_mutator
+from engine.search.mutators.llm import LLMSettings, build_llm_mutator
 from remote.jobs import JobSpec
 
 ROOT = Path(__file__).resolve().parents[2]

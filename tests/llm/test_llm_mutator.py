@@ -13,8 +13,8 @@ from llm_helpers import add_candidate, context, demo_workload, knob_diff, open_s
 from engine import blocks
 from engine.llm.audit import replay
 from engine.llm.bandit import Bandit
-from engine.mutators.base import BudgetExhausted
-from engine.mutators.llm import LLMSettings, build_llm_mutator, choose_kind
+from engine.search.mutators.base import BudgetExhausted
+from engine.search.mutators.llm import LLMSettings, build_llm_mutator, choose_kind
 from remote.errors import InputError
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuco_tui.cli import main
-from engine.evaluation import build_job
+from engine.evaluation.evaluation import build_job
 from engine.llm.budget import Budget
 from engine.llm.models import parse_model
 from engine.llm.pricing import Pricing

@@ -117,7 +117,7 @@ async def test_a_limit_filled_by_jobs_outside_cuco_fails_the_job_as_the_environm
     test submission only for the limit), and `cuco nodes check` warns. With none of cuco's jobs to wait
     for, a submission gives up after limit_wait_s with an error that names the limit; the engine counts
     that as the environment's fault (ERROR), never the candidate's."""
-    from engine import faults
+    from engine.evaluation import faults
 
     slurm = slurm_accounting
     theirs = [slurm.cmd("sbatch", "--parsable", f"--qos={CAPPED_QOS}", "-p", "cpu", "-J", "not-cuco",

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.contract import CandidateAdded, Fork, Mark, Result, RunState
-from engine.daemon import EngineServer
-from engine.store import DB_NAME, Store
+from engine.daemon.daemon import EngineServer
+from engine.store.store import DB_NAME, Store
 
 T0 = 1_790_000_000.0
 SEED_SOURCE = """// EVOLVE-BLOCK-START

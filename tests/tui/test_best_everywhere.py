@@ -15,11 +15,11 @@ from rich.console import Console
 
 from cuco_tui.app import CucoApp
 from cuco_tui.headless import print_report
-from engine.read_model.insight import config_winners
-from engine.read_model.lineage import best_id
+from engine.store.read_model.insight import config_winners
+from engine.store.read_model.lineage import best_id
 from cuco_tui.widgets import CandidatesTable, IslandsTable, RunHeader
-from engine.report import build_report
-from engine.store import DB_NAME, ReadStore
+from engine.store.report import build_report
+from engine.store.store import DB_NAME, ReadStore
 from tests.tui.waiting import until
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -248,7 +248,7 @@ def test_nobody_else_drives_it(live_run, tmp_path):
 
 
 def _events(home: Path) -> list[dict]:
-    from engine.store import ReadStore
+    from engine.store.store import ReadStore
     store = ReadStore(home)
     try:
         return store.events_since(0, RUN)

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from engine import protocol
-from engine.store import ReadStore
+from engine.daemon import protocol
+from engine.store.store import ReadStore
 
 engine_mod = pytest.importorskip("engine.engine")
 
@@ -29,7 +29,7 @@ async def _cuco(home, *args: str) -> tuple[int, list[str]]:
 
 async def test_fork_before_the_first_correct_candidate_is_one_line_and_exit_2(tmp_path):
     from engine.config import RunConfig
-    from engine.daemon import EngineServer
+    from engine.daemon.daemon import EngineServer
     from engine.workload import load_workload
     # created, not started: its seed waits, pending, so it has nothing correct to fork from
     engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"), RunConfig(max_evals=4), run_id=RUN)

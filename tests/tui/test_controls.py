@@ -12,8 +12,8 @@ from cuco_tui.app import CucoApp
 from cuco_tui.screens import ConfirmModal, ForkModal, HelpScreen, NodesScreen, NoteModal, ReasonModal, RunsScreen
 from cuco_tui.settings import TuiSettings
 from cuco_tui.widgets import CandidatesTable
-from engine import protocol
-from engine.store import ReadStore
+from engine.daemon import protocol
+from engine.store.store import ReadStore
 from tests.tui.waiting import until
 
 engine_mod = pytest.importorskip("engine.engine")
@@ -24,7 +24,7 @@ RUN = "demo-tui-1"
 @pytest.fixture
 async def live(tmp_path):
     from engine.config import RunConfig
-    from engine.daemon import serve
+    from engine.daemon.daemon import serve
     from engine.workload import load_workload
     engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"),
                                             RunConfig(max_evals=400, concurrency=1, islands=2), run_id=RUN)

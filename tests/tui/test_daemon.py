@@ -11,9 +11,9 @@ import pytest
 from storefill import FakeEngine, serve, shutdown
 
 from cuco_tui.client import EngineClient, EngineError, one_request, ping
-from engine import protocol
-from engine.daemon import EngineServer
-from engine.store import ReadStore
+from engine.daemon import protocol
+from engine.daemon.daemon import EngineServer
+from engine.store.store import ReadStore
 
 RUN = "demo-test-1"
 

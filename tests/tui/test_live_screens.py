@@ -19,7 +19,7 @@ from cuco_tui.app import CucoApp
 from cuco_tui.screens import NodesScreen
 from cuco_tui.settings import TuiSettings
 from cuco_tui.widgets import CandidatesTable, KeyFooter
-from engine.store import DB_NAME
+from engine.store.store import DB_NAME
 from tests.tui.waiting import until
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -17,8 +17,8 @@ from cuco_tui.app import CucoApp
 from cuco_tui.screens.insight import LlmScreen
 from cuco_tui.settings import TuiSettings
 from cuco_tui.widgets.llm_panel import StrategiesTable, StrategyModal
-from engine import protocol
-from engine.store import ReadStore
+from engine.daemon import protocol
+from engine.store.store import ReadStore
 from tests.engine.synthetic import SyntheticExecutor
 from tests.llm.fake_llm import FakeLLMServer, Reply
 from tests.tui.waiting import until
@@ -64,7 +64,7 @@ def stored_population(db: ReadStore) -> dict:
 
 async def test_pin_retire_and_add_from_the_llm_panel(tmp_path):
     from engine.config import RunConfig
-    from engine.daemon import serve
+    from engine.daemon.daemon import serve
     from engine.workload import load_workload
     carried: list[str] = []
     with FakeLLMServer(responder=responder(carried)) as srv:

@@ -26,7 +26,7 @@ def test_attach_with_stdin_from_dev_null_exits_within_two_seconds(tmp_path):
 
 
 def test_run_without_a_terminal_starts_the_engine_detached_and_returns(tmp_path):
-    from engine import protocol
+    from engine.daemon import protocol
     home = tmp_path / "home"
     done = subprocess.run(CLI + ["--home", str(home), "run", "demo", "--name", "tty-2", "--max-evals", "2"],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)

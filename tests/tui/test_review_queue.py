@@ -12,11 +12,11 @@ import pytest
 from cuco_tui.app import CucoApp
 from cuco_tui.screens import NoteModal, ReasonModal, ReviewScreen
 from cuco_tui.settings import TuiSettings
-from engine import protocol
 from engine.config import RunConfig
-from engine.daemon import serve
+from engine.daemon import protocol
+from engine.daemon.daemon import serve
 from engine.engine import Engine
-from engine.store import ReadStore
+from engine.store.store import ReadStore
 from engine.workload import load_workload
 from tests.engine.synthetic import SyntheticExecutor
 from tests.tui.waiting import until

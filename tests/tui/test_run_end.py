@@ -16,7 +16,7 @@ from cuco_tui.settings import TuiSettings
 from cuco_tui.widgets import KeyFooter
 from cuco_tui.widgets.header import RunHeader
 from cuco_tui.widgets.llm_panel import StrategiesTable, StrategyModal
-from engine import protocol
+from engine.daemon import protocol
 from tests.tui.waiting import until
 
 engine_mod = pytest.importorskip("engine.engine")
@@ -31,7 +31,7 @@ def _text(widget) -> str:
 
 async def test_a_run_that_finishes_while_attached_says_so_at_once(tmp_path):
     from engine.config import RunConfig
-    from engine.daemon import serve
+    from engine.daemon.daemon import serve
     from engine.workload import load_workload
     engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"),
                                             RunConfig(max_evals=MAX_EVALS, concurrency=1), run_id=RUN)

@@ -12,7 +12,7 @@ from waiting import until
 from cuco_tui.app import CucoApp
 from cuco_tui.widgets import CandidatesTable
 from engine.contract import Best, Result
-from engine.daemon import EngineServer
+from engine.daemon.daemon import EngineServer
 
 RUN = "tbl-1"
 

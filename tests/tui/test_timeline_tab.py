@@ -21,8 +21,8 @@ from cuco_tui.app import CucoApp  # noqa: E402
 from cuco_tui.messages import CandidateSelected  # noqa: E402
 from cuco_tui.settings import TuiSettings  # noqa: E402
 from cuco_tui.widgets.timeline import TimelineView  # noqa: E402
-from engine import timeline  # noqa: E402
-from engine.store import DB_NAME  # noqa: E402
+from engine.store.store import DB_NAME  # noqa: E402
+from engine.timeline import timeline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "tl-tui"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import protocol
-from engine.best import best_candidate
-from engine.store import ReadStore
+from engine.daemon import protocol
+from engine.search.best import best_candidate
+from engine.store.store import ReadStore
 
 if shutil.which("tmux") is None:
     print("tests/tui/test_tmux.py: skipped: tmux is not installed (apt-get install tmux)")

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from engine import blocks
-from engine.mutators.base import CandidateView
-from engine.mutators.design_space import DesignSpaceMutator
 from engine.onboard.export_patch import patch_for
 from engine.onboard.rewrites import RewriteError
+from engine.search.mutators.base import CandidateView
+from engine.search.mutators.design_space import DesignSpaceMutator
 from engine.workload import load_workload
 
 HERE = Path(__file__).parent
@@ -97,7 +97,7 @@ def _store_with(home: Path, workload: Path, sources: list[str]) -> None:
     import asyncio
     import time
 
-    from engine.store import Store
+    from engine.store.store import Store
 
     async def fill():
         store = await Store(home).open()

@@ -638,7 +638,7 @@ const char* const kForeignPut = "a put named another rank's link as its source: 
 // Where the time goes: ONE untimed call per config, after the timed loop, is recorded (never a timed one):
 // each put as the judge's link carried it (taken, carried from, landed), and each wait, quiet and barrier
 // as the ranks' process saw it (entered, left; the same CLOCK_MONOTONIC), per rank. Compute is the rank's
-// time outside them (engine/timeline.py). It informs; nothing in it decides a verdict.
+// time outside them (engine/timeline/timeline.py). It informs; nothing in it decides a verdict.
 std::string timeline_json(Region* sh, int R, Clock::time_point t0, Clock::time_point end,
                           const std::vector<Link::PutRecord>& puts) {
   const int64_t z = ns_of(t0);

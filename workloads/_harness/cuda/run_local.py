@@ -32,8 +32,8 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))   # the repository, for engine.wall_clock
-from engine.wall_clock import timings_misfit  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))   # the repository, for engine.evaluation.wall_clock
+from engine.evaluation.wall_clock import timings_misfit  # noqa: E402
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 

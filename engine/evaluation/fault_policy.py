@@ -19,8 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from ..store.blobs import BlobStore
 from . import faults
-from .blobs import BlobStore
 from .evaluation import EvalOutcome
 
 RETRY, PAUSE, BLAME = "retry", "pause", "blame"

@@ -1,10 +1,10 @@
 """Run an engine detached from any terminal and serve it to viewers over a Unix socket.
 
-    python -m engine.daemon --home H --run RUN_ID --create --workload PATH --config-json JSON [--cluster FILE]
-    python -m engine.daemon --home H --run RUN_ID --resume
+    python -m engine.daemon.daemon --home H --run RUN_ID --create --workload PATH --config-json JSON [--cluster FILE]
+    python -m engine.daemon.daemon --home H --run RUN_ID --resume
 
 The CLI spawns this with `start_new_session=True` and stdio to `<home>/runs/<run>/daemon.log`, so a
-closed terminal or a lost SSH connection never reaches it. Protocol: engine/protocol.py.
+closed terminal or a lost SSH connection never reaches it. Protocol: engine/daemon/protocol.py.
 
 The engine calls `store.on_event(event)` after every commit; `EngineServer.on_event` only puts the
 event into each client's bounded queue (O(1) per client). A client whose queue is full is disconnected
@@ -77,7 +77,7 @@ class EngineServer:
     # ---- lifecycle
 
     async def start(self) -> RunInfo:
-        from .store import ReadStore
+        from ..store.store import ReadStore
         self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
@@ -380,7 +380,7 @@ async def serve(engine: Any, home: Path, run_id: str) -> str:
 
 
 async def _main_async(args: argparse.Namespace) -> int:
-    from .engine import Engine   # the live engine (imported here so tests can serve a fake one)
+    from ..engine import Engine   # the live engine (imported here so tests can serve a fake one)
 
     home = Path(args.home).resolve()
     if protocol.live_run_info(home, args.run) is not None:
@@ -388,8 +388,8 @@ async def _main_async(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.create:
-        from .config import RunConfig
-        from .workload import load_workload
+        from ..config import RunConfig
+        from ..workload import load_workload
         workload = load_workload(args.workload)
         config = RunConfig.from_dict(json.loads(args.config_json or "{}"))
         if args.cluster:
@@ -408,7 +408,7 @@ async def _main_async(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.daemon", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m engine.daemon.daemon", description=__doc__.splitlines()[0])
     parser.add_argument("--home", required=True)
     parser.add_argument("--run", required=True)
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if argv is None:   # the daemon process itself (not a test calling main): keys to its memory only
-        from .llm.keys import hold_keys
+        from ..llm.keys import hold_keys
         hold_keys()
     if args.create and not args.workload:
         parser.error("--create needs --workload")

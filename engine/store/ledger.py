@@ -3,7 +3,7 @@
 
 Writes nobody waits for go out behind the loop, through one FIFO (the store's): anything acted on later is
 written later, so a crash loses at most a suffix; the first such write that fails is kept in `error`,
-and the run fails on it. The engine decides (engine/population.py); the ledger only writes.
+and the run fails on it. The engine decides (engine/search/population.py); the ledger only writes.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import json
 import time
 from collections.abc import Callable
 
-from . import fault_policy, timeline
-from .contract import ArchiveCell, Best, CandidateAdded, CandidateStatus, Log, Result
-from .evaluation import EvalOutcome, trim
-from .mutators.base import Proposal
-from .population import Admission, Cand
+from ..contract import ArchiveCell, Best, CandidateAdded, CandidateStatus, Log, Result
+from ..evaluation import fault_policy
+from ..evaluation.evaluation import EvalOutcome, trim
+from ..search.mutators.base import Proposal
+from ..search.population import Admission, Cand
+from ..timeline import timeline
 from .schema import DONE, PENDING, RUNNING
 from .store import Batch, Store
 

@@ -353,7 +353,7 @@ def chrome_trace(timelines: dict[str, ConfigTimeline], title: str = "") -> dict[
     """Trace-event JSON (the "JSON Object Format"): a process per rank, a thread per lane (the rank's thread
     or stream, its link or copy engine), plus an `idle` thread with the gaps and a `config` thread naming
     each config's stretch; `otherData.figures` holds each config's own figures (overlap fraction, critical
-    rank). Configs follow one another in time. `engine.trace_html` draws the same dict as a page."""
+    rank). Configs follow one another in time. `cuco_tui.trace_html` draws the same dict as a page."""
     events: list[dict[str, Any]] = []
     tids: dict[tuple[int, str], int] = {}
 

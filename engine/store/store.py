@@ -32,8 +32,8 @@ from typing import Any, AsyncIterator, Iterable
 
 import aiosqlite
 
+from ..contract import Event, checked
 from .blobs import BlobStore
-from .contract import Event, checked
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .store_check import check_store_file, connect_for_reading, not_usable
 

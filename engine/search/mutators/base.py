@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..store import Store
-    from ..workload import Workload
+    from ...store.store import Store
+    from ...workload import Workload
 
 
 @dataclass
@@ -32,7 +32,7 @@ class CandidateView:
     public_metrics: dict[str, Any] = field(default_factory=dict)   # per public config
     feedback: str = ""            # trimmed compile error / mismatch summary / timeout reason
     reject_reason: str = ""       # the operator's reason, for rejected candidates
-    timeline: dict[str, Any] = field(default_factory=dict)   # per config: engine/timeline.py's figures
+    timeline: dict[str, Any] = field(default_factory=dict)   # per config: engine/timeline/timeline.py's figures
 
 
 @dataclass

@@ -14,27 +14,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..contract import Strategies
-from ..llm import strategies as strat
-from ..llm.bandit import Bandit
-from ..llm.budget import Budget
-from ..llm.clients import ChatRequest
-from ..llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
-from ..llm.errors import LLMError
-from ..llm.keys import redact
-from ..llm.meta import MetaSummarizer, load_recommendations
-from ..llm.models import ModelSpec, parse_model, parse_models
-from ..llm.novelty import EmbeddingNovelty, NoveltyCheck, ShingleNovelty
-from ..llm.pricing import Pricing
-from ..llm.prompts import mutate_prompt, novelty_message, rejection_message, scrub, system_prompt
-from ..llm.retry import RetryPolicy
-from ..llm.service import LLMService
-from ..llm.strategy_meta import evolve as evolve_strategies
+from ...contract import Strategies
+from ...llm import strategies as strat
+from ...llm.bandit import Bandit
+from ...llm.budget import Budget
+from ...llm.clients import ChatRequest
+from ...llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
+from ...llm.errors import LLMError
+from ...llm.keys import redact
+from ...llm.meta import MetaSummarizer, load_recommendations
+from ...llm.models import ModelSpec, parse_model, parse_models
+from ...llm.novelty import EmbeddingNovelty, NoveltyCheck, ShingleNovelty
+from ...llm.pricing import Pricing
+from ...llm.prompts import mutate_prompt, novelty_message, rejection_message, scrub, system_prompt
+from ...llm.retry import RetryPolicy
+from ...llm.service import LLMService
+from ...llm.strategy_meta import evolve as evolve_strategies
 from .base import BudgetExhausted, Proposal, ProposalContext
 
 if TYPE_CHECKING:
-    from ..config import RunConfig
-    from ..workload import Workload
+    from ...config import RunConfig
+    from ...workload import Workload
 
 log = logging.getLogger("cuco.llm.mutator")
 

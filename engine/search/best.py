@@ -1,7 +1,7 @@
 """The run's best and its ranking: one definition for every reader (report, TUI header, islands, lineage,
 runs list, `cuco serve`), so that no screen names a rejected or held candidate as the best.
 
-A candidate ranks when it counts (engine/counting.py: correct, measured, not rejected, not waiting for a
+A candidate ranks when it counts (engine/search/counting.py: correct, measured, not rejected, not waiting for a
 person's review); candidates rank by fitness, which is the speedup (the geometric mean over the problem
 configs of the harness's per-config A B A B ratio), ties going to the older one.
 """

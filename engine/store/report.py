@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .contract import ConfigResult, config_results, configs_from_benchmark, timeline_figures
-from .fault_report import fault_summary
-from .llm import strategies as strat
-from .efficiency import judge
-from .counting import COUNTS_SQL, NEEDS_REVIEW
+from ..contract import ConfigResult, config_results, configs_from_benchmark, timeline_figures
+from ..evaluation.fault_report import fault_summary
+from ..llm import strategies as strat
+from ..evaluation.efficiency import judge
+from ..search.counting import COUNTS_SQL, NEEDS_REVIEW
 from .read_model.summary import run_summary
 from .schema import REFUSED
 from .store import ReadStore
 
 
 def _config_row(c: ConfigResult, timeline_figures: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The config's numbers and its efficiency verdict (engine/efficiency.py): an overlap efficiency, or
+    """The config's numbers and its efficiency verdict (engine/evaluation/efficiency.py): an overlap efficiency, or
     "compute changed" with the candidate's own compute time where it beat every overlap of the baseline."""
     row = c.as_dict()
     verdict = judge(row, timeline_figures)
@@ -53,7 +53,7 @@ def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
 
 def needs_review(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     """Verified results that wait for a person (faster than the overlap bound, or flagged otherwise): they
-    are not the best, a parent or an inspiration until accepted (engine/counting.py)."""
+    are not the best, a parent or an inspiration until accepted (engine/search/counting.py)."""
     out = []
     for r in store.fetchall("SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? "
                             "ORDER BY id", (run_id, NEEDS_REVIEW)):

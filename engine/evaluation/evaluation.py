@@ -19,12 +19,12 @@ from typing import Any, Awaitable, Callable
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus
 
 from . import faults, symbol_policy, wall_clock
-from . import timeline
+from ..timeline import timeline
 from .faults import Fault
 from .harness_result import HarnessResult, ResultError, parse_result
-from .llm.keys import redact
+from ..llm.keys import redact
 from .stages import BENCHMARK, BUILD, CONFIRM, FROZEN, VERIFY
-from .workload import Workload
+from ..workload import Workload
 
 BINARY = "cuco_candidate"
 CANDIDATE_OBJECT = "cuco_candidate.o"   # the candidate's translation unit alone, for the symbol policy

@@ -1,7 +1,7 @@
 """A run's candidates in memory: every one by id, the eligible and the rejected, the MAP-Elites archive and
 the best, kept consistent by one rule.
 
-A candidate counts (engine/counting.py: evaluated correct, not rejected, not waiting for review) or it does
+A candidate counts (engine/search/counting.py: evaluated correct, not rejected, not waiting for review) or it does
 not. `admit` is the one way in: eligible, then offered to its archive cell, then compared with the best.
 `withdraw` is the one way out (a rejection): its cell goes to the cell's next-best eligible candidate and
 the best to the best one left. Nothing here writes to the store: the ledger writes what this decides.
@@ -42,7 +42,7 @@ class Cand:
 
     @property
     def eligible(self) -> bool:
-        """May be the best, a parent or an inspiration (engine/counting.py decides)."""
+        """May be the best, a parent or an inspiration (engine/search/counting.py decides)."""
         return counting.counts(self.status, self.fitness, self.verdict, self.review)
 
 

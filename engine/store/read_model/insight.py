@@ -10,14 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contract import config_results
-from ..counting import COUNTS_SQL
-from ..llm import strategies as strat
-from ..llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
+from ...contract import config_results
+from ...search.counting import COUNTS_SQL
+from ...llm import strategies as strat
+from ...llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
-# The per-config results of a candidate that counts (engine/counting.py: as for the run's best, not rejected
+# The per-config results of a candidate that counts (engine/search/counting.py: as for the run's best, not rejected
 # and not held for review): the benchmark stage's configs (the engine's shape), or a flat result's own. One
 # pass over the run's counting candidates, in SQLite's JSON functions.
 _PER_CONFIG = ("SELECT c.id, json_extract(j.value, '$.name') AS config, "

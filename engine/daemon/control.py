@@ -11,13 +11,13 @@ import time
 
 from remote.errors import InputError
 
-from .config import RunConfig
-from .contract import ArchiveCell, Fork, Mark, RunState, StrategyMark
-from .counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
-from .llm import strategies as strat
-from .runids import new_run_id
-from .schema import DONE, RUN_STATES
-from .store import Store, Tx
+from ..config import RunConfig
+from ..contract import ArchiveCell, Fork, Mark, RunState, StrategyMark
+from ..llm import strategies as strat
+from ..search.counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
+from ..store.runids import new_run_id
+from ..store.schema import DONE, RUN_STATES
+from ..store.store import Store, Tx
 
 STRATEGY_PREFIX = "strategy."                       # fork overrides that edit the strategy population
 STRATEGY_EDITS = ("add", "pin", "unpin", "retire")

@@ -13,10 +13,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..best import RANK_ORDER_SQL, island_bests
-from ..contract import ConfigResult, RunSummary, config_results
-from ..counting import COUNTS_SQL, NEEDS_REVIEW
-from ..liveness import shown_state
+from ...contract import ConfigResult, RunSummary, config_results
+from ...daemon.liveness import shown_state
+from ...search.best import RANK_ORDER_SQL, island_bests
+from ...search.counting import COUNTS_SQL, NEEDS_REVIEW
 from ..store import ReadStore
 from .filters import SORT_COLUMNS, FilterError, parse_filter
 from .insight import ConfigWinners, LlmPanel, config_winners, llm_panel
@@ -131,7 +131,7 @@ class ReadModel:
         return run_summary(self._all, self.home, run_id) or RunSummary(run=run_id, workload="?", state="?")
 
     def review_queue(self, run_id: str) -> list[dict[str, Any]]:
-        """The verified results that wait for a person (engine/counting.py), oldest first."""
+        """The verified results that wait for a person (engine/search/counting.py), oldest first."""
         rows = self._all("SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? "
                          "ORDER BY id", (run_id, NEEDS_REVIEW))
         out = []

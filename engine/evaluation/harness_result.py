@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from ..timeline.timeline import take_from_result
 from .stages import BENCHMARK
-from .timeline import take_from_result
 
 
 class ResultError(ValueError):

@@ -14,16 +14,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from . import blocks
-from .llm.clients import ChatRequest
-from .llm.errors import LLMError
-from .llm.prompts import scrub, system_prompt, trim
-from .mutators.base import BudgetExhausted
+from .. import blocks
+from ..llm.clients import ChatRequest
+from ..llm.errors import LLMError
+from ..llm.prompts import scrub, system_prompt, trim
+from ..search.mutators.base import BudgetExhausted
 
 if TYPE_CHECKING:
-    from .llm.service import LLMService
-    from .store import Store
-    from .workload import Workload
+    from ..llm.service import LLMService
+    from ..store.store import Store
+    from ..workload import Workload
 
 HOST_COLLECTIVE_RE = re.compile(
     r"\bnccl(AllGather|AllReduce|ReduceScatter|Broadcast|Bcast|Reduce|AlltoAll|AllToAll|Gather|Scatter|Send|Recv)"
@@ -35,7 +35,7 @@ ANNOTATE_ATTEMPTS = 2
 
 
 class EvalFeedback(Protocol):
-    """What the evaluation callback returns (engine.evaluation.EvalOutcome fits)."""
+    """What the evaluation callback returns (engine.evaluation.evaluation.EvalOutcome fits)."""
 
     status: str             # done | incorrect | failed
     reason: str
