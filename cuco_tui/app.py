@@ -25,25 +25,59 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
-from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Input, Log, Static, TabbedContent
 from textual.worker import Worker, WorkerState
 
-from engine.contract import (ArchiveCell, Best, CandidateAdded, CandidateStatus, Envelope, Fork, LlmCall, Mark,
-                             Migration, Recommendations, Result, RunState, RunSummary, Strategies, StrategyMark,
-                             decode)
-from engine.contract import Log as LogEvent   # textual's Log is the engine-log widget
+from engine.contract import (
+    ArchiveCell,
+    Best,
+    CandidateAdded,
+    CandidateStatus,
+    Envelope,
+    Fork,
+    LlmCall,
+    Mark,
+    Migration,
+    Recommendations,
+    Result,
+    RunState,
+    RunSummary,
+    Strategies,
+    StrategyMark,
+    decode,
+)
+from engine.contract import Log as LogEvent  # textual's Log is the engine-log widget
 from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
 
 from .actions import bindings_for
 from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
 from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
 from .data import FilterError, StoreView, parse_filter
-from .messages import (CandidateSelected, CandidatesLoaded, CommandDone, DetailLoaded, EngineConnected,
-                       EngineEndedRun, EngineEvents, EngineLost, ScoresLoaded, SummaryLoaded)
-from .screens import (ConfirmModal, ForkModal, ForkRequest, HelpScreen, NodesScreen, NoteModal, ReasonModal,
-                      ReviewScreen, RunsScreen)
+from .messages import (
+    CandidateSelected,
+    CandidatesLoaded,
+    CommandDone,
+    DetailLoaded,
+    EngineConnected,
+    EngineEndedRun,
+    EngineEvents,
+    EngineLost,
+    ScoresLoaded,
+    SummaryLoaded,
+)
+from .screens import (
+    ConfirmModal,
+    ForkModal,
+    ForkRequest,
+    HelpScreen,
+    NodesScreen,
+    NoteModal,
+    ReasonModal,
+    ReviewScreen,
+    RunsScreen,
+)
 from .screens.help import describe_bindings
 from .screens.insight import ConfigsScreen, LlmScreen
 from .screens.lineage import LineageScreen
@@ -651,8 +685,9 @@ class CucoApp(App):
 
     @work(thread=True, group="spawn", exit_on_error=False)
     def _start_fork(self, new_run: str) -> None:
-        from .launch import spawn_daemon, wait_for_daemon
         import asyncio
+
+        from .launch import spawn_daemon, wait_for_daemon
         proc = spawn_daemon(self.home, new_run)
         info = wait_for_daemon(self.home, new_run, proc)
         asyncio.run(one_request(info.socket, "resume"))

@@ -19,7 +19,7 @@ EXIT_INTERRUPTED = 130   # Ctrl-C, as shells report it (128 + SIGINT)
 
 
 def home_from(args: argparse.Namespace) -> Path:
-    from cuco_tui.launch import resolve_home   # one rule for every verb: --home, $CUCO_HOME, ./.cuco
+    from cuco_tui.launch import resolve_home  # one rule for every verb: --home, $CUCO_HOME, ./.cuco
     return resolve_home(getattr(args, "home", None))
 
 
@@ -50,8 +50,8 @@ _FLAG_SETTINGS = ("max_evals", "max_minutes", "target_speedup", "patience", "isl
 
 def config_from_args(args: argparse.Namespace):
     """Defaults, then the --config file, then --set, then the flags: the most specific wins."""
-    from engine.config import RunConfig, load_config_file
     from cuco_tui.cli_control import parse_sets
+    from engine.config import RunConfig, load_config_file
     config = RunConfig()
     if getattr(args, "config", None):
         path = Path(args.config).expanduser()
@@ -91,6 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, resume: bool = False) -> int:
     from engine.daemon.daemon import EngineServer
     from engine.engine import Engine
+
     from .headless import HeadlessDisplay
     if resume:
         engine = await Engine.load(home, run_id)
@@ -171,6 +172,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from rich import box
     from rich.console import Console
     from rich.table import Table
+
     from engine.store.report import build_report
     from engine.store.store import DB_NAME, ReadStore
     home = home_from(args)
@@ -343,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue   # a partial install: the verbs of that module are absent
         mod.register(sub)
-    for name, action in sub.choices.items():   # the global --home also works after the verb
+    for action in sub.choices.values():   # the global --home also works after the verb
         if not any("--home" in a.option_strings for a in action._actions):
             action.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     return parser

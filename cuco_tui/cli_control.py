@@ -18,7 +18,7 @@ from engine.store.store import Store
 from remote.errors import InputError
 
 from .client import EngineError, EngineGone, one_request
-from .launch import (RunNotFound, live_engine, resolve_home, resolve_run, spawn_daemon, wait_for_daemon)
+from .launch import RunNotFound, live_engine, resolve_home, resolve_run, spawn_daemon, wait_for_daemon
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 COMMAND_TIMEOUT_S = 120.0
@@ -44,6 +44,7 @@ STOP_WAIT_S = 90.0   # a stop returns once the engine has ended (its jobs cancel
 
 def _wait_engine_gone(home: Path, run_id: str, pid: int | None, timeout: float = STOP_WAIT_S) -> bool:
     import time
+
     from engine.daemon import protocol
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -89,12 +89,12 @@ def _cluster(value: str | None) -> Path | None:
 async def _transform(workload, spec, pricing, home: Path, output: Path, cluster: Path | None,
                      args: argparse.Namespace) -> int:
     from engine.evaluation.evaluation import BUILT, evaluate_source
-    from engine.store.schema import DONE
-    from engine.evaluation.stages import BENCHMARK, BUILD, VERIFY
     from engine.evaluation.executors import START_TIMEOUT_S, close_executor, open_executor
-    from engine.onboard.fast_path import FastPath
+    from engine.evaluation.stages import BENCHMARK, BUILD, VERIFY
     from engine.llm.budget import Budget
     from engine.llm.service import LLMService
+    from engine.onboard.fast_path import FastPath
+    from engine.store.schema import DONE
     from engine.store.store import Store
 
     run_id = f"transform-{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -104,7 +104,7 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
     except NoUsableNode as exc:   # every node refused, or none has the GPUs: as `cuco run` reports it
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except asyncio.TimeoutError:
+    except TimeoutError:
         print(f"cuco: the nodes of {cluster} did not get ready within {START_TIMEOUT_S:.0f} s", file=sys.stderr)
         return EXIT_FAILED
     counter = {"n": 0}

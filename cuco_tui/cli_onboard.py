@@ -75,6 +75,7 @@ def _assumptions(items: list[str]) -> dict[str, int]:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.onboard.analyze import analyze_files
     from engine.onboard.report import render_tree, to_json
+
     from .cli_rewrite import rewrite_lines
     try:
         prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
@@ -98,8 +99,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from engine.onboard.analyze import analyze_files
-    from engine.onboard.scaffold import write_workload
     from engine.onboard.entry import analyze_helper_as_main
+    from engine.onboard.scaffold import write_workload
     from engine.onboard.sweep import analyze_one_size
     try:
         if args.ranks < 1:

@@ -177,7 +177,7 @@ def summarize_ncu_csv(text: str) -> list[dict[str, Any]]:
                                                      "_sm": [], "_mem": [], "_dram": []})
         k["launches"] += 1
 
-        def value(metric: str) -> float | None:
+        def value(metric: str, row=row) -> float | None:
             try:
                 return float(row[col[metric]].replace(",", ""))
             except (KeyError, ValueError):

@@ -16,8 +16,9 @@ import asyncio
 import contextlib
 import itertools
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from engine.daemon import protocol
 
@@ -115,7 +116,7 @@ class EngineClient:
                 self._writer.close()
             self._writer = None
 
-    async def __aenter__(self) -> "EngineClient":
+    async def __aenter__(self) -> EngineClient:
         if not self._connected.is_set():
             await self.connect(since=None)
         return self
@@ -168,7 +169,7 @@ class EngineClient:
                 await self._open(self.last_seq)
                 self.reconnects += 1
                 return
-            except (OSError, asyncio.TimeoutError, EngineGone, protocol.ProtocolError):
+            except (TimeoutError, OSError, EngineGone, protocol.ProtocolError):
                 continue
             except EngineError as exc:
                 self._events.put_nowait(exc)
@@ -183,7 +184,7 @@ class EngineClient:
         if self._writer is None:
             try:
                 await asyncio.wait_for(self._connected.wait(), self.connect_timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise EngineGone("not connected to the engine") from None
         assert self._writer is not None
         rid = next(self._ids)
@@ -193,7 +194,7 @@ class EngineClient:
         try:
             await asyncio.wait_for(self._writer.drain(), self.connect_timeout)
             reply = await asyncio.wait_for(fut, timeout or self.request_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise EngineError(f"{op}: no reply from the engine within {timeout or self.request_timeout:.0f} s") from None
         finally:
             self._pending.pop(rid, None)
@@ -260,7 +261,7 @@ async def ping(socket_path: str | Path, timeout: float = 2.0) -> dict[str, Any] 
     client = EngineClient(socket_path, events=False, reconnect_attempts=0, connect_timeout=timeout)
     try:
         return await client.connect(since=None)
-    except (OSError, asyncio.TimeoutError, EngineError, EngineGone, protocol.ProtocolError):
+    except (TimeoutError, OSError, EngineError, EngineGone, protocol.ProtocolError):
         return None
     finally:
         await client.close()

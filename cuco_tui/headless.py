@@ -121,9 +121,9 @@ def best_line(best: dict) -> str:
 
 def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
     """The run's summary; every table fits 80 columns and every number's meaning is in the legend below."""
+    from engine.glossary import legend
     from engine.search.best import top_candidates
     from engine.store.read_model.views import first_candidate
-    from engine.glossary import legend
     from engine.store.store import ReadStore
     console = console or Console()
     own = store is None

@@ -7,7 +7,8 @@ replayed event) is not announced twice. Returns (text, severity) pairs; the app 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from engine.contract import Best, Event, Result
 

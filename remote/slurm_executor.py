@@ -18,7 +18,6 @@ import sys
 import tarfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 

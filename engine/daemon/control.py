@@ -143,7 +143,7 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
     return new_id
 
 
-async def _population(tx: Tx, run_id: str) -> "strat.Population | None":
+async def _population(tx: Tx, run_id: str) -> strat.Population | None:
     row = await tx.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key=?", (run_id, strat.STATE_KEY))
     marks = [dict(zip(("id", "verdict", "strategy", "text"), r)) for r in await tx.fetchall(
         "SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? ORDER BY id", (run_id,))]

@@ -220,7 +220,7 @@ class EngineServer:
                         continue
                     client.last_sent = item["seq"]
                 await self._write(client, item)
-        except (ConnectionError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, ConnectionError, OSError):
             self._drop(client, "write failed")
         finally:
             with contextlib.suppress(Exception):
@@ -284,7 +284,7 @@ class EngineServer:
         try:
             result = await asyncio.wait_for(self._run_command(op, message), timeout)
             reply = {"reply": rid, "ok": True, **(result or {})}
-        except asyncio.TimeoutError:
+        except TimeoutError:
             reply = {"reply": rid, "ok": False, "error": f"{op} did not finish within {timeout:.0f} s"}
         except InputError as exc:   # the user's to fix: the CLI prints it on one line and exits 2
             reply = {"reply": rid, "ok": False, "error": str(exc), "bad_input": True}
@@ -380,7 +380,7 @@ async def serve(engine: Any, home: Path, run_id: str) -> str:
 
 
 async def _main_async(args: argparse.Namespace) -> int:
-    from ..engine import Engine   # the live engine (imported here so tests can serve a fake one)
+    from ..engine import Engine  # the live engine (imported here so tests can serve a fake one)
 
     home = Path(args.home).resolve()
     if protocol.live_run_info(home, args.run) is not None:

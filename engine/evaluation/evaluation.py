@@ -13,18 +13,19 @@ import hashlib
 import json
 import secrets
 import shlex
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus
 
-from . import faults, symbol_policy, wall_clock
+from ..llm.keys import redact
 from ..timeline import timeline
+from ..workload import Workload
+from . import faults, symbol_policy, wall_clock
 from .faults import Fault
 from .harness_result import HarnessResult, ResultError, parse_result
-from ..llm.keys import redact
 from .stages import BENCHMARK, BUILD, CONFIRM, FROZEN, VERIFY
-from ..workload import Workload
 
 BINARY = "cuco_candidate"
 CANDIDATE_OBJECT = "cuco_candidate.o"   # the candidate's translation unit alone, for the symbol policy

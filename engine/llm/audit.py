@@ -35,7 +35,7 @@ def prompt_text(prompt: dict[str, Any]) -> str:
     return redact(json.dumps(prompt, indent=1, sort_keys=True, ensure_ascii=False))
 
 
-async def record_call(store: "Store", rec: CallRecord) -> int:
+async def record_call(store: Store, rec: CallRecord) -> int:
     """Write the blobs and the `llm_calls` row (with an `llm_call` event); returns the row id."""
     prompt_hash = store.blobs.put_text(prompt_text(rec.prompt))
     response_hash = store.blobs.put_text(redact(rec.response)) if rec.response is not None else None
@@ -52,7 +52,7 @@ async def record_call(store: "Store", rec: CallRecord) -> int:
     return call_id
 
 
-def replay(store: "Store", call_row: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def replay(store: Store, call_row: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The prompt (as sent) and the answer of a recorded call."""
     prompt = json.loads(store.blobs.get_text(call_row["prompt_hash"]))
     answer = store.blobs.get_text(call_row["response_hash"]) if call_row.get("response_hash") else None

@@ -91,26 +91,26 @@ class Bandit:
                            "credited": sorted(self.credited)}, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str, models: list[str]) -> "Bandit":
+    def from_json(cls, text: str, models: list[str]) -> Bandit:
         data: dict[str, Any] = json.loads(text)
         arms = {m: Arm(**a) for m, a in data.get("arms", {}).items()}
         bandit = cls(models=list(models), exploration=float(data.get("exploration", 1.0)), arms=arms,
                      credited=set(int(c) for c in data.get("credited", [])))
         return bandit
 
-    async def save(self, store: "Store", run_id: str) -> None:
+    async def save(self, store: Store, run_id: str) -> None:
         async with store.transaction() as tx:
             await tx.execute("INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
                              (run_id, STATE_KEY, self.to_json()))
 
     @classmethod
-    async def load(cls, store: "Store", run_id: str, models: list[str]) -> "Bandit":
+    async def load(cls, store: Store, run_id: str, models: list[str]) -> Bandit:
         row = await store.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key=?", (run_id, STATE_KEY))
         if row is None:
             return cls(models=list(models))
         return cls.from_json(row["value_json"], models)
 
-    async def sync(self, store: "Store", run_id: str) -> int:
+    async def sync(self, store: Store, run_id: str) -> int:
         """Credit finished children of LLM models not yet counted; returns how many were credited."""
         rows = await store.fetchall(
             "SELECT c.id, c.mutator, c.status, c.speedup, p.speedup AS parent_speedup FROM candidates c "

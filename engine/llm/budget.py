@@ -26,7 +26,7 @@ class Budget:
     def committed_usd(self) -> float:
         return self.spent_usd + sum(self.in_flight.values())
 
-    async def load(self, store: "Store | None", run_id: str | None) -> None:
+    async def load(self, store: Store | None, run_id: str | None) -> None:
         """Take the spent amount from the store (a resumed run counts what it already spent). Once per run."""
         if run_id == self.run_id and self.run_id is not None:
             return

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 KEY_VARS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CUCO_OPENAI_COMPAT_KEY", "CUCO_EMBEDDING_KEY")
 REDACTED = "[REDACTED]"

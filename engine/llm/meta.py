@@ -8,9 +8,9 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from .clients import ChatRequest
 from ..contract import Recommendations
 from ..timeline.timeline import prompt_summary
+from .clients import ChatRequest
 from .prompts import scrub, trim
 
 if TYPE_CHECKING:
@@ -28,14 +28,14 @@ SYSTEM = ("You review an evolutionary search that optimises a multi-GPU program.
           "what failed and why (avoid). Answer with a JSON list of strings and nothing else.")
 
 
-async def finished_count(store: "Store", run_id: str) -> int:
+async def finished_count(store: Store, run_id: str) -> int:
     row = await store.fetchone(
         f"SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN ({','.join('?' * len(FINAL))})",
         (run_id, *FINAL))
     return int(row["n"]) if row else 0
 
 
-async def load_recommendations(store: "Store", run_id: str) -> list[str]:
+async def load_recommendations(store: Store, run_id: str) -> list[str]:
     row = await store.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key=?", (run_id, STATE_KEY))
     if row is None:
         return []
@@ -46,7 +46,7 @@ async def load_recommendations(store: "Store", run_id: str) -> list[str]:
     return [str(x) for x in items] if isinstance(items, list) else []
 
 
-async def _last_at(store: "Store", run_id: str) -> int:
+async def _last_at(store: Store, run_id: str) -> int:
     row = await store.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key=?", (run_id, PROGRESS_KEY))
     try:
         return int(json.loads(row["value_json"]).get("at", 0)) if row else 0
@@ -72,7 +72,7 @@ def parse_items(answer: str) -> list[str]:
     return items[:MAX_ITEMS]
 
 
-async def summary_prompt(store: "Store", run_id: str, workload: "Workload", previous: list[str]) -> str:
+async def summary_prompt(store: Store, run_id: str, workload: Workload, previous: list[str]) -> str:
     best = await store.fetchall(
         "SELECT id, operator, descriptor_json, speedup FROM candidates WHERE run_id=? AND status='done' "
         "ORDER BY speedup DESC LIMIT 8", (run_id,))
@@ -110,7 +110,7 @@ async def summary_prompt(store: "Store", run_id: str, workload: "Workload", prev
     return scrub("\n\n".join(parts), workload)
 
 
-async def best_timeline(store: "Store", candidate_id: int, workload: "Workload") -> str:
+async def best_timeline(store: Store, candidate_id: int, workload: Workload) -> str:
     """The timeline figures of one candidate, public sizes only (hidden ones are not even named)."""
     rows = await store.fetchall("SELECT config, figures_json FROM timelines WHERE candidate_id=?", (candidate_id,))
     figs = {}
@@ -127,15 +127,15 @@ class MetaSummarizer:
         self.every = every
         self.max_tokens = max_tokens
 
-    async def due(self, store: "Store", run_id: str) -> int | None:
+    async def due(self, store: Store, run_id: str) -> int | None:
         """The finished count when a summary is due, else None."""
         if self.every <= 0:
             return None
         n = await finished_count(store, run_id)
         return n if n >= self.every and n - await _last_at(store, run_id) >= self.every else None
 
-    async def summarize(self, service: "LLMService", model: str, store: "Store", run_id: str,
-                        workload: "Workload", at: int) -> list[str]:
+    async def summarize(self, service: LLMService, model: str, store: Store, run_id: str,
+                        workload: Workload, at: int) -> list[str]:
         previous = await load_recommendations(store, run_id)
         prompt = await summary_prompt(store, run_id, workload, previous)
         out = await service.chat(model, ChatRequest(SYSTEM, [{"role": "user", "content": prompt}],

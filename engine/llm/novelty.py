@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 import re
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Protocol
+from typing import Protocol
 
 from .. import blocks
 
@@ -72,7 +73,7 @@ class EmbeddingNovelty:
     embed: Embedder
     threshold: float = 0.995
     cache_size: int = 512
-    _cache: "OrderedDict[str, list[float]]" = field(default_factory=OrderedDict)
+    _cache: OrderedDict[str, list[float]] = field(default_factory=OrderedDict)
 
     async def _vectors(self, texts: list[str]) -> list[list[float]]:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]

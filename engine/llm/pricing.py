@@ -69,7 +69,7 @@ class Pricing:
     _warned: set[str] = field(default_factory=set)
 
     @classmethod
-    def load(cls, home: Path | None = None) -> "Pricing":
+    def load(cls, home: Path | None = None) -> Pricing:
         table = _read(SHIPPED)
         sources = [str(SHIPPED)]
         user = Path(home) / USER_FILE if home is not None else None

@@ -51,11 +51,11 @@ Keep each block's name. Blocks you leave out stay as they are. Before the code, 
 sentences what you change and why it should be faster."""
 
 
-def hidden_names(workload: "Workload") -> list[str]:
+def hidden_names(workload: Workload) -> list[str]:
     return [c.name for c in workload.configs if not c.public]
 
 
-def scrub(text: str, workload: "Workload") -> str:
+def scrub(text: str, workload: Workload) -> str:
     """Remove hidden config names (whole words) from a text shown to a model."""
     for name in sorted(hidden_names(workload), key=len, reverse=True):
         text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", HIDDEN, text)
@@ -80,7 +80,7 @@ def trim(text: str, limit: int) -> str:
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
 
 
-def system_prompt(workload: "Workload", node_facts: str | None = None) -> str:
+def system_prompt(workload: Workload, node_facts: str | None = None) -> str:
     parts = [
         "You are an expert GPU performance engineer. You improve a multi-GPU program by co-designing its "
         "computation and its communication (device-initiated communication, overlap, fusion, chunking).",
@@ -124,7 +124,7 @@ def system_prompt(workload: "Workload", node_facts: str | None = None) -> str:
     return "\n\n".join(parts)
 
 
-def describe(c: "CandidateView", workload: "Workload", *, feedback: bool = True) -> str:
+def describe(c: CandidateView, workload: Workload, *, feedback: bool = True) -> str:
     hidden = set(hidden_names(workload))
     facts = [f"candidate {c.id}", f"generation {c.generation}", f"made by {c.operator}", f"status {c.status}"]
     if c.speedup is not None:
@@ -155,9 +155,9 @@ def _bodies(source: str) -> str:
     return "".join("".join(lines[b.start:b.end + 1]) for b in bs)
 
 
-def mutate_prompt(kind: str, parent: "CandidateView", workload: "Workload", *,
-                  second: "CandidateView | None" = None, inspirations: list["CandidateView"] = (),
-                  rejected: list["CandidateView"] = (), recommendations: list[str] = (),
+def mutate_prompt(kind: str, parent: CandidateView, workload: Workload, *,
+                  second: CandidateView | None = None, inspirations: list[CandidateView] = (),
+                  rejected: list[CandidateView] = (), recommendations: list[str] = (),
                   strategy: str | None = None) -> str:
     """The user message for one mutation: kind is diff | full | cross."""
     parts = ["# Parent program", describe(parent, workload), f"```\n{parent.source}```"]
@@ -198,7 +198,7 @@ def mutate_prompt(kind: str, parent: "CandidateView", workload: "Workload", *,
     return "\n\n".join(parts)   # sources are shown as they are; every other text was scrubbed
 
 
-def strategy_section(strategy: str, workload: "Workload") -> str:
+def strategy_section(strategy: str, workload: Workload) -> str:
     """The strategy a mutation follows (one of the run's population), scrubbed like any other text."""
     return ("# Strategy for this change\n" + scrub(redact(strategy), workload) +
             "\nFollow this strategy; if it cannot apply to this parent, say so and make the closest useful change.")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable, TypeVar
+from typing import TypeVar
 
 from .errors import LLMError
 
@@ -41,7 +42,7 @@ async def call_with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPo
     for number in range(1, max(1, policy.max_attempts) + 1):
         try:
             return await asyncio.wait_for(attempt(), timeout=policy.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             last = LLMError(f"no answer within {policy.timeout_s:g} s", kind="timeout", retryable=True)
         except LLMError as exc:
             last = exc

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from .audit import CallRecord, record_call
 from .budget import Budget
@@ -60,7 +61,7 @@ class LLMService:
     def estimate_usd(self, spec: ModelSpec, request: ChatRequest) -> float:
         return self.pricing.cost(spec, estimate_tokens(request.prompt_chars()), request.max_tokens)
 
-    async def chat(self, model: str, request: ChatRequest, *, store: "Store | None", run_id: str | None,
+    async def chat(self, model: str, request: ChatRequest, *, store: Store | None, run_id: str | None,
                    purpose: str, candidate_id: int | None = None) -> CallOutcome:
         spec = self.specs[model]
         await self.budget.load(store, run_id)
@@ -107,7 +108,7 @@ class LLMService:
                     pass
         self._clients.clear()
 
-    async def embed(self, model: str, texts: list[str], *, store: "Store | None",
+    async def embed(self, model: str, texts: list[str], *, store: Store | None,
                     run_id: str | None) -> list[list[float]]:
         """Embeddings from an OpenAI-compatible `/embeddings` endpoint, budgeted and audited like a chat."""
         spec = self.specs[model]

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .bandit import reward_of
 from .keys import redact
@@ -146,7 +147,7 @@ class Population:
                 s.reasons = (s.reasons + [reason])[-MAX_REASONS:]
         return True
 
-    async def sync(self, store: "Store", run_id: str, public_reason=lambda text: text) -> int:
+    async def sync(self, store: Store, run_id: str, public_reason=lambda text: text) -> int:
         """Credit the finished children of pending proposals; returns how many were credited."""
         if not self.pending:
             return 0
@@ -208,7 +209,7 @@ class Population:
                            "meta_at": self.meta_at}, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "Population":
+    def from_json(cls, text: str) -> Population:
         data: dict[str, Any] = json.loads(text)
         known = set(Strategy.__dataclass_fields__)
         return cls(strategies=[Strategy(**{k: v for k, v in s.items() if k in known}) for s in data.get("strategies", [])],
@@ -217,7 +218,7 @@ class Population:
                    credited={int(c) for c in data.get("credited", [])}, marks_seen=int(data.get("marks_seen", 0)),
                    meta_at=int(data.get("meta_at", 0)))
 
-    def inherited(self) -> "Population":
+    def inherited(self) -> Population:
         """The population a fork starts with: the same strategies and what they earned, nothing pending."""
         copy = Population.from_json(self.to_json())
         copy.pending, copy.credited, copy.marks_seen, copy.meta_at = {}, set(), 0, 0
@@ -255,7 +256,7 @@ def apply_mark(pop: Population, verdict: str, sid: str | None, text: str) -> Non
         pop.retire(s, f"retired by the operator{': ' + text if text else ''}")
 
 
-def seed_texts(workload: "Workload") -> list[str]:
+def seed_texts(workload: Workload) -> list[str]:
     """Starting strategies from the workload's design space (structural dimensions, known
     implementations, knobs) and its task."""
     space = workload.design_space
@@ -283,14 +284,14 @@ def seed_texts(workload: "Workload") -> list[str]:
     return out[:MAX_SEEDS]
 
 
-def seeded(workload: "Workload", texts: list[str] | None = None, exploration: float = 0.5) -> Population:
+def seeded(workload: Workload, texts: list[str] | None = None, exploration: float = 0.5) -> Population:
     pop = Population(exploration=exploration)
     for t in (texts or seed_texts(workload)):
         pop.add(t, "config" if texts else "seed")
     return pop
 
 
-async def load(store: "Store", run_id: str) -> Population | None:
+async def load(store: Store, run_id: str) -> Population | None:
     row = await store.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key=?", (run_id, STATE_KEY))
     if row is None:
         return None
@@ -300,12 +301,12 @@ async def load(store: "Store", run_id: str) -> Population | None:
         return None
 
 
-async def marks_after(store: "Store", run_id: str, after: int) -> list[dict[str, Any]]:
+async def marks_after(store: Store, run_id: str, after: int) -> list[dict[str, Any]]:
     return await store.fetchall("SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? AND id>? "
                                 "ORDER BY id", (run_id, after))
 
 
-async def save(tx: "Tx", run_id: str, pop: Population) -> None:
+async def save(tx: Tx, run_id: str, pop: Population) -> None:
     await tx.execute("INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
                      (run_id, STATE_KEY, pop.to_json()))
 

@@ -45,7 +45,7 @@ def _line(s: Strategy) -> str:
             f"failed {s.failures}, mean gain {gain}" + (" (pinned by the operator)" if s.pinned else ""))
 
 
-def rewrite_prompt(pop: Population, workload: "Workload", targets: list[tuple[Strategy, str]]) -> str:
+def rewrite_prompt(pop: Population, workload: Workload, targets: list[tuple[Strategy, str]]) -> str:
     parts = [f"Workload: {workload.name}. {workload.description}".strip()]
     current = pop.active()
     parts.append("Current strategies:\n" + "\n".join(_line(s) for s in current))
@@ -62,8 +62,8 @@ def rewrite_prompt(pop: Population, workload: "Workload", targets: list[tuple[St
     return scrub("\n\n".join(parts), workload)
 
 
-async def evolve(pop: Population, service: "LLMService", model: str, store: "Store", run_id: str,
-                 workload: "Workload", *, retire_after: int, rewrites: int, max_tokens: int = 1024) -> StepResult:
+async def evolve(pop: Population, service: LLMService, model: str, store: Store, run_id: str,
+                 workload: Workload, *, retire_after: int, rewrites: int, max_tokens: int = 1024) -> StepResult:
     """Retire failing strategies, then ask `model` for up to `rewrites` new ones, in the places of the
     failing ones first, then of the weakest. Changes `pop` in place; the caller saves it."""
     result = StepResult()

@@ -14,7 +14,6 @@ from .patch import unified_diff
 from .rewrites import RewriteError, rewrite_program
 from .rewrites.attach import DIMENSION, NONE, point_names, program_facts
 
-
 PROGRAM_KNOBS = ("comm_ctas",)
 
 

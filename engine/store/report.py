@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from ..contract import ConfigResult, config_results, configs_from_benchmark, timeline_figures
+from ..evaluation.efficiency import judge
 from ..evaluation.fault_report import fault_summary
 from ..llm import strategies as strat
-from ..evaluation.efficiency import judge
 from ..search.counting import COUNTS_SQL, NEEDS_REVIEW
 from .read_model.summary import run_summary
 from .schema import REFUSED

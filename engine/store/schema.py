@@ -7,7 +7,6 @@ attached TUIs replay with `hello{since}`.
 
 from __future__ import annotations
 
-
 # Candidate statuses. `pending` rows exist before evaluation so a crash never loses a proposal.
 PENDING, RUNNING, DONE, INCORRECT, FAILED = "pending", "running", "done", "incorrect", "failed"
 REFUSED = "refused"   # the symbol policy refused the candidate's object before anything of it ran

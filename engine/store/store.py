@@ -26,9 +26,10 @@ import json
 import logging
 import sqlite3
 import time
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any
 
 import aiosqlite
 
@@ -71,7 +72,7 @@ class Store:
         self._flush_at: asyncio.TimerHandle | None = None
         self._flusher: asyncio.Task | None = None
 
-    async def open(self) -> "Store":
+    async def open(self) -> Store:
         self.home.mkdir(parents=True, exist_ok=True)
         check_store_file(self.db_path)   # garbage, foreign or newer: a clear error, not a traceback
         self._db = await asyncio.wait_for(aiosqlite.connect(self.db_path, isolation_level=None),
@@ -130,7 +131,7 @@ class Store:
 
     # ----- batched writes -------------------------------------------------------------------------
 
-    def submit(self, batch: "Batch", lazy: bool = False) -> asyncio.Future:
+    def submit(self, batch: Batch, lazy: bool = False) -> asyncio.Future:
         """Queue a batch's writes; the future gives its events' seqs once they are committed (or the
         error that undid this batch alone). `lazy`: nobody waits on it, it may ride with a later trip."""
         assert self._db is not None, "store not open"
@@ -169,7 +170,7 @@ class Store:
             except Exception:
                 pass
 
-    def _settle(self, queued: list[tuple["Batch", asyncio.Future]], trip: asyncio.Future) -> None:
+    def _settle(self, queued: list[tuple[Batch, asyncio.Future]], trip: asyncio.Future) -> None:
         if trip.cancelled() or trip.exception() is not None:
             exc = RuntimeError("the write was cancelled") if trip.cancelled() else trip.exception()
             for _, done in queued:
@@ -204,7 +205,7 @@ class Store:
                                          f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{v}');COMMIT;")
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator["Tx"]:
+    async def transaction(self) -> AsyncIterator[Tx]:
         """Writes that need no answer are buffered and sent with COMMIT in one trip; a read or an
         insert whose id is needed sends what is buffered first."""
         assert self._db is not None, "store not open"

@@ -49,9 +49,9 @@ def stats(samples: list[float]) -> str:
 
 
 def bench_queries(home: Path, deep: int, repeats: int) -> None:
-    from engine.store.read_model import lineage as lineage_data
     from cuco_tui.data import StoreView
     from cuco_tui.lineage_view import lineage_text
+    from engine.store.read_model import lineage as lineage_data
     view = StoreView(home)
     try:
         samples, size = [], 0

@@ -11,8 +11,18 @@ from pathlib import Path
 import pytest
 
 from engine import contract
-from engine.contract import (EVENTS, KINDS, Best, BestRef, CandidateAdded, Log, Result, UndeclaredEvent,
-                             config_results, decode)
+from engine.contract import (
+    EVENTS,
+    KINDS,
+    Best,
+    BestRef,
+    CandidateAdded,
+    Log,
+    Result,
+    UndeclaredEvent,
+    config_results,
+    decode,
+)
 from engine.store.store import Batch, ReadStore, Store
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ from rich.console import Console
 
 from cuco_tui.app import CucoApp
 from cuco_tui.headless import print_report
+from cuco_tui.widgets import CandidatesTable, IslandsTable, RunHeader
 from engine.store.read_model.insight import config_winners
 from engine.store.read_model.lineage import best_id
-from cuco_tui.widgets import CandidatesTable, IslandsTable, RunHeader
 from engine.store.report import build_report
 from engine.store.store import DB_NAME, ReadStore
 from tests.tui.waiting import until

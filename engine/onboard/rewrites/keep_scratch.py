@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..source import _parser, walk
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import ScheduleFacts, _calls_in, _text
 
 NAME = "keep_scratch"
@@ -109,7 +109,7 @@ class KeepScratch:
         edits = []
         for x in p:
             v, keep, have = x["var"], f"cuco_keep_{x['var']}", f"cuco_keep_{x['var']}_bytes"
-            w = (lambda call: f"{x['wrap']}({call});") if x["wrap"] else (lambda call: f"{call};")
+            w = (lambda call, wrap=x["wrap"]: f"{wrap}({call});") if x["wrap"] else (lambda call: f"{call};")
             data = facts.texts[x["path"]]
             start, end = x["malloc"]
             line_start = data.rfind(b"\n", 0, start) + 1

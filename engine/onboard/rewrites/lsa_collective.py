@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from ..api import NCCL_DTYPE_BYTES
-from .base import Edit, Offer, Refusal, Rewritten, RewriteError
+from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import Call, ScheduleFacts
 
 NAME = "lsa_collective"

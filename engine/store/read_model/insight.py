@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...contract import config_results
-from ...search.counting import COUNTS_SQL
 from ...llm import strategies as strat
-from ...llm.bandit import STATE_KEY as BANDIT_KEY, Bandit
+from ...llm.bandit import STATE_KEY as BANDIT_KEY
+from ...llm.bandit import Bandit
+from ...search.counting import COUNTS_SQL
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 

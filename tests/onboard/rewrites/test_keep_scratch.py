@@ -5,7 +5,6 @@ statements of the helper's own block; refused with the reason where not; init se
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -42,13 +42,13 @@ def gemm_variant(tmp_path, old: str, new: str) -> Path:
 
 def test_offered_for_an_in_place_all_gather_and_the_moe_seeds_two_all_to_alls():
     v = verdict(GEMM)
-    assert isinstance(v, Offer) and v.what == "ncclAllGather at %s:72 as LSA stores into C" % GEMM
+    assert isinstance(v, Offer) and v.what == f"ncclAllGather at {GEMM}:72 as LSA stores into C"
     moe = CORPUS / "cuco_moe_seed" / "ds_v3_moe.cu"
     if not moe.is_file():
         pytest.skip(f"the corpus is not at {CORPUS}")
     v = verdict(moe)
-    assert isinstance(v, Offer) and v.what.endswith("ds_v3_moe.cu:246, ncclAlltoAll at %s:289 as LSA stores into "
-                                                    "d_quant_recv, d_final_output" % moe)
+    assert isinstance(v, Offer) and v.what.endswith(f"ds_v3_moe.cu:246, ncclAlltoAll at {moe}:289 as LSA stores into "
+                                                    "d_quant_recv, d_final_output")
 
 
 @pytest.mark.parametrize("old, new, reason", [
@@ -95,7 +95,7 @@ def test_the_rewritten_program_keeps_its_checks_and_makes_the_receive_buffer_a_w
     assert text.index("ncclDevCommCreate") < text.index("CHECK_CUDA(cudaEventRecord(start") < text.index("cuco_lsa_push<<<")
     assert text.index("CHECK_CUDA(cudaEventSynchronize(stop));") < text.index("ncclCommWindowDeregister")
     assert "#include <nccl_device.h>" in text
-    assert notes[0].startswith("lsa_collective: ncclAllGather (%s:72) into C made device-initiated: a kernel of 32 CTAs" % GEMM)
+    assert notes[0].startswith(f"lsa_collective: ncclAllGather ({GEMM}:72) into C made device-initiated: a kernel of 32 CTAs")
 
 
 @compiles_with_nccl("the rewritten program is compiled where it is")

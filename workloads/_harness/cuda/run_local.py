@@ -87,7 +87,7 @@ def build(wdir: Path, spec: dict, source: Path, build_root: Path, timeout: float
         except BuildError as e:
             (job / "build.log").write_text(str(e))
             sys.stderr.write(f"build failed in {job}:\n{e}\n")
-            raise SystemExit(2)
+            raise SystemExit(2) from None
     else:
         names = [cand_name] + [p.name for p in sources]
     try:
@@ -96,7 +96,7 @@ def build(wdir: Path, spec: dict, source: Path, build_root: Path, timeout: float
     except BuildError as e:
         (job / "build.log").write_text(log + str(e))
         sys.stderr.write(f"build failed in {job}:\n{e}\n")
-        raise SystemExit(2)
+        raise SystemExit(2) from None
     (job / "build.log").write_text(log)
     os.replace(job / "bench.tmp", binary)
     print(f"built {source} -> {binary} in {time.time() - t0:.0f} s", file=sys.stderr)
