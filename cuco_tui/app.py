@@ -86,21 +86,22 @@ from .toasts import Toast, ToastWatcher
 from .widgets import CandidatesTable, DetailTabs, IslandsTable, KeyFooter, RunHeader, ScorePlot
 
 LOG_LINES = 2000
-REFRESH_S = 1.0          # header/islands/plot recomputed from the store at most this often ...
+REFRESH_S = 1.0  # header/islands/plot recomputed from the store at most this often ...
 REFRESH_COST_FACTOR = 4  # ... and at most every 4x what the last refresh cost (a big store under load)
 DETAIL_DEBOUNCE_S = 0.12  # the user moved the cursor: show its detail as soon as the keys pause
-DETAIL_FOLLOW_S = 1.0     # the stream moved it (or changed the selected one): at most once a second
-EVENT_BATCH_S = 0.2      # events applied at most 5 times a second: each batch re-renders the visible table
+DETAIL_FOLLOW_S = 1.0  # the stream moved it (or changed the selected one): at most once a second
+EVENT_BATCH_S = 0.2  # events applied at most 5 times a second: each batch re-renders the visible table
 TERMINAL_STATES = ("stopped", "finished", "failed")
-SIGNAL_GRACE_S = 3.0   # after SIGTERM, the app has this long to end by itself
+SIGNAL_GRACE_S = 3.0  # after SIGTERM, the app has this long to end by itself
 ENGINE_ACTIONS = ("toggle_pause", "hard_pause", "accept", "reject", "fork", "stop_run")
 MAIN_SCREEN_ACTIONS = ("filter", "edit", "jump_to_best", "focus_pane", "detail_tab", "show_plot")
-COMPACT_BELOW = 120      # columns: below this the detail pane takes half the width, with short tab titles
-NODES_POLL_S = 5.0       # live: the engine's node states asked for this often (a node lost or quarantined)
+COMPACT_BELOW = 120  # columns: below this the detail pane takes half the width, with short tab titles
+NODES_POLL_S = 5.0  # live: the engine's node states asked for this often (a node lost or quarantined)
 
 
 def _ui_guard(handler: Any) -> Any:
     """Drop a message that arrives while the app shuts down (its widgets are gone)."""
+
     @functools.wraps(handler)
     def wrapper(self: Any, message: Any) -> None:
         try:
@@ -108,6 +109,7 @@ def _ui_guard(handler: Any) -> Any:
         except NoMatches:
             if self.is_running and self.screen_stack:
                 raise
+
     return wrapper
 
 
@@ -139,8 +141,9 @@ def event_line(envelope: Envelope) -> str | None:
     elif isinstance(e, StrategyMark):
         text = f"strategy {e.strategy or ''} {e.verdict}".replace("  ", " ") + (f": {e.text}" if e.text else "")
     elif isinstance(e, Strategies):
-        changes = [f"{what} {', '.join(getattr(e, what))}" for what in ("retired", "rewritten", "added")
-                   if getattr(e, what)]
+        changes = [
+            f"{what} {', '.join(getattr(e, what))}" for what in ("retired", "rewritten", "added") if getattr(e, what)
+        ]
         text = "strategies: " + "; ".join(changes)
     elif isinstance(e, Recommendations):
         items = [str(i) for i in e.items or []]
@@ -163,8 +166,14 @@ class CucoApp(App):
     COMMANDS = App.COMMANDS | {CandidatesProvider, RunsProvider, NodesProvider, ThemesProvider}
     BINDINGS = bindings_for("main")
 
-    def __init__(self, home: Path, run_id: str, socket_path: str | None = None,
-                 settings: TuiSettings | None = None, since: int | None = None):
+    def __init__(
+        self,
+        home: Path,
+        run_id: str,
+        socket_path: str | None = None,
+        settings: TuiSettings | None = None,
+        since: int | None = None,
+    ):
         super().__init__()
         self.home = Path(home)
         self.run_id = run_id
@@ -175,7 +184,7 @@ class CucoApp(App):
         self.client: EngineClient | None = None
         self.summary = RunSummary(run=run_id, workload="", state="")
         self.filter_text = ""
-        self.sort: tuple[str, bool] | None = None     # the candidates table's order; None: proposal order
+        self.sort: tuple[str, bool] | None = None  # the candidates table's order; None: proposal order
         self.selected_id: int | None = None
         self.detail: Any = None
         self._since = since
@@ -187,15 +196,15 @@ class CucoApp(App):
         self._candidates_next = 0.0
         self._detail_timer = None
         self._pending_detail: int | None = None
-        self._keys_state: tuple[bool, Any] = (False, None)   # (live, state) the footer was drawn for
-        self._parents: dict[int, int] = {}          # child -> parent, of the candidates announced while attached
-        self._forking = 0                           # forks asked for by this TUI and not answered yet ...
-        self._own_forks: set[str] = set()           # ... and those answered: their event gets no second toast
+        self._keys_state: tuple[bool, Any] = (False, None)  # (live, state) the footer was drawn for
+        self._parents: dict[int, int] = {}  # child -> parent, of the candidates announced while attached
+        self._forking = 0  # forks asked for by this TUI and not answered yet ...
+        self._own_forks: set[str] = set()  # ... and those answered: their event gets no second toast
         self.events_applied = 0
         self.detached = False
-        self.ended: tuple[str, str] | None = None   # (state, reason) once the engine said the run ended
+        self.ended: tuple[str, str] | None = None  # (state, reason) once the engine said the run ended
         self.toasts = ToastWatcher()
-        self._best_wanted: int | None = None      # `b` reloads the table to find the best: select it then
+        self._best_wanted: int | None = None  # `b` reloads the table to find the best: select it then
         self._status_next = 0.0
         for theme in THEMES:
             self.register_theme(theme)
@@ -215,8 +224,11 @@ class CucoApp(App):
         with Horizontal(id="body"):
             with Vertical(id="left"):
                 yield IslandsTable(id="islands")
-                yield Input(placeholder="filter: status=done island=1 speedup>1.2 op~llm mark=accept  "
-                                        "(Enter applies, empty clears)", id="filter")
+                yield Input(
+                    placeholder="filter: status=done island=1 speedup>1.2 op~llm mark=accept  "
+                    "(Enter applies, empty clears)",
+                    id="filter",
+                )
                 yield CandidatesTable(id="candidates")
             with Vertical(id="right"):
                 yield DetailTabs(id="detail")
@@ -229,7 +241,7 @@ class CucoApp(App):
     def on_resize(self, event: Any) -> None:
         for footer in self.screen_stack[:1] and self._main.query("#footer"):
             footer.show_command_palette = event.size.width >= 100
-        if self.screen_stack:                     # narrow: the detail gets half the width and short tab titles
+        if self.screen_stack:  # narrow: the detail gets half the width and short tab titles
             compact = event.size.width < COMPACT_BELOW
             self._main.set_class(compact, "compact")
             for tabs in self._main.query(DetailTabs):
@@ -246,12 +258,13 @@ class CucoApp(App):
         for problem in self.settings.problems:
             self.notify(problem, severity="warning")
         self._main.query_one(CandidatesTable).focus()
-        self._set_banner(None if self.socket_path else
-                         f"read-only: no live engine (restart: cuco resume {self.run_id})")
+        self._set_banner(
+            None if self.socket_path else f"read-only: no live engine (restart: cuco resume {self.run_id})"
+        )
         self._initial_load()
         self.set_interval(REFRESH_S / 4, self._tick)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGHUP):   # asked to end (or the terminal went): end, surely
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # asked to end (or the terminal went): end, surely
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self._end_on_signal, sig)
 
@@ -279,7 +292,7 @@ class CucoApp(App):
         lines = [line for line in map(event_line, recent) if line]
         advice = self.view.recommendations(self.run_id)
         if advice and not any(isinstance(e.event, Recommendations) for e in recent):
-            lines.insert(0, "advice: " + " | ".join(advice))   # the meta-summarizer's current set
+            lines.insert(0, "advice: " + " | ".join(advice))  # the meta-summarizer's current set
         if lines:
             self.call_from_thread(self._main.query_one("#engine-log", Log).write_lines, lines)
         if self.socket_path:
@@ -350,11 +363,11 @@ class CucoApp(App):
         self._summary_next = self._next_refresh(message.elapsed_s)
         summary = message.summary
         if self.live and self.summary.state:
-            summary = replace(summary, state=self.summary.state)   # the engine's word is newer than the row
+            summary = replace(summary, state=self.summary.state)  # the engine's word is newer than the row
         if self.ended is not None:
-            summary = replace(summary, state=self.ended[0])        # its last word, whatever a slow read saw
+            summary = replace(summary, state=self.ended[0])  # its last word, whatever a slow read saw
         if self.live and not summary.nodes:
-            summary = replace(summary, nodes=self.summary.nodes)   # the engine's (status), not the table's
+            summary = replace(summary, nodes=self.summary.nodes)  # the engine's (status), not the table's
         self.summary = summary
         header = self._main.query_one(RunHeader)
         header.live = self.live
@@ -382,7 +395,7 @@ class CucoApp(App):
         self._candidates_busy = False
         self._candidates_next = self._next_refresh(message.elapsed_s)
         if message.filter_text != self.filter_text or message.sort != self.sort:
-            return                                    # a newer filter or order is on its way
+            return  # a newer filter or order is on its way
         self._main.query_one(CandidatesTable).load(message.rows, message.filter_text, message.sort)
         if self._best_wanted is not None:
             self._select_best(self._best_wanted)
@@ -407,8 +420,7 @@ class CucoApp(App):
             if throttle:
                 return
             self._detail_timer.stop()
-        self._detail_timer = self.set_timer(DETAIL_FOLLOW_S if throttle else DETAIL_DEBOUNCE_S,
-                                            self._fire_detail)
+        self._detail_timer = self.set_timer(DETAIL_FOLLOW_S if throttle else DETAIL_DEBOUNCE_S, self._fire_detail)
 
     def _fire_detail(self) -> None:
         self._detail_timer = None
@@ -425,7 +437,7 @@ class CucoApp(App):
                 self._schedule_detail(self.selected_id)
             return
         self.detail = message.detail
-        for tabs in self._main.query(DetailTabs):      # absent while the app shuts down
+        for tabs in self._main.query(DetailTabs):  # absent while the app shuts down
             tabs.show(message.detail)
 
     @_ui_guard
@@ -473,8 +485,11 @@ class CucoApp(App):
     def _connected(self, message: EngineConnected) -> None:
         self.live = True
         status = message.hello.get("status") or {}
-        self.summary = replace(self.summary, state=status.get("state") or self.summary.state,
-                               nodes=tuple(status.get("nodes") or self.summary.nodes))
+        self.summary = replace(
+            self.summary,
+            state=status.get("state") or self.summary.state,
+            nodes=tuple(status.get("nodes") or self.summary.nodes),
+        )
         self._toast(self.toasts.nodes(self.summary.nodes))
         header = self._main.query_one(RunHeader)
         header.live = True
@@ -492,8 +507,11 @@ class CucoApp(App):
         header = self._main.query_one(RunHeader)
         header.live = False
         header.summary = self.summary
-        self._set_banner(f"the run {message.state}" + (f": {message.reason}" if message.reason else "")
-                         + "; its engine has ended (the store is open read-only)")
+        self._set_banner(
+            f"the run {message.state}"
+            + (f": {message.reason}" if message.reason else "")
+            + "; its engine has ended (the store is open read-only)"
+        )
         self._dirty = True
 
     @_ui_guard
@@ -505,8 +523,9 @@ class CucoApp(App):
         if state in TERMINAL_STATES:
             self._set_banner(f"the run is {state}; the store is open read-only")
         else:
-            self._set_banner(f"read-only: the engine went away ({message.reason}); "
-                             f"restart it with: cuco resume {self.run_id}")
+            self._set_banner(
+                f"read-only: the engine went away ({message.reason}); restart it with: cuco resume {self.run_id}"
+            )
         self._dirty = True
 
     @_ui_guard
@@ -525,7 +544,7 @@ class CucoApp(App):
                         self._parents[int(e.id)] = int(e.parent)
                     # a new child of the selected one: its Lineage tab lists it
                     selected_touched |= e.parent is not None and e.parent == self.selected_id
-                    if self.filter_text or self.sort:   # where a new row goes is the query's to say
+                    if self.filter_text or self.sort:  # where a new row goes is the query's to say
                         self._filter_dirty = True
                         table.upsert(e.data(), add=False)
                     else:
@@ -536,19 +555,20 @@ class CucoApp(App):
                     self._dirty = True
                     # the selected one, or a child of it (its Lineage tab shows the child's speedup)
                     selected_touched |= self.selected_id is not None and (
-                        e.id == self.selected_id or self._parents.get(e.id) == self.selected_id)
+                        e.id == self.selected_id or self._parents.get(e.id) == self.selected_id
+                    )
                 elif isinstance(e, Mark):
                     table.upsert({"id": e.id, "mark": e.verdict, "mark_text": e.text}, add=False)
                     if e.id is not None and table.cell_text(e.id, "verdict") == "review":
                         # a person decided: the review is closed (engine/daemon/control.py), the verdict says so
                         table.upsert({"id": e.id, "status": "done", "review": f"{e.verdict}ed"}, add=False)
                     selected_touched |= e.id == self.selected_id
-                    self._dirty = True          # a rejected best is the best no more: the header reads it again
+                    self._dirty = True  # a rejected best is the best no more: the header reads it again
                 elif isinstance(e, RunState):
                     self.summary = replace(self.summary, state=e.state or self.summary.state)
                     self._dirty = True
                 elif isinstance(e, (Best, LlmCall, Migration, ArchiveCell)):
-                    if isinstance(e, Best) and e.id is not None:   # `b` goes to it before the next reload
+                    if isinstance(e, Best) and e.id is not None:  # `b` goes to it before the next reload
                         self.summary = replace(self.summary, best=e.ref)
                     self._dirty = True
                 elif isinstance(e, Fork) and not self._forking and e.new_run not in self._own_forks:
@@ -576,8 +596,7 @@ class CucoApp(App):
         if self.ended is not None:
             self.notify(f"{what}: the run {self.ended[0]}; its engine has ended", severity="warning")
             return False
-        self.notify(f"{what}: no live engine (read-only). From a shell: cuco resume {self.run_id}",
-                    severity="warning")
+        self.notify(f"{what}: no live engine (read-only). From a shell: cuco resume {self.run_id}", severity="warning")
         return False
 
     @work(group="command", exit_on_error=False)
@@ -597,7 +616,7 @@ class CucoApp(App):
     @on(CommandDone)
     def _command_done(self, message: CommandDone) -> None:
         if not message.ok:
-            if message.op != "status":          # a poll: a lost engine is told by the link (EngineLost)
+            if message.op != "status":  # a poll: a lost engine is told by the link (EngineLost)
                 self.notify(f"{message.op} failed: {message.text}", severity="error", timeout=8)
             return
         status = message.reply.get("status") or {}
@@ -611,7 +630,7 @@ class CucoApp(App):
             self._forking = max(0, self._forking - 1)
             self._own_forks.add(new_run)
             if message.reply.get("_start"):
-                self._start_fork(new_run)     # one toast, once it runs (or why it did not start)
+                self._start_fork(new_run)  # one toast, once it runs (or why it did not start)
             else:
                 self.notify(f"forked {new_run}, paused (start it: cuco resume {new_run})")
         elif message.op != "status":
@@ -644,6 +663,7 @@ class CucoApp(App):
         def done(note: str | None) -> None:
             if note is not None:
                 self.send_command("accept", candidate=cid, note=note)
+
         self.push_screen(NoteModal(cid), done)
 
     def action_reject(self) -> None:
@@ -654,6 +674,7 @@ class CucoApp(App):
         def done(reason: str | None) -> None:
             if reason:
                 self.send_command("reject", candidate=cid, reason=reason)
+
         self.push_screen(ReasonModal(cid), done)
 
     def action_fork(self) -> None:
@@ -664,6 +685,7 @@ class CucoApp(App):
         def done(request: ForkRequest | None) -> None:
             if request is not None:
                 self._fork(request)
+
         self.push_screen(ForkModal(cid, self.live), done)
 
     @work(group="command", exit_on_error=False)
@@ -674,8 +696,9 @@ class CucoApp(App):
             return
         self._forking += 1
         try:
-            reply = await client.request("fork", from_candidate=request.from_candidate, name=request.name,
-                                         overrides=request.overrides)
+            reply = await client.request(
+                "fork", from_candidate=request.from_candidate, name=request.name, overrides=request.overrides
+            )
         except (EngineError, EngineGone) as exc:
             self._forking = max(0, self._forking - 1)
             self.post_message(CommandDone("fork", False, str(exc)))
@@ -688,6 +711,7 @@ class CucoApp(App):
         import asyncio
 
         from .launch import spawn_daemon, wait_for_daemon
+
         proc = spawn_daemon(self.home, new_run)
         info = wait_for_daemon(self.home, new_run, proc)
         asyncio.run(one_request(info.socket, "resume"))
@@ -782,14 +806,13 @@ class CucoApp(App):
     def action_toggle_theme(self) -> None:
         self.theme = DEFAULT_LIGHT if self.current_theme.dark else DEFAULT_DARK
         if self.selected_id is not None:
-            self._schedule_detail(self.selected_id)   # re-highlight for the new background
+            self._schedule_detail(self.selected_id)  # re-highlight for the new background
 
     def action_focus_pane(self, pane: str) -> None:
-        if pane == "detail":                      # its tab bar: left/right switch tabs, tab goes into the tab
+        if pane == "detail":  # its tab bar: left/right switch tabs, tab goes into the tab
             self._main.query_one(DetailTabs).focus_tabs()
             return
-        target = {"islands": "#islands", "candidates": "#candidates", "detail": "#detail",
-                  "log": "#engine-log"}[pane]
+        target = {"islands": "#islands", "candidates": "#candidates", "detail": "#detail", "log": "#engine-log"}[pane]
         self._main.query_one(target).focus()
 
     def action_detail_tab(self, step: int) -> None:
@@ -813,8 +836,8 @@ class CucoApp(App):
         def done(yes: bool | None) -> None:
             if yes:
                 self._stop_and_exit()
-        self.push_screen(ConfirmModal(f"Stop run {self.run_id}? Jobs in flight are cancelled.", yes="Stop run"),
-                         done)
+
+        self.push_screen(ConfirmModal(f"Stop run {self.run_id}? Jobs in flight are cancelled.", yes="Stop run"), done)
 
     @work(group="command", exit_on_error=False)
     async def _stop_and_exit(self) -> None:
@@ -835,7 +858,7 @@ class CucoApp(App):
         if action in ENGINE_ACTIONS:
             return self.live and self.summary.state not in TERMINAL_STATES
         if action in MAIN_SCREEN_ACTIONS and self.screen_stack and self.screen is not self.screen_stack[0]:
-            return False     # they act on the main screen's table or detail, hidden under this one
+            return False  # they act on the main screen's table or detail, hidden under this one
         return True
 
     def binding_label(self, binding: Binding) -> str:

@@ -15,24 +15,40 @@ from remote.errors import InputError
 from remote.jobs import NoUsableNode
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-EXIT_INTERRUPTED = 130   # Ctrl-C, as shells report it (128 + SIGINT)
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it (128 + SIGINT)
 
 
 def home_from(args: argparse.Namespace) -> Path:
     from cuco_tui.launch import resolve_home  # one rule for every verb: --home, $CUCO_HOME, ./.cuco
+
     return resolve_home(getattr(args, "home", None))
 
 
 def _add_run_settings(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE",
-                   help="a run config file (YAML: any setting of `cuco fork --set`, e.g. meta_every: 5); "
-                        "flags given here win over it")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="any run setting, e.g. --set meta_every=5 (repeatable; wins over --config)")
-    p.add_argument("--cluster", metavar="FILE",
-                   help="cluster.yaml: run jobs on GPU nodes over SSH or through Slurm (docs/cluster.md)")
-    p.add_argument("--llm", action="append", default=[], metavar="MODEL",
-                   help="an LLM mutator, e.g. anthropic:claude-sonnet-4-6 (repeatable)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a run config file (YAML: any setting of `cuco fork --set`, e.g. meta_every: 5); "
+        "flags given here win over it",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any run setting, e.g. --set meta_every=5 (repeatable; wins over --config)",
+    )
+    p.add_argument(
+        "--cluster",
+        metavar="FILE",
+        help="cluster.yaml: run jobs on GPU nodes over SSH or through Slurm (docs/cluster.md)",
+    )
+    p.add_argument(
+        "--llm",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="an LLM mutator, e.g. anthropic:claude-sonnet-4-6 (repeatable)",
+    )
     p.add_argument("--budget-usd", type=float, help="stop proposing once this much LLM cost is committed")
     p.add_argument("--max-evals", type=int, help="stop after N evaluated candidates (default 40)")
     p.add_argument("--max-minutes", type=float, help="stop after M minutes")
@@ -44,14 +60,24 @@ def _add_run_settings(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", type=int, help="ranks (GPUs) per job, e.g. 4 (default: the workload's)")
 
 
-_FLAG_SETTINGS = ("max_evals", "max_minutes", "target_speedup", "patience", "islands", "concurrency", "seed",
-                  "budget_usd", "ranks")
+_FLAG_SETTINGS = (
+    "max_evals",
+    "max_minutes",
+    "target_speedup",
+    "patience",
+    "islands",
+    "concurrency",
+    "seed",
+    "budget_usd",
+    "ranks",
+)
 
 
 def config_from_args(args: argparse.Namespace):
     """Defaults, then the --config file, then --set, then the flags: the most specific wins."""
     from cuco_tui.cli_control import parse_sets
     from engine.config import RunConfig, load_config_file
+
     config = RunConfig()
     if getattr(args, "config", None):
         path = Path(args.config).expanduser()
@@ -75,9 +101,11 @@ def config_from_args(args: argparse.Namespace):
 
 # ----- run --------------------------------------------------------------------------------------
 
+
 def cmd_run(args: argparse.Namespace) -> int:
     from engine.store.runids import new_run_id
     from engine.workload import load_workload
+
     workload = load_workload(args.workload)
     config = config_from_args(args)
     home = home_from(args)
@@ -85,6 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.headless:
         return asyncio.run(_run_headless(home, run_id, workload=workload, config=config))
     from cuco_tui import cli_control
+
     return cli_control.run_detached(home, run_id, workload.root, config, config.cluster, attach=True)
 
 
@@ -93,11 +122,12 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
     from engine.engine import Engine
 
     from .headless import HeadlessDisplay
+
     if resume:
         engine = await Engine.load(home, run_id)
     else:
         engine = await Engine.create(home, workload, config, run_id=run_id)
-    engine.exit_when_paused = True   # nobody is attached to resume it: a run that pauses itself ends, paused
+    engine.exit_when_paused = True  # nobody is attached to resume it: a run that pauses itself ends, paused
     display = HeadlessDisplay(engine)
     # The engine's socket is served here too, so `cuco stop|pause|accept` and `cuco attach` from another
     # terminal reach this engine instead of writing to the store beside it (two writers).
@@ -114,6 +144,7 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
     def stop(sig: int) -> None:
         interrupted.append(sig)
         asyncio.ensure_future(engine.stop())
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop, sig)
     state = None
@@ -127,9 +158,9 @@ async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, 
         await server.close(state, engine.stop_reason or "")
         await engine.close()
     display.print_summary(home, run_id)
-    if interrupted:   # stopped by Ctrl-C (or a TERM): not a success, as a shell reads it (128 + the signal)
+    if interrupted:  # stopped by Ctrl-C (or a TERM): not a success, as a shell reads it (128 + the signal)
         return 128 + interrupted[0]
-    if state == "paused":   # it paused itself (a full disk, no node left): the reason says what to do
+    if state == "paused":  # it paused itself (a full disk, no node left): the reason says what to do
         print(f"cuco: {run_id} {engine.stop_reason}", file=sys.stderr)
     return EXIT_FAILED if state in ("failed", "paused") else EXIT_OK
 
@@ -139,13 +170,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
     home = home_from(args)
     run_id = _resolve_run(home, args.run)
     if args.headless and args.attach:
-        raise InputError("--attach", "--headless", "choose one: --headless restarts in the foreground, "
-                         "--attach restarts it detached and opens the TUI")
+        raise InputError(
+            "--attach",
+            "--headless",
+            "choose one: --headless restarts in the foreground, --attach restarts it detached and opens the TUI",
+        )
     if args.headless:
         if _engine_alive(home, run_id):
             raise InputError("RUN", run_id, "its engine is alive; `cuco resume` without --headless un-pauses it")
         return asyncio.run(_run_headless(home, run_id, resume=True))
     from cuco_tui import cli_control
+
     return cli_control.cmd_resume(args)
 
 
@@ -160,6 +195,7 @@ def _engine_alive(home: Path, run_id: str) -> bool:
 def _resolve_run(home: Path, run: str | None) -> str:
     """The one rule (cuco_tui.launch.resolve_run): the named run, else the only live one, else the newest."""
     from cuco_tui.launch import RunNotFound, resolve_run
+
     try:
         return resolve_run(home, run)
     except RunNotFound as exc:
@@ -168,6 +204,7 @@ def _resolve_run(home: Path, run: str | None) -> str:
 
 # ----- ls / report / export / validate -------------------------------------------------------------
 
+
 def cmd_ls(args: argparse.Namespace) -> int:
     from rich import box
     from rich.console import Console
@@ -175,6 +212,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     from engine.store.report import build_report
     from engine.store.store import DB_NAME, ReadStore
+
     home = home_from(args)
     if not (home / DB_NAME).exists():
         print(f"no runs in {home}")
@@ -189,9 +227,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return EXIT_OK
     # Fits 80 columns (a pipe): a fork names its parent on a second line of its run cell, long names fold,
     # the short numbers never shrink.
-    table = Table(title=f"runs in {home}", box=box.SIMPLE_HEAD, pad_edge=False,
-                  caption="best: the best candidate (not rejected, not held for review); speedup: its geometric "
-                          "mean of per-config A B ratios; evals: candidates evaluated, ok: those correct")
+    table = Table(
+        title=f"runs in {home}",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption="best: the best candidate (not rejected, not held for review); speedup: its geometric "
+        "mean of per-config A B ratios; evals: candidates evaluated, ok: those correct",
+    )
     table.add_column("run", overflow="fold", ratio=3)
     table.add_column("workload", overflow="fold", ratio=1, min_width=8)
     for col in ("state", "evals", "ok", "best", "speedup", "LLM $"):
@@ -199,9 +241,16 @@ def cmd_ls(args: argparse.Namespace) -> int:
     for r in reports:
         best = r["best"] or {}
         run = r["run"] + (f"\n↳ fork of {r['parent_run']}" if r["parent_run"] else "")
-        table.add_row(run, r["workload"], r["state"], str(r["evaluated"]), str(r["correct"]),
-                      str(best.get("candidate", "")), f"{best['speedup']:.3f}x" if best.get("speedup") else "",
-                      f"${r['llm_cost_usd']:.2f}")
+        table.add_row(
+            run,
+            r["workload"],
+            r["state"],
+            str(r["evaluated"]),
+            str(r["correct"]),
+            str(best.get("candidate", "")),
+            f"{best['speedup']:.3f}x" if best.get("speedup") else "",
+            f"${r['llm_cost_usd']:.2f}",
+        )
     Console().print(table)
     return EXIT_OK
 
@@ -209,9 +258,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     if args.timeline:
         from .cli_timeline import report_timeline
+
         return report_timeline(args)
     from engine.store.report import build_report
     from engine.store.store import ReadStore
+
     home = home_from(args)
     run_id = _resolve_run(home, args.run)
     store = ReadStore(home)
@@ -223,6 +274,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, default=str))
     else:
         from .headless import print_report
+
         print_report(report, home)
     return EXIT_FAILED if report["state"] == "failed" else EXIT_OK
 
@@ -230,14 +282,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     if getattr(args, "patch", False):
         from .cli_rewrite import export_patch
+
         return export_patch(args)
     if args.trace is not None:
         from .cli_timeline import export_trace
+
         return export_trace(args)
     if getattr(args, "html", False):
         raise InputError("--html", "", "goes with --trace CANDIDATE (a timeline as a page); a source has no HTML form")
     from engine.store.report import build_report
     from engine.store.store import ReadStore
+
     home = home_from(args)
     run_id = _resolve_run(home, args.run)
     store = ReadStore(home)
@@ -274,6 +329,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def _candidate_name(workload_path: str) -> str:
     try:
         import yaml
+
         return str(yaml.safe_load((Path(workload_path) / "workload.yaml").read_text())["candidate"])
     except (OSError, KeyError, TypeError, ValueError):
         return "candidate.cpp"
@@ -281,14 +337,18 @@ def _candidate_name(workload_path: str) -> str:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from .validate import validate_workload
+
     return validate_workload(args.workload, compile_=not args.no_compile)
 
 
 # ----- parser ---------------------------------------------------------------------------------------
 
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cuco", description="co-design computation and communication of "
-                                     "multi-GPU CUDA programs by evolutionary search")
+    parser = argparse.ArgumentParser(
+        prog="cuco",
+        description="co-design computation and communication of multi-GPU CUDA programs by evolutionary search",
+    )
     parser.add_argument("--home", help="project home (default: $CUCO_HOME or ./.cuco)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -316,36 +376,55 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("report", cmd_report, "a run's summary")
     p.add_argument("run", nargs="?", metavar="RUN")
     p.add_argument("--json", action="store_true", help="one JSON object (the contract in DESIGN.md)")
-    p.add_argument("--timeline", action="store_true",
-                   help="RUN is a CANDIDATE id: where its time goes, per config and rank (docs/timeline.md)")
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="RUN is a CANDIDATE id: where its time goes, per config and rank (docs/timeline.md)",
+    )
 
     p = add("export", cmd_export, "write accepted (or the best, or one) candidate's source")
     p.add_argument("run", nargs="?", metavar="RUN")
     p.add_argument("--candidate", type=int)
     p.add_argument("-o", "--output", help="a file (one candidate), a folder, or - for stdout")
-    p.add_argument("--trace", metavar="CANDIDATE",
-                   help="write that candidate's timeline as Chrome trace-event JSON to -o FILE.json")
-    p.add_argument("--html", action="store_true",
-                   help="with --trace: write the trace as one self-contained HTML page that any browser opens "
-                        "offline (the default for -o FILE.html)")
-    p.add_argument("--patch", action="store_true",
-                   help="the candidate's schedule rewrites written back into your program's files, as a unified "
-                        "diff (patch -p1 in their folder); for workloads made by cuco init")
+    p.add_argument(
+        "--trace",
+        metavar="CANDIDATE",
+        help="write that candidate's timeline as Chrome trace-event JSON to -o FILE.json",
+    )
+    p.add_argument(
+        "--html",
+        action="store_true",
+        help="with --trace: write the trace as one self-contained HTML page that any browser opens "
+        "offline (the default for -o FILE.html)",
+    )
+    p.add_argument(
+        "--patch",
+        action="store_true",
+        help="the candidate's schedule rewrites written back into your program's files, as a unified "
+        "diff (patch -p1 in their folder); for workloads made by cuco init",
+    )
 
     p = add("validate", cmd_validate, "check a workload and compile it where the toolchain is present")
     p.add_argument("workload", metavar="WORKLOAD")
     p.add_argument("--no-compile", action="store_true", help="check the spec and blocks only")
 
-    for module in ("cuco_tui.cli_control", "cuco_tui.cli_nodes", "cuco_tui.cli_llm", "cuco_tui.cli_onboard", "cuco_tui.cli_rewrite",
-                   "cuco_tui.cli_timeline", "cuco_tui.cli_serve"):
+    for module in (
+        "cuco_tui.cli_control",
+        "cuco_tui.cli_nodes",
+        "cuco_tui.cli_llm",
+        "cuco_tui.cli_onboard",
+        "cuco_tui.cli_rewrite",
+        "cuco_tui.cli_timeline",
+        "cuco_tui.cli_serve",
+    ):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
-            continue   # a partial install: the verbs of that module are absent
+            continue  # a partial install: the verbs of that module are absent
         mod.register(sub)
-    for action in sub.choices.values():   # the global --home also works after the verb
+    for action in sub.choices.values():  # the global --home also works after the verb
         if not any("--home" in a.option_strings for a in action._actions):
             action.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     return parser
@@ -353,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .processes import honour_signals
+
     honour_signals()
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -361,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except NoUsableNode as exc:   # every node refused (host key, auth, down), or none has the GPUs a job needs
+    except NoUsableNode as exc:  # every node refused (host key, auth, down), or none has the GPUs a job needs
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -39,13 +39,14 @@ def _err(message: str, exc: BaseException | None = None) -> int:
 
 
 ENDED = {"finished": "finished", "failed": "failed", "stopped": "been stopped"}
-STOP_WAIT_S = 90.0   # a stop returns once the engine has ended (its jobs cancelled, its state written)
+STOP_WAIT_S = 90.0  # a stop returns once the engine has ended (its jobs cancelled, its state written)
 
 
 def _wait_engine_gone(home: Path, run_id: str, pid: int | None, timeout: float = STOP_WAIT_S) -> bool:
     import time
 
     from engine.daemon import protocol
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pid is None or not protocol.pid_alive(pid):
@@ -56,6 +57,7 @@ def _wait_engine_gone(home: Path, run_id: str, pid: int | None, timeout: float =
 
 def _stored_state(home: Path, run_id: str) -> str | None:
     from engine.store.store import ReadStore
+
     store = ReadStore(home)
     try:
         row = store.run(run_id)
@@ -106,7 +108,7 @@ def _command(args: argparse.Namespace, op: str, offline: Any, **payload: Any) ->
         state = _stored_state(home, run_id)
         if state not in ("stopped", "finished"):
             return _err(f"stop {run_id}: the engine ended with the run {state} (see cuco report {run_id})")
-    if isinstance(reply, str):   # what the store-side command found instead of doing it
+    if isinstance(reply, str):  # what the store-side command found instead of doing it
         print(f"{op} {run_id}: {reply}")
         return EXIT_OK
     print(f"{op} {run_id}: done ({'engine' if where == 'live' else 'store; no live engine'})")
@@ -124,6 +126,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
         if state in ENDED:
             raise ValueError(f"the run has {ENDED[state]}; there is nothing to pause")
         await _offline(home, control.set_state, run_id, "paused", "paused by the user (no live engine)")
+
     return _command(args, "pause", offline, hard=bool(args.hard))
 
 
@@ -132,10 +135,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
     async def offline(home: Path, run_id: str) -> str | None:
         state = _stored_state(home, run_id)
-        if state in ENDED:   # its end stays as it was (a finished run is not made `stopped`)
+        if state in ENDED:  # its end stays as it was (a finished run is not made `stopped`)
             return f"the run has {ENDED[state]} already; nothing to stop"
         await _offline(home, control.set_state, run_id, "stopped", "stopped by the user (no live engine)")
         return None
+
     return _command(args, "stop", offline)
 
 
@@ -144,27 +148,33 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     async def offline(home: Path, run_id: str) -> None:
         await _offline(home, control.accept, run_id, args.candidate, args.note or "")
+
     return _command(args, "accept", offline, candidate=args.candidate, note=args.note or "")
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
     from engine.daemon import control
+
     reason = (args.reason or "").strip()
     if not reason:
         raise InputError("reject", "--reason", "a reason is required (why is this candidate wrong?)")
 
     async def offline(home: Path, run_id: str) -> None:
         await _offline(home, control.reject, run_id, args.candidate, reason)
+
     return _command(args, "reject", offline, candidate=args.candidate, reason=reason)
 
 
 def cmd_strategy(args: argparse.Namespace) -> int:
     """Steer an LLM run's strategies: pin, unpin or retire one by id (s3), or add one by its text."""
     from engine.daemon import control
+
     if args.verb == "add":
         strategy, text = None, " ".join(args.what).strip()
         if not text:
-            raise InputError("strategy", "add", "give the new strategy's text: cuco strategy RUN add \"what to try and why\"")
+            raise InputError(
+                "strategy", "add", 'give the new strategy\'s text: cuco strategy RUN add "what to try and why"'
+            )
     else:
         if len(args.what) != 1:
             raise InputError("strategy", args.verb, f"give one strategy id: cuco strategy RUN {args.verb} s3")
@@ -172,6 +182,7 @@ def cmd_strategy(args: argparse.Namespace) -> int:
 
     async def offline(home: Path, run_id: str) -> None:
         await _offline(home, control.mark_strategy, run_id, args.verb, strategy, text)
+
     return _command(args, "strategy", offline, verdict=args.verb, strategy=strategy, text=text)
 
 
@@ -182,7 +193,7 @@ def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, Any]:
             raise InputError(verb, "--set", f"{item!r} must look like KEY=VALUE (e.g. islands=4)")
         key, value = item.split("=", 1)
         key = key.strip().replace("-", "_")
-        if key.startswith("strategy.") and key in out:   # strategy edits repeat: --set strategy.add=... twice
+        if key.startswith("strategy.") and key in out:  # strategy edits repeat: --set strategy.add=... twice
             out[key] = [*(out[key] if isinstance(out[key], list) else [out[key]]), value.strip()]
         else:
             out[key] = value.strip()
@@ -191,14 +202,16 @@ def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, Any]:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     from engine.daemon import control
+
     home, run_id = _home_run(args)
     overrides = parse_sets(args.set)
 
     async def go() -> str:
         socket = await _live_socket(home, run_id)
         if socket is not None:
-            reply = await _via_socket(socket, "fork", from_candidate=args.from_candidate, name=args.name,
-                                      overrides=overrides)
+            reply = await _via_socket(
+                socket, "fork", from_candidate=args.from_candidate, name=args.name, overrides=overrides
+            )
             return reply["new_run"]
         return await _offline(home, control.fork, run_id, args.from_candidate, args.name, overrides)
 
@@ -241,12 +254,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         print(f"resume {run_id}: done")
         return EXIT_OK
     if _stored_state(home, run_id) == "finished":
-        return _err(f"resume {run_id}: the run has finished; to search on, fork it: "
-                    f"cuco fork {run_id} --set max_evals=N --start")
+        return _err(
+            f"resume {run_id}: the run has finished; to search on, fork it: "
+            f"cuco fork {run_id} --set max_evals=N --start"
+        )
     return _start(home, run_id, attach=args.attach)
 
 
-SERVED_DRIVER = "textual.drivers.web_driver:WebDriver"   # what `cuco serve` runs each browser's TUI with
+SERVED_DRIVER = "textual.drivers.web_driver:WebDriver"  # what `cuco serve` runs each browser's TUI with
 
 
 def _no_terminal() -> bool:
@@ -261,18 +276,24 @@ def _no_terminal() -> bool:
 
 def attach_tui(home: Path, run_id: str) -> int:
     if _no_terminal():
-        print(f"cuco: attach {run_id}: needs a terminal (stdin is not one). Without one: cuco report {run_id} "
-              f"for its state, cuco serve {run_id} for the TUI in a browser", file=sys.stderr)
+        print(
+            f"cuco: attach {run_id}: needs a terminal (stdin is not one). Without one: cuco report {run_id} "
+            f"for its state, cuco serve {run_id} for the TUI in a browser",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     from .app import CucoApp
     from .settings import load_settings
+
     info = asyncio.run(live_engine(home, run_id))
     app = CucoApp(home, run_id, socket_path=info.socket if info else None, settings=load_settings(home))
     app.run()
     if app.ended is not None:
         state, reason = app.ended
-        print(f"run {run_id} {state}" + (f": {reason}" if reason else "") + "; its engine has ended. "
-              f"See it with: cuco report {run_id}")
+        print(
+            f"run {run_id} {state}" + (f": {reason}" if reason else "") + "; its engine has ended. "
+            f"See it with: cuco report {run_id}"
+        )
     elif app.detached and info is not None:
         print(f"detached; the engine keeps running. Come back with: cuco attach {run_id}")
     return int(app.return_code or 0)
@@ -283,16 +304,18 @@ def cmd_attach(args: argparse.Namespace) -> int:
     return attach_tui(home, run_id)
 
 
-def run_detached(home: Path, run_id: str, workload_path: Path, config: Any, cluster: str | None,
-                 attach: bool = True) -> int:
+def run_detached(
+    home: Path, run_id: str, workload_path: Path, config: Any, cluster: str | None, attach: bool = True
+) -> int:
     """`cuco run WORKLOAD` without --headless: spawn the engine daemon, wait for it, attach the TUI."""
     home = Path(home).resolve()
     no_terminal = attach and _no_terminal()
-    attach = attach and not no_terminal   # the engine is detached anyway: start it, and say how to watch it
+    attach = attach and not no_terminal  # the engine is detached anyway: start it, and say how to watch it
     home.mkdir(parents=True, exist_ok=True)
     config_json = config.to_json() if hasattr(config, "to_json") else str(config)
-    proc = spawn_daemon(home, run_id, create=True, workload=Path(workload_path).resolve(),
-                        config_json=config_json, cluster=cluster)
+    proc = spawn_daemon(
+        home, run_id, create=True, workload=Path(workload_path).resolve(), config_json=config_json, cluster=cluster
+    )
     try:
         info = wait_for_daemon(home, run_id, proc)
     except RuntimeError as exc:
@@ -300,8 +323,9 @@ def run_detached(home: Path, run_id: str, workload_path: Path, config: Any, clus
     if not attach:
         if no_terminal:
             print(f"{run_id}: no terminal on stdin, so no TUI here; the engine runs detached", file=sys.stderr)
-        print(f"{run_id}: engine running (pid {info.pid}); watch it with: cuco attach {run_id} "
-              f"(or cuco serve {run_id})")
+        print(
+            f"{run_id}: engine running (pid {info.pid}); watch it with: cuco attach {run_id} (or cuco serve {run_id})"
+        )
         return EXIT_OK
     return attach_tui(home, run_id)
 

@@ -24,35 +24,55 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "transform", help="rewrite a host-driven workload into a device-initiated one with an LLM (fast path)",
+        "transform",
+        help="rewrite a host-driven workload into a device-initiated one with an LLM (fast path)",
         description="Stage A adds device-side setup, stage B replaces host collectives with device-initiated "
-                    "communication; every answer is built and verified; the result has EVOLVE-BLOCKs marked.")
+        "communication; every answer is built and verified; the result has EVOLVE-BLOCKs marked.",
+    )
     p.add_argument("workload", metavar="WORKLOAD", help="a workload folder or the name of a shipped one")
-    p.add_argument("--llm", action="append", default=[], metavar="MODEL", required=True,
-                   help="the model, e.g. anthropic:claude-sonnet-4-6 (the first one given is used)")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="where to write the result (default: ./<workload>-fast<ext of the candidate>)")
+    p.add_argument(
+        "--llm",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        required=True,
+        help="the model, e.g. anthropic:claude-sonnet-4-6 (the first one given is used)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write the result (default: ./<workload>-fast<ext of the candidate>)",
+    )
     p.add_argument("--budget-usd", type=float, help="stop once this much LLM cost is committed")
     p.add_argument("--max-a", type=int, default=5, help="iterations of stage A (default 5)")
     p.add_argument("--max-b", type=int, default=10, help="iterations of stage B (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation inputs")
-    p.add_argument("--cluster", metavar="FILE",
-                   help="cluster.yaml: build and verify on GPU nodes over SSH or through Slurm (default: this machine)")
-    p.add_argument("--build-only", action="store_true",
-                   help="build each answer and check it against the symbol policy, but run nothing (no GPU "
-                        "needed): the result is NOT verified; verify it later with cuco run on GPU nodes")
+    p.add_argument(
+        "--cluster",
+        metavar="FILE",
+        help="cluster.yaml: build and verify on GPU nodes over SSH or through Slurm (default: this machine)",
+    )
+    p.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build each answer and check it against the symbol policy, but run nothing (no GPU "
+        "needed): the result is NOT verified; verify it later with cuco run on GPU nodes",
+    )
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     p.set_defaults(func=handler)
 
 
 def _home(args: argparse.Namespace) -> Path:
     from cuco_tui.launch import resolve_home
+
     return resolve_home(getattr(args, "home", None))
 
 
 def handler(args: argparse.Namespace) -> int:
     from engine.llm.models import parse_models
     from engine.workload import load_workload
+
     try:
         workload = load_workload(args.workload)
         specs = parse_models(list(args.llm))
@@ -61,11 +81,15 @@ def handler(args: argparse.Namespace) -> int:
         for name in ("max_a", "max_b"):
             if getattr(args, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')}", f"--{name.replace('_', '-')}", "must be >= 1")
-        output = Path(args.output) if args.output else \
-            Path.cwd() / f"{workload.name}-fast{Path(workload.candidate_file).suffix}"
+        output = (
+            Path(args.output)
+            if args.output
+            else Path.cwd() / f"{workload.name}-fast{Path(workload.candidate_file).suffix}"
+        )
         cluster = _cluster(args.cluster)
         home = _home(args)
         from engine.llm.pricing import Pricing
+
         pricing = Pricing.load(home)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
@@ -82,12 +106,14 @@ def _cluster(value: str | None) -> Path | None:
     if not path.is_file():
         raise InputError(str(value), "--cluster", "no such file")
     from remote.registry import load_config
+
     load_config(path)
     return path.resolve()
 
 
-async def _transform(workload, spec, pricing, home: Path, output: Path, cluster: Path | None,
-                     args: argparse.Namespace) -> int:
+async def _transform(
+    workload, spec, pricing, home: Path, output: Path, cluster: Path | None, args: argparse.Namespace
+) -> int:
     from engine.evaluation.evaluation import BUILT, evaluate_source
     from engine.evaluation.executors import START_TIMEOUT_S, close_executor, open_executor
     from engine.evaluation.stages import BENCHMARK, BUILD, VERIFY
@@ -98,53 +124,77 @@ async def _transform(workload, spec, pricing, home: Path, output: Path, cluster:
     from engine.store.store import Store
 
     run_id = f"transform-{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    try:   # first, so that unusable nodes stop the verb before any LLM cost
-        executor = await open_executor(home, cluster, gpus_per_job=0 if args.build_only else workload.launch_gpus,
-                                       workload_name=workload.name)
-    except NoUsableNode as exc:   # every node refused, or none has the GPUs: as `cuco run` reports it
+    try:  # first, so that unusable nodes stop the verb before any LLM cost
+        executor = await open_executor(
+            home, cluster, gpus_per_job=0 if args.build_only else workload.launch_gpus, workload_name=workload.name
+        )
+    except NoUsableNode as exc:  # every node refused, or none has the GPUs: as `cuco run` reports it
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except TimeoutError:
         print(f"cuco: the nodes of {cluster} did not get ready within {START_TIMEOUT_S:.0f} s", file=sys.stderr)
         return EXIT_FAILED
     counter = {"n": 0}
-    verified_on: list[str] = []   # the node that verified each correct answer (the last is the result's)
+    verified_on: list[str] = []  # the node that verified each correct answer (the last is the result's)
 
     def log(text: str) -> None:
         print(f"cuco transform: {text}", file=sys.stderr)
 
     async def evaluate(source: str):
         counter["n"] += 1
-        outcome = await evaluate_source(workload, source, executor, job_prefix=f"{run_id}-{counter['n']}",
-                                        seed=args.seed + counter["n"], upto=BUILD if args.build_only else BENCHMARK)
+        outcome = await evaluate_source(
+            workload,
+            source,
+            executor,
+            job_prefix=f"{run_id}-{counter['n']}",
+            seed=args.seed + counter["n"],
+            upto=BUILD if args.build_only else BENCHMARK,
+        )
         log(f"evaluation {counter['n']}: " + ", ".join(f"{s.stage} on {s.node}" for s in outcome.stages))
         if outcome.status == DONE:
             verified_on.extend(s.node for s in outcome.stages if s.stage == VERIFY)
         return outcome
 
-    log(f"building{'' if args.build_only else ' and verifying'} on "
-        f"{f'the nodes of {cluster}' if cluster else 'this machine'}")
-    async with contextlib.AsyncExitStack() as closing:   # each one closed on every path, even if another fails
+    log(
+        f"building{'' if args.build_only else ' and verifying'} on "
+        f"{f'the nodes of {cluster}' if cluster else 'this machine'}"
+    )
+    async with contextlib.AsyncExitStack() as closing:  # each one closed on every path, even if another fails
         closing.push_async_callback(close_executor, executor)
         store = await Store(home).open()
         closing.push_async_callback(store.close)
         service = LLMService([spec], pricing, Budget(args.budget_usd))
         closing.push_async_callback(service.close)
-        fast = FastPath(service, spec.name, workload, evaluate, store=store, run_id=run_id,
-                        budget_a=args.max_a, budget_b=args.max_b, log=log,
-                        accept_status=BUILT if args.build_only else DONE)
+        fast = FastPath(
+            service,
+            spec.name,
+            workload,
+            evaluate,
+            store=store,
+            run_id=run_id,
+            budget_a=args.max_a,
+            budget_b=args.max_b,
+            log=log,
+            accept_status=BUILT if args.build_only else DONE,
+        )
         result = await fast.run()
         cost = service.budget.spent_usd
     iterations = ", ".join(f"{k}: {v}" for k, v in result.iterations.items())
     if not result.ok:
-        print(f"cuco transform: failed at stage {result.stage} ({iterations}): {result.reason} "
-              f"[LLM cost {cost:.4f} USD; calls recorded under {run_id} in {home}]", file=sys.stderr)
+        print(
+            f"cuco transform: failed at stage {result.stage} ({iterations}): {result.reason} "
+            f"[LLM cost {cost:.4f} USD; calls recorded under {run_id} in {home}]",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(result.source)
     speed = f", speedup {result.speedup:.3f}x" if result.speedup else ""
     where = f"on node {verified_on[-1]}" if cluster and verified_on else "on this machine"
-    checked = ("built and admitted by the symbol policy, NOT verified: run it on GPU nodes before trusting it"
-               if args.build_only else f"verified {where}{speed}")
+    checked = (
+        "built and admitted by the symbol policy, NOT verified: run it on GPU nodes before trusting it"
+        if args.build_only
+        else f"verified {where}{speed}"
+    )
     print(f"wrote {output} ({checked}; iterations {iterations}; LLM cost {cost:.4f} USD)")
     return EXIT_OK

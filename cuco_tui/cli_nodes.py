@@ -21,6 +21,7 @@ from remote.ssh_connect import NodeUnreachable, SSHContext, fetch_host_key
 
 def _home(args: argparse.Namespace) -> Path:
     from cuco_tui.launch import resolve_home
+
     return resolve_home(getattr(args, "home", None))
 
 
@@ -30,8 +31,7 @@ def _user_known_hosts(args: argparse.Namespace) -> list[Path] | None:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--home", help="project home holding known_hosts (default: $CUCO_HOME or ./.cuco)")
-    p.add_argument("--known-hosts", dest="known_hosts",
-                   help="application known_hosts file (default: HOME/known_hosts)")
+    p.add_argument("--known-hosts", dest="known_hosts", help="application known_hosts file (default: HOME/known_hosts)")
     p.add_argument("--no-user-known-hosts", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -56,6 +56,7 @@ def _load(args: argparse.Namespace, path: str):
     cluster = load_config(Path(path))
     if getattr(args, "known_hosts", None):
         from dataclasses import replace
+
         cluster = replace(cluster, known_hosts=Path(args.known_hosts))
     return cluster
 
@@ -73,10 +74,18 @@ def _render(reports: list[NodeReport]) -> None:
         status = "[green]ok[/]" if r.usable else "[red]unusable[/]"
         if r.usable and r.warnings:
             status = "[yellow]ok, with warnings[/]"
-        table.add_row(r.name, yes if r.reachable else no, yes if r.authenticated else no,
-                      str(r.cpus) if r.cpus is not None else "-", gpus if r.authenticated else "-",
-                      r.nvcc or "-", r.nccl or "-", "yes" if r.mpirun else "-",
-                      f"{r.free_disk / 2**30:.1f} GiB" if r.free_disk is not None else "-", status)
+        table.add_row(
+            r.name,
+            yes if r.reachable else no,
+            yes if r.authenticated else no,
+            str(r.cpus) if r.cpus is not None else "-",
+            gpus if r.authenticated else "-",
+            r.nvcc or "-",
+            r.nccl or "-",
+            "yes" if r.mpirun else "-",
+            f"{r.free_disk / 2**30:.1f} GiB" if r.free_disk is not None else "-",
+            status,
+        )
     console = Console()
     console.print(table)
     for r in reports:
@@ -121,6 +130,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 2
     if cluster.kind == "slurm":
         from remote.slurm_check import check_slurm
+
         report = asyncio.run(check_slurm(cluster, _home(args), _user_known_hosts(args)))
         _render_slurm(report)
         return 0 if report.usable else 1
@@ -151,8 +161,10 @@ def cmd_trust(args: argparse.Namespace) -> int:
         print("This key is already trusted.")
         return 0
     if trusted:
-        print("WARNING: this is NOT the key trusted before for this host. It may have been reinstalled, "
-              "or someone may be intercepting the connection: check the fingerprint with the node's admin.")
+        print(
+            "WARNING: this is NOT the key trusted before for this host. It may have been reinstalled, "
+            "or someone may be intercepting the connection: check the fingerprint with the node's admin."
+        )
     if not args.yes:
         if not sys.stdin.isatty():
             print("not trusted: confirm on a terminal, or pass --yes", file=sys.stderr)

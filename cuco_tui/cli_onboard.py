@@ -19,8 +19,11 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def register(subparsers) -> None:
-    a = subparsers.add_parser("analyze", help="analyse a host-driven CUDA + NCCL program (communicators, "
-                                              "collectives, kernels, buffers, dataflow, overlap opportunities)")
+    a = subparsers.add_parser(
+        "analyze",
+        help="analyse a host-driven CUDA + NCCL program (communicators, "
+        "collectives, kernels, buffers, dataflow, overlap opportunities)",
+    )
     a.add_argument("files", nargs="+", metavar="FILE.cu", help="the program's sources (main() in one of them)")
     a.add_argument("--json", action="store_true", help="print the analysis as JSON (schema cuco-analysis/1)")
     _compiler_flags(a)
@@ -38,25 +41,48 @@ def register(subparsers) -> None:
 
 def _compiler_flags(p: argparse.ArgumentParser) -> None:
     """The flags the program's own build passes, so the analysis reads what the compiler reads."""
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
-                   help="define a macro, as for the compiler (repeatable)")
-    p.add_argument("-U", dest="undefines", action="append", default=[], metavar="NAME",
-                   help="undefine a macro (repeatable)")
-    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
-                   help="a header folder (repeatable)")
-    p.add_argument("--region", metavar="FILE:LINE",
-                   help="the repeated region: the loop that starts at this line (see the analysis's alternatives)")
-    p.add_argument("--entry", metavar="NAME",
-                   help="a collective called through a function-pointer table: analyse it as a call to NAME")
-    p.add_argument("--assume", metavar="NAME=VALUE", action="append", default=[],
-                   help="a run-time flag's value: operations under a condition false with it leave the region "
-                        "(repeatable; true/false or an integer)")
-    p.add_argument("--compile-commands", metavar="FILE",
-                   help="a compile_commands.json (CMake, Bear): each file's -D/-U/-I from its entry")
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="define a macro, as for the compiler (repeatable)",
+    )
+    p.add_argument(
+        "-U", dest="undefines", action="append", default=[], metavar="NAME", help="undefine a macro (repeatable)"
+    )
+    p.add_argument(
+        "-I", dest="include_dirs", action="append", default=[], metavar="DIR", help="a header folder (repeatable)"
+    )
+    p.add_argument(
+        "--region",
+        metavar="FILE:LINE",
+        help="the repeated region: the loop that starts at this line (see the analysis's alternatives)",
+    )
+    p.add_argument(
+        "--entry",
+        metavar="NAME",
+        help="a collective called through a function-pointer table: analyse it as a call to NAME",
+    )
+    p.add_argument(
+        "--assume",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="a run-time flag's value: operations under a condition false with it leave the region "
+        "(repeatable; true/false or an integer)",
+    )
+    p.add_argument(
+        "--compile-commands",
+        metavar="FILE",
+        help="a compile_commands.json (CMake, Bear): each file's -D/-U/-I from its entry",
+    )
 
 
 def _flags(args: argparse.Namespace):
     from engine.onboard.preprocess import Flags
+
     return Flags(tuple(args.defines), tuple(args.undefines), tuple(args.include_dirs))
 
 
@@ -66,8 +92,9 @@ def _assumptions(items: list[str]) -> dict[str, int]:
         name, sep, value = item.partition("=")
         value = {"true": "1", "false": "0"}.get(value.strip().lower(), value.strip())
         if not sep or not name.strip().isidentifier() or not value.lstrip("-").isdigit():
-            raise InputError("--assume", item, "write NAME=VALUE with an integer, true or false (e.g. "
-                             "--assume calculate_norm=false)")
+            raise InputError(
+                "--assume", item, "write NAME=VALUE with an integer, true or false (e.g. --assume calculate_norm=false)"
+            )
         out[name.strip()] = int(value)
     return out
 
@@ -77,9 +104,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.onboard.report import render_tree, to_json
 
     from .cli_rewrite import rewrite_lines
+
     try:
-        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
-                             _assumptions(args.assume))
+        prog = analyze_files(
+            list(args.files), _flags(args), args.compile_commands, args.region, args.entry, _assumptions(args.assume)
+        )
         data = to_json(prog)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
@@ -88,6 +117,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         from rich.console import Console
+
         Console().print(render_tree(data))
         print("schedule rewrites (cuco init makes them design-space points; cuco rewrite applies them)")
         for line in rewrite_lines(prog):
@@ -102,15 +132,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     from engine.onboard.entry import analyze_helper_as_main
     from engine.onboard.scaffold import write_workload
     from engine.onboard.sweep import analyze_one_size
+
     try:
         if args.ranks < 1:
             raise InputError("--ranks", "--ranks", "must be >= 1")
         model = None
         if args.llm:
             from engine.llm.models import parse_models
-            model = parse_models([args.llm])[0]      # a bad model name is bad input: nothing written
-        prog = analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
-                                    _assumptions(args.assume))
+
+            model = parse_models([args.llm])[0]  # a bad model name is bad input: nothing written
+        prog = analyze_files(
+            list(args.files), _flags(args), args.compile_commands, args.region, args.entry, _assumptions(args.assume)
+        )
         prog = analyze_one_size(prog, args.region, args.entry, _assumptions(args.assume))
         prog = analyze_helper_as_main(prog, args.region, args.entry, _assumptions(args.assume))
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
@@ -126,6 +159,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"  TODO {todo}")
     if model is not None and result.todos:
         import asyncio
+
         rc = asyncio.run(_complete(result, model, args))
         if rc != EXIT_OK:
             return rc
@@ -133,6 +167,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print("nothing to complete: init placed everything")
     # After the completion: a variant carries the whole schedule block, setup() included.
     from engine.onboard.rewrites.attach import attach_rewrites
+
     attached = attach_rewrites(prog, result.root)
     for point in attached.points:
         print(f"  rewrite variant rewrites={point}")
@@ -153,9 +188,10 @@ async def _complete(result, model, args: argparse.Namespace) -> int:
     from engine.onboard.complete import BASELINE_FILE, chat_with, complete_todos
     from engine.workload import load_workload
     from remote.jobs import NoUsableNode
+
     home = resolve_home(getattr(args, "home", None))
     workload = load_workload(str(result.root))
-    try:   # first, so that a machine that cannot verify stops before any LLM cost
+    try:  # first, so that a machine that cannot verify stops before any LLM cost
         executor = await open_executor(home, None, gpus_per_job=workload.launch_gpus, workload_name=workload.name)
     except NoUsableNode as exc:
         print(f"cuco: --llm: {exc}; the workload is written, its TODOs stay", file=sys.stderr)
@@ -163,15 +199,23 @@ async def _complete(result, model, args: argparse.Namespace) -> int:
     service = LLMService([model], Pricing.load(home), Budget(None))
     counter = {"n": 0}
 
-    async def evaluate(source: str, baseline: str):   # against the baseline the answer's setup makes
+    async def evaluate(source: str, baseline: str):  # against the baseline the answer's setup makes
         counter["n"] += 1
-        answered = dataclasses.replace(workload, harness_files={**workload.harness_files,
-                                                                BASELINE_FILE: baseline.encode()})
-        return await evaluate_source(answered, source, executor, job_prefix=f"init-{workload.name}-{counter['n']}",
-                                     seed=fresh_seed())
+        answered = dataclasses.replace(
+            workload, harness_files={**workload.harness_files, BASELINE_FILE: baseline.encode()}
+        )
+        return await evaluate_source(
+            answered, source, executor, job_prefix=f"init-{workload.name}-{counter['n']}", seed=fresh_seed()
+        )
+
     try:
-        done = await complete_todos(result.root, result.todos, chat_with(service, model.name), evaluate,
-                                    log=lambda text: print(f"cuco init --llm: {text}", file=sys.stderr))
+        done = await complete_todos(
+            result.root,
+            result.todos,
+            chat_with(service, model.name),
+            evaluate,
+            log=lambda text: print(f"cuco init --llm: {text}", file=sys.stderr),
+        )
     finally:
         await service.close()
         await close_executor(executor)

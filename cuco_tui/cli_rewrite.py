@@ -17,14 +17,21 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def register(subparsers) -> None:
-    r = subparsers.add_parser("rewrite", help="list the schedule rewrites that apply to a program, or apply "
-                                              "them and print the patch")
+    r = subparsers.add_parser(
+        "rewrite", help="list the schedule rewrites that apply to a program, or apply them and print the patch"
+    )
     r.add_argument("files", nargs="+", metavar="FILE.cu", help="the program's sources (main() in one of them)")
     r.add_argument("--apply", metavar="NAME,...", help="the rewrites to apply (see the list without --apply)")
-    r.add_argument("--knob", action="append", default=[], metavar="K=V",
-                   help="a rewrite's knob (comm_ctas=8, nccl_proto=LL128); repeatable")
+    r.add_argument(
+        "--knob",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a rewrite's knob (comm_ctas=8, nccl_proto=LL128); repeatable",
+    )
     r.add_argument("-o", "--output", metavar="PATCH", help="write the patch here instead of printing it")
     from .cli_onboard import _compiler_flags
+
     _compiler_flags(r)
     r.set_defaults(func=cmd_rewrite)
 
@@ -34,13 +41,16 @@ def _analyze(args: argparse.Namespace):
     from engine.onboard.analyze import analyze_files
 
     from .cli_onboard import _assumptions, _flags
-    return analyze_files(list(args.files), _flags(args), args.compile_commands, args.region, args.entry,
-                         _assumptions(args.assume))
+
+    return analyze_files(
+        list(args.files), _flags(args), args.compile_commands, args.region, args.entry, _assumptions(args.assume)
+    )
 
 
 def offers_for(args: argparse.Namespace):
     """The analysis of the files, and the facts the rewrites read from it."""
     from engine.onboard.rewrites import FactsError, facts_from_analysis
+
     prog = _analyze(args)
     try:
         return facts_from_analysis(prog)
@@ -50,6 +60,7 @@ def offers_for(args: argparse.Namespace):
 
 def _verdicts(prog) -> list:
     from engine.onboard.rewrites import REGISTRY, FactsError, Refusal, check_all, facts_from_analysis
+
     try:
         return check_all(facts_from_analysis(prog))
     except FactsError as exc:
@@ -58,6 +69,7 @@ def _verdicts(prog) -> list:
 
 def rewrite_lines(prog) -> list[str]:
     from engine.onboard.rewrites import Refusal
+
     out = []
     for v in _verdicts(prog):
         if isinstance(v, Refusal):
@@ -71,6 +83,7 @@ def rewrite_lines(prog) -> list[str]:
 def cmd_rewrite(args: argparse.Namespace) -> int:
     from engine.onboard.patch import unified_diff
     from engine.onboard.rewrites import RewriteError, rewrite_program
+
     try:
         if not args.apply:
             for line in rewrite_lines(_analyze(args)):
@@ -103,6 +116,7 @@ def export_patch(args: argparse.Namespace) -> int:
     from engine.store.store import ReadStore
 
     from .cli import _resolve_run, home_from
+
     home = home_from(args)
     try:
         run_id = _resolve_run(home, args.run)
@@ -127,9 +141,12 @@ def export_patch(args: argparse.Namespace) -> int:
     except (InputError, RewriteError) as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return _print_patch(diff, notes, args.output if args.output != "-" else None,
-                        f"candidate {cid} (speedup {row['speedup'] or 0:.3f}x) -> {args.output} "
-                        "(patch -p1 in your program's folder)")
+    return _print_patch(
+        diff,
+        notes,
+        args.output if args.output != "-" else None,
+        f"candidate {cid} (speedup {row['speedup'] or 0:.3f}x) -> {args.output} (patch -p1 in your program's folder)",
+    )
 
 
 def _print_patch(diff: str, notes: list[str], output: str | None, wrote: str) -> int:

@@ -21,9 +21,11 @@ from urllib.parse import urlsplit
 from remote.errors import InputError
 
 EXIT_OK = 0
-WHY_LOOPBACK = ("the page gives whoever holds its address (with the token) control of the run, and without TLS "
-                "the token crosses the network in clear; from another machine reach it over an SSH port "
-                "forward instead: ssh -L {port}:127.0.0.1:{port} THIS_HOST, then open the address printed")
+WHY_LOOPBACK = (
+    "the page gives whoever holds its address (with the token) control of the run, and without TLS "
+    "the token crosses the network in clear; from another machine reach it over an SSH port "
+    "forward instead: ssh -L {port}:127.0.0.1:{port} THIS_HOST, then open the address printed"
+)
 
 
 def is_loopback(host: str) -> bool:
@@ -40,15 +42,19 @@ def check_address(host: str, port: int, public: bool) -> None:
     if not 1 <= port <= 65535:
         raise InputError("--port", str(port), "must be 1-65535")
     if not is_loopback(host) and not public:
-        raise InputError("--host", host, "is not a loopback address; " + WHY_LOOPBACK.format(port=port)
-                         + ". To serve on it anyway pass --public")
+        raise InputError(
+            "--host",
+            host,
+            "is not a loopback address; " + WHY_LOOPBACK.format(port=port) + ". To serve on it anyway pass --public",
+        )
     try:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as exc:
-        raise InputError("--port", str(port), f"cannot listen on {host}:{port} ({exc.strerror}); "
-                         "pick another with --port") from None
+        raise InputError(
+            "--port", str(port), f"cannot listen on {host}:{port} ({exc.strerror}); pick another with --port"
+        ) from None
 
 
 def is_wildcard(host: str) -> bool:
@@ -60,10 +66,14 @@ def is_wildcard(host: str) -> bool:
 
 def check_public_url(url: str | None, public: bool, host: str) -> None:
     if url is None:
-        if public and is_wildcard(host):   # the page must name an address browsers reach, and accept its origin
-            raise InputError("--public-url", "(missing)", f"--host {host} listens everywhere; pass the address "
-                             "browsers will open, e.g. --public-url https://gpu-box.example.org (a TLS proxy) or "
-                             "--public-url http://gpu-box:PORT")
+        if public and is_wildcard(host):  # the page must name an address browsers reach, and accept its origin
+            raise InputError(
+                "--public-url",
+                "(missing)",
+                f"--host {host} listens everywhere; pass the address "
+                "browsers will open, e.g. --public-url https://gpu-box.example.org (a TLS proxy) or "
+                "--public-url http://gpu-box:PORT",
+            )
         return
     if not public:
         raise InputError("--public-url", url, "goes with --public (the address of a proxy in front of cuco serve)")
@@ -80,32 +90,55 @@ def attach_argv(home: Any, run_id: str) -> list[str]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .cli_control import _home_run
     from .web_server import serve_command, url_host
+
     check_address(args.host, args.port, args.public)
     check_public_url(args.public_url, args.public, args.host)
     home, run_id = _home_run(args)
     loopback = is_loopback(args.host)
     if not loopback and not (args.public_url or "").startswith("https:"):
-        print("cuco serve: WARNING: serving on a non-loopback address without TLS: " + WHY_LOOPBACK.format(
-            port=args.port), file=sys.stderr)
+        print(
+            "cuco serve: WARNING: serving on a non-loopback address without TLS: "
+            + WHY_LOOPBACK.format(port=args.port),
+            file=sys.stderr,
+        )
     public_url = (args.public_url or f"http://{url_host(args.host)}:{args.port}").rstrip("/")
     token = secrets.token_urlsafe(32)
-    print(f"cuco serve: run {run_id} at {public_url}/?token={token} (only this address opens it; ctrl+c stops "
-          "serving, the run goes on)", flush=True)
-    serve_command(attach_argv(home, run_id), args.host, args.port, title=f"cuco {run_id}", token=token,
-                  public_url=public_url, loopback=loopback)
+    print(
+        f"cuco serve: run {run_id} at {public_url}/?token={token} (only this address opens it; ctrl+c stops "
+        "serving, the run goes on)",
+        flush=True,
+    )
+    serve_command(
+        attach_argv(home, run_id),
+        args.host,
+        args.port,
+        title=f"cuco {run_id}",
+        token=token,
+        public_url=public_url,
+        loopback=loopback,
+    )
     return EXIT_OK
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("serve", help="serve the TUI of a run to browsers (loopback by default)",
-                              description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
+    p = subparsers.add_parser(
+        "serve",
+        help="serve the TUI of a run to browsers (loopback by default)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
     p.add_argument("run", nargs="?", metavar="RUN")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    p.add_argument("--public", action="store_true",
-                   help="allow a non-loopback --host (the token still guards it; put TLS in front)")
-    p.add_argument("--public-url", metavar="URL",
-                   help="with --public: the address browsers open, e.g. a TLS proxy's https://host (its origin "
-                        "is the one accepted)")
+    p.add_argument(
+        "--public",
+        action="store_true",
+        help="allow a non-loopback --host (the token still guards it; put TLS in front)",
+    )
+    p.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="with --public: the address browsers open, e.g. a TLS proxy's https://host (its origin "
+        "is the one accepted)",
+    )
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)

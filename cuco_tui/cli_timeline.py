@@ -31,6 +31,7 @@ def _open(args: argparse.Namespace, cid: int, field: str):
     from engine.store.store import ReadStore
 
     from .cli import home_from
+
     store = ReadStore(home_from(args))
     if store.candidate(cid) is None:
         store.close()
@@ -45,26 +46,49 @@ def _ms(v: Any) -> str:
 def print_figures(cid: int, figs: dict[str, dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
+
     console = Console()
     if not console.is_terminal:
-        console = Console(width=160)   # piped: one line per rank, not a wrapped table
+        console = Console(width=160)  # piped: one line per rank, not a wrapped table
     for config, f in figs.items():
         if f.get("error"):
             console.print(f"[bold]{config}[/]: {f['error']}")
             continue
         frac = f.get("overlap_fraction")
-        title = (f"candidate {cid}, config {config} ({f.get('source')}): overlap fraction "
-                 f"{'-' if frac is None else f'{frac:.2f}'}, critical rank {f.get('critical_rank')}")
+        title = (
+            f"candidate {cid}, config {config} ({f.get('source')}): overlap fraction "
+            f"{'-' if frac is None else f'{frac:.2f}'}, critical rank {f.get('critical_rank')}"
+        )
         table = Table(title=title, title_justify="left")
-        for col in ("rank", "span ms", "compute ms", "comm ms", "overlapped ms", "exposed ms", "exposed %",
-                    "idle ms", "largest gap ms", "after", "dominant"):
+        for col in (
+            "rank",
+            "span ms",
+            "compute ms",
+            "comm ms",
+            "overlapped ms",
+            "exposed ms",
+            "exposed %",
+            "idle ms",
+            "largest gap ms",
+            "after",
+            "dominant",
+        ):
             table.add_column(col, justify="right" if "ms" in col or col in ("rank", "exposed %") else "left")
         for r in f.get("ranks") or []:
-            table.add_row(str(r["rank"]), _ms(r["span_ms"]), _ms(r["compute_ms"]), _ms(r["comm_ms"]),
-                          _ms(r["overlapped_ms"]), _ms(r["exposed_comm_ms"]), f"{100 * r['exposed_share']:.0f}",
-                          _ms(r["idle_ms"]), _ms(r["largest_gap_ms"]),
-                          (r.get("largest_gap_after") or "") + (f" (in {r['largest_gap_in']})" if r.get("largest_gap_in") else ""),
-                          f"{r.get('dominant') or ''} ({_ms(r.get('dominant_ms'))} ms)")
+            table.add_row(
+                str(r["rank"]),
+                _ms(r["span_ms"]),
+                _ms(r["compute_ms"]),
+                _ms(r["comm_ms"]),
+                _ms(r["overlapped_ms"]),
+                _ms(r["exposed_comm_ms"]),
+                f"{100 * r['exposed_share']:.0f}",
+                _ms(r["idle_ms"]),
+                _ms(r["largest_gap_ms"]),
+                (r.get("largest_gap_after") or "")
+                + (f" (in {r['largest_gap_in']})" if r.get("largest_gap_in") else ""),
+                f"{r.get('dominant') or ''} ({_ms(r.get('dominant_ms'))} ms)",
+            )
         console.print(table)
         if f.get("dropped"):
             console.print(f"  ({f['dropped']} records beyond the harness's cap were left out)")
@@ -72,6 +96,7 @@ def print_figures(cid: int, figs: dict[str, dict[str, Any]]) -> None:
 
 def report_timeline(args: argparse.Namespace) -> int:
     from engine.timeline import timeline
+
     cid = candidate_id(args.run, "CANDIDATE")
     store = _open(args, cid, "CANDIDATE")
     try:
@@ -79,8 +104,9 @@ def report_timeline(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if not figs:
-        print(f"candidate {cid} has no timeline (it was not benchmarked, or was measured before timelines were "
-              "recorded)")
+        print(
+            f"candidate {cid} has no timeline (it was not benchmarked, or was measured before timelines were recorded)"
+        )
         return EXIT_FAILED
     if args.json:
         print(json.dumps({"candidate": cid, "configs": figs}, indent=2))
@@ -91,10 +117,14 @@ def report_timeline(args: argparse.Namespace) -> int:
 
 def export_trace(args: argparse.Namespace) -> int:
     from engine.timeline import timeline
+
     cid = candidate_id(args.trace, "--trace")
     if not args.output or args.output == "-":
-        raise InputError("-o", str(args.output), "give the trace file to write, e.g. -o trace.json "
-                         "(or -o trace.html for a page to open in a browser)")
+        raise InputError(
+            "-o",
+            str(args.output),
+            "give the trace file to write, e.g. -o trace.json (or -o trace.html for a page to open in a browser)",
+        )
     store = _open(args, cid, "--trace")
     try:
         parsed = timeline.load_parsed(store, cid)
@@ -112,6 +142,7 @@ def export_trace(args: argparse.Namespace) -> int:
     as_html = getattr(args, "html", False) or out.suffix.lower() in (".html", ".htm")
     if as_html:
         from cuco_tui.trace_html import render
+
         out.write_text(render(trace), encoding="utf-8")
         where = "open it in any browser, offline"
     else:
@@ -126,23 +157,30 @@ def export_trace(args: argparse.Namespace) -> int:
 
 # The documented metric set (docs/timeline.md): each kernel's duration, achieved SM throughput, and memory
 # throughput (the busiest of DRAM / L2 / L1), each as a share of the GPU's sustained peak.
-NCU_METRICS = ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-               "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-               "dram__throughput.avg.pct_of_peak_sustained_elapsed")
-NCU_MISSING = 96        # the job's exit code when the node has no ncu
+NCU_METRICS = (
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+)
+NCU_MISSING = 96  # the job's exit code when the node has no ncu
 NCU_LAUNCH_COUNT = 400  # kernels profiled at most (each is replayed once per metric pass)
-PROFILE_FILES = ("profile.ncu-rep", "summary.csv")   # beside the harness's result
+PROFILE_FILES = ("profile.ncu-rep", "summary.csv")  # beside the harness's result
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "profile", help="run a candidate's benchmark job once under Nsight Compute (ncu), where it is installed",
+        "profile",
+        help="run a candidate's benchmark job once under Nsight Compute (ncu), where it is installed",
         description="Builds the candidate and runs its harness once under ncu (verify mode, one config) with a "
-                    "small metric set; brings back the ncu report and a per-kernel summary (duration, achieved "
-                    "SM and memory throughput). A job like any other: local, or --cluster FILE (SSH or Slurm).")
+        "small metric set; brings back the ncu report and a per-kernel summary (duration, achieved "
+        "SM and memory throughput). A job like any other: local, or --cluster FILE (SSH or Slurm).",
+    )
     p.add_argument("candidate", metavar="CANDIDATE", help="a candidate id")
     p.add_argument("--config", metavar="NAME", help="the problem config to profile (default: the first benchmarked)")
-    p.add_argument("--cluster", metavar="FILE", help="cluster.yaml: profile on one of its nodes (over SSH or through Slurm)")
+    p.add_argument(
+        "--cluster", metavar="FILE", help="cluster.yaml: profile on one of its nodes (over SSH or through Slurm)"
+    )
     p.add_argument("-o", "--output", metavar="DIR", help="where the report goes (default ./cuco-profile-CANDIDATE)")
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_profile)
@@ -151,16 +189,19 @@ def register(subparsers) -> None:
 def ncu_script(metrics: tuple[str, ...] = NCU_METRICS) -> str:
     """An sh script that runs the harness's launch command ("$@") under ncu, then exports its raw page."""
     m = ",".join(metrics)
-    return (f'command -v ncu >/dev/null 2>&1 || {{ echo "cuco: ncu (Nsight Compute) is not installed on this node" >&2; '
-            f'exit {NCU_MISSING}; }}; '
-            f'ncu --target-processes all --launch-count {NCU_LAUNCH_COUNT} --metrics {m} -f -o profile "$@"; rc=$?; '
-            f'ncu --import profile.ncu-rep --csv --page raw --metrics {m} > summary.csv || true; exit $rc')
+    return (
+        f'command -v ncu >/dev/null 2>&1 || {{ echo "cuco: ncu (Nsight Compute) is not installed on this node" >&2; '
+        f"exit {NCU_MISSING}; }}; "
+        f'ncu --target-processes all --launch-count {NCU_LAUNCH_COUNT} --metrics {m} -f -o profile "$@"; rc=$?; '
+        f"ncu --import profile.ncu-rep --csv --page raw --metrics {m} > summary.csv || true; exit $rc"
+    )
 
 
 def summarize_ncu_csv(text: str) -> list[dict[str, Any]]:
     """Per kernel name: launches, total duration (ms) and the mean of each throughput (% of peak)."""
     import csv
     import io
+
     rows = list(csv.reader(io.StringIO(text)))
     if len(rows) < 3:
         return []
@@ -173,8 +214,10 @@ def summarize_ncu_csv(text: str) -> list[dict[str, Any]]:
     for row in rows[2:]:
         if len(row) < len(head):
             continue
-        k = per.setdefault(row[col["Kernel Name"]], {"kernel": row[col["Kernel Name"]], "launches": 0, "duration_ms": 0.0,
-                                                     "_sm": [], "_mem": [], "_dram": []})
+        k = per.setdefault(
+            row[col["Kernel Name"]],
+            {"kernel": row[col["Kernel Name"]], "launches": 0, "duration_ms": 0.0, "_sm": [], "_mem": [], "_dram": []},
+        )
         k["launches"] += 1
 
         def value(metric: str, row=row) -> float | None:
@@ -182,11 +225,20 @@ def summarize_ncu_csv(text: str) -> list[dict[str, Any]]:
                 return float(row[col[metric]].replace(",", ""))
             except (KeyError, ValueError):
                 return None
+
         dur = value(NCU_METRICS[0])
         if dur is not None:
             unit = units[col[NCU_METRICS[0]]]
-            scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0, "s": 1e3,
-                     "second": 1e3}.get(unit, 1e-6)
+            scale = {
+                "ns": 1e-6,
+                "nsecond": 1e-6,
+                "us": 1e-3,
+                "usecond": 1e-3,
+                "ms": 1.0,
+                "msecond": 1.0,
+                "s": 1e3,
+                "second": 1e3,
+            }.get(unit, 1e-6)
             k["duration_ms"] += dur * scale
         for key, metric in (("_sm", NCU_METRICS[1]), ("_mem", NCU_METRICS[2]), ("_dram", NCU_METRICS[3])):
             v = value(metric)
@@ -195,9 +247,16 @@ def summarize_ncu_csv(text: str) -> list[dict[str, Any]]:
     out = []
     for k in sorted(per.values(), key=lambda k: -k["duration_ms"]):
         mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-        out.append({"kernel": k["kernel"], "launches": k["launches"], "duration_ms": k["duration_ms"],
-                    "sm_throughput_pct": mean(k["_sm"]), "memory_throughput_pct": mean(k["_mem"]),
-                    "dram_throughput_pct": mean(k["_dram"])})
+        out.append(
+            {
+                "kernel": k["kernel"],
+                "launches": k["launches"],
+                "duration_ms": k["duration_ms"],
+                "sm_throughput_pct": mean(k["_sm"]),
+                "memory_throughput_pct": mean(k["_mem"]),
+                "dram_throughput_pct": mean(k["_dram"]),
+            }
+        )
     return out
 
 
@@ -205,6 +264,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     import shutil
 
     from engine.workload import load_workload
+
     cid = candidate_id(args.candidate, "CANDIDATE")
     store = _open(args, cid, "CANDIDATE")
     try:
@@ -215,19 +275,26 @@ def cmd_profile(args: argparse.Namespace) -> int:
         store.close()
     workload = load_workload(run["workload_path"])
     if workload.language != "cuda":
-        raise InputError("CANDIDATE", str(cid), f"belongs to workload {workload.name}, which is {workload.language} "
-                         "(no GPU kernels): `cuco profile` needs a CUDA workload; `cuco report "
-                         f"{cid} --timeline` shows where its time goes")
+        raise InputError(
+            "CANDIDATE",
+            str(cid),
+            f"belongs to workload {workload.name}, which is {workload.language} "
+            "(no GPU kernels): `cuco profile` needs a CUDA workload; `cuco report "
+            f"{cid} --timeline` shows where its time goes",
+        )
     names = [c.name for c in workload.bench_configs] or [c.name for c in workload.configs]
     config = args.config or names[0]
     if config not in [c.name for c in workload.configs]:
         raise InputError("--config", config, f"is not a config of {workload.name} (it has {', '.join(names)})")
     if not args.cluster and shutil.which("ncu") is None:
-        print("cuco: ncu (Nsight Compute) is not installed on this machine: install Nsight Compute (it comes with "
-              "the CUDA toolkit), put it on PATH, or pass --cluster FILE to profile on a node that has it")
+        print(
+            "cuco: ncu (Nsight Compute) is not installed on this machine: install Nsight Compute (it comes with "
+            "the CUDA toolkit), put it on PATH, or pass --cluster FILE to profile on a node that has it"
+        )
         return EXIT_FAILED
     out = Path(args.output or f"cuco-profile-{cid}")
     from .cli import home_from
+
     return asyncio_run_profile(home_from(args), workload, source, cid, config, args.cluster, out)
 
 
@@ -250,21 +317,43 @@ def asyncio_run_profile(home: Path, workload, source: str, cid: int, config: str
                 return EXIT_FAILED
             # verify mode on one config, the harness's own profiled call off: ncu counts the candidate's kernels
             cfg = next(c for c in workload.configs if c.name == config)
-            job = run_job(workload, built.binary, VERIFY, fresh_seed(), f"{tag}-ncu", configs=[cfg], timeline=False,
-                          wrapper=ncu_script(), outputs=PROFILE_FILES, timeout_s=4 * workload.timeouts[BENCHMARK])
+            job = run_job(
+                workload,
+                built.binary,
+                VERIFY,
+                fresh_seed(),
+                f"{tag}-ncu",
+                configs=[cfg],
+                timeline=False,
+                wrapper=ncu_script(),
+                outputs=PROFILE_FILES,
+                timeout_s=4 * workload.timeouts[BENCHMARK],
+            )
             res = await executor.run(job)
         finally:
             await close_executor(executor)
         if res.rc == NCU_MISSING:
-            print(f"cuco: ncu (Nsight Compute) is not installed on node {res.node}: install it there, or profile "
-                  "on another node")
+            print(
+                f"cuco: ncu (Nsight Compute) is not installed on node {res.node}: install it there, or profile "
+                "on another node"
+            )
             return EXIT_FAILED
         out.mkdir(parents=True, exist_ok=True)
         for name, data in res.outputs.items():
             (out / name).write_bytes(data)
         kernels = summarize_ncu_csv(res.outputs.get("summary.csv", b"").decode("utf-8", "replace"))
-        (out / "summary.json").write_text(json.dumps({"candidate": cid, "config": config, "node": res.node,
-                                                      "metrics": list(NCU_METRICS), "kernels": kernels}, indent=1))
+        (out / "summary.json").write_text(
+            json.dumps(
+                {
+                    "candidate": cid,
+                    "config": config,
+                    "node": res.node,
+                    "metrics": list(NCU_METRICS),
+                    "kernels": kernels,
+                },
+                indent=1,
+            )
+        )
         if not kernels:
             print(f"cuco: ncu recorded no kernel (exit {res.rc}); its log:\n{res.log[-2000:]}")
             return EXIT_FAILED
@@ -272,8 +361,10 @@ def asyncio_run_profile(home: Path, workload, source: str, cid: int, config: str
         print(f"{'ms':>9} {'SM %':>6} {'mem %':>6} {'n':>4}  kernel")
         for k in kernels[:15]:
             fmt = lambda v: f"{v:6.1f}" if isinstance(v, float) else f"{'-':>6}"  # noqa: E731
-            print(f"{k['duration_ms']:9.3f} {fmt(k['sm_throughput_pct'])} {fmt(k['memory_throughput_pct'])} "
-                  f"{k['launches']:4d}  {k['kernel'][:90]}")
+            print(
+                f"{k['duration_ms']:9.3f} {fmt(k['sm_throughput_pct'])} {fmt(k['memory_throughput_pct'])} "
+                f"{k['launches']:4d}  {k['kernel'][:90]}"
+            )
         return EXIT_OK
 
     return asyncio.run(main())

@@ -48,9 +48,16 @@ class EngineEnded(EngineGone):
 
 
 class EngineClient:
-    def __init__(self, socket_path: str | Path, *, connect_timeout: float = CONNECT_TIMEOUT_S,
-                 request_timeout: float = REQUEST_TIMEOUT_S, reconnect_attempts: int = 20,
-                 reconnect_delay: float = 0.25, events: bool = True):
+    def __init__(
+        self,
+        socket_path: str | Path,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        request_timeout: float = REQUEST_TIMEOUT_S,
+        reconnect_attempts: int = 20,
+        reconnect_delay: float = 0.25,
+        events: bool = True,
+    ):
         self.socket_path = str(socket_path)
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -80,7 +87,8 @@ class EngineClient:
 
     async def _open(self, since: int | None) -> dict[str, Any]:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(self.socket_path, limit=protocol.MAX_LINE_BYTES), self.connect_timeout)
+            asyncio.open_unix_connection(self.socket_path, limit=protocol.MAX_LINE_BYTES), self.connect_timeout
+        )
         self._reader, self._writer = reader, writer
         rid = next(self._ids)
         writer.write(protocol.encode({"op": "hello", "id": rid, "since": since, "events": self.want_events}))
@@ -92,8 +100,10 @@ class EngineClient:
         if not hello.get("ok"):
             raise EngineError(hello.get("error", "hello refused"))
         if hello.get("protocol") != protocol.PROTOCOL_VERSION:
-            raise EngineError(f"engine speaks protocol {hello.get('protocol')}, this cuco "
-                              f"{protocol.PROTOCOL_VERSION}: upgrade the older side")
+            raise EngineError(
+                f"engine speaks protocol {hello.get('protocol')}, this cuco "
+                f"{protocol.PROTOCOL_VERSION}: upgrade the older side"
+            )
         if since is None:
             self.last_seq = int(hello.get("last_seq") or 0)
         self.hello = hello
@@ -140,7 +150,7 @@ class EngineClient:
                 if isinstance(message.get("ended"), dict):
                     end = message["ended"]
                     self.ended = EngineEnded(str(end.get("state") or "ended"), str(end.get("reason") or ""))
-                    self._closed = True   # its last word: no reconnecting to an engine that is gone
+                    self._closed = True  # its last word: no reconnecting to an engine that is gone
                     self._events.put_nowait(self.ended)
                 elif "reply" in message:
                     fut = self._pending.pop(message["reply"], None)
@@ -195,7 +205,9 @@ class EngineClient:
             await asyncio.wait_for(self._writer.drain(), self.connect_timeout)
             reply = await asyncio.wait_for(fut, timeout or self.request_timeout)
         except TimeoutError:
-            raise EngineError(f"{op}: no reply from the engine within {timeout or self.request_timeout:.0f} s") from None
+            raise EngineError(
+                f"{op}: no reply from the engine within {timeout or self.request_timeout:.0f} s"
+            ) from None
         finally:
             self._pending.pop(rid, None)
         if not reply.get("ok"):
@@ -238,7 +250,7 @@ class EngineClient:
                     async with asyncio.timeout(remaining):
                         item = await queue.get()
                 except TimeoutError:
-                    break   # a lull: flush what we have
+                    break  # a lull: flush what we have
                 if isinstance(item, BaseException):
                     yield batch
                     raise item
@@ -246,7 +258,9 @@ class EngineClient:
             yield batch
 
 
-async def one_request(socket_path: str | Path, op: str, timeout: float = REQUEST_TIMEOUT_S, **args: Any) -> dict[str, Any]:
+async def one_request(
+    socket_path: str | Path, op: str, timeout: float = REQUEST_TIMEOUT_S, **args: Any
+) -> dict[str, Any]:
     """Connect (no events), send one command, return its reply."""
     client = EngineClient(socket_path, events=False, reconnect_attempts=0, request_timeout=timeout)
     try:

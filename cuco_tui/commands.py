@@ -17,8 +17,9 @@ class CandidatesProvider(Provider):
             text = f"candidate {label}"
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), partial(app.select_candidate, cid),
-                          help="select this candidate")
+                yield Hit(
+                    score, matcher.highlight(text), partial(app.select_candidate, cid), help="select this candidate"
+                )
 
 
 class RunsProvider(Provider):
@@ -33,8 +34,9 @@ class RunsProvider(Provider):
             text = f"Run {run_id}"
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), app.action_show_runs,
-                          help=f"attach with: cuco attach {run_id}")
+                yield Hit(
+                    score, matcher.highlight(text), app.action_show_runs, help=f"attach with: cuco attach {run_id}"
+                )
 
     async def discover(self) -> Hits:
         yield DiscoveryHit("Runs: show runs and forks", self.app.action_show_runs, help="the fork tree")
@@ -62,8 +64,9 @@ class ThemesProvider(Provider):
             text = f"Theme: {name}"
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), partial(setattr, app, "theme", name),
-                          help="switch the theme now")
+                yield Hit(
+                    score, matcher.highlight(text), partial(setattr, app, "theme", name), help="switch the theme now"
+                )
 
     async def discover(self) -> Hits:
         for name in ("cuco-dark", "cuco-light"):

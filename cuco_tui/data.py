@@ -68,15 +68,26 @@ class StoreView(ReadModel):
         if source is None:
             source_view = Text("(source blob missing from the store)", style="italic")
         else:
-            source_view = Syntax(source[:MAX_SOURCE_CHARS], "cuda", theme=theme,
-                                 line_numbers=False).highlight(source[:MAX_SOURCE_CHARS])
+            source_view = Syntax(source[:MAX_SOURCE_CHARS], "cuda", theme=theme, line_numbers=False).highlight(
+                source[:MAX_SOURCE_CHARS]
+            )
         diff_view = self._parent_diff(row, source_text, theme)
-        title = (f"#{row['id']} island {row['island']} gen {row['generation']} {row['operator']} "
-                 f"({row['mutator']}) {row['status']}")
-        return CandidateDetail(id=row["id"], title=title, diff=diff_view, source=source_view,
-                               source_text=source_text, metrics=self._metrics(row),
-                               logs=self._logs(candidate_id), llm=self._llm(candidate_id), row=row,
-                               lineage=lineage_text(self._all, row["run_id"], candidate_id, self.best_paths))
+        title = (
+            f"#{row['id']} island {row['island']} gen {row['generation']} {row['operator']} "
+            f"({row['mutator']}) {row['status']}"
+        )
+        return CandidateDetail(
+            id=row["id"],
+            title=title,
+            diff=diff_view,
+            source=source_view,
+            source_text=source_text,
+            metrics=self._metrics(row),
+            logs=self._logs(candidate_id),
+            llm=self._llm(candidate_id),
+            row=row,
+            lineage=lineage_text(self._all, row["run_id"], candidate_id, self.best_paths),
+        )
 
     def parent_diff(self, candidate_id: int, dark: bool = True) -> Text:
         """The candidate's diff against its parent (a fork's copy: against its original), highlighted."""
@@ -90,18 +101,29 @@ class StoreView(ReadModel):
         if parent is None:
             return Text("(no parent: this is a seed)", style="italic")
         parent_id, parent_src = parent
-        lines = list(difflib.unified_diff(parent_src.splitlines(), source_text.splitlines(),
-                                          f"#{parent_id}", f"#{row['id']}", lineterm="", n=3))
+        lines = list(
+            difflib.unified_diff(
+                parent_src.splitlines(), source_text.splitlines(), f"#{parent_id}", f"#{row['id']}", lineterm="", n=3
+            )
+        )
         diff_text = "\n".join(lines) or "(identical to its parent)"
         text = Syntax(diff_text, "diff", theme=theme).highlight(diff_text)
         mark_changed_spans(text, lines)
-        text.no_wrap, text.overflow = False, "fold"   # wrapped: a long changed line shows its change
+        text.no_wrap, text.overflow = False, "fold"  # wrapped: a long changed line shows its change
         return text
 
     def _metrics(self, row: dict[str, Any]) -> Text:
         out = Text()
-        for key, label in (("status", "status"), ("correct", "correct"), ("speedup", "speedup"),
-                           ("time_ms", "time"), ("baseline_ms", "baseline"), ("cell", "cell"), ("reason", "reason"), ("fault", "fault")):
+        for key, label in (
+            ("status", "status"),
+            ("correct", "correct"),
+            ("speedup", "speedup"),
+            ("time_ms", "time"),
+            ("baseline_ms", "baseline"),
+            ("cell", "cell"),
+            ("reason", "reason"),
+            ("fault", "fault"),
+        ):
             if row.get(key) is not None:
                 out.append(f"{label:>9}: ", style="bold")
                 out.append(f"{format_value(key, row[key])}\n")
@@ -124,14 +146,19 @@ class StoreView(ReadModel):
             out.append("\n" + legend("speedup", "time", "baseline") + "\n", style="dim")
             return out
         for flag in metrics.get("flags") or []:
-            out.append(f"\n⚑ beyond the overlap bound on {flag.get('config')}: {flag.get('candidate_ms'):.4g} ms < "
-                       f"{flag.get('bound_ms'):.4g} ms (the baseline's compute or communication alone). A faster "
-                       "computation or a gamed measurement: read the diff before trusting it.\n", style="bold yellow")
+            out.append(
+                f"\n⚑ beyond the overlap bound on {flag.get('config')}: {flag.get('candidate_ms'):.4g} ms < "
+                f"{flag.get('bound_ms'):.4g} ms (the baseline's compute or communication alone). A faster "
+                "computation or a gamed measurement: read the diff before trusting it.\n",
+                style="bold yellow",
+            )
         configs = config_results(metrics)
         if configs:
             # two short lines per config: the detail pane is narrow (about 40 columns at 100x30)
-            out.append("\nper config" + (" (benchmark)" if configs_from_benchmark(metrics) else "") + "\n",
-                       style="bold underline")
+            out.append(
+                "\nper config" + (" (benchmark)" if configs_from_benchmark(metrics) else "") + "\n",
+                style="bold underline",
+            )
             out.append("  name  baseline -> candidate ms  ratio\n", style="dim")
             for cfg in configs:
                 out.append(f"  {cfg.name}", style="bold")
@@ -141,23 +168,29 @@ class StoreView(ReadModel):
                 if ratio is not None:
                     out.append(f"  {ratio:.3f}x", style="bold")
                 out.append("\n")
-                parts = [f"{label} {value:.4g} ms" for value, label in ((cfg.comp_ms, "comp"), (cfg.comm_ms, "comm"))
-                         if value is not None]
+                parts = [
+                    f"{label} {value:.4g} ms"
+                    for value, label in ((cfg.comp_ms, "comp"), (cfg.comm_ms, "comm"))
+                    if value is not None
+                ]
                 if cfg.bound is not None:
                     parts.append(f"bound {cfg.bound:.3f}x")
                 if parts:
                     out.append("    " + "  ".join(parts) + "\n", style="dim")
                 verdict = judge(cfg.as_dict(), timeline_figures(metrics, cfg.name))
-                if verdict.kind is not None:   # 1: a perfect overlap of the baseline's own compute and communication
-                    out.append(f"    {'overlap efficiency ' if verdict.kind == OVERLAP else ''}{verdict.label()}\n",
-                               style="dim")
+                if verdict.kind is not None:  # 1: a perfect overlap of the baseline's own compute and communication
+                    out.append(
+                        f"    {'overlap efficiency ' if verdict.kind == OVERLAP else ''}{verdict.label()}\n",
+                        style="dim",
+                    )
         rest = metrics_besides_configs(metrics)
         harness = harness_lines(rest)
         if harness:
             out.append("\nharness\n", style="bold underline")
             out.append(harness[:20000] + "\n")
-        out.append("\n" + legend("speedup", "time", "baseline", "sum ratio", "bound", "eff", "comp / comm") + "\n",
-                   style="dim")
+        out.append(
+            "\n" + legend("speedup", "time", "baseline", "sum ratio", "bound", "eff", "comp / comm") + "\n", style="dim"
+        )
         return out
 
     def _logs(self, candidate_id: int) -> Text:
@@ -166,9 +199,12 @@ class StoreView(ReadModel):
         if not rows:
             return Text("(no build or run logs yet)", style="italic")
         for ev in rows:
-            out.append(f"── {ev['stage']} [{ev['status']}] rc={ev['rc']} node={ev['node']} "
-                       f"{(ev['duration_s'] or 0):.1f}s attempt {ev['attempt']}\n", style="bold")
-            if ev.get("fault") == "environment":   # not held against the candidate (engine/evaluation/faults.py)
+            out.append(
+                f"── {ev['stage']} [{ev['status']}] rc={ev['rc']} node={ev['node']} "
+                f"{(ev['duration_s'] or 0):.1f}s attempt {ev['attempt']}\n",
+                style="bold",
+            )
+            if ev.get("fault") == "environment":  # not held against the candidate (engine/evaluation/faults.py)
                 out.append(f"   the environment's fault, not the candidate's: {_fault_note(ev)}\n", style="yellow")
             text = self.blob(ev["log_hash"])
             out.append((text[-20000:] if text else "(no log)") + "\n")
@@ -180,8 +216,11 @@ class StoreView(ReadModel):
             return Text("(no LLM calls for this candidate)", style="italic")
         out = Text()
         for call in rows:
-            out.append(f"── {call['model']} {call['purpose']} [{call['status']}] in {call['input_tokens']} "
-                       f"out {call['output_tokens']} ${call['cost_usd']:.4f}\n", style="bold")
+            out.append(
+                f"── {call['model']} {call['purpose']} [{call['status']}] in {call['input_tokens']} "
+                f"out {call['output_tokens']} ${call['cost_usd']:.4f}\n",
+                style="bold",
+            )
             for label, digest in (("prompt", call["prompt_hash"]), ("response", call["response_hash"])):
                 text = self.blob(digest)
                 if text:
@@ -192,8 +231,17 @@ class StoreView(ReadModel):
         return out
 
 
-_UNITS = {"speedup": "x", "time_ms": " ms", "baseline_ms": " ms", "candidate_ms": " ms", "comp_ms": " ms",
-          "comm_ms": " ms", "bound": "x", "duration_s": " s", "measurements": "x"}
+_UNITS = {
+    "speedup": "x",
+    "time_ms": " ms",
+    "baseline_ms": " ms",
+    "candidate_ms": " ms",
+    "comp_ms": " ms",
+    "comm_ms": " ms",
+    "bound": "x",
+    "duration_s": " s",
+    "measurements": "x",
+}
 
 
 def format_value(key: str, value: Any) -> str:

@@ -28,12 +28,28 @@ class HeadlessDisplay:
         self.console = console or Console(stderr=True)
         self.lines = not self.console.is_terminal
         total = engine.config.max_evals
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=self.console,
+        )
         self.task = self.progress.add_task(engine.run_id, total=total, completed=engine.evaluated, info="")
         self.recent: list[str] = []
-        self.live = None if self.lines else Live(self._render(), console=self.console, refresh_per_second=4,
-                                                 transient=False, redirect_stdout=False, redirect_stderr=False)
+        self.live = (
+            None
+            if self.lines
+            else Live(
+                self._render(),
+                console=self.console,
+                refresh_per_second=4,
+                transient=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+        )
         self._last = 0.0
 
     def __enter__(self):
@@ -70,8 +86,11 @@ class HeadlessDisplay:
         if self.lines:
             if line is not None:
                 st = self.engine.status()
-                self._line(f"{line}  [{st['evaluated']}/{self.engine.config.max_evals} evaluated]"
-                           if isinstance(event, Result) else line)
+                self._line(
+                    f"{line}  [{st['evaluated']}/{self.engine.config.max_evals} evaluated]"
+                    if isinstance(event, Result)
+                    else line
+                )
             return
         if line is not None:
             self.recent = (self.recent + [line])[-RECENT:]
@@ -87,15 +106,19 @@ class HeadlessDisplay:
         left = ""
         if e.config.max_minutes:
             left = f"  time left {max(0.0, e.config.max_minutes * 60 - e.elapsed_s()) / 60:.1f} min"
-        info = (f"best {best.speedup:.3f}x (#{best.candidate})" if best and best.speedup else "best -") + \
-               f"  correct {st['correct']}  failed {st['failed']}  in flight {st['in_flight']}" + \
-               (f"  LLM ${st['llm_cost_usd']:.4f}" if st["llm_cost_usd"] else "") + left
+        info = (
+            (f"best {best.speedup:.3f}x (#{best.candidate})" if best and best.speedup else "best -")
+            + f"  correct {st['correct']}  failed {st['failed']}  in flight {st['in_flight']}"
+            + (f"  LLM ${st['llm_cost_usd']:.4f}" if st["llm_cost_usd"] else "")
+            + left
+        )
         self.progress.update(self.task, completed=st["evaluated"], info=info)
         return Group(self.progress, Text("\n".join(self.recent), style="dim"))
 
     def print_summary(self, home: Path, run_id: str) -> None:
         from engine.store.report import build_report
         from engine.store.store import ReadStore
+
         store = ReadStore(home)
         try:
             print_report(build_report(store, run_id), home, store, console=self.console)
@@ -125,6 +148,7 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
     from engine.search.best import top_candidates
     from engine.store.read_model.views import first_candidate
     from engine.store.store import ReadStore
+
     console = console or Console()
     own = store is None
     store = store or ReadStore(home)
@@ -138,6 +162,7 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         head.add_row("evaluated", f"{report['evaluated']}: {report['correct']} correct, {report['failed']} failed")
         if report.get("faults"):
             from engine.evaluation.fault_report import fault_line
+
             head.add_row("failures", fault_line(report["faults"]))
         head.add_row("baseline", f"{_ms(report['baseline_time_ms'])} (sum over configs, in the seed's job)")
         head.add_row("best", best_line(best))
@@ -146,8 +171,10 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         console.print(head)
         first = first_candidate(store.fetchall, report["run"])
         reference = json.loads(first["descriptor_json"]) if first else {}
-        table = Table(title="top candidates (not rejected, not held for review), by speedup",
-                      caption=f"design point: what differs from #{first['id']}, the run's first candidate" if first else None)
+        table = Table(
+            title="top candidates (not rejected, not held for review), by speedup",
+            caption=f"design point: what differs from #{first['id']}, the run's first candidate" if first else None,
+        )
         table.add_column("id", no_wrap=True)
         table.add_column("isl", no_wrap=True)
         table.add_column("gen", no_wrap=True)
@@ -158,8 +185,16 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         marks = {m: "+" for m in report["accepted"]}
         for r in top_candidates(store.fetchall, report["run"], 8):
             point = _point_change(json.loads(r["descriptor_json"]), reference)
-            table.add_row(f"{r['id']}{marks.get(r['id'], '')}", str(r["island"]), str(r["generation"]), r["operator"],
-                          point, f"{r['speedup'] or 0:.3f}x", _num(r["time_ms"]), _num(r["baseline_ms"]))
+            table.add_row(
+                f"{r['id']}{marks.get(r['id'], '')}",
+                str(r["island"]),
+                str(r["generation"]),
+                r["operator"],
+                point,
+                f"{r['speedup'] or 0:.3f}x",
+                _num(r["time_ms"]),
+                _num(r["baseline_ms"]),
+            )
         console.print(table)
         if best.get("configs"):
             console.print(_config_table(f"best candidate #{best['candidate']} per config", best["configs"]))
@@ -170,11 +205,18 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
                 console.print(f"  #{cid}: {_point_change(point, reference)}", style="dim")
         _print_waiting(report, console)
         for flag in best.get("flags") or []:
-            console.print(f"[yellow]⚑ the best beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
-                          f"{flag['bound_ms']:.4g} ms): a faster computation or a gamed measurement; read its diff "
-                          "before trusting it[/]")
-        console.print(Text(legend("speedup", "time", "baseline", "sum ratio", "bound", "eff", "comp / comm")
-                           + "\n+: accepted by a person", style="dim"))
+            console.print(
+                f"[yellow]⚑ the best beat the overlap bound on {flag['config']} ({flag['candidate_ms']:.4g} ms < "
+                f"{flag['bound_ms']:.4g} ms): a faster computation or a gamed measurement; read its diff "
+                "before trusting it[/]"
+            )
+        console.print(
+            Text(
+                legend("speedup", "time", "baseline", "sum ratio", "bound", "eff", "comp / comm")
+                + "\n+: accepted by a person",
+                style="dim",
+            )
+        )
     finally:
         if own:
             store.close()
@@ -187,14 +229,22 @@ def _num(value: float | None) -> str:
 def _print_waiting(report: dict, console: Console) -> None:
     """The results that wait for a person (they do not count until accepted), and the refused candidates."""
     for c in report.get("needs_review") or []:
-        why = "; ".join(f"beat the overlap bound on {f['config']} ({f['candidate_ms']:.4g} ms < {f['bound_ms']:.4g} ms)"
-                        for f in c["flags"] if "bound_ms" in f) or "flagged"
-        console.print(f"[yellow]needs review: #{c['candidate']} {c['speedup'] or 0:.3f}x: {why}. It is not the best, "
-                      f"a parent or an inspiration until accepted (`cuco accept {report['run']} {c['candidate']}`, or `a` in the "
-                      "TUI's review queue)[/]")
+        why = (
+            "; ".join(
+                f"beat the overlap bound on {f['config']} ({f['candidate_ms']:.4g} ms < {f['bound_ms']:.4g} ms)"
+                for f in c["flags"]
+                if "bound_ms" in f
+            )
+            or "flagged"
+        )
+        console.print(
+            f"[yellow]needs review: #{c['candidate']} {c['speedup'] or 0:.3f}x: {why}. It is not the best, "
+            f"a parent or an inspiration until accepted (`cuco accept {report['run']} {c['candidate']}`, or `a` in the "
+            "TUI's review queue)[/]"
+        )
     for r in report.get("refused") or []:
         console.print(f"[magenta]refused: #{r['candidate']}: {r['reason']}[/]")
-    for r in report.get("rejected") or []:   # by a person: never the best, a parent or an inspiration
+    for r in report.get("rejected") or []:  # by a person: never the best, a parent or an inspiration
         console.print(f"[red]rejected: #{r['candidate']}: {r['reason'] or '(no reason)'}[/]")
     if report.get("strategies"):
         console.print(strategy_table(report["strategies"]))
@@ -203,22 +253,43 @@ def _print_waiting(report: dict, console: Console) -> None:
 def strategy_table(rows: list[dict]) -> Table:
     """The run's mutation strategies (engine/llm/strategies.py), active and best first."""
     t = Table(title="strategies")
-    for label, justify in (("id", "left"), ("strategy", "left"), ("status", "left"), ("prompts", "right"),
-                           ("share", "right"), ("children", "right"), ("faster", "right"), ("failed", "right"),
-                           ("mean gain", "right")):
-        t.add_column(label, justify=justify)   # type: ignore[arg-type]
+    for label, justify in (
+        ("id", "left"),
+        ("strategy", "left"),
+        ("status", "left"),
+        ("prompts", "right"),
+        ("share", "right"),
+        ("children", "right"),
+        ("faster", "right"),
+        ("failed", "right"),
+        ("mean gain", "right"),
+    ):
+        t.add_column(label, justify=justify)  # type: ignore[arg-type]
     for r in rows:
         status = "pinned" if r["pinned"] else r["status"]
-        t.add_row(r["id"], r["text"], status + (f" ({r['why']})" if r.get("why") else ""), str(r["pulls"]),
-                  f"{r['share']:.0%}", str(r["children"]), str(r["successes"]), str(r["failures"]),
-                  "-" if r["mean_gain"] is None else f"{r['mean_gain']:+.1%}")
+        t.add_row(
+            r["id"],
+            r["text"],
+            status + (f" ({r['why']})" if r.get("why") else ""),
+            str(r["pulls"]),
+            f"{r['share']:.0%}",
+            str(r["children"]),
+            str(r["successes"]),
+            str(r["failures"]),
+            "-" if r["mean_gain"] is None else f"{r['mean_gain']:+.1%}",
+        )
     return t
 
 
-_CONFIG_COLUMNS = (("base ms", "baseline_ms", "{:.3f}"), ("cand ms", "candidate_ms", "{:.3f}"),
-                   ("ratio", "speedup", "{:.3f}x"), ("comp ms", "comp_ms", "{:.3f}"),
-                   ("comm ms", "comm_ms", "{:.3f}"), ("bound", "bound", "{:.3f}x"),
-                   ("eff", "efficiency_label", "{}"))
+_CONFIG_COLUMNS = (
+    ("base ms", "baseline_ms", "{:.3f}"),
+    ("cand ms", "candidate_ms", "{:.3f}"),
+    ("ratio", "speedup", "{:.3f}x"),
+    ("comp ms", "comp_ms", "{:.3f}"),
+    ("comm ms", "comm_ms", "{:.3f}"),
+    ("bound", "bound", "{:.3f}x"),
+    ("eff", "efficiency_label", "{}"),
+)
 
 
 def _config_table(title: str, configs: list[dict], with_candidate: bool = False) -> Table:

@@ -17,7 +17,7 @@ from engine.store.store import DB_NAME, ReadStore
 from .client import ping
 
 SPAWN_TIMEOUT_S = 60.0
-BUSY_ENGINE_S = 15.0   # a second, longer, hello to an engine whose process lives but did not answer at once
+BUSY_ENGINE_S = 15.0  # a second, longer, hello to an engine whose process lives but did not answer at once
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -76,8 +76,15 @@ def daemon_log_path(home: Path, run_id: str) -> Path:
     return protocol.run_dir(home, run_id) / "daemon.log"
 
 
-def spawn_daemon(home: Path, run_id: str, *, create: bool = False, workload: Path | None = None,
-                 config_json: str | None = None, cluster: str | None = None) -> subprocess.Popen:
+def spawn_daemon(
+    home: Path,
+    run_id: str,
+    *,
+    create: bool = False,
+    workload: Path | None = None,
+    config_json: str | None = None,
+    cluster: str | None = None,
+) -> subprocess.Popen:
     """Start `python -m engine.daemon.daemon` in its own session, stdio to `<home>/runs/<run>/daemon.log`."""
     argv = [sys.executable, "-m", "engine.daemon.daemon", "--home", str(home), "--run", run_id]
     if create:
@@ -88,15 +95,22 @@ def spawn_daemon(home: Path, run_id: str, *, create: bool = False, workload: Pat
         argv += ["--resume"]
     log_path = daemon_log_path(home, run_id)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **held_keys()}   # the engine is the one process that needs the keys
+    env = {**os.environ, **held_keys()}  # the engine is the one process that needs the keys
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True, env=env, cwd=os.getcwd())
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            env=env,
+            cwd=os.getcwd(),
+        )
 
 
-def wait_for_daemon(home: Path, run_id: str, proc: subprocess.Popen,
-                    timeout: float = SPAWN_TIMEOUT_S) -> RunInfo:
+def wait_for_daemon(home: Path, run_id: str, proc: subprocess.Popen, timeout: float = SPAWN_TIMEOUT_S) -> RunInfo:
     """Wait until the spawned daemon serves (run.json with its pid); explain a failure with its log."""
     info = protocol.wait_for_run_info(home, run_id, timeout, pid=proc.pid)
     if info is not None and asyncio.run(ping(info.socket, timeout=5.0)) is not None:

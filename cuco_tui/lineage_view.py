@@ -38,8 +38,9 @@ def lineage_text(fetch: Fetch, run_id: str, candidate_id: int, best_paths: BestP
     data = lineage(fetch, run_id, candidate_id, best_paths, limit=shown)
     out = Text()
     if data.best is not None:
-        out.append(f"★ on the path from the seed to the best (#{data.best}); L opens the lineage screen\n\n",
-                   style="dim")
+        out.append(
+            f"★ on the path from the seed to the best (#{data.best}); L opens the lineage screen\n\n", style="dim"
+        )
     if not data.complete and data.chain:
         out.append("… older ancestors back to generation 0 (L shows them)\n", style="dim")
     for node in data.chain[-shown:]:
@@ -47,8 +48,9 @@ def lineage_text(fetch: Fetch, run_id: str, candidate_id: int, best_paths: BestP
         out.append_text(node_label(node, focus=node.id == data.focus))
         out.append("\n")
     if data.children:
-        out.append(f"\nchildren ({data.chain[-1].children if data.chain else len(data.children)})\n",
-                   style="bold underline")
+        out.append(
+            f"\nchildren ({data.chain[-1].children if data.chain else len(data.children)})\n", style="bold underline"
+        )
         for node in data.children[:20]:
             out.append("  ")
             out.append_text(node_label(node))

@@ -47,13 +47,14 @@ class SummaryLoaded(Message):
 
 
 class CandidatesLoaded(Message):
-    def __init__(self, rows: list[dict[str, Any]], filter_text: str, elapsed_s: float,
-                 sort: tuple[str, bool] | None = None) -> None:
+    def __init__(
+        self, rows: list[dict[str, Any]], filter_text: str, elapsed_s: float, sort: tuple[str, bool] | None = None
+    ) -> None:
         super().__init__()
         self.rows = rows
         self.filter_text = filter_text
         self.elapsed_s = elapsed_s
-        self.sort = sort            # (column, descending) the rows are in; None: proposal order
+        self.sort = sort  # (column, descending) the rows are in; None: proposal order
 
 
 class CandidateSelected(Message):

@@ -17,7 +17,7 @@ PR_SET_PDEATHSIG = 1
 def honour_signals() -> None:
     """SIGINT and SIGTERM end this process even if the parent ignored them (a background job of a
     non-interactive shell starts with SIGINT ignored, and ignored signals are inherited)."""
-    with contextlib.suppress(ValueError, OSError):   # not the main thread: nothing to do
+    with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to do
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
@@ -31,14 +31,16 @@ def parent_death_signal(sig: int = signal.SIGKILL) -> Callable[[], None]:
 
     def in_child() -> None:
         prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent:   # the parent died before prctl: the signal would never come
+        if os.getppid() != parent:  # the parent died before prctl: the signal would never come
             os._exit(1)
+
     return in_child
 
 
 def end_groups(pgids: list[int], grace_s: float = 2.0) -> None:
     """SIGTERM to each process group, then SIGKILL to whatever of them is left after `grace_s` (all at once:
     ending several groups takes one grace period, not one each)."""
+
     def signal_all(sig: int) -> list[int]:
         left = []
         for pgid in pgids:

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.contract import Best, Event, Result
 
-Toast = tuple[str, str]    # (text, severity: information | warning | error)
+Toast = tuple[str, str]  # (text, severity: information | warning | error)
 NEEDS_REVIEW = "needs_review"
 
 

@@ -16,8 +16,7 @@ import math
 import re
 from typing import Any
 
-CATEGORY_COLOURS = {"compute": "#4e79a7", "comm": "#f28e2b", "wait": "#edc948", "idle": "#e15759",
-                    "config": "#bab0ac"}
+CATEGORY_COLOURS = {"compute": "#4e79a7", "comm": "#f28e2b", "wait": "#edc948", "idle": "#e15759", "config": "#bab0ac"}
 
 
 def embedded_json(value: Any) -> str:
@@ -42,7 +41,7 @@ def render(trace: dict[str, Any]) -> str:
     """The page for one trace (a dict with `traceEvents` and `otherData`, as chrome_trace returns it)."""
     title = str((trace.get("otherData") or {}).get("title") or "cuco trace")
     fill = {"TITLE": html.escape(title), "COLOURS": embedded_json(CATEGORY_COLOURS), "TRACE": embedded_json(trace)}
-    return re.sub(r"\{\{(TITLE|COLOURS|TRACE)\}\}", lambda m: fill[m.group(1)], PAGE)   # one pass: no value is re-read
+    return re.sub(r"\{\{(TITLE|COLOURS|TRACE)\}\}", lambda m: fill[m.group(1)], PAGE)  # one pass: no value is re-read
 
 
 PAGE = """<!DOCTYPE html>

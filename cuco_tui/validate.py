@@ -23,12 +23,14 @@ from engine.workload import load_workload
 
 def validate_workload(spec: str, compile_: bool = True) -> int:
     console = Console()
-    w = load_workload(spec)   # InputError (exit 2) names the file and the field
+    w = load_workload(spec)  # InputError (exit 2) names the file and the field
     space = w.design_space
     console.print(f"[bold]{w.name}[/] ({w.language}, {w.ranks} ranks) at {w.root}")
     console.print(f"  configs: {', '.join(c.name + ('' if c.public else ' (hidden)') for c in w.configs)}")
-    console.print(f"  design space: {', '.join(f'{d.name}[{len(d.values)}]' for d in space.dimensions.values())}; "
-                  f"archive cell: {', '.join(space.archive_dims)}")
+    console.print(
+        f"  design space: {', '.join(f'{d.name}[{len(d.values)}]' for d in space.dimensions.values())}; "
+        f"archive cell: {', '.join(space.archive_dims)}"
+    )
     console.print(f"  seed point: {space.descriptor(w.seed_source)}")
     for todo in todo_markers(w.root):
         console.print(f"  [yellow]TODO[/] {escape(todo)}")
@@ -44,8 +46,10 @@ def validate_workload(spec: str, compile_: bool = True) -> int:
         console.print(f"[yellow]spec OK; {compiler} is not on PATH here, so nothing was compiled[/]")
         return 0
     if w.build_nccl and not _nccl_headers_here():
-        console.print("[yellow]spec OK; the NCCL headers are not found here (pip install 'cuco\\[cuda]', i.e. "
-                      "nvidia-nccl-cu13==2.28.9, or set NCCL_HOME), so nothing was compiled[/]")
+        console.print(
+            "[yellow]spec OK; the NCCL headers are not found here (pip install 'cuco\\[cuda]', i.e. "
+            "nvidia-nccl-cu13==2.28.9, or set NCCL_HOME), so nothing was compiled[/]"
+        )
         return 0
     return asyncio.run(_compile_all(console, w, sources))
 
@@ -67,7 +71,7 @@ def _nccl_headers_here() -> bool:
         return True
     try:
         return importlib.util.find_spec("nvidia.nccl") is not None
-    except ModuleNotFoundError:   # no `nvidia` package at all
+    except ModuleNotFoundError:  # no `nvidia` package at all
         return False
 
 
@@ -75,19 +79,28 @@ async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:
     """Each source through the engine's own cascade: built and checked by the symbol policy; the seed also
     verified (fresh inputs, the nonce and the wall-clock check) where this machine has the GPUs it needs."""
     failures = 0
-    with tempfile.TemporaryDirectory(prefix="cuco-validate-") as scratch:   # job directories, nothing kept
+    with tempfile.TemporaryDirectory(prefix="cuco-validate-") as scratch:  # job directories, nothing kept
         executor = await open_executor(Path(scratch), None, workload_name=w.name)
         try:
             have = executor.max_gpus_per_job
             runs_here = w.launch_gpus == 0 or have >= w.launch_gpus
-            jobs = {name: asyncio.create_task(evaluate_source(
-                        w, src, executor, job_prefix=f"validate-{name}", seed=fresh_seed(),
-                        upto=VERIFY if name == "seed" and runs_here else BUILD))
-                    for name, src in sources.items()}
+            jobs = {
+                name: asyncio.create_task(
+                    evaluate_source(
+                        w,
+                        src,
+                        executor,
+                        job_prefix=f"validate-{name}",
+                        seed=fresh_seed(),
+                        upto=VERIFY if name == "seed" and runs_here else BUILD,
+                    )
+                )
+                for name, src in sources.items()
+            }
             for name, task in jobs.items():
                 out = await task
                 build = out.stages[0] if out.stages else None
-                if out.status == REFUSED:   # the engine would refuse it before running it
+                if out.status == REFUSED:  # the engine would refuse it before running it
                     failures += 1
                     console.print(f"  [red]{escape(name)}[/]: {escape(out.reason)}")
                 elif build is None or build.status != "ok":
@@ -95,8 +108,9 @@ async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:
                     log = build.log[-3000:] if build is not None else ""
                     console.print(f"  [red]compile failed[/] {escape(name)}: {escape(out.reason)}\n{escape(log)}")
                 else:
-                    console.print(f"  [green]compiled[/] {escape(name)} ({build.duration_s:.1f} s), "
-                                  "passes the symbol policy")
+                    console.print(
+                        f"  [green]compiled[/] {escape(name)} ({build.duration_s:.1f} s), passes the symbol policy"
+                    )
             seed = jobs["seed"].result()
             if seed.stages and seed.stages[0].status == "ok":
                 if not runs_here:

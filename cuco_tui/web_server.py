@@ -31,9 +31,11 @@ log = logging.getLogger("cuco.serve")
 
 TOKEN_PARAM = "token"
 COOKIE = "cuco_serve_token"
-SESSION_END_GRACE_S = 2.0    # a closed tab's process may take this long to quit before its group is killed
-REFUSED = ("cuco serve: refused. Open the address `cuco serve` printed (it carries the token), from this "
-           "browser, at that address.\n")
+SESSION_END_GRACE_S = 2.0  # a closed tab's process may take this long to quit before its group is killed
+REFUSED = (
+    "cuco serve: refused. Open the address `cuco serve` printed (it carries the token), from this "
+    "browser, at that address.\n"
+)
 
 
 def url_host(host: str) -> str:
@@ -93,15 +95,17 @@ class Gate:
                 # the token becomes a cookie and leaves the address bar (history, a copied link, Referer)
                 query = {k: v for k, v in request.query.items() if k != TOKEN_PARAM}
                 response = web.HTTPSeeOther(request.rel_url.with_query(query).path_qs if query else "/")
-                response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", path="/",
-                                    secure=self.secure_cookie)
+                response.set_cookie(
+                    COOKIE, self.token, httponly=True, samesite="Strict", path="/", secure=self.secure_cookie
+                )
                 response.headers["Referrer-Policy"] = "no-referrer"
                 return response
             response = await handler(request)
             with contextlib.suppress(Exception):
                 response.headers.setdefault("Referrer-Policy", "no-referrer")
-                response.headers.setdefault("X-Frame-Options", "DENY")   # no framing by another page
+                response.headers.setdefault("X-Frame-Options", "DENY")  # no framing by another page
             return response
+
         return gate
 
 
@@ -119,9 +123,14 @@ def _app_service_class() -> Any:
         async def _open_app_process(self, width: int = 80, height: int = 24) -> Any:
             environment = self._build_environment(width=width, height=height)
             self._process = process = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=environment, start_new_session=True,
-                preexec_fn=parent_death_signal(signal.SIGKILL))
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=environment,
+                start_new_session=True,
+                preexec_fn=parent_death_signal(signal.SIGKILL),
+            )
             self.children.add(process.pid)
             assert process.stdin is not None
             self._stdin = process.stdin
@@ -149,8 +158,7 @@ def end_process_group(pgid: int) -> None:
     end_groups([pgid], grace_s=SESSION_END_GRACE_S)
 
 
-def make_server(argv: list[str], host: str, port: int, title: str, token: str, public_url: str,
-                loopback: bool) -> Any:
+def make_server(argv: list[str], host: str, port: int, title: str, token: str, public_url: str, loopback: bool) -> Any:
     from textual_serve.server import Server
 
     tab_process = _app_service_class()
@@ -158,16 +166,17 @@ def make_server(argv: list[str], host: str, port: int, title: str, token: str, p
     class CucoServer(Server):
         def __init__(self) -> None:
             super().__init__(" ".join(argv), host=host, port=port, title=title, public_url=public_url)
-            self.gate = Gate(token, allowed_origins(public_url, host, port, loopback),
-                             secure_cookie=public_url.startswith("https:"))
-            self.children: set[int] = set()   # each tab's process (and group) id
+            self.gate = Gate(
+                token, allowed_origins(public_url, host, port, loopback), secure_cookie=public_url.startswith("https:")
+            )
+            self.children: set[int] = set()  # each tab's process (and group) id
 
         async def _make_app(self) -> Any:
             app = await super()._make_app()
             app.middlewares.append(self.gate.middleware())
             return app
 
-        async def on_startup(self, app: Any) -> None:   # cuco prints its own line (with the token)
+        async def on_startup(self, app: Any) -> None:  # cuco prints its own line (with the token)
             return None
 
         async def on_shutdown(self, app: Any) -> None:
@@ -181,15 +190,22 @@ def make_server(argv: list[str], host: str, port: int, title: str, token: str, p
             """textual-serve's handler, with each tab's process started as `TabProcess`."""
             from aiohttp import web
             from textual_serve.server import to_int
+
             websocket = web.WebSocketResponse(heartbeat=15)
             width = to_int(request.query.get("width", "80"), 80)
             height = to_int(request.query.get("height", "24"), 24)
             service = None
             try:
                 await websocket.prepare(request)
-                service = tab_process(argv, self.children, write_bytes=websocket.send_bytes,
-                                      write_str=websocket.send_str, close=websocket.close,
-                                      download_manager=self.download_manager, debug=self.debug)
+                service = tab_process(
+                    argv,
+                    self.children,
+                    write_bytes=websocket.send_bytes,
+                    write_str=websocket.send_str,
+                    close=websocket.close,
+                    download_manager=self.download_manager,
+                    debug=self.debug,
+                )
                 await service.start(width, height)
                 await self._process_messages(websocket, service)
             except asyncio.CancelledError:
@@ -205,11 +221,12 @@ def make_server(argv: list[str], host: str, port: int, title: str, token: str, p
     return CucoServer()
 
 
-def serve_command(argv: list[str], host: str, port: int, title: str, token: str, public_url: str,
-                  loopback: bool) -> None:
+def serve_command(
+    argv: list[str], host: str, port: int, title: str, token: str, public_url: str, loopback: bool
+) -> None:
     """Serve until SIGINT or SIGTERM (blocks); every tab's process ends with it."""
     server = make_server(argv, host, port, title, token, public_url, loopback)
     try:
         server.serve()
     finally:
-        server.end_children()   # however the loop ended
+        server.end_children()  # however the loop ended

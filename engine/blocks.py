@@ -25,9 +25,9 @@ class BlockError(ValueError):
 @dataclass(frozen=True)
 class Block:
     name: str
-    start: int   # index of the START marker line
-    end: int     # index of the END marker line
-    body: str    # the lines strictly between the markers, newline-terminated
+    start: int  # index of the START marker line
+    end: int  # index of the END marker line
+    body: str  # the lines strictly between the markers, newline-terminated
 
 
 def parse_blocks(source: str) -> list[Block]:
@@ -47,13 +47,15 @@ def _parse_blocks_cached(source: str) -> tuple[Block, ...]:
         m = _START_RE.match(line)
         if m:
             if open_at is not None:
-                raise BlockError(f"line {i + 1}: {START} inside the block opened at line {open_at + 1} (blocks do not nest)")
+                raise BlockError(
+                    f"line {i + 1}: {START} inside the block opened at line {open_at + 1} (blocks do not nest)"
+                )
             open_at, open_name = i, m.group(1) or str(len(blocks))
             continue
         if _END_RE.match(line):
             if open_at is None:
                 raise BlockError(f"line {i + 1}: {END} without a {START}")
-            blocks.append(Block(open_name, open_at, i, "".join(lines[open_at + 1:i])))
+            blocks.append(Block(open_name, open_at, i, "".join(lines[open_at + 1 : i])))
             open_at = None
     if open_at is not None:
         raise BlockError(f"line {open_at + 1}: {START} is never closed with {END}")
@@ -81,7 +83,7 @@ def strip_comments(text: str) -> tuple[str, str | None]:
             left_open.append("string")
             return t
         if t.startswith("/"):
-            return " " + "\n" * t.count("\n")   # keep line numbers
+            return " " + "\n" * t.count("\n")  # keep line numbers
         return t
 
     out = _TOKEN_RE.sub(token, text)
@@ -100,8 +102,10 @@ def check_block_bodies(source: str) -> None:
             raise BlockError(f"EVOLVE-BLOCK '{block.name}' ends inside an unterminated {open_at_end}")
         for k, line in enumerate(code.splitlines()):
             if _DIRECTIVE_RE.match(line) or "_Pragma" in line:
-                raise BlockError(f"line {block.start + 2 + k}: preprocessor line inside EVOLVE-BLOCK "
-                                 f"'{block.name}' is not allowed: {block.body.splitlines()[k].strip()[:60]}")
+                raise BlockError(
+                    f"line {block.start + 2 + k}: preprocessor line inside EVOLVE-BLOCK "
+                    f"'{block.name}' is not allowed: {block.body.splitlines()[k].strip()[:60]}"
+                )
 
 
 def frozen_skeleton(source: str) -> list[str]:
@@ -111,7 +115,7 @@ def frozen_skeleton(source: str) -> list[str]:
     out: list[str] = []
     pos = 0
     for block in parse_blocks(source):
-        out.extend(lines[pos:block.start + 1])
+        out.extend(lines[pos : block.start + 1])
         out.append(f"\0BLOCK {block.name}\0")
         pos = block.end
     out.extend(lines[pos:])
@@ -143,7 +147,7 @@ def replace_blocks(source: str, bodies: dict[str, str]) -> str:
     out: list[str] = []
     pos = 0
     for block in blocks:
-        out.extend(lines[pos:block.start + 1])
+        out.extend(lines[pos : block.start + 1])
         if block.name in bodies:
             body = bodies[block.name]
             out.append(body if body.endswith("\n") or not body else body + "\n")
@@ -178,7 +182,7 @@ def knob_values(source: str) -> dict[str, str]:
     return dict(_knob_items(source))
 
 
-@functools.lru_cache(maxsize=256)   # the search steps from the same few parents again and again
+@functools.lru_cache(maxsize=256)  # the search steps from the same few parents again and again
 def _knob_items(source: str) -> tuple[tuple[str, str], ...]:
     values: dict[str, str] = {}
     for block in parse_blocks(source):
@@ -233,7 +237,7 @@ def set_design(source: str, point: dict[str, str]) -> str:
         for i, line in enumerate(lines):
             m = _DESIGN_RE.search(line)
             if m:
-                lines[i] = line[:m.start()] + f"// cuco:design {text}" + ("\n" if line.endswith("\n") else "")
+                lines[i] = line[: m.start()] + f"// cuco:design {text}" + ("\n" if line.endswith("\n") else "")
                 return replace_blocks(source, {block.name: "".join(lines)})
     first = blocks[0]
     return replace_blocks(source, {first.name: f"// cuco:design {text}\n" + first.body})

@@ -25,28 +25,28 @@ class RunConfig:
     max_evals: int | None = 40
     max_minutes: float | None = None
     target_speedup: float | None = None
-    patience: int | None = None              # stop after this many evaluations without a new best
-    concurrency: int = 2                      # proposals/evaluations in flight
-    migration_interval: int = 8               # evaluations between migrations
-    migration_size: int = 1                   # elites copied along each edge of the ring
-    explore_fraction: float = 0.4             # first part of the budget explores (more structural moves)
+    patience: int | None = None  # stop after this many evaluations without a new best
+    concurrency: int = 2  # proposals/evaluations in flight
+    migration_interval: int = 8  # evaluations between migrations
+    migration_size: int = 1  # elites copied along each edge of the ring
+    explore_fraction: float = 0.4  # first part of the budget explores (more structural moves)
     parent_selection: str = "power_law"
     power_law_alpha: float = 1.5
     archive_inspirations: int = 2
     top_inspirations: int = 2
     llm: list[str] = field(default_factory=list)
     budget_usd: float | None = None
-    mutator: str = "design-space"             # design-space | llm (llm needs --llm)
-    cluster: str | None = None                # path of cluster.yaml; None = local executor
-    reverify_best: bool = True                # a new best is re-measured on a fresh seed before it counts
-    ranks: int | None = None                  # ranks (GPUs) per job; None = the workload's default
+    mutator: str = "design-space"  # design-space | llm (llm needs --llm)
+    cluster: str | None = None  # path of cluster.yaml; None = local executor
+    reverify_best: bool = True  # a new best is re-measured on a fresh seed before it counts
+    ranks: int | None = None  # ranks (GPUs) per job; None = the workload's default
     # The LLM mutator's settings (ignored by the design-space mutator).
-    meta_every: int = 10                      # finished evaluations between meta-summaries (0: off)
-    novelty_threshold: float = 0.99           # token-shingle Jaccard above which a proposal is a near-copy
-    embedding: str | None = None              # an openai:/openai-compat: embedding model: novelty by cosine
-    embedding_threshold: float = 0.995        # cosine above which a proposal is a near-copy
-    llm_timeout_s: float = 180.0              # one LLM request
-    llm_max_attempts: int = 4                 # per request, with backoff on 429 / 5xx / timeouts
+    meta_every: int = 10  # finished evaluations between meta-summaries (0: off)
+    novelty_threshold: float = 0.99  # token-shingle Jaccard above which a proposal is a near-copy
+    embedding: str | None = None  # an openai:/openai-compat: embedding model: novelty by cosine
+    embedding_threshold: float = 0.995  # cosine above which a proposal is a near-copy
+    llm_timeout_s: float = 180.0  # one LLM request
+    llm_max_attempts: int = 4  # per request, with backoff on 429 / 5xx / timeouts
     max_tokens_diff: int = 4096
     max_tokens_full: int = 8192
     # The strategy population (engine/llm/strategies.py): texts to start from (none: seeded from the
@@ -59,6 +59,7 @@ class RunConfig:
     def validate(self, source: str = "run config") -> RunConfig:
         def bad(field_name: str, msg: str) -> InputError:
             return InputError(source, field_name, msg)
+
         if self.islands < 1:
             raise bad("islands", f"must be >= 1 (got {self.islands})")
         if self.max_evals is not None and self.max_evals < 1:
@@ -146,8 +147,13 @@ def _unknown(key: str, known) -> str:
     return f"unknown setting; {hint}known: {', '.join(sorted(known))}"
 
 
-_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-               "list[str]": "a list of strings"}
+_TYPE_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "list[str]": "a list of strings",
+}
 
 
 def _check_type(value: Any, type_text: str, key: str, source: str) -> None:
@@ -179,7 +185,7 @@ def load_config_file(path: Path) -> dict[str, Any]:
     Dashes in names are read as underscores; a relative `cluster:` path is relative to the file."""
     source = str(path)
     try:
-        data = yaml.safe_load(read_text(path, "--config"))   # unreadable or not UTF-8: an InputError
+        data = yaml.safe_load(read_text(path, "--config"))  # unreadable or not UTF-8: an InputError
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -41,7 +41,7 @@ class RunState(Event):
 @dataclass(frozen=True)
 class Log(Event):
     kind: ClassVar[str] = "log"
-    level: str            # info | warning | error
+    level: str  # info | warning | error
     message: str
 
 
@@ -179,8 +179,22 @@ class LlmCall(Event):
     tokens: int
 
 
-EVENTS: tuple[type[Event], ...] = (RunState, Log, CandidateAdded, CandidateStatus, Result, ArchiveCell, Best,
-                                   Migration, Mark, Fork, StrategyMark, Strategies, Recommendations, LlmCall)
+EVENTS: tuple[type[Event], ...] = (
+    RunState,
+    Log,
+    CandidateAdded,
+    CandidateStatus,
+    Result,
+    ArchiveCell,
+    Best,
+    Migration,
+    Mark,
+    Fork,
+    StrategyMark,
+    Strategies,
+    Recommendations,
+    LlmCall,
+)
 BY_KIND: dict[str, type[Event]] = {e.kind: e for e in EVENTS}
 KINDS: frozenset[str] = frozenset(BY_KIND)
 
@@ -188,8 +202,10 @@ KINDS: frozenset[str] = frozenset(BY_KIND)
 def checked(record: Any) -> Event:
     """`record` if the contract declares its type, else UndeclaredEvent (what the store calls before a write)."""
     if type(record) not in BY_KIND.values():
-        raise UndeclaredEvent(f"{type(record).__name__} is not an event the contract declares "
-                              f"(engine/contract.py EVENTS: {', '.join(sorted(KINDS))})")
+        raise UndeclaredEvent(
+            f"{type(record).__name__} is not an event the contract declares "
+            f"(engine/contract.py EVENTS: {', '.join(sorted(KINDS))})"
+        )
     return record
 
 
@@ -263,14 +279,14 @@ class RunSummary:
     correct: int = 0
     incorrect: int = 0
     failed: int = 0
-    pending: int = 0              # proposed, not yet final (pending or running)
+    pending: int = 0  # proposed, not yet final (pending or running)
     refused: int = 0
     best: BestRef | None = None
     baseline_time_ms: float | None = None
     llm_cost_usd: float = 0.0
     elapsed_s: float = 0.0
-    needs_review: tuple[int, ...] = ()   # ids held for a person, newest first (at most 50)
-    nodes: tuple[dict[str, Any], ...] = ()   # the nodes table's states (a live engine's status is newer)
+    needs_review: tuple[int, ...] = ()  # ids held for a person, newest first (at most 50)
+    nodes: tuple[dict[str, Any], ...] = ()  # the nodes table's states (a live engine's status is newer)
 
     @property
     def in_flight(self) -> int:

@@ -39,7 +39,7 @@ from .store.store import Store
 from .workload import Workload, load_workload
 
 TICK_S = 0.5
-MAX_EMPTY_PROPOSALS = 40       # consecutive proposals that were duplicates or invalid before giving up
+MAX_EMPTY_PROPOSALS = 40  # consecutive proposals that were duplicates or invalid before giving up
 REJECTED_IN_PROMPT = 5
 
 
@@ -81,23 +81,24 @@ class Engine:
         self._owns_executor = False
         self._frozen = FrozenObjectCache()
         self._attempt = 0
-        self._n_final = 0                   # evaluated in this run (not fork copies)
+        self._n_final = 0  # evaluated in this run (not fork copies)
         self._persisting: dict[int, asyncio.Future] = {}
         self.ledger = Ledger(store, run_id, on_error=self._wake.set)
-        executor.watch_submissions(self.ledger.job_submitted)   # a scheduler's job ids (Slurm) go to jobs.external_id
-        self._sources: dict[str, str] = {}   # content hash -> source (immutable, so never stale)
+        executor.watch_submissions(self.ledger.job_submitted)  # a scheduler's job ids (Slurm) go to jobs.external_id
+        self._sources: dict[str, str] = {}  # content hash -> source (immutable, so never stale)
         self._recs: tuple[float, list[str]] = (0.0, [])
-        self._waiting: set[int] = set()     # pending and not in flight
+        self._waiting: set[int] = set()  # pending and not in flight
         self._next_number = 0
         self.faults = fault_policy.FaultPolicy()
-        self.exit_when_paused = False       # headless: a run that pauses itself ends, paused (`cuco resume`)
+        self.exit_when_paused = False  # headless: a run that pauses itself ends, paused (`cuco resume`)
         self._paused_itself = False
 
     # ----- construction -------------------------------------------------------------------------
 
     @classmethod
-    async def create(cls, home: Path, workload: Workload, config: RunConfig, *, run_id: str,
-                     executor: Executor | None = None) -> Engine:
+    async def create(
+        cls, home: Path, workload: Workload, config: RunConfig, *, run_id: str, executor: Executor | None = None
+    ) -> Engine:
         config.validate()
         owns = executor is None
         # The executor first: a cluster nobody can reach, or no node with the GPUs the jobs need, must not
@@ -107,7 +108,7 @@ class Engine:
         try:
             engine = cls(store, run_id, workload, config, executor)
             engine._owns_executor = owns
-            await engine._setup_mutator(home)   # a mutator that cannot start must not leave a run behind
+            await engine._setup_mutator(home)  # a mutator that cannot start must not leave a run behind
             now = time.time()
             async with store.transaction() as tx:
                 if await tx.fetchone("SELECT id FROM runs WHERE id=?", (run_id,)):
@@ -115,7 +116,8 @@ class Engine:
                 await tx.execute(
                     "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
                     "VALUES (?,?,?,?,?,?,?)",
-                    (run_id, workload.name, str(workload.root), "running", config.to_json(), now, now))
+                    (run_id, workload.name, str(workload.root), "running", config.to_json(), now, now),
+                )
                 await tx.event(run_id, RunState(state="running", reason="created"))
             await engine._add_seed()
         except BaseException:
@@ -143,10 +145,14 @@ class Engine:
             engine.baseline_ms = row["baseline_time_ms"]
             await engine._setup_mutator(home)
             await engine._rebuild()
-            if not engine.cands:   # killed between the run's row and its seed's: the seed is all it lacks
+            if not engine.cands:  # killed between the run's row and its seed's: the seed is all it lacks
                 await engine._add_seed()
-            keep = {job for c in engine.cands.values() if c.status in (PENDING, RUNNING)
-                    for job in stages.job_ids(f"{run_id}-c{c.id}")}
+            keep = {
+                job
+                for c in engine.cands.values()
+                if c.status in (PENDING, RUNNING)
+                for job in stages.job_ids(f"{run_id}-c{c.id}")
+            }
             await asyncio.wait_for(engine.executor.reconcile(keep), 120)
         except BaseException:
             await store.close()
@@ -158,27 +164,38 @@ class Engine:
     @staticmethod
     async def _default_executor(home: Path, config: RunConfig, workload: Workload) -> Executor:
         from .evaluation.executors import open_executor  # the one rule shared with `cuco transform`
-        return await open_executor(Path(home), config.cluster, gpus_per_job=workload.launch_gpus,
-                                   workload_name=workload.name)
+
+        return await open_executor(
+            Path(home), config.cluster, gpus_per_job=workload.launch_gpus, workload_name=workload.name
+        )
 
     async def _add_seed(self) -> None:
         await self.store.reserve_candidate_ids()
-        await self._persisted(self._new_candidate(Proposal(self.workload.seed_source, "seed", "seed"),
-                                                  parent=None, island=0))
+        await self._persisted(
+            self._new_candidate(Proposal(self.workload.seed_source, "seed", "seed"), parent=None, island=0)
+        )
 
     async def _setup_mutator(self, home: Path) -> None:
         if self.config.mutator == "llm" or self.config.llm:
             from .search.mutators.llm import build_llm_mutator, settings_from_config
-            self.mutator = build_llm_mutator(self.config.llm, self.config.budget_usd, self.workload, home=Path(home),
-                                             embedding=self.config.embedding,
-                                             settings=settings_from_config(self.config))
+
+            self.mutator = build_llm_mutator(
+                self.config.llm,
+                self.config.budget_usd,
+                self.workload,
+                home=Path(home),
+                embedding=self.config.embedding,
+                settings=settings_from_config(self.config),
+            )
 
     async def _rebuild(self) -> None:
         rows = await self.store.fetchall("SELECT * FROM candidates WHERE run_id=? ORDER BY id", (self.run_id,))
         marks = await self.store.fetchall(
-            "SELECT candidate_id, verdict, text FROM marks WHERE run_id=? ORDER BY id", (self.run_id,))
-        verdicts = {m["candidate_id"]: (None if m["verdict"] == "clear" else m["verdict"], m["text"] or "")
-                    for m in marks}
+            "SELECT candidate_id, verdict, text FROM marks WHERE run_id=? ORDER BY id", (self.run_id,)
+        )
+        verdicts = {
+            m["candidate_id"]: (None if m["verdict"] == "clear" else m["verdict"], m["text"] or "") for m in marks
+        }
         for r in rows:
             c = self._cand_from_row(r)
             c.verdict, text = verdicts.get(c.id, (None, ""))
@@ -191,29 +208,43 @@ class Engine:
             if r["parent_id"] in self.cands:
                 self.cands[r["parent_id"]].children += 1
             # generation 0's first member (the seed, or a fork's chosen candidate) starts every island
-            for island in (range(len(self.islands)) if c.number == 0 else (c.island,)):
+            for island in range(len(self.islands)) if c.number == 0 else (c.island,):
                 self.islands.add(island, c.id)
         for m in await self.store.fetchall("SELECT * FROM migrations_log WHERE run_id=? ORDER BY id", (self.run_id,)):
             self.islands.add(m["dst_island"], m["candidate_id"])
             self.islands.islands[m["dst_island"]].last_migration = m["at_evaluation"]
             self.last_migration_at = max(self.last_migration_at, m["at_evaluation"])
-        cost = await self.store.fetchone("SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?",
-                                         (self.run_id,))
+        cost = await self.store.fetchone(
+            "SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (self.run_id,)
+        )
         self.llm_cost = float(cost["c"]) if cost else 0.0
         # patience counts evaluations since the best, in the order they finished
-        done = sorted((c for c in self.cands.values() if c.status in FINAL_STATUSES and not c.forked),
-                      key=lambda c: c.id)
+        done = sorted(
+            (c for c in self.cands.values() if c.status in FINAL_STATUSES and not c.forked), key=lambda c: c.id
+        )
         if self.best is not None:
             self.since_best = sum(1 for c in done if c.id > self.best.id)
 
     @staticmethod
     def _cand_from_row(r: dict) -> Cand:
-        return Cand(id=r["id"], number=r["number"], island=r["island"], generation=r["generation"],
-                    status=r["status"], source_hash=r["source_hash"], descriptor=json.loads(r["descriptor_json"]),
-                    cell=r["cell"], operator=r["operator"], fitness=r["fitness"], speedup=r["speedup"],
-                    time_ms=r["time_ms"], reason=r["reason"] or "",
-                    metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else {},
-                    forked=r["origin_id"] is not None, review=r["review"])
+        return Cand(
+            id=r["id"],
+            number=r["number"],
+            island=r["island"],
+            generation=r["generation"],
+            status=r["status"],
+            source_hash=r["source_hash"],
+            descriptor=json.loads(r["descriptor_json"]),
+            cell=r["cell"],
+            operator=r["operator"],
+            fitness=r["fitness"],
+            speedup=r["speedup"],
+            time_ms=r["time_ms"],
+            reason=r["reason"] or "",
+            metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else {},
+            forked=r["origin_id"] is not None,
+            review=r["review"],
+        )
 
     def _account(self, c: Cand) -> None:
         """Fold a candidate loaded from the store into the counters."""
@@ -253,18 +284,31 @@ class Engine:
     def status(self) -> dict[str, Any]:
         finals = [c for c in self.cands.values() if c.status in FINAL_STATUSES and not c.forked]
         return {
-            "run": self.run_id, "workload": self.workload.name, "state": self.state,
-            "evaluated": len(finals), "correct": sum(c.status == DONE for c in finals),
+            "run": self.run_id,
+            "workload": self.workload.name,
+            "state": self.state,
+            "evaluated": len(finals),
+            "correct": sum(c.status == DONE for c in finals),
             "failed": sum(c.status in (FAILED, INCORRECT) for c in finals),
             "in_flight": len(self._inflight),
-            "best": None if self.best is None else
-            {"candidate": self.best.id, "speedup": self.best.speedup, "time_ms": self.best.time_ms},
-            "llm_cost_usd": self.llm_cost, "elapsed_s": self.elapsed_s(),
+            "best": None
+            if self.best is None
+            else {"candidate": self.best.id, "speedup": self.best.speedup, "time_ms": self.best.time_ms},
+            "llm_cost_usd": self.llm_cost,
+            "elapsed_s": self.elapsed_s(),
             "nodes": [vars(n) for n in self.executor.nodes()],
-            "islands": [{"index": i.index, "size": len(i.members), "last_migration": i.last_migration,
-                         "best": max((self.cands[m].fitness or 0 for m in i.members if m in self.cands
-                                      and self.cands[m].eligible), default=None)}
-                        for i in self.islands.islands],
+            "islands": [
+                {
+                    "index": i.index,
+                    "size": len(i.members),
+                    "last_migration": i.last_migration,
+                    "best": max(
+                        (self.cands[m].fitness or 0 for m in i.members if m in self.cands and self.cands[m].eligible),
+                        default=None,
+                    ),
+                }
+                for i in self.islands.islands
+            ],
         }
 
     # ----- control --------------------------------------------------------------------------------
@@ -309,8 +353,9 @@ class Engine:
         """Pin, unpin, retire or add a strategy: the LLM mutator folds the mark in before its next proposal."""
         await control.mark_strategy(self.store, self.run_id, verdict, strategy, text)
 
-    async def fork(self, from_candidate: int | None = None, name: str | None = None,
-                   overrides: dict | None = None) -> str:
+    async def fork(
+        self, from_candidate: int | None = None, name: str | None = None, overrides: dict | None = None
+    ) -> str:
         return await control.fork(self.store, self.run_id, from_candidate, name, overrides)
 
     async def close(self) -> None:
@@ -407,13 +452,13 @@ class Engine:
             final = ("paused" if self._paused_itself else "stopped") if self._stop else "finished"
             statuses = {c.status for c in self.cands.values()}
             if not self._stop and statuses & set(FINAL_STATUSES) and DONE not in statuses:
-                final = "failed"   # evaluated, and not one correct candidate (the seed's included): nothing to search
-        except Exception as exc:   # the run fails (or pauses itself: a full disk); the store keeps what it had
+                final = "failed"  # evaluated, and not one correct candidate (the seed's included): nothing to search
+        except Exception as exc:  # the run fails (or pauses itself: a full disk); the store keeps what it had
             final, self.stop_reason = fault_policy.end_state(exc)
             await fault_policy.quietly(self._log("error", self.stop_reason))
         await self._cancel_inflight()
         try:
-            await self._persist_elapsed()   # also sends every write still queued
+            await self._persist_elapsed()  # also sends every write still queued
         except Exception as exc:
             final, self.stop_reason = fault_policy.end_state(exc)
             if final == "failed":
@@ -450,17 +495,33 @@ class Engine:
         public = {cfg.name for cfg in self.workload.public_configs}
         bench = (c.metrics.get("benchmark") or {}).get("configs") or []
         return CandidateView(
-            id=c.id, source=self._source(c.source_hash), descriptor=c.descriptor, status=c.status,
-            island=c.island, generation=c.generation, operator=c.operator, speedup=c.speedup, time_ms=c.time_ms,
-            public_metrics={x["name"]: {k: x.get(k) for k in ("baseline_ms", "candidate_ms", "speedup")}
-                            for x in bench if x.get("name") in public},
-            feedback=c.reason if c.status != DONE else "", timeline=c.metrics.get("timeline") or {})
+            id=c.id,
+            source=self._source(c.source_hash),
+            descriptor=c.descriptor,
+            status=c.status,
+            island=c.island,
+            generation=c.generation,
+            operator=c.operator,
+            speedup=c.speedup,
+            time_ms=c.time_ms,
+            public_metrics={
+                x["name"]: {k: x.get(k) for k in ("baseline_ms", "candidate_ms", "speedup")}
+                for x in bench
+                if x.get("name") in public
+            },
+            feedback=c.reason if c.status != DONE else "",
+            timeline=c.metrics.get("timeline") or {},
+        )
 
     def _phase(self) -> str:
         if self.config.max_evals:
             return "explore" if self.evaluated < self.config.explore_fraction * self.config.max_evals else "exploit"
         if self.config.max_minutes:
-            return "explore" if self.elapsed_s() < self.config.explore_fraction * self.config.max_minutes * 60 else "exploit"
+            return (
+                "explore"
+                if self.elapsed_s() < self.config.explore_fraction * self.config.max_minutes * 60
+                else "exploit"
+            )
         return "explore" if self.evaluated < 16 else "exploit"
 
     async def _recommendations(self) -> list[str]:
@@ -468,7 +529,8 @@ class Engine:
         at, items = self._recs
         if time.monotonic() - at > 5.0:
             row = await self.store.fetchone(
-                "SELECT value_json FROM run_state WHERE run_id=? AND key='recommendations'", (self.run_id,))
+                "SELECT value_json FROM run_state WHERE run_id=? AND key='recommendations'", (self.run_id,)
+            )
             items = json.loads(row["value_json"]) if row else []
             self._recs = (time.monotonic(), items)
         return items
@@ -482,7 +544,7 @@ class Engine:
             pool = list(eligible.values())
         if not pool:
             return None, pool
-        pool.sort(key=_fitness, reverse=True)   # stable: equal fitness keeps membership order
+        pool.sort(key=_fitness, reverse=True)  # stable: equal fitness keeps membership order
         if self.config.parent_selection == "weighted":
             return weighted(pool, [_fitness(c) for c in pool], rng, [c.children for c in pool]), pool
         return pool[power_law_rank(len(pool), rng, self.config.power_law_alpha)], pool
@@ -507,19 +569,20 @@ class Engine:
 
     async def _propose(self) -> Cand | None:
         number = self._next_number
-        self._attempt += 1   # a retry after a duplicate must not replay the same draw
+        self._attempt += 1  # a retry after a duplicate must not replay the same draw
         rng = random.Random(f"{self.config.seed}:{self.run_id}:{number}:{self._attempt}")
         island = self.islands.pick_island(number)
         parent, pool = self._pick_parent(island, rng)
         if parent is None:
             raise _NotReady()
         # the island's best (its members, migrants included), then elites of other cells
-        inspirations = [c for c in pool[:self.config.top_inspirations + 1] if c is not parent]
-        inspirations = inspirations[:self.config.top_inspirations]
+        inspirations = [c for c in pool[: self.config.top_inspirations + 1] if c is not parent]
+        inspirations = inspirations[: self.config.top_inspirations]
         archive_ids = [e.candidate_id for e in self.archive.elites() if e.candidate_id != parent.id]
         rng.shuffle(archive_ids)
-        inspirations += [self.cands[i] for i in archive_ids[:self.config.archive_inspirations]
-                         if self.cands[i] not in inspirations]
+        inspirations += [
+            self.cands[i] for i in archive_ids[: self.config.archive_inspirations] if self.cands[i] not in inspirations
+        ]
         second = self._second_parent(parent, rng)
         rejected_views = []
         for cid in sorted(self.population.rejected)[-REJECTED_IN_PROMPT:]:
@@ -528,14 +591,24 @@ class Engine:
             rejected_views.append(v)
         recs = await self._recommendations()
         ctx = ProposalContext(
-            run_id=self.run_id, workload=self.workload, parent=self._view(parent),
-            inspirations=[self._view(c) for c in inspirations], second_parent=self._view(second) if second else None,
+            run_id=self.run_id,
+            workload=self.workload,
+            parent=self._view(parent),
+            inspirations=[self._view(c) for c in inspirations],
+            second_parent=self._view(second) if second else None,
             rejected=rejected_views,
-            island_sources=[self._source(self.cands[m].source_hash)
-                            for m in self.islands.islands[island].members[-20:] if m in self.cands],
-            phase=self._phase(), rng=rng, evaluation_number=self.evaluated, store=self.store,
+            island_sources=[
+                self._source(self.cands[m].source_hash)
+                for m in self.islands.islands[island].members[-20:]
+                if m in self.cands
+            ],
+            phase=self._phase(),
+            rng=rng,
+            evaluation_number=self.evaluated,
+            store=self.store,
             recommendations=recs,
-            known=lambda source: hashlib.sha256(source.encode()).hexdigest() in self.by_hash)
+            known=lambda source: hashlib.sha256(source.encode()).hexdigest() in self.by_hash,
+        )
         proposal = await self.mutator.propose(ctx)
         if proposal is None:
             return None
@@ -545,7 +618,7 @@ class Engine:
             await self._log("warning", f"proposal from {proposal.mutator} rejected: {exc}")
             return None
         if hashlib.sha256(proposal.source.encode()).hexdigest() in self.by_hash:
-            return None   # a duplicate: never evaluated twice
+            return None  # a duplicate: never evaluated twice
         await self.store.reserve_candidate_ids()
         parent.children += 1
         return self._new_candidate(proposal, parent=parent, island=island, number=number)
@@ -565,7 +638,7 @@ class Engine:
         self.population.add(c)
         self._waiting.add(cid)
         self._next_number = max(self._next_number, number + 1)
-        if parent is None:   # the seed starts every island
+        if parent is None:  # the seed starts every island
             for i in range(len(self.islands)):
                 self.islands.add(i, cid)
         else:
@@ -603,20 +676,30 @@ class Engine:
                 c.status = RUNNING
                 self.ledger.stage_started(c, f"{job_prefix}-{stage}", stage, first)
 
-        seed_base = fresh_seed()   # never derived from anything a candidate knows
-        def attempt(n: int):   # a retry after an environment fault gets fresh job ids
-            return evaluate_source(self.workload, source, self.executor, job_prefix=job_prefix + (f"-r{n}" if n else ""),
-                                   seed=seed_base, on_stage=on_stage, confirm_if=self._would_be_best,
-                                   frozen=self._frozen)
+        seed_base = fresh_seed()  # never derived from anything a candidate knows
+
+        def attempt(n: int):  # a retry after an environment fault gets fresh job ids
+            return evaluate_source(
+                self.workload,
+                source,
+                self.executor,
+                job_prefix=job_prefix + (f"-r{n}" if n else ""),
+                seed=seed_base,
+                on_stage=on_stage,
+                confirm_if=self._would_be_best,
+                frozen=self._frozen,
+            )
+
         try:
             outcome = await fault_policy.evaluate_with_retries(
-                self.faults, c.id, attempt, lambda out, decision: self._environment_fault(c, out, decision))
+                self.faults, c.id, attempt, lambda out, decision: self._environment_fault(c, out, decision)
+            )
         except asyncio.CancelledError:
             # Cancelled (pause --hard, stop): the candidate stays pending and is evaluated on resume. On a full
             # disk the store keeps it 'running', which a restart reads as pending all the same.
             await asyncio.shield(fault_policy.quietly(self._back_to_pending(c)))
             raise
-        if outcome is not None:   # None: the run paused itself on the environment; the candidate waits
+        if outcome is not None:  # None: the run paused itself on the environment; the candidate waits
             self._record(c, outcome)
 
     async def _environment_fault(self, c: Cand, outcome: EvalOutcome, decision: fault_policy.Decision) -> None:
@@ -624,14 +707,15 @@ class Engine:
         when the run pauses."""
         paused = decision.action == fault_policy.PAUSE
         if paused:
-            await self._pause_itself(decision.reason)   # first: nothing restarts the candidate meanwhile
+            await self._pause_itself(decision.reason)  # first: nothing restarts the candidate meanwhile
             c.status = PENDING
             self._waiting.add(c.id)
         self.ledger.environment_fault(c, outcome, decision, paused)
 
     def _would_be_best(self, speedup: float) -> bool:
         return self.config.reverify_best and counting.remeasure_before_best(
-            speedup, None if self.best is None else (self.best.speedup or 0))
+            speedup, None if self.best is None else (self.best.speedup or 0)
+        )
 
     async def _back_to_pending(self, c: Cand) -> None:
         c.status = PENDING
@@ -645,8 +729,12 @@ class Engine:
             self._n_final += 1
         c.review = counting.review_state(outcome.status, outcome.metrics)
         c.status, c.fitness, c.speedup, c.time_ms, c.reason = (
-            outcome.status, outcome.speedup if outcome.status == DONE else None, outcome.speedup,
-            outcome.time_ms, outcome.reason or "")
+            outcome.status,
+            outcome.speedup if outcome.status == DONE else None,
+            outcome.speedup,
+            outcome.time_ms,
+            outcome.reason or "",
+        )
         c.metrics = outcome.metrics or {}
         admission = self.population.admit(c)
         self.since_best = 0 if admission.best else self.since_best + 1
@@ -668,11 +756,13 @@ class Engine:
                 members = [self.cands[m] for m in self.islands.islands[src].members if m in self.cands]
                 elites = sorted((c for c in members if c.eligible), key=lambda c: -(c.fitness or 0))
                 dst_members = set(self.islands.islands[dst].members)
-                moved = [c for c in elites if c.id not in dst_members][:self.config.migration_size]
+                moved = [c for c in elites if c.id not in dst_members][: self.config.migration_size]
                 for c in moved:
                     self.islands.add(dst, c.id)
                     self.islands.islands[dst].last_migration = n
                     await tx.insert(
                         "INSERT INTO migrations_log (run_id, src_island, dst_island, candidate_id, at_evaluation, at) "
-                        "VALUES (?,?,?,?,?,?)", (self.run_id, src, dst, c.id, n, now))
+                        "VALUES (?,?,?,?,?,?)",
+                        (self.run_id, src, dst, c.id, n, now),
+                    )
                     await tx.event(self.run_id, Migration(src=src, dst=dst, id=c.id))

@@ -43,8 +43,8 @@ class Workload:
     root: Path
     candidate_file: str
     seed_source: str
-    harness_files: dict[str, bytes]          # flat name -> content (sources and headers)
-    harness_sources: list[str]               # flat names compiled as translation units
+    harness_files: dict[str, bytes]  # flat name -> content (sources and headers)
+    harness_sources: list[str]  # flat names compiled as translation units
     build_command: str
     build_nccl: bool
     cache_frozen: bool
@@ -61,7 +61,7 @@ class Workload:
     task: str = ""
     api_notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-    all_configs: list[ProblemConfig] = field(default_factory=list)   # before the ranks filter
+    all_configs: list[ProblemConfig] = field(default_factory=list)  # before the ranks filter
 
     @property
     def candidate_name(self) -> str:
@@ -80,10 +80,18 @@ class Workload:
         size in `params.ranks` are left out."""
         configs = [c for c in self.all_configs if c.params.get("ranks") in (None, ranks)]
         if not configs or not any(c.bench for c in configs):
-            raise InputError(str(self.root / "workload.yaml"), "configs",
-                             f"no bench config applies to {ranks} ranks (see params.ranks)")
-        return dataclasses.replace(self, ranks=ranks, configs=configs, all_configs=self.all_configs,
-                                   launch_gpus=ranks if self.language == "cuda" else self.launch_gpus)
+            raise InputError(
+                str(self.root / "workload.yaml"),
+                "configs",
+                f"no bench config applies to {ranks} ranks (see params.ranks)",
+            )
+        return dataclasses.replace(
+            self,
+            ranks=ranks,
+            configs=configs,
+            all_configs=self.all_configs,
+            launch_gpus=ranks if self.language == "cuda" else self.launch_gpus,
+        )
 
 
 def resolve_workload_path(spec: str, cwd: Path | None = None) -> Path:
@@ -96,10 +104,14 @@ def resolve_workload_path(spec: str, cwd: Path | None = None) -> Path:
             return c.resolve()
     if p.name == "workload.yaml" and p.is_file():
         return p.parent.resolve()
-    shipped = sorted(d.name for d in SHIPPED_DIR.iterdir() if (d / "workload.yaml").is_file()) \
-        if SHIPPED_DIR.is_dir() else []
-    raise InputError(spec, "WORKLOAD", f"no workload.yaml there, under ./workloads/ or shipped with cuco "
-                                       f"(shipped: {', '.join(shipped) or 'none'})")
+    shipped = (
+        sorted(d.name for d in SHIPPED_DIR.iterdir() if (d / "workload.yaml").is_file()) if SHIPPED_DIR.is_dir() else []
+    )
+    raise InputError(
+        spec,
+        "WORKLOAD",
+        f"no workload.yaml there, under ./workloads/ or shipped with cuco (shipped: {', '.join(shipped) or 'none'})",
+    )
 
 
 class _Fields:
@@ -152,12 +164,13 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     root = resolve_workload_path(str(spec), cwd)
     yaml_file = root / "workload.yaml"
     try:
-        data = yaml.safe_load(read_text(yaml_file))   # unreadable or not UTF-8: an InputError naming it
+        data = yaml.safe_load(read_text(yaml_file))  # unreadable or not UTF-8: an InputError naming it
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)   # one line: where, and what the parser expected
+        mark = getattr(exc, "problem_mark", None)  # one line: where, and what the parser expected
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise InputError(str(yaml_file), "(syntax)",
-                         f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+        raise InputError(
+            str(yaml_file), "(syntax)", f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
+        ) from None
     f = _Fields(yaml_file, data)
 
     name = f.get("name", str)
@@ -178,8 +191,11 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     except blocks.BlockError as exc:
         raise InputError(str(root / candidate_file), "EVOLVE-BLOCK", str(exc)) from None
     if not seed_blocks:
-        raise InputError(str(root / candidate_file), "EVOLVE-BLOCK",
-                         "the candidate has no EVOLVE-BLOCK-START/EVOLVE-BLOCK-END region to evolve")
+        raise InputError(
+            str(root / candidate_file),
+            "EVOLVE-BLOCK",
+            "the candidate has no EVOLVE-BLOCK-START/EVOLVE-BLOCK-END region to evolve",
+        )
 
     h = f.sub("harness")
     harness_files: dict[str, bytes] = {}
@@ -253,21 +269,55 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     space = _load_design_space(f, yaml_file, root, seed_source)
     llm = f.sub("llm", required=False)
     workload = Workload(
-        name=name, description=f.get("description", str, default=""), language=language, ranks=ranks,
-        root=root, candidate_file=candidate_file, seed_source=seed_source, harness_files=harness_files,
-        harness_sources=harness_sources, build_command=build_command, build_nccl=build_nccl,
-        cache_frozen=cache_frozen, harness_nonce=harness_nonce,
-        launch_command=launch_command, launch_gpus=launch_gpus, launch_env=launch_env, timeouts=timeouts,
-        warmup=warmup, iters=iters, configs=configs, tolerances=tolerances, design_space=space,
-        task=llm.get("task", str, default=""), api_notes=llm.get("api_notes", str, default=""),
-        extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS}, all_configs=configs)
-    symbol_policy.policy_for(workload)   # a bad `policy:` section is an input error now, not at the first build
+        name=name,
+        description=f.get("description", str, default=""),
+        language=language,
+        ranks=ranks,
+        root=root,
+        candidate_file=candidate_file,
+        seed_source=seed_source,
+        harness_files=harness_files,
+        harness_sources=harness_sources,
+        build_command=build_command,
+        build_nccl=build_nccl,
+        cache_frozen=cache_frozen,
+        harness_nonce=harness_nonce,
+        launch_command=launch_command,
+        launch_gpus=launch_gpus,
+        launch_env=launch_env,
+        timeouts=timeouts,
+        warmup=warmup,
+        iters=iters,
+        configs=configs,
+        tolerances=tolerances,
+        design_space=space,
+        task=llm.get("task", str, default=""),
+        api_notes=llm.get("api_notes", str, default=""),
+        extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS},
+        all_configs=configs,
+    )
+    symbol_policy.policy_for(workload)  # a bad `policy:` section is an input error now, not at the first build
     return workload.with_ranks(ranks)
 
 
-_KNOWN_KEYS = {"name", "description", "language", "ranks", "candidate", "harness", "build", "launch",
-               "timeouts", "benchmark", "configs", "tolerances", "design_space", "variants", "llm",
-               "program"}   # program: the user's files a workload made by `cuco init` came from (export --patch)
+_KNOWN_KEYS = {
+    "name",
+    "description",
+    "language",
+    "ranks",
+    "candidate",
+    "harness",
+    "build",
+    "launch",
+    "timeouts",
+    "benchmark",
+    "configs",
+    "tolerances",
+    "design_space",
+    "variants",
+    "llm",
+    "program",
+}  # program: the user's files a workload made by `cuco init` came from (export --patch)
 
 
 def _load_configs(f: _Fields, yaml_file: Path) -> list[ProblemConfig]:
@@ -282,7 +332,9 @@ def _load_configs(f: _Fields, yaml_file: Path) -> list[ProblemConfig]:
             raise c.error("name", f"repeats config name {name!r}")
         names.add(name)
         public = c.get("public", bool, default=True)
-        configs.append(ProblemConfig(name, public, c.get("bench", bool, default=public), c.get("params", dict, default={})))
+        configs.append(
+            ProblemConfig(name, public, c.get("bench", bool, default=public), c.get("params", dict, default={}))
+        )
     if not any(c.bench for c in configs):
         raise f.error("configs", "at least one config must have bench: true (or be public)")
     return configs
@@ -322,8 +374,11 @@ def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str
             raise InputError(str(root / vfile), "EVOLVE-BLOCK", "the variant has no EVOLVE-BLOCK to swap in")
         unknown = set(bodies) - seed_names
         if unknown:
-            raise InputError(str(root / vfile), "EVOLVE-BLOCK",
-                             f"blocks {sorted(unknown)} do not exist in the candidate (it has {sorted(seed_names)})")
+            raise InputError(
+                str(root / vfile),
+                "EVOLVE-BLOCK",
+                f"blocks {sorted(unknown)} do not exist in the candidate (it has {sorted(seed_names)})",
+            )
         point = {str(k): str(val) for k, val in v.get("point", dict).items()}
         for k, val in point.items():
             if k not in dims:
@@ -333,17 +388,25 @@ def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str
         declared = blocks.design_annotations(text)
         for k, val in point.items():
             if k in declared and declared[k] != val:
-                raise InputError(str(yaml_file), v.path(f"point.{k}"),
-                                 f"says {val!r} but {vfile} declares `cuco:design {k}={declared[k]}`: make them agree")
+                raise InputError(
+                    str(yaml_file),
+                    v.path(f"point.{k}"),
+                    f"says {val!r} but {vfile} declares `cuco:design {k}={declared[k]}`: make them agree",
+                )
         variants.append(Variant(vname, vfile, point, bodies))
     # A knob must have a line to rewrite somewhere: in the seed or in a variant.
     knob_lines = set(blocks.knob_values(seed_source))
     for variant in variants:
-        knob_lines |= set(blocks.knob_values("\n".join(f"// EVOLVE-BLOCK-START {n}\n{b}// EVOLVE-BLOCK-END"
-                                                        for n, b in variant.bodies.items())))
+        knob_lines |= set(
+            blocks.knob_values(
+                "\n".join(f"// EVOLVE-BLOCK-START {n}\n{b}// EVOLVE-BLOCK-END" for n, b in variant.bodies.items())
+            )
+        )
     for dim in dims.values():
         if dim.knob and dim.name not in knob_lines:
-            raise InputError(str(yaml_file), f"design_space.dimensions.{dim.name}",
-                             f"is a knob but neither the candidate nor a variant has a `// cuco:knob {dim.name}` "
-                             "line in a block")
+            raise InputError(
+                str(yaml_file),
+                f"design_space.dimensions.{dim.name}",
+                f"is a knob but neither the candidate nor a variant has a `// cuco:knob {dim.name}` line in a block",
+            )
     return DesignSpace(dims, tuple(archive), variants)

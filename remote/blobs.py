@@ -28,7 +28,7 @@ class BlobCache:
         self.work_dir = work_dir
         self.known: set[str] = set(known)
         self._inflight: dict[str, asyncio.Future[None]] = {}
-        self.uploads = 0            # blobs actually sent (tests assert on it)
+        self.uploads = 0  # blobs actually sent (tests assert on it)
         self.bytes_sent = 0
 
     def forget(self, shas: Iterable[str]) -> None:
@@ -59,7 +59,7 @@ class BlobCache:
     async def _upload(self, sha: str, data: bytes) -> None:
         if sha in self.known:
             return
-        timeout = 60.0 + len(data) / 1_000_000   # at least 1 MB/s
+        timeout = 60.0 + len(data) / 1_000_000  # at least 1 MB/s
         res = await self.pool.run(upload_script(self.work_dir, sha), input=data, timeout=timeout, binary=True)
         if res.exit_status != 0:
             err = out_text(res.stderr).strip()

@@ -16,22 +16,42 @@ from .textfiles import load_yaml
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
-NODE_KEYS = {"name", "host", "port", "user", "identity_file", "proxy_jump", "gpus", "cpu_slots", "work_dir",
-             "setup", "max_connections"}
-TOP_KEYS = {"nodes", "defaults", "ssh_config", "known_hosts", "max_attempts", "quarantine", "keepalive",
-            "connect_timeout_s", "kill_grace_s"}
+NODE_KEYS = {
+    "name",
+    "host",
+    "port",
+    "user",
+    "identity_file",
+    "proxy_jump",
+    "gpus",
+    "cpu_slots",
+    "work_dir",
+    "setup",
+    "max_connections",
+}
+TOP_KEYS = {
+    "nodes",
+    "defaults",
+    "ssh_config",
+    "known_hosts",
+    "max_attempts",
+    "quarantine",
+    "keepalive",
+    "connect_timeout_s",
+    "kill_grace_s",
+}
 
 
 @dataclass(frozen=True)
 class NodeConfig:
     name: str
     host: str
-    port: int | None = None              # None: from ~/.ssh/config, else 22
-    user: str | None = None              # None: from ~/.ssh/config, else the local user
-    identity_file: str | None = None     # None: ~/.ssh/config, the agent, ~/.ssh/id_*
-    proxy_jump: str | None = None        # a [user@]host[:port] or a Host alias; None: ~/.ssh/config
+    port: int | None = None  # None: from ~/.ssh/config, else 22
+    user: str | None = None  # None: from ~/.ssh/config, else the local user
+    identity_file: str | None = None  # None: ~/.ssh/config, the agent, ~/.ssh/id_*
+    proxy_jump: str | None = None  # a [user@]host[:port] or a Host alias; None: ~/.ssh/config
     gpus: tuple[int, ...] | None = None  # None: "auto" (nvidia-smi on the node)
-    cpu_slots: int | None = None         # None: "auto" (nproc on the node)
+    cpu_slots: int | None = None  # None: "auto" (nproc on the node)
     work_dir: str = "~/.cuco-work"
     setup: tuple[str, ...] = ()
     max_connections: int = 8
@@ -39,8 +59,8 @@ class NodeConfig:
 
 @dataclass(frozen=True)
 class QuarantinePolicy:
-    failures: int = 3          # this many node failures ...
-    window_s: float = 300.0    # ... within this window quarantine the node ...
+    failures: int = 3  # this many node failures ...
+    window_s: float = 300.0  # ... within this window quarantine the node ...
     duration_s: float = 900.0  # ... for this long (0: for the rest of the run)
 
 
@@ -49,8 +69,8 @@ class ClusterConfig:
     path: Path
     nodes: tuple[NodeConfig, ...]
     kind = "ssh"
-    ssh_config: Path | None = None          # None: ~/.ssh/config when it exists
-    known_hosts: Path | None = None         # None: <home>/known_hosts
+    ssh_config: Path | None = None  # None: ~/.ssh/config when it exists
+    known_hosts: Path | None = None  # None: <home>/known_hosts
     max_attempts: int = 3
     quarantine: QuarantinePolicy = field(default_factory=QuarantinePolicy)
     keepalive_interval: float = 15.0
@@ -113,8 +133,9 @@ class _Reader:
             raise self.fail(fld, f"must be a mapping (got {type(v).__name__})")
         for k in v:
             if k not in allowed:
-                raise self.fail(f"{fld}.{k}" if fld else str(k),
-                                f"unknown field (expected one of: {', '.join(sorted(allowed))})")
+                raise self.fail(
+                    f"{fld}.{k}" if fld else str(k), f"unknown field (expected one of: {', '.join(sorted(allowed))})"
+                )
         return v
 
 
@@ -138,8 +159,9 @@ def _node(r: _Reader, raw: Any, i: int, defaults: dict, where: str = "", keys: s
     gpus: tuple[int, ...] | None
     if gpus_raw is None or gpus_raw == "auto":
         gpus = None
-    elif isinstance(gpus_raw, list) and all(isinstance(g, int) and not isinstance(g, bool) and g >= 0
-                                            for g in gpus_raw):
+    elif isinstance(gpus_raw, list) and all(
+        isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus_raw
+    ):
         if len(set(gpus_raw)) != len(gpus_raw):
             raise r.fail(f("gpus"), f"lists a GPU twice: {gpus_raw}")
         gpus = tuple(gpus_raw)
@@ -158,18 +180,25 @@ def _node(r: _Reader, raw: Any, i: int, defaults: dict, where: str = "", keys: s
     if "'" in work_dir or "\n" in work_dir:
         raise r.fail(f("work_dir"), "must not contain quotes or newlines")
     return NodeConfig(
-        name=name, host=host, port=port, user=r.str_(d, "user", f("user")),
+        name=name,
+        host=host,
+        port=port,
+        user=r.str_(d, "user", f("user")),
         identity_file=r.str_(d, "identity_file", f("identity_file")),
-        proxy_jump=r.str_(d, "proxy_jump", f("proxy_jump")), gpus=gpus, cpu_slots=cpu_slots,
-        work_dir=work_dir, setup=tuple(setup_raw),
-        max_connections=r.int_(d, "max_connections", f("max_connections"), 1, 64, default=8))
+        proxy_jump=r.str_(d, "proxy_jump", f("proxy_jump")),
+        gpus=gpus,
+        cpu_slots=cpu_slots,
+        work_dir=work_dir,
+        setup=tuple(setup_raw),
+        max_connections=r.int_(d, "max_connections", f("max_connections"), 1, 64, default=8),
+    )
 
 
 def read_cluster_yaml(path: Path) -> tuple[_Reader, Any]:
     """The parsed YAML of a cluster file (any kind), or an `InputError` naming the file (and line)."""
     path = Path(path)
     file = str(path)
-    return _Reader(file), load_yaml(path)   # unreadable, not UTF-8, not YAML: an InputError naming it
+    return _Reader(file), load_yaml(path)  # unreadable, not UTF-8, not YAML: an InputError naming it
 
 
 def cluster_kind(r: _Reader, raw: Any, kinds: Any) -> str:
@@ -201,13 +230,16 @@ def load_cluster(path: Path) -> ClusterConfig:
     q = r.mapping(top.get("quarantine"), "quarantine", {"failures", "window_s", "duration_s"})
     ka = r.mapping(top.get("keepalive"), "keepalive", {"interval", "count_max"})
     return ClusterConfig(
-        path=path, nodes=nodes, ssh_config=r.path_(top, "ssh_config", "ssh_config", path.parent),
+        path=path,
+        nodes=nodes,
+        ssh_config=r.path_(top, "ssh_config", "ssh_config", path.parent),
         known_hosts=r.path_(top, "known_hosts", "known_hosts", path.parent),
         max_attempts=r.int_(top, "max_attempts", "max_attempts", 1, 100, default=3),
         quarantine=QuarantinePolicy(
             failures=r.int_(q, "failures", "quarantine.failures", 1, default=3),
             window_s=r.num(q, "window_s", "quarantine.window_s", 0.001, 300.0),
-            duration_s=r.num(q, "duration_s", "quarantine.duration_s", 0.0, 900.0)),
+            duration_s=r.num(q, "duration_s", "quarantine.duration_s", 0.0, 900.0),
+        ),
         keepalive_interval=r.num(ka, "interval", "keepalive.interval", 0.0, 15.0),
         keepalive_count_max=r.int_(ka, "count_max", "keepalive.count_max", 1, default=4),
         connect_timeout_s=r.num(top, "connect_timeout_s", "connect_timeout_s", 0.1, 15.0),

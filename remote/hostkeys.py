@@ -20,7 +20,8 @@ class HostKeyRefused(Exception):
         self.node = node
         super().__init__(
             f"node {node}: host key not trusted ({detail}). Check the key, then run "
-            f"`cuco nodes trust {node}` to trust it (it shows the fingerprint and asks to confirm).")
+            f"`cuco nodes trust {node}` to trust it (it shows the fingerprint and asks to confirm)."
+        )
 
 
 def default_user_known_hosts() -> list[Path]:

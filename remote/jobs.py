@@ -15,11 +15,11 @@ from typing import Protocol, runtime_checkable
 
 
 class JobStatus(str, Enum):
-    OK = "ok"                  # the command ran and exited (rc may still be non-zero)
-    TIMEOUT = "timeout"        # killed at its timeout, with its whole process group
-    CANCELLED = "cancelled"    # cancelled by the engine (pause --hard, stop, shutdown)
-    LOST = "lost"              # the node went away; the engine may retry elsewhere
-    ERROR = "error"            # the executor could not start it (bad spec, upload failed, ...)
+    OK = "ok"  # the command ran and exited (rc may still be non-zero)
+    TIMEOUT = "timeout"  # killed at its timeout, with its whole process group
+    CANCELLED = "cancelled"  # cancelled by the engine (pause --hard, stop, shutdown)
+    LOST = "lost"  # the node went away; the engine may retry elsewhere
+    ERROR = "error"  # the executor could not start it (bad spec, upload failed, ...)
 
 
 def content_hash(data: bytes) -> str:
@@ -47,15 +47,15 @@ class JobSpec:
     outputs: Sequence[str] = ()
     timeout_s: float = 60.0
     gpus: int = 0
-    cpus: int = 1                    # CPU slots held (CPU benchmarks hold all their ranks' cores)
+    cpus: int = 1  # CPU slots held (CPU benchmarks hold all their ranks' cores)
     env: Mapping[str, str] = field(default_factory=dict)
     kind: str = "run"
-    executable: Sequence[str] = ()   # files (relative paths) to chmod +x after writing
+    executable: Sequence[str] = ()  # files (relative paths) to chmod +x after writing
 
     def __post_init__(self) -> None:
         if not self.argv:
             raise ValueError(f"job {self.job_id}: empty argv")
-        if not self.timeout_s > 0 or self.timeout_s == float("inf"):   # NaN fails `> 0` too
+        if not self.timeout_s > 0 or self.timeout_s == float("inf"):  # NaN fails `> 0` too
             raise ValueError(f"job {self.job_id}: timeout_s must be a positive finite number")
         for rel in list(self.files) + list(self.outputs):
             if rel.startswith("/") or ".." in rel.split("/"):
@@ -67,7 +67,7 @@ class JobResult:
     job_id: str
     status: JobStatus
     rc: int | None = None
-    log: str = ""                       # the tail of stdout+stderr (bounded)
+    log: str = ""  # the tail of stdout+stderr (bounded)
     outputs: dict[str, bytes] = field(default_factory=dict)
     node: str = "local"
     gpus: tuple[int, ...] = ()

@@ -33,17 +33,21 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
 class LocalExecutor(Executor):
     """Runs jobs as local subprocesses with a CPU concurrency limit and GPU slot leases."""
 
-    def __init__(self, work_dir: Path | None = None, cpu_slots: int | None = None,
-                 gpus: list[int] | None = None, keep_job_dirs: bool = False,
-                 extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        work_dir: Path | None = None,
+        cpu_slots: int | None = None,
+        gpus: list[int] | None = None,
+        keep_job_dirs: bool = False,
+        extra_env: dict[str, str] | None = None,
+    ):
         self._own_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="cuco-jobs-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.slots = SlotTable(cpu_slots or max(1, os.cpu_count() or 1),
-                               detect_local_gpus() if gpus is None else gpus)
+        self.slots = SlotTable(cpu_slots or max(1, os.cpu_count() or 1), detect_local_gpus() if gpus is None else gpus)
         self.keep_job_dirs = keep_job_dirs
-        self.extra_env = dict(extra_env or {})   # e.g. CUCO_PYTHON: which interpreter has the NCCL wheel
-        self._running: dict[str, int] = {}   # job_id -> pgid
+        self.extra_env = dict(extra_env or {})  # e.g. CUCO_PYTHON: which interpreter has the NCCL wheel
+        self._running: dict[str, int] = {}  # job_id -> pgid
         self._finished = 0
         self._failures = 0
 
@@ -55,9 +59,17 @@ class LocalExecutor(Executor):
         return len(self.slots.gpu_ids)
 
     def nodes(self) -> list[NodeState]:
-        return [NodeState(name="local", gpus_total=len(self.slots.gpu_ids), gpus_busy=self.slots.gpus_busy,
-                          cpu_slots=self.slots.cpu_slots, cpu_busy=self.slots.cpu_busy,
-                          running_jobs=len(self._running), failures=self._failures)]
+        return [
+            NodeState(
+                name="local",
+                gpus_total=len(self.slots.gpu_ids),
+                gpus_busy=self.slots.gpus_busy,
+                cpu_slots=self.slots.cpu_slots,
+                cpu_busy=self.slots.cpu_busy,
+                running_jobs=len(self._running),
+                failures=self._failures,
+            )
+        ]
 
     async def run(self, spec: JobSpec) -> JobResult:
         async with self.slots.lease(spec.gpus, spec.cpus) as gpus:
@@ -78,21 +90,36 @@ class LocalExecutor(Executor):
             if spec.gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
             program = spec.argv[0] if "/" not in spec.argv[0] else str(job_dir / spec.argv[0])
-            if shutil.which(program, path=env.get("PATH", os.defpath)) is None:   # the sandbox would hide why
-                return JobResult(spec.job_id, JobStatus.ERROR, duration_s=time.monotonic() - started, gpus=gpus,
-                                 error=f"cannot start {spec.argv[0]}: no such program (or not executable)")
+            if shutil.which(program, path=env.get("PATH", os.defpath)) is None:  # the sandbox would hide why
+                return JobResult(
+                    spec.job_id,
+                    JobStatus.ERROR,
+                    duration_s=time.monotonic() - started,
+                    gpus=gpus,
+                    error=f"cannot start {spec.argv[0]}: no such program (or not executable)",
+                )
             log_path = job_dir / ".log"
             with open(log_path, "wb") as log:
                 try:
                     proc = await asyncio.create_subprocess_exec(
-                        *wrap(spec.argv, gpus=spec.gpus > 0, keep=env), cwd=job_dir, env=env,
+                        *wrap(spec.argv, gpus=spec.gpus > 0, keep=env),
+                        cwd=job_dir,
+                        env=env,
                         stdin=asyncio.subprocess.DEVNULL,
-                        stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+                        stdout=log,
+                        stderr=asyncio.subprocess.STDOUT,
+                        start_new_session=True,
+                    )
                 except OSError as exc:
-                    return JobResult(spec.job_id, JobStatus.ERROR, error=f"cannot start {spec.argv[0]}: {exc}",
-                                     duration_s=time.monotonic() - started, gpus=gpus)
+                    return JobResult(
+                        spec.job_id,
+                        JobStatus.ERROR,
+                        error=f"cannot start {spec.argv[0]}: {exc}",
+                        duration_s=time.monotonic() - started,
+                        gpus=gpus,
+                    )
                 self._running[spec.job_id] = proc.pid
-                (job_dir / ".pgid").write_text(str(proc.pid))   # for reconcile after an engine crash
+                (job_dir / ".pgid").write_text(str(proc.pid))  # for reconcile after an engine crash
                 status = JobStatus.OK
                 try:
                     await asyncio.wait_for(proc.wait(), timeout=spec.timeout_s)
@@ -116,9 +143,16 @@ class LocalExecutor(Executor):
             if status is not JobStatus.OK or rc != 0:
                 self._failures += 1
             self._finished += 1
-            return JobResult(spec.job_id, status, rc=rc, log=log_text, outputs=outputs, gpus=gpus,
-                             duration_s=time.monotonic() - started,
-                             error=f"timed out after {spec.timeout_s:g} s" if status is JobStatus.TIMEOUT else "")
+            return JobResult(
+                spec.job_id,
+                status,
+                rc=rc,
+                log=log_text,
+                outputs=outputs,
+                gpus=gpus,
+                duration_s=time.monotonic() - started,
+                error=f"timed out after {spec.timeout_s:g} s" if status is JobStatus.TIMEOUT else "",
+            )
         finally:
             if not self.keep_job_dirs:
                 shutil.rmtree(job_dir, ignore_errors=True)
@@ -148,7 +182,7 @@ class LocalExecutor(Executor):
                 cwd = Path(os.readlink(f"/proc/{pgid}/cwd")).resolve()
             except (OSError, ValueError):
                 cwd = None
-            if cwd is not None and cwd == job_dir.resolve():   # still ours, not a recycled pid
+            if cwd is not None and cwd == job_dir.resolve():  # still ours, not a recycled pid
                 kill_group(pgid)
                 killed.append(job_dir.name)
             shutil.rmtree(job_dir, ignore_errors=True)

@@ -33,15 +33,23 @@ class LocalShell:
     def __init__(self, extra_env: dict[str, str] | None = None):
         self.env = job_environment(dict(extra_env or {}), {})
 
-    async def run(self, command: str, *, input: bytes | str | None = None, timeout: float,
-                  binary: bool = False) -> Completed:
+    async def run(
+        self, command: str, *, input: bytes | str | None = None, timeout: float, binary: bool = False
+    ) -> Completed:
         proc = await asyncio.create_subprocess_exec(
-            "sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=self.env, start_new_session=True)
+            "sh",
+            "-c",
+            command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+            start_new_session=True,
+        )
         data = input.encode() if isinstance(input, str) else input
         try:
             out, err = await asyncio.wait_for(proc.communicate(data), timeout)
-        except BaseException:   # timeout or cancel: nothing it started may linger
+        except BaseException:  # timeout or cancel: nothing it started may linger
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
@@ -61,6 +69,9 @@ def open_login_shell(login: NodeConfig | None, ctx_factory, extra_env: dict[str,
     if login is None:
         return LocalShell(extra_env)
     ctx: SSHContext = ctx_factory()
-    return SSHPool(login.name, lambda: connect_node(login, ctx), max_connections=login.max_connections,
-                   acquire_timeout_s=ctx.connect_timeout_s * 2 + 10)
-
+    return SSHPool(
+        login.name,
+        lambda: connect_node(login, ctx),
+        max_connections=login.max_connections,
+        acquire_timeout_s=ctx.connect_timeout_s * 2 + 10,
+    )

@@ -21,8 +21,7 @@ from .ssh_connect import NodeUnreachable, SSHContext, connect_node
 MIN_FREE_DISK = 1 << 30
 CHECK_TIMEOUT_S = 60.0
 
-_NCCL_PY = ("import nvidia.nccl as m, os; "
-            "print(os.path.join(list(m.__path__)[0], 'include', 'nccl.h'))")
+_NCCL_PY = "import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], 'include', 'nccl.h'))"
 
 
 @dataclass
@@ -32,13 +31,13 @@ class NodeReport:
     reachable: bool = False
     authenticated: bool = False
     cpus: int | None = None
-    gpus: list[str] = field(default_factory=list)   # "0: NVIDIA H100 80GB HBM3, 81559 MiB"
+    gpus: list[str] = field(default_factory=list)  # "0: NVIDIA H100 80GB HBM3, 81559 MiB"
     nvcc: str | None = None
-    nccl: str | None = None          # "2.28.9 (wheel)" / "2.21.5 (/usr/include/nccl.h)"
+    nccl: str | None = None  # "2.28.9 (wheel)" / "2.21.5 (/usr/include/nccl.h)"
     mpirun: str | None = None
-    free_disk: int | None = None     # bytes free in the work dir
+    free_disk: int | None = None  # bytes free in the work dir
     work_dir: str | None = None
-    problems: list[str] = field(default_factory=list)   # why it is unusable
+    problems: list[str] = field(default_factory=list)  # why it is unusable
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -47,8 +46,7 @@ class NodeReport:
 
 
 def probe_script(node: NodeConfig) -> str:
-    setup = "".join(
-        f"{line}\n[ $? = 0 ] || echo {q('SETUPFAIL ' + line)}\n" for line in node.setup)
+    setup = "".join(f"{line}\n[ $? = 0 ] || echo {q('SETUPFAIL ' + line)}\n" for line in node.setup)
     return f"""{setup}echo "CPUS $(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>&1 | sed 's/^/GPU /'
@@ -145,7 +143,8 @@ async def check_node(node: NodeConfig, ctx: SSHContext) -> NodeReport:
     return report
 
 
-async def check_cluster(cluster: ClusterConfig, home: Path,
-                        user_known_hosts: list[Path] | None = None) -> list[NodeReport]:
+async def check_cluster(
+    cluster: ClusterConfig, home: Path, user_known_hosts: list[Path] | None = None
+) -> list[NodeReport]:
     ctx = SSHContext.from_cluster(cluster, home, user_known_hosts)
     return list(await asyncio.gather(*(check_node(n, ctx) for n in cluster.nodes)))

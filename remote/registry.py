@@ -16,10 +16,12 @@ from typing import Any
 from .cluster import cluster_kind, read_cluster_yaml
 from .jobs import Executor
 
-KINDS = MappingProxyType({
-    "ssh": "remote.ssh_executor",
-    "slurm": "remote.slurm_executor",
-})
+KINDS = MappingProxyType(
+    {
+        "ssh": "remote.ssh_executor",
+        "slurm": "remote.slurm_executor",
+    }
+)
 
 
 def _module(path: Path):

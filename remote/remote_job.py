@@ -30,7 +30,7 @@ JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 EXIT_MISSING_BLOBS = 97
 MISSING_MARK = "CUCO-MISSING-BLOBS:"
-PLAIN_MARK = "CUCO-RESULT"   # first line of the result when the job has no outputs (no tar)
+PLAIN_MARK = "CUCO-RESULT"  # first line of the result when the job has no outputs (no tar)
 LOG_TAIL_BYTES = 64 * 1024
 
 
@@ -68,11 +68,13 @@ def init_script(work_dir: str, probe_gpus: bool, probe_cpus: bool) -> str:
     if probe_cpus:
         lines.append('echo "CPUS $(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"')
     if probe_gpus:
-        lines.append("command -v nvidia-smi >/dev/null 2>&1 && "
-                     "nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | sed 's/^/GPU /'")
+        lines.append(
+            "command -v nvidia-smi >/dev/null 2>&1 && "
+            "nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | sed 's/^/GPU /'"
+        )
     lines += [
-        "for f in blobs/*; do [ -f \"$f\" ] && echo \"BLOB ${f#blobs/}\"; done",
-        "for d in jobs/*; do [ -d \"$d\" ] && echo \"JOB ${d#jobs/}\"; done",
+        'for f in blobs/*; do [ -f "$f" ] && echo "BLOB ${f#blobs/}"; done',
+        'for d in jobs/*; do [ -d "$d" ] && echo "JOB ${d#jobs/}"; done',
         "exit 0",
     ]
     return "\n".join(lines) + "\n"
@@ -80,12 +82,21 @@ def init_script(work_dir: str, probe_gpus: bool, probe_cpus: bool) -> str:
 
 def upload_script(work_dir: str, sha: str) -> str:
     """Write stdin to W/blobs/<sha> atomically (read-only), unless it is already there."""
-    return (f"W={q(work_dir)}; B=\"$W/blobs/{sha}\"; [ -f \"$B\" ] && {{ cat >/dev/null; exit 0; }}; "
-            f"T=\"$B.tmp.$$\"; cat > \"$T\" && chmod 444 \"$T\" && mv -f \"$T\" \"$B\" || {{ rm -f \"$T\"; exit 1; }}")
+    return (
+        f'W={q(work_dir)}; B="$W/blobs/{sha}"; [ -f "$B" ] && {{ cat >/dev/null; exit 0; }}; '
+        f'T="$B.tmp.$$"; cat > "$T" && chmod 444 "$T" && mv -f "$T" "$B" || {{ rm -f "$T"; exit 1; }}'
+    )
 
 
-def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str], timeout_s: float,
-                kill_grace_s: float, signal_voids_rc: bool = False, gpus: bool = False) -> str:
+def job_wrapper(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    setup: Iterable[str],
+    timeout_s: float,
+    kill_grace_s: float,
+    signal_voids_rc: bool = False,
+    gpus: bool = False,
+) -> str:
     """The job's own shell (a session leader under setsid): few forks, since every fork costs ~2 ms.
     The command runs in the sandbox (remote/sandbox.py): the node's environment reaches it only through the
     allow-list, and `gpus` gives it the node's /dev.
@@ -95,13 +106,20 @@ def job_wrapper(argv: Sequence[str], env: Mapping[str, str], setup: Iterable[str
     exports = "".join(f"export {k}={q(v)}\n" for k, v in env.items())
     names = "env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'"
     # What the setup lines export is the node's configuration for its jobs: it passes the sandbox's allow-list.
-    before_setup = f'cuco_env0=" $({names} | tr \'\\n\' \' \') "\n' if setup else ""
-    after_setup = (f'CUCO_KEEP_ENV=$(for n in $({names}); do case "$cuco_env0" in *" $n "*) ;; '
-                   f'*) printf \'%s \' "$n";; esac; done); export CUCO_KEEP_ENV\n') if setup else ""
+    before_setup = f"cuco_env0=\" $({names} | tr '\\n' ' ') \"\n" if setup else ""
+    after_setup = (
+        (
+            f'CUCO_KEEP_ENV=$(for n in $({names}); do case "$cuco_env0" in *" $n "*) ;; '
+            f"*) printf '%s ' \"$n\";; esac; done); export CUCO_KEEP_ENV\n"
+        )
+        if setup
+        else ""
+    )
     setup_lines = "".join(
         f"if [ $ok = 1 ]; then {line}\n"
         f"[ $? = 0 ] || {{ echo {q('cuco: setup line failed on this node: ' + line)}; ok=0; }}; fi\n"
-        for line in setup)
+        for line in setup
+    )
     t = f"{timeout_s:.3f}"
     grace = f"{max(kill_grace_s, 0.1):.3f}"
     floor = max(int(timeout_s) - 1, 0)
@@ -122,9 +140,18 @@ fi
 """
 
 
-def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]], argv: Sequence[str],
-               env: Mapping[str, str], setup: Iterable[str], timeout_s: float, kill_grace_s: float,
-               outputs: Sequence[str], gpus: bool = False) -> str:
+def run_script(
+    work_dir: str,
+    job_id: str,
+    links: Sequence[tuple[str, str, bool]],
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    setup: Iterable[str],
+    timeout_s: float,
+    kill_grace_s: float,
+    outputs: Sequence[str],
+    gpus: bool = False,
+) -> str:
     """Start (or adopt, or collect) job `job_id`; print a tar of rc, timedout, log tail and outputs
     (or, with no outputs, a `CUCO-RESULT rc=N timedout=0|1` line and the log tail).
 
@@ -134,13 +161,13 @@ def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]
     """
     setup = list(setup)
     out: list[str] = [
-        f"W={q(work_dir)}; J=\"$W/jobs/{job_id}\"",
+        f'W={q(work_dir)}; J="$W/jobs/{job_id}"',
         # `read` and `kill` are builtins: the common path forks only mkdir, setsid+sh, timeout, tail, tar.
         'alive() { [ -f "$J/pgid" ] && read P < "$J/pgid" && kill -s 0 -- "-$P" 2>/dev/null; }',
         'if [ -f "$J/rc" ] && ! alive; then :',
-        'elif alive; then',
-        '  while alive; do sleep 0.2; done',
-        'else',
+        "elif alive; then",
+        "  while alive; do sleep 0.2; done",
+        "else",
         '  [ -e "$J" ] && rm -rf "$J"',
     ]
     out += ["  " + line for line in stage_lines(links)]
@@ -149,7 +176,7 @@ def run_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]
         '  cd "$J/work" || exit 96',
         f'  setsid -w sh -c {q(wrapper)} </dev/null >"$J/log" 2>&1',
         '  read P < "$J/pgid" && kill -s KILL -- "-$P" 2>/dev/null  # stragglers die with the job',
-        'fi',
+        "fi",
     ]
     if not outputs:
         # No outputs: a header line from builtins, then the log tail (one fork instead of tail + tar).
@@ -172,14 +199,14 @@ def stage_lines(links: Sequence[tuple[str, str, bool]]) -> list[str]:
         shas = " ".join(sorted({sha for sha, _, _ in links}))
         out += [
             "m=",
-            f"for h in {shas}; do [ -f \"$W/blobs/$h\" ] || m=\"$m $h\"; done",
-            f"if [ -n \"$m\" ]; then echo \"{MISSING_MARK}$m\" >&2; exit {EXIT_MISSING_BLOBS}; fi",
+            f'for h in {shas}; do [ -f "$W/blobs/$h" ] || m="$m $h"; done',
+            f'if [ -n "$m" ]; then echo "{MISSING_MARK}$m" >&2; exit {EXIT_MISSING_BLOBS}; fi',
         ]
     dirs = sorted({rel.rsplit("/", 1)[0] for _, rel, _ in links if "/" in rel})
     out.append('mkdir -p "$J/work" ' + " ".join(f'"$J/work/"{q(d)}' for d in dirs) + " || exit 96")
     for sha, rel, executable in links:
-        dest = f"\"$J/work/\"{q(rel)}"
-        src = f"\"$W/blobs/{sha}\""
+        dest = f'"$J/work/"{q(rel)}'
+        src = f'"$W/blobs/{sha}"'
         if executable:
             out.append(f"cp {src} {dest} && chmod 755 {dest} || exit 96")
         else:
@@ -189,13 +216,17 @@ def stage_lines(links: Sequence[tuple[str, str, bool]]) -> list[str]:
 
 def result_lines(outputs: Sequence[str]) -> list[str]:
     """Shell lines that print a tar of job "$J"'s log tail, rc, timedout and `outputs` (see read_result)."""
-    return [
-        f'tail -c {LOG_TAIL_BYTES} "$J/log" > "$J/logtail" 2>/dev/null',
-        'cd "$J" || exit 96',
-        'set -- logtail; [ -f rc ] && set -- "$@" rc; [ -f timedout ] && set -- "$@" timedout',
-    ] + [f'[ -e work/{q(o)} ] && set -- "$@" work/{q(o)}' for o in outputs] + [
-        'tar -cf - "$@" 2>/dev/null',
-    ]
+    return (
+        [
+            f'tail -c {LOG_TAIL_BYTES} "$J/log" > "$J/logtail" 2>/dev/null',
+            'cd "$J" || exit 96',
+            'set -- logtail; [ -f rc ] && set -- "$@" rc; [ -f timedout ] && set -- "$@" timedout',
+        ]
+        + [f'[ -e work/{q(o)} ] && set -- "$@" work/{q(o)}' for o in outputs]
+        + [
+            'tar -cf - "$@" 2>/dev/null',
+        ]
+    )
 
 
 def read_result(raw: bytes) -> dict[str, bytes]:
@@ -225,7 +256,7 @@ def kill_script(work_dir: str, job_id: str, kill_grace_s: float, remove: bool = 
     """Cancel job `job_id`: mark it, TERM its process group, then KILL; print KILLED if it was running."""
     n = max(int(kill_grace_s * 10), 1)
     lines = [
-        f"W={q(work_dir)}; J=\"$W/jobs/{job_id}\"",
+        f'W={q(work_dir)}; J="$W/jobs/{job_id}"',
         '[ -d "$J" ] || exit 0',
         ': > "$J/cancel" 2>/dev/null',
         'i=0; while [ ! -s "$J/pgid" ] && [ ! -f "$J/rc" ] && [ $i -lt 10 ]; do sleep 0.05; i=$((i+1)); done',
@@ -233,7 +264,7 @@ def kill_script(work_dir: str, job_id: str, kill_grace_s: float, remove: bool = 
         '  if kill -s 0 -- "-$P" 2>/dev/null; then echo KILLED; kill -s TERM -- "-$P" 2>/dev/null',
         f'    i=0; while kill -s 0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
         '    kill -s KILL -- "-$P" 2>/dev/null; fi',
-        'fi',
+        "fi",
     ]
     if remove:
         lines.append('rm -rf "$J"')
@@ -244,24 +275,29 @@ def reconcile_script(work_dir: str, kill_grace_s: float) -> str:
     """Kill and remove every job whose id is not on stdin (one per line); print `KILLED <id>` for each
     that was still running and `REMOVED <id>` for each finished one removed."""
     n = max(int(kill_grace_s * 10), 1)
-    return "\n".join([
-        f"W={q(work_dir)}",
-        'K=$(mktemp) || exit 3; cat > "$K"',
-        'cd "$W/jobs" 2>/dev/null || { rm -f "$K"; exit 0; }',
-        'for d in *; do',
-        '  [ -d "$d" ] || continue',
-        '  grep -qxF -- "$d" "$K" && continue',
-        '  if [ -f "$d/pgid" ] && read P < "$d/pgid" && kill -s 0 -- "-$P" 2>/dev/null; then',
-        '    : > "$d/cancel"; kill -s TERM -- "-$P" 2>/dev/null',
-        f'    i=0; while kill -s 0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
-        '    kill -s KILL -- "-$P" 2>/dev/null; echo "KILLED $d"',
-        '  else echo "REMOVED $d"; fi',
-        '  rm -rf "$d"',
-        'done',
-        'rm -f "$K"',
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"W={q(work_dir)}",
+                'K=$(mktemp) || exit 3; cat > "$K"',
+                'cd "$W/jobs" 2>/dev/null || { rm -f "$K"; exit 0; }',
+                "for d in *; do",
+                '  [ -d "$d" ] || continue',
+                '  grep -qxF -- "$d" "$K" && continue',
+                '  if [ -f "$d/pgid" ] && read P < "$d/pgid" && kill -s 0 -- "-$P" 2>/dev/null; then',
+                '    : > "$d/cancel"; kill -s TERM -- "-$P" 2>/dev/null',
+                f'    i=0; while kill -s 0 -- "-$P" 2>/dev/null && [ $i -lt {n} ]; do sleep 0.1; i=$((i+1)); done',
+                '    kill -s KILL -- "-$P" 2>/dev/null; echo "KILLED $d"',
+                '  else echo "REMOVED $d"; fi',
+                '  rm -rf "$d"',
+                "done",
+                'rm -f "$K"',
+            ]
+        )
+        + "\n"
+    )
 
 
 def remove_script(work_dir: str, job_ids: Iterable[str]) -> str:
     ids = " ".join(q(j) for j in job_ids)
-    return f"W={q(work_dir)}; cd \"$W/jobs\" && rm -rf -- {ids}\n"
+    return f'W={q(work_dir)}; cd "$W/jobs" && rm -rf -- {ids}\n'

@@ -27,9 +27,25 @@ import shlex
 from collections.abc import Iterable, Mapping
 
 # Exact names a job may inherit from the engine's (or the node's) environment.
-ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "LD_LIBRARY_PATH",
-             "CUDA_HOME", "CUDA_PATH", "NCCL_HOME", "CUCO_PYTHON", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV",
-             "PYTHONPATH")   # where the NCCL wheel may be installed (the build finds NCCL_HOME through it)
+ENV_ALLOW = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "NCCL_HOME",
+    "CUCO_PYTHON",
+    "CUDA_VISIBLE_DEVICES",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+)  # where the NCCL wheel may be installed (the build finds NCCL_HOME through it)
 # Families of names a job may inherit (locale, NCCL's and CUDA's knobs, Slurm's job description).
 ENV_ALLOW_PREFIXES = ("LC_", "NCCL_", "CUDA_", "SLURM_")
 # Never, even inside an allowed family (NCCL_..._TOKEN would be someone's secret).
@@ -51,8 +67,9 @@ def allowed_environment(env: Mapping[str, str], keep: Iterable[str] = ()) -> dic
     return {k: v for k, v in env.items() if env_name_allowed(k, keep)}
 
 
-def job_environment(extra: Mapping[str, str], spec_env: Mapping[str, str],
-                    base: Mapping[str, str] | None = None) -> dict[str, str]:
+def job_environment(
+    extra: Mapping[str, str], spec_env: Mapping[str, str], base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """A local job's environment: the allow-listed part of this process's, then the executor's extras and the
     job's own variables (those are the workload's and the engine's, never secrets: filtered all the same)."""
     env = allowed_environment(os.environ if base is None else base)

@@ -41,11 +41,11 @@ class SlurmReport:
     name: str
     reachable: bool = False
     work_dir: str | None = None
-    partitions: list[str] = field(default_factory=list)     # "gpu*: up, 1 nodes, gpu:4, idle"
+    partitions: list[str] = field(default_factory=list)  # "gpu*: up, 1 nodes, gpu:4, idle"
     gpus_per_node: int = 0
-    accepted: list[str] = field(default_factory=list)       # "run: --partition=gpu ... accepted"
-    shared: bool | None = None                             # None: not confirmed (job still pending)
-    pending: dict[str, int] = field(default_factory=dict)   # Slurm's reason -> cuco jobs pending for it
+    accepted: list[str] = field(default_factory=list)  # "run: --partition=gpu ... accepted"
+    shared: bool | None = None  # None: not confirmed (job still pending)
+    pending: dict[str, int] = field(default_factory=dict)  # Slurm's reason -> cuco jobs pending for it
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -54,8 +54,12 @@ class SlurmReport:
         return not self.problems
 
 
-async def check_slurm(cfg: SlurmClusterConfig, home: Path, user_known_hosts: list[Path] | None = None,
-                      shared_wait_s: float = SHARED_WAIT_S) -> SlurmReport:
+async def check_slurm(
+    cfg: SlurmClusterConfig,
+    home: Path,
+    user_known_hosts: list[Path] | None = None,
+    shared_wait_s: float = SHARED_WAIT_S,
+) -> SlurmReport:
     shell = open_login_shell(cfg.login, lambda: SSHContext.from_cluster(cfg, Path(home), user_known_hosts))
     report = SlurmReport(name=f"login {cfg.login.host}" if cfg.login else "login (this machine)")
     try:
@@ -81,7 +85,8 @@ async def _check(shell, cfg: SlurmClusterConfig, report: SlurmReport, shared_wai
             report.work_dir = val.strip()
         elif tag == "MISSING":
             (report.problems if val.strip() in ("sbatch", "squeue", "scancel") else report.warnings).append(
-                f"{val.strip()} not found on the login node")
+                f"{val.strip()} not found on the login node"
+            )
     if report.problems:
         return
     info = await shell.run("sinfo -h -o '%P|%a|%D|%G|%t' 2>&1", timeout=CHECK_TIMEOUT_S)
@@ -91,9 +96,20 @@ async def _check(shell, cfg: SlurmClusterConfig, report: SlurmReport, shared_wai
             name, avail, count, gres, state = parts
             report.partitions.append(f"{name}: {avail}, {count} nodes, {gres}, {state}")
     configured = cfg.gpus_per_node
-    report.gpus_per_node = configured if configured is not None else parse_gres_gpus(
-        str((await shell.run(f"sinfo -h -N {'-p ' + q(cfg.run.partition) if cfg.run.partition else ''} -o '%G'",
-                             timeout=CHECK_TIMEOUT_S)).stdout))
+    report.gpus_per_node = (
+        configured
+        if configured is not None
+        else parse_gres_gpus(
+            str(
+                (
+                    await shell.run(
+                        f"sinfo -h -N {'-p ' + q(cfg.run.partition) if cfg.run.partition else ''} -o '%G'",
+                        timeout=CHECK_TIMEOUT_S,
+                    )
+                ).stdout
+            )
+        )
+    )
     if report.gpus_per_node == 0:
         report.warnings.append("no GPU GRES on the run partition's nodes (CPU jobs only)")
     for stage in ("build", "run"):
@@ -102,23 +118,34 @@ async def _check(shell, cfg: SlurmClusterConfig, report: SlurmReport, shared_wai
             report.accepted.append(f"{stage}: on the login node")
             continue
         gpus = min(1, report.gpus_per_node) if stage == "run" else 0
-        out = await shell.run(test_only_script(placement, gpus=gpus, gpu_request=cfg.gpu_request),
-                              timeout=CHECK_TIMEOUT_S)
-        opts = " ".join(o for o in sbatch_options(placement, gpus=gpus, cpus=1, gpu_request=cfg.gpu_request)
-                        if not o.startswith(("--nodes", "--ntasks", "--cpus")))
+        out = await shell.run(
+            test_only_script(placement, gpus=gpus, gpu_request=cfg.gpu_request), timeout=CHECK_TIMEOUT_S
+        )
+        opts = " ".join(
+            o
+            for o in sbatch_options(placement, gpus=gpus, cpus=1, gpu_request=cfg.gpu_request)
+            if not o.startswith(("--nodes", "--ntasks", "--cpus"))
+        )
         if out.exit_status == 0:
             report.accepted.append(f"{stage}: {opts or '(defaults)'} accepted")
         elif is_limit_refusal(str(out.stdout)):
             report.accepted.append(f"{stage}: {opts or '(defaults)'} accepted")
-            report.warnings.append(f"{stage} jobs: Slurm refuses more jobs now ({limit_named(str(out.stdout))}): "
-                                   f"cuco's submissions will wait until jobs of yours end")
+            report.warnings.append(
+                f"{stage} jobs: Slurm refuses more jobs now ({limit_named(str(out.stdout))}): "
+                f"cuco's submissions will wait until jobs of yours end"
+            )
         else:
             fld = refused_field(str(out.stdout))
             where = f" ({placement.field_of(fld)} in {cfg.path})" if fld else ""
             report.problems.append(f"{stage} jobs: Slurm refuses {opts}{where}: {' '.join(str(out.stdout).split())}")
     pend = await shell.run("squeue -h -u \"$(id -un)\" -t PENDING -o '%j|%r' 2>/dev/null", timeout=CHECK_TIMEOUT_S)
-    report.pending = dict(Counter(line.split("|", 1)[1] for line in str(pend.stdout).splitlines()
-                                  if line.startswith(NAME_PREFIX) and "|" in line))
+    report.pending = dict(
+        Counter(
+            line.split("|", 1)[1]
+            for line in str(pend.stdout).splitlines()
+            if line.startswith(NAME_PREFIX) and "|" in line
+        )
+    )
     if not report.problems:
         await _check_shared(shell, cfg, report, shared_wait_s)
 
@@ -129,9 +156,11 @@ async def _check_shared(shell, cfg: SlurmClusterConfig, report: SlurmReport, wai
     w = q(report.work_dir or cfg.work_dir)
     opts = " ".join(q(o) for o in sbatch_options(cfg.run, gpus=0, cpus=1, gpu_request=cfg.gpu_request, minutes=1))
     res = await shell.run(
-        f"W={w}; printf %s {token} > \"$W/check-{token}\" && "
+        f'W={w}; printf %s {token} > "$W/check-{token}" && '
         f"sbatch --parsable {opts} --job-name={NAME_PREFIX}check --output=/dev/null "
-        f"--wrap=\"cat $W/check-{token} > $W/check-{token}.seen\" 2>&1", timeout=CHECK_TIMEOUT_S)
+        f'--wrap="cat $W/check-{token} > $W/check-{token}.seen" 2>&1',
+        timeout=CHECK_TIMEOUT_S,
+    )
     job = str(res.stdout).strip().split(";")[0]
     if res.exit_status != 0 or not job.isdigit():
         report.warnings.append(f"could not submit the shared-work-dir check job: {' '.join(str(res.stdout).split())}")
@@ -140,25 +169,32 @@ async def _check_shared(shell, cfg: SlurmClusterConfig, report: SlurmReport, wai
     reason = ""
     try:
         while time.monotonic() < deadline:
-            out = await shell.run(f"W={w}; cat \"$W/check-{token}.seen\" 2>/dev/null; echo; "
-                                  f"squeue -h -j {job} -o '%T|%r' 2>/dev/null", timeout=CHECK_TIMEOUT_S)
+            out = await shell.run(
+                f"W={w}; cat \"$W/check-{token}.seen\" 2>/dev/null; echo; squeue -h -j {job} -o '%T|%r' 2>/dev/null",
+                timeout=CHECK_TIMEOUT_S,
+            )
             seen, _, state = str(out.stdout).partition("\n")
             if seen.strip() == token:
                 report.shared = True
                 return
             state = state.strip()
-            if not state:          # the job ended without writing the token back
+            if not state:  # the job ended without writing the token back
                 await asyncio.sleep(1.0)
                 again = await shell.run(f"cat {w}/check-{token}.seen 2>/dev/null", timeout=CHECK_TIMEOUT_S)
                 report.shared = str(again.stdout).strip() == token
                 if not report.shared:
-                    report.problems.append("a job on a compute node cannot read the work dir: it must be on a "
-                                           "filesystem the login and compute nodes share")
+                    report.problems.append(
+                        "a job on a compute node cannot read the work dir: it must be on a "
+                        "filesystem the login and compute nodes share"
+                    )
                 return
             reason = state.split("|", 1)[-1]
             await asyncio.sleep(0.5)
-        report.warnings.append(f"could not confirm that the work dir is shared: the check job is still "
-                               f"pending ({reason}) after {wait_s:g} s")
+        report.warnings.append(
+            f"could not confirm that the work dir is shared: the check job is still "
+            f"pending ({reason}) after {wait_s:g} s"
+        )
     finally:
-        await shell.run(f"scancel {job} 2>/dev/null; rm -f {w}/check-{token} {w}/check-{token}.seen",
-                        timeout=CHECK_TIMEOUT_S)
+        await shell.run(
+            f"scancel {job} 2>/dev/null; rm -f {w}/check-{token} {w}/check-{token}.seen", timeout=CHECK_TIMEOUT_S
+        )

@@ -22,9 +22,22 @@ from .remote_job import job_wrapper, q, result_lines, stage_lines, workdir_expr
 from .slurm_config import StagePlacement
 
 NAME_PREFIX = "cuco."
-ACTIVE_STATES = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED",
-                 "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD",
-                 "SPECIAL_EXIT"}
+ACTIVE_STATES = {
+    "PENDING",
+    "RUNNING",
+    "SUSPENDED",
+    "COMPLETING",
+    "CONFIGURING",
+    "RESIZING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+    "RESV_DEL_HOLD",
+    "SPECIAL_EXIT",
+}
 # Ended by the cluster, not by the job: the job is submitted again (JobStatus.LOST).
 LOST_STATES = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED"}
 SQUEUE_FORMAT = "%i|%T|%r|%j"
@@ -51,6 +64,7 @@ PENDING_REASONS = {
 def explain_reason(reason: str) -> str:
     return PENDING_REASONS.get(reason, "see `man squeue`, JOB REASON CODES")
 
+
 # sbatch's refusals of a configured value -> the cluster file's field that holds it.
 REFUSED_FIELDS = (
     (re.compile(r"invalid partition", re.I), "partition"),
@@ -63,8 +77,11 @@ REFUSED_FIELDS = (
 # A submission refused for the number of jobs the user (or account) has queued: it clears as jobs end, so
 # the submission waits and is tried again (QOSMaxSubmitJobPerUserLimit, AssocMaxSubmitJobLimit,
 # AssocGrpSubmitJobsLimit, ...; slurmctld's MaxJobCount: "temporarily unable to accept job").
-SUBMIT_LIMIT_RE = re.compile(r"MaxSubmitJob|SubmitJobs?Limit|temporarily unable to accept|"
-                             r"Resource temporarily unavailable", re.I)
+SUBMIT_LIMIT_RE = re.compile(
+    r"MaxSubmitJob|SubmitJobs?Limit|temporarily unable to accept|"
+    r"Resource temporarily unavailable",
+    re.I,
+)
 # Slurm's generic words for any limit: alone, a limit it did not name (waited for like the above); beside a
 # reason it names that is not about the number of jobs (wall time, GPUs per job), waiting will not help.
 POLICY_RE = re.compile(r"Job violates accounting/QOS policy", re.I)
@@ -99,13 +116,18 @@ def time_limit_minutes(spec: JobSpec, placement: StagePlacement, kill_grace_s: f
     return max(1, math.ceil((spec.timeout_s + kill_grace_s + slack_s) / 60))
 
 
-def sbatch_options(placement: StagePlacement, *, gpus: int, cpus: int, gpu_request: str,
-                   minutes: int | None = None) -> list[str]:
+def sbatch_options(
+    placement: StagePlacement, *, gpus: int, cpus: int, gpu_request: str, minutes: int | None = None
+) -> list[str]:
     opts = ["--nodes=1", "--ntasks=1", f"--cpus-per-task={max(1, cpus)}"]
     if minutes is not None:
         opts.append(f"--time={minutes}")
-    for flag, value in (("partition", placement.partition), ("account", placement.account),
-                        ("qos", placement.qos), ("constraint", placement.constraint)):
+    for flag, value in (
+        ("partition", placement.partition),
+        ("account", placement.account),
+        ("qos", placement.qos),
+        ("constraint", placement.constraint),
+    ):
         if value:
             opts.append(f"--{flag}={value}")
     if gpus:
@@ -113,20 +135,39 @@ def sbatch_options(placement: StagePlacement, *, gpus: int, cpus: int, gpu_reque
     return opts + list(placement.extra_sbatch)
 
 
-def batch_script(job_dir: str, spec: JobSpec, placement: StagePlacement, *, gpu_request: str,
-                 setup: Iterable[str], kill_grace_s: float, slack_s: float) -> str:
+def batch_script(
+    job_dir: str,
+    spec: JobSpec,
+    placement: StagePlacement,
+    *,
+    gpu_request: str,
+    setup: Iterable[str],
+    kill_grace_s: float,
+    slack_s: float,
+) -> str:
     """job.sh: the #SBATCH header and the same wrapper SSH jobs run (pgid, rc, timedout files).
 
     Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it allocated. `job_dir` is absolute."""
     minutes = time_limit_minutes(spec, placement, kill_grace_s, slack_s)
-    opts = [f"--job-name={NAME_PREFIX}{spec.job_id}", f"--output={job_dir}/log", f"--chdir={job_dir}/work",
-            "--open-mode=append", "--no-requeue"]
-    opts += sbatch_options(placement, gpus=spec.gpus, cpus=spec.cpus if not spec.gpus else 1,
-                           gpu_request=gpu_request, minutes=minutes)
+    opts = [
+        f"--job-name={NAME_PREFIX}{spec.job_id}",
+        f"--output={job_dir}/log",
+        f"--chdir={job_dir}/work",
+        "--open-mode=append",
+        "--no-requeue",
+    ]
+    opts += sbatch_options(
+        placement, gpus=spec.gpus, cpus=spec.cpus if not spec.gpus else 1, gpu_request=gpu_request, minutes=minutes
+    )
     header = "".join(f"#SBATCH {o}\n" for o in opts)
     # Slurm ends a job (scancel, NODE_FAIL, --time) with TERM: then the Slurm state decides, not an rc.
-    return "#!/bin/sh\n" + header + job_wrapper(spec.argv, dict(spec.env), setup, spec.timeout_s, kill_grace_s,
-                                                  signal_voids_rc=True, gpus=spec.gpus > 0)
+    return (
+        "#!/bin/sh\n"
+        + header
+        + job_wrapper(
+            spec.argv, dict(spec.env), setup, spec.timeout_s, kill_grace_s, signal_voids_rc=True, gpus=spec.gpus > 0
+        )
+    )
 
 
 def submit_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bool]]) -> str:
@@ -134,27 +175,27 @@ def submit_script(work_dir: str, job_id: str, links: Sequence[tuple[str, str, bo
     `ADOPT <slurm id>` for a job already submitted, `SUBMITTED <slurm id>`, or `REFUSED <sbatch's error>`.
     Exits EXIT_MISSING_BLOBS (remote_job) when blobs are missing."""
     out = [
-        f"W={q(work_dir)}; J=\"$W/jobs/{job_id}\"",
+        f'W={q(work_dir)}; J="$W/jobs/{job_id}"',
         'if [ -s "$J/slurm_id" ]; then read S < "$J/slurm_id"; cat >/dev/null; echo "ADOPT $S"; exit 0; fi',
-        'if [ -d "$J" ]; then',   # no id written (killed between sbatch and the write?): look it up by name
+        'if [ -d "$J" ]; then',  # no id written (killed between sbatch and the write?): look it up by name
         # (only a job of this work dir: another project may have a run of the same name)
         f'  S=$(squeue -h -u "$(id -un)" -n {q(NAME_PREFIX + job_id)} -o "%i|%Z" 2>/dev/null | '
         'while IFS="|" read -r i z; do [ "$z" = "$J/work" ] && echo "$i"; done | head -n 1)',
         '  if [ -n "$S" ]; then echo "$S" > "$J/slurm_id"; cat >/dev/null; echo "ADOPT $S"; exit 0; fi',
         '  rm -rf "$J"',
-        'fi',
+        "fi",
     ]
     out += stage_lines(links)
     out += [
         'cat > "$J/job.sh" || exit 96',
         'O=$(sbatch --parsable "$J/job.sh" 2>&1); rc=$?',
-        'S=${O%%;*}',
+        "S=${O%%;*}",
         'case "$S" in',
         '  *[!0-9]*|"") rc=1;;',
-        'esac',
+        "esac",
         'if [ $rc = 0 ]; then echo "$S" > "$J/slurm_id"; echo "SUBMITTED $S"',
         'else rm -rf "$J"; printf "REFUSED %s\\n" "$(printf %s "$O" | tr "\\n" " ")"; fi',
-        'exit 0',
+        "exit 0",
     ]
     return "\n".join(out) + "\n"
 
@@ -164,24 +205,29 @@ def poll_script(work_dir: str, slurm_ids: Iterable[str], job_ids: Iterable[str])
     ones squeue no longer lists (`A` lines), and the jobs whose exit code is written (`RC` lines)."""
     ids = " ".join(sorted(set(slurm_ids), key=int))
     jobs = " ".join(q(j) for j in sorted(set(job_ids)))
-    return "\n".join([
-        f"W={q(work_dir)}",
-        f"Q=$(squeue -h -t all -u \"$(id -un)\" -o '{SQUEUE_FORMAT}' 2>&1) || "
-        "{ printf 'SQUEUE-FAILED %s\\n' \"$(printf %s \"$Q\" | head -c 500 | tr '\\n' ' ')\"; Q=; }",
-        '[ -n "$Q" ] && printf "%s\\n" "$Q" | sed "s/^/Q /"',
-        "m=; nl='\n'",   # an id squeue lists starts a line of $Q
-        f"for i in {ids}; do case \"$nl$Q\" in *\"$nl$i|\"*) ;; *) m=\"$m,$i\";; esac; done",
-        '[ -n "$m" ] && sacct -n -P -X -j "${m#,}" -o JobIDRaw,State 2>/dev/null | sed "s/^/A /"',
-        f"for j in {jobs}; do [ -s \"$W/jobs/$j/rc\" ] && echo \"RC $j\"; done",
-        "exit 0",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"W={q(work_dir)}",
+                f"Q=$(squeue -h -t all -u \"$(id -un)\" -o '{SQUEUE_FORMAT}' 2>&1) || "
+                "{ printf 'SQUEUE-FAILED %s\\n' \"$(printf %s \"$Q\" | head -c 500 | tr '\\n' ' ')\"; Q=; }",
+                '[ -n "$Q" ] && printf "%s\\n" "$Q" | sed "s/^/Q /"',
+                "m=; nl='\n'",  # an id squeue lists starts a line of $Q
+                f'for i in {ids}; do case "$nl$Q" in *"$nl$i|"*) ;; *) m="$m,$i";; esac; done',
+                '[ -n "$m" ] && sacct -n -P -X -j "${m#,}" -o JobIDRaw,State 2>/dev/null | sed "s/^/A /"',
+                f'for j in {jobs}; do [ -s "$W/jobs/$j/rc" ] && echo "RC $j"; done',
+                "exit 0",
+            ]
+        )
+        + "\n"
+    )
 
 
 @dataclass
 class PollResult:
-    states: dict[str, tuple[str, str]] = field(default_factory=dict)   # slurm id -> (state, reason)
-    names: dict[str, str] = field(default_factory=dict)                # slurm id -> job name
-    finished: set[str] = field(default_factory=set)                     # cuco job ids with an rc file
+    states: dict[str, tuple[str, str]] = field(default_factory=dict)  # slurm id -> (state, reason)
+    names: dict[str, str] = field(default_factory=dict)  # slurm id -> job name
+    finished: set[str] = field(default_factory=set)  # cuco job ids with an rc file
     error: str = ""
 
 
@@ -210,7 +256,7 @@ def parse_poll(text: str) -> PollResult:
 def collect_script(work_dir: str, job_id: str, outputs: Sequence[str], remove: bool) -> str:
     """Print a tar of the job's log tail, rc, timedout and outputs (remote_job.read_result), then remove
     its directory."""
-    lines = [f"W={q(work_dir)}; J=\"$W/jobs/{job_id}\"", '[ -d "$J" ] || exit 3'] + result_lines(outputs)
+    lines = [f'W={q(work_dir)}; J="$W/jobs/{job_id}"', '[ -d "$J" ] || exit 3'] + result_lines(outputs)
     if remove:
         lines.append('cd "$W/jobs" && rm -rf -- ' + q(job_id))
     return "\n".join(lines + ["exit 0"]) + "\n"
@@ -221,9 +267,13 @@ def cancel_script(work_dir: str, jobs: Mapping[str, str], remove: bool) -> str:
     their directories."""
     ids = " ".join(sorted(set(jobs.values()), key=int))
     marks = " ".join(q(j) for j in sorted(jobs))
-    lines = [f"W={q(work_dir)}", f"for j in {marks}; do [ -d \"$W/jobs/$j\" ] && : > \"$W/jobs/$j/cancel\"; done",
-             f"scancel {ids} 2>/dev/null",
-             f"G={ids.replace(' ', ',')}", WAIT_GONE]
+    lines = [
+        f"W={q(work_dir)}",
+        f'for j in {marks}; do [ -d "$W/jobs/$j" ] && : > "$W/jobs/$j/cancel"; done',
+        f"scancel {ids} 2>/dev/null",
+        f"G={ids.replace(' ', ',')}",
+        WAIT_GONE,
+    ]
     if remove:
         lines.append(f'cd "$W/jobs" && rm -rf -- {marks}')
     return "\n".join(lines + ["exit 0"]) + "\n"
@@ -231,51 +281,63 @@ def cancel_script(work_dir: str, jobs: Mapping[str, str], remove: bool) -> str:
 
 # Until the Slurm ids in $G (comma-separated) have left the queue (COMPLETING while their processes die),
 # at most ~10 s: a stopped cuco leaves nothing in squeue.
-WAIT_GONE = ('i=0; while [ $i -lt 50 ] && [ -n "$G" ] && squeue -h -j "$G" -o %T 2>/dev/null | grep -q .; '
-             'do sleep 0.2; i=$((i+1)); done')
+WAIT_GONE = (
+    'i=0; while [ $i -lt 50 ] && [ -n "$G" ] && squeue -h -j "$G" -o %T 2>/dev/null | grep -q .; '
+    "do sleep 0.2; i=$((i+1)); done"
+)
 
 
 def reconcile_script(work_dir: str) -> str:
     """Cancel and remove every job not listed on stdin (cuco job ids, one per line): those with a
     directory in the work dir and those Slurm still lists under a cuco name running in it. Prints `CANCELLED <id>`
     for each that Slurm still had queued or running and `REMOVED <id>` for each finished one."""
-    return "\n".join([
-        f"W={q(work_dir)}",
-        'K=$(mktemp) || exit 3; cat > "$K"',
-        "L=$(squeue -h -u \"$(id -un)\" -o '%i|%j|%Z' 2>/dev/null)",
-        "G=",
-        'for line in $L; do',
-        '  S=${line%%|*}; R=${line#*|}; N=${R%%|*}; Z=${R#*|}',
-        f'  case "$N" in {NAME_PREFIX}*) j=${{N#{NAME_PREFIX}}};; *) continue;; esac',
-        '  [ "$Z" = "$W/jobs/$j/work" ] || continue   # a job of another work dir (another project) stays',
-        '  grep -qxF -- "$j" "$K" && continue',
-        '  [ -d "$W/jobs/$j" ] && : > "$W/jobs/$j/cancel"',
-        '  scancel "$S" 2>/dev/null && { echo "CANCELLED $j"; G="$G${G:+,}$S"; }',
-        'done',
-        WAIT_GONE,
-        'cd "$W/jobs" 2>/dev/null || { rm -f "$K"; exit 0; }',
-        'for d in *; do',
-        '  [ -d "$d" ] || continue',
-        '  grep -qxF -- "$d" "$K" && continue',
-        '  [ -f "$d/rc" ] || [ ! -s "$d/slurm_id" ] || { read S < "$d/slurm_id"; scancel "$S" 2>/dev/null; }',
-        '  echo "REMOVED $d"; rm -rf "$d"',
-        'done',
-        'rm -f "$K"',
-        'exit 0',
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"W={q(work_dir)}",
+                'K=$(mktemp) || exit 3; cat > "$K"',
+                "L=$(squeue -h -u \"$(id -un)\" -o '%i|%j|%Z' 2>/dev/null)",
+                "G=",
+                "for line in $L; do",
+                "  S=${line%%|*}; R=${line#*|}; N=${R%%|*}; Z=${R#*|}",
+                f'  case "$N" in {NAME_PREFIX}*) j=${{N#{NAME_PREFIX}}};; *) continue;; esac',
+                '  [ "$Z" = "$W/jobs/$j/work" ] || continue   # a job of another work dir (another project) stays',
+                '  grep -qxF -- "$j" "$K" && continue',
+                '  [ -d "$W/jobs/$j" ] && : > "$W/jobs/$j/cancel"',
+                '  scancel "$S" 2>/dev/null && { echo "CANCELLED $j"; G="$G${G:+,}$S"; }',
+                "done",
+                WAIT_GONE,
+                'cd "$W/jobs" 2>/dev/null || { rm -f "$K"; exit 0; }',
+                "for d in *; do",
+                '  [ -d "$d" ] || continue',
+                '  grep -qxF -- "$d" "$K" && continue',
+                '  [ -f "$d/rc" ] || [ ! -s "$d/slurm_id" ] || { read S < "$d/slurm_id"; scancel "$S" 2>/dev/null; }',
+                '  echo "REMOVED $d"; rm -rf "$d"',
+                "done",
+                'rm -f "$K"',
+                "exit 0",
+            ]
+        )
+        + "\n"
+    )
 
 
 def init_script(work_dir: str) -> str:
     """Create the work dir; print its absolute path, the Slurm commands found, and the blobs present."""
-    return "\n".join([
-        f"W={workdir_expr(work_dir)}",
-        'mkdir -p "$W/blobs" "$W/jobs" || exit 3',
-        'cd "$W" || exit 3',
-        'echo "WORKDIR $(pwd -P)"',
-        "for c in sbatch squeue scancel sinfo sacct; do command -v $c >/dev/null 2>&1 || echo \"MISSING $c\"; done",
-        'for f in blobs/*; do [ -f "$f" ] && echo "BLOB ${f#blobs/}"; done',
-        "exit 0",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"W={workdir_expr(work_dir)}",
+                'mkdir -p "$W/blobs" "$W/jobs" || exit 3',
+                'cd "$W" || exit 3',
+                'echo "WORKDIR $(pwd -P)"',
+                'for c in sbatch squeue scancel sinfo sacct; do command -v $c >/dev/null 2>&1 || echo "MISSING $c"; done',
+                'for f in blobs/*; do [ -f "$f" ] && echo "BLOB ${f#blobs/}"; done',
+                "exit 0",
+            ]
+        )
+        + "\n"
+    )
 
 
 def gpus_script(partition: str | None) -> str:

@@ -13,9 +13,31 @@ from typing import Any
 from .cluster import NodeConfig, _node, _Reader, cluster_kind, read_cluster_yaml
 from .errors import InputError
 
-TOP_KEYS = {"kind", "login", "ssh_config", "known_hosts", "connect_timeout_s", "keepalive", "work_dir", "setup",
-            "partition", "account", "qos", "constraint", "gpus_per_node", "gpu_request", "extra_sbatch",
-            "time_slack_s", "build", "run", "max_jobs", "max_attempts", "poll", "kill_grace_s", "limit_wait_s"}
+TOP_KEYS = {
+    "kind",
+    "login",
+    "ssh_config",
+    "known_hosts",
+    "connect_timeout_s",
+    "keepalive",
+    "work_dir",
+    "setup",
+    "partition",
+    "account",
+    "qos",
+    "constraint",
+    "gpus_per_node",
+    "gpu_request",
+    "extra_sbatch",
+    "time_slack_s",
+    "build",
+    "run",
+    "max_jobs",
+    "max_attempts",
+    "poll",
+    "kill_grace_s",
+    "limit_wait_s",
+}
 STAGE_KEYS = {"where", "partition", "account", "qos", "constraint", "extra_sbatch", "time_limit"}
 LOGIN_KEYS = {"host", "port", "user", "identity_file", "proxy_jump", "max_connections"}
 # A value that reaches an #SBATCH line: no spaces, quotes or shell characters.
@@ -26,15 +48,15 @@ WORD_RE = re.compile(r"^[A-Za-z0-9_.,:=+@%/\[\]|&!*()-]+$")
 class StagePlacement:
     """Where one kind of job (build or run) goes and what it asks Slurm for."""
 
-    where: str = "slurm"                 # slurm: sbatch; login: on the login node itself (builds only)
+    where: str = "slurm"  # slurm: sbatch; login: on the login node itself (builds only)
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
     constraint: str | None = None
-    extra_sbatch: tuple[str, ...] = ()   # more `#SBATCH` options, e.g. "--mem=16G"
-    time_limit_min: int | None = None    # None: the job's own timeout plus time_slack_s, rounded up
-    field: str = ""                      # the cluster file's section for this stage (for errors)
-    own: frozenset[str] = frozenset()    # the keys set in that section (the rest are the top level's)
+    extra_sbatch: tuple[str, ...] = ()  # more `#SBATCH` options, e.g. "--mem=16G"
+    time_limit_min: int | None = None  # None: the job's own timeout plus time_slack_s, rounded up
+    field: str = ""  # the cluster file's section for this stage (for errors)
+    own: frozenset[str] = frozenset()  # the keys set in that section (the rest are the top level's)
 
     def field_of(self, key: str) -> str:
         """The cluster file's field that gave this stage its `key` (e.g. run.partition or partition)."""
@@ -44,8 +66,8 @@ class StagePlacement:
 @dataclass(frozen=True)
 class SlurmClusterConfig:
     path: Path
-    login: NodeConfig | None             # None: cuco runs on the login node itself
-    work_dir: str                        # on the filesystem the login and compute nodes share
+    login: NodeConfig | None  # None: cuco runs on the login node itself
+    work_dir: str  # on the filesystem the login and compute nodes share
     build: StagePlacement
     run: StagePlacement
     setup: tuple[str, ...] = ()
@@ -54,11 +76,11 @@ class SlurmClusterConfig:
     connect_timeout_s: float = 15.0
     keepalive_interval: float = 15.0
     keepalive_count_max: int = 4
-    gpus_per_node: int | None = None     # None: from `sinfo` (the run partition's GPU GRES)
-    gpu_request: str = "gpus"            # gpus: --gpus=N; gres: --gres=gpu:N
-    time_slack_s: float = 60.0           # added to a job's timeout for its --time (queue-side setup)
-    max_jobs: int = 100                  # jobs in flight at once (stay under the cluster's per-user limit)
-    max_attempts: int = 3                # a job Slurm loses (NODE_FAIL, PREEMPTED, ...) is submitted again
+    gpus_per_node: int | None = None  # None: from `sinfo` (the run partition's GPU GRES)
+    gpu_request: str = "gpus"  # gpus: --gpus=N; gres: --gres=gpu:N
+    time_slack_s: float = 60.0  # added to a job's timeout for its --time (queue-side setup)
+    max_jobs: int = 100  # jobs in flight at once (stay under the cluster's per-user limit)
+    max_attempts: int = 3  # a job Slurm loses (NODE_FAIL, PREEMPTED, ...) is submitted again
     # A submission Slurm refuses for the user's job limit waits for cuco's own jobs to end; with none of them
     # in the queue (other jobs fill the limit) it gives up after this long (an environment fault, not the job's).
     limit_wait_s: float = 600.0
@@ -70,8 +92,12 @@ class SlurmClusterConfig:
     def node(self, name: str) -> NodeConfig:
         """The login node, for `cuco nodes trust login --cluster FILE`."""
         if self.login is None or name != self.login.name:
-            raise InputError(str(self.path), "login", f"no SSH login node named {name!r} (the login node is "
-                             f"{'this machine' if self.login is None else repr(self.login.name)})")
+            raise InputError(
+                str(self.path),
+                "login",
+                f"no SSH login node named {name!r} (the login node is "
+                f"{'this machine' if self.login is None else repr(self.login.name)})",
+            )
         return self.login
 
     def placement(self, job_kind: str) -> StagePlacement:
@@ -110,10 +136,12 @@ def _stage(r: _Reader, raw: Any, name: str, base: StagePlacement) -> StagePlacem
         account=_word(r, d, "account", f"{name}.account", base.account),
         qos=_word(r, d, "qos", f"{name}.qos", base.qos),
         constraint=_word(r, d, "constraint", f"{name}.constraint", base.constraint),
-        extra_sbatch=base.extra_sbatch + (_words(r, d, "extra_sbatch", f"{name}.extra_sbatch")
-                                          if "extra_sbatch" in d else ()),
+        extra_sbatch=base.extra_sbatch
+        + (_words(r, d, "extra_sbatch", f"{name}.extra_sbatch") if "extra_sbatch" in d else ()),
         time_limit_min=r.int_(d, "time_limit", f"{name}.time_limit", 1, default=None),
-        field=name, own=frozenset(d))
+        field=name,
+        own=frozenset(d),
+    )
 
 
 def _setup(r: _Reader, top: dict) -> tuple[str, ...]:
@@ -153,14 +181,21 @@ def load_slurm_cluster(path: Path) -> SlurmClusterConfig:
     if gpu_request not in ("gpus", "gres"):
         raise r.fail("gpu_request", f"must be gpus (--gpus=N) or gres (--gres=gpu:N) (got {gpu_request!r})")
     base = StagePlacement(
-        partition=_word(r, top, "partition", "partition"), account=_word(r, top, "account", "account"),
-        qos=_word(r, top, "qos", "qos"), constraint=_word(r, top, "constraint", "constraint"),
-        extra_sbatch=_words(r, top, "extra_sbatch", "extra_sbatch"))
+        partition=_word(r, top, "partition", "partition"),
+        account=_word(r, top, "account", "account"),
+        qos=_word(r, top, "qos", "qos"),
+        constraint=_word(r, top, "constraint", "constraint"),
+        extra_sbatch=_words(r, top, "extra_sbatch", "extra_sbatch"),
+    )
     poll = r.mapping(top.get("poll"), "poll", {"min_s", "max_s"})
     ka = r.mapping(top.get("keepalive"), "keepalive", {"interval", "count_max"})
     cfg = SlurmClusterConfig(
-        path=path, login=login, work_dir=work_dir, build=_stage(r, top.get("build"), "build", base),
-        run=_stage(r, top.get("run"), "run", base), setup=_setup(r, top),
+        path=path,
+        login=login,
+        work_dir=work_dir,
+        build=_stage(r, top.get("build"), "build", base),
+        run=_stage(r, top.get("run"), "run", base),
+        setup=_setup(r, top),
         ssh_config=r.path_(top, "ssh_config", "ssh_config", path.parent),
         known_hosts=r.path_(top, "known_hosts", "known_hosts", path.parent),
         connect_timeout_s=r.num(top, "connect_timeout_s", "connect_timeout_s", 0.1, 15.0),
@@ -174,7 +209,8 @@ def load_slurm_cluster(path: Path) -> SlurmClusterConfig:
         limit_wait_s=r.num(top, "limit_wait_s", "limit_wait_s", 0.0, 600.0),
         poll_min_s=r.num(poll, "min_s", "poll.min_s", 0.05, 0.5),
         poll_max_s=r.num(poll, "max_s", "poll.max_s", 0.05, 5.0),
-        kill_grace_s=r.num(top, "kill_grace_s", "kill_grace_s", 0.0, 2.0))
+        kill_grace_s=r.num(top, "kill_grace_s", "kill_grace_s", 0.0, 2.0),
+    )
     if cfg.poll_max_s < cfg.poll_min_s:
         raise r.fail("poll.max_s", f"must be >= poll.min_s ({cfg.poll_min_s:g})")
     return cfg

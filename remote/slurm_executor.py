@@ -59,12 +59,12 @@ from .ssh_pool import NodeDown
 
 log = logging.getLogger(__name__)
 
-COMMAND_TIMEOUT_S = 120.0      # one command on the login node (submit, poll, collect, cancel)
-LIMIT_RETRY_S = (2.0, 30.0)    # a submission refused for the user's job limit is tried again after this
-TERMINAL_CONFIRMATIONS = 2     # polls that must see a job ended without its exit code before it is judged
-VANISHED_AFTER = 3             # polls that must miss a job (squeue and sacct) before it counts as vanished
+COMMAND_TIMEOUT_S = 120.0  # one command on the login node (submit, poll, collect, cancel)
+LIMIT_RETRY_S = (2.0, 30.0)  # a submission refused for the user's job limit is tried again after this
+TERMINAL_CONFIRMATIONS = 2  # polls that must see a job ended without its exit code before it is judged
+VANISHED_AFTER = 3  # polls that must miss a job (squeue and sacct) before it counts as vanished
 
-load_config = load_slurm_cluster   # the registry's entry points (remote.registry)
+load_config = load_slurm_cluster  # the registry's entry points (remote.registry)
 
 
 def from_config(config: SlurmClusterConfig, home: Path) -> SlurmExecutor:
@@ -91,28 +91,36 @@ class _Tracked:
 
 
 class SlurmExecutor(Executor):
-    def __init__(self, config: SlurmClusterConfig, home: Path, *, user_known_hosts: list[Path] | None = None,
-                 keep_job_dirs: bool = False, extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        config: SlurmClusterConfig,
+        home: Path,
+        *,
+        user_known_hosts: list[Path] | None = None,
+        keep_job_dirs: bool = False,
+        extra_env: dict[str, str] | None = None,
+    ):
         self.cfg = config
         self.home = Path(home)
         self.keep_job_dirs = keep_job_dirs
         self.shell = open_login_shell(
-            config.login, lambda: SSHContext.from_cluster(config, self.home, user_known_hosts), extra_env)
+            config.login, lambda: SSHContext.from_cluster(config, self.home, user_known_hosts), extra_env
+        )
         self.work_dir: str | None = None
         self.blobs: BlobCache | None = None
         self._gpus = config.gpus_per_node or 0
-        self._tracked: dict[str, _Tracked] = {}     # Slurm id -> job in flight
+        self._tracked: dict[str, _Tracked] = {}  # Slurm id -> job in flight
         self._in_flight = asyncio.Semaphore(config.max_jobs)
         self._wake = asyncio.Event()
-        self._room = asyncio.Event()                  # set (and replaced) when one of cuco's Slurm jobs ends
+        self._room = asyncio.Event()  # set (and replaced) when one of cuco's Slurm jobs ends
         self._poller: asyncio.Task | None = None
         self._closing = False
-        self._note = ""                               # why submissions wait, or why polls fail
-        self.failures = 0                             # jobs Slurm lost (submitted again)
-        self.polls = 0                                # squeue calls (tests and the bench count them)
-        self.submissions = 0                          # sbatch calls that queued a job
-        self.limit_refusals = 0                       # sbatch calls refused for the user's job limit
-        self.external_ids: dict[str, str] = {}        # cuco job id -> Slurm job id (jobs in flight)
+        self._note = ""  # why submissions wait, or why polls fail
+        self.failures = 0  # jobs Slurm lost (submitted again)
+        self.polls = 0  # squeue calls (tests and the bench count them)
+        self.submissions = 0  # sbatch calls that queued a job
+        self.limit_refusals = 0  # sbatch calls refused for the user's job limit
+        self.external_ids: dict[str, str] = {}  # cuco job id -> Slurm job id (jobs in flight)
         # Told each job's Slurm id when it is submitted or adopted (the engine stores it: jobs.external_id).
         self._on_submitted: SubmittedHook | None = None
 
@@ -124,8 +132,9 @@ class SlurmExecutor(Executor):
         try:
             await self._prepare()
         except (TimeoutError, NodeDown, HostKeyRefused, BlobUploadError, ClusterError, OSError) as exc:
-            raise NoUsableNode(f"the Slurm login node of {self.cfg.path} cannot be used: "
-                               f"{str(exc) or type(exc).__name__}") from None
+            raise NoUsableNode(
+                f"the Slurm login node of {self.cfg.path} cannot be used: {str(exc) or type(exc).__name__}"
+            ) from None
         self._poller = asyncio.create_task(self._poll_loop(), name="slurm-poll")
 
     async def _prepare(self) -> None:
@@ -143,8 +152,12 @@ class SlurmExecutor(Executor):
                 missing.append(val.strip())
         essential = [c for c in missing if c in ("sbatch", "squeue", "scancel")]
         if essential or not self.work_dir:
-            raise ClusterError(f"no {', '.join(essential)} on the login node (is Slurm's client installed "
-                               f"and on PATH? add a setup line?)" if essential else "no work dir")
+            raise ClusterError(
+                f"no {', '.join(essential)} on the login node (is Slurm's client installed "
+                f"and on PATH? add a setup line?)"
+                if essential
+                else "no work dir"
+            )
         self.blobs = BlobCache(self.shell, self.work_dir, blobs)
         if self.cfg.gpus_per_node is None:
             out = await self.shell.run(gpus_script(self.cfg.run.partition), timeout=COMMAND_TIMEOUT_S)
@@ -155,8 +168,9 @@ class SlurmExecutor(Executor):
                 await self._test_only(placement, gpus=min(1, self._gpus) if stage == "run" else 0)
 
     async def _test_only(self, placement: StagePlacement, gpus: int) -> None:
-        res = await self.shell.run(test_only_script(placement, gpus=gpus, gpu_request=self.cfg.gpu_request),
-                                   timeout=COMMAND_TIMEOUT_S)
+        res = await self.shell.run(
+            test_only_script(placement, gpus=gpus, gpu_request=self.cfg.gpu_request), timeout=COMMAND_TIMEOUT_S
+        )
         text = str(res.stdout).strip()
         if res.exit_status == 0:
             return
@@ -168,15 +182,24 @@ class SlurmExecutor(Executor):
         fld = refused_field(text)
         message = " ".join(text.split())[:400] or f"sbatch --test-only exited {res.exit_status}"
         if fld == "gpus_per_node":
-            raise InputError(str(self.cfg.path), "gpu_request",
-                             f"Slurm refuses the GPU request ({message}); try gpu_request: gres or gpus")
+            raise InputError(
+                str(self.cfg.path),
+                "gpu_request",
+                f"Slurm refuses the GPU request ({message}); try gpu_request: gres or gpus",
+            )
         if fld is not None and fld != "time_limit":
             value = getattr(placement, fld, None)
-            raise InputError(str(self.cfg.path), placement.field_of(fld),
-                             f"Slurm refuses {fld} {value!r}: {message} (`sinfo -s` lists partitions; "
-                             f"`sacctmgr show assoc user=$USER` your accounts and QoS)")
-        raise InputError(str(self.cfg.path), placement.field,
-                         f"Slurm refuses a test submission for {placement.field} jobs: {message}")
+            raise InputError(
+                str(self.cfg.path),
+                placement.field_of(fld),
+                f"Slurm refuses {fld} {value!r}: {message} (`sinfo -s` lists partitions; "
+                f"`sacctmgr show assoc user=$USER` your accounts and QoS)",
+            )
+        raise InputError(
+            str(self.cfg.path),
+            placement.field,
+            f"Slurm refuses a test submission for {placement.field} jobs: {message}",
+        )
 
     @property
     def max_gpus_per_job(self) -> int:
@@ -196,9 +219,19 @@ class SlurmExecutor(Executor):
             detail += f"; {self._note}"
         name = f"slurm:{self.cfg.run.partition or 'default'}"
         queue = {t.job_id: t.state + (f": {t.reason}" if t.state == "PENDING" and t.reason else "") for t in states}
-        return [NodeState(name=name, healthy=not self._note.startswith("squeue"), gpus_total=self._gpus,
-                          gpus_busy=0, running_jobs=running, failures=self.failures, detail=detail,
-                          pending=dict(pending), queue=queue)]
+        return [
+            NodeState(
+                name=name,
+                healthy=not self._note.startswith("squeue"),
+                gpus_total=self._gpus,
+                gpus_busy=0,
+                running_jobs=running,
+                failures=self.failures,
+                detail=detail,
+                pending=dict(pending),
+                queue=queue,
+            )
+        ]
 
     async def run(self, spec: JobSpec) -> JobResult:
         bad = self._check_spec(spec)
@@ -224,8 +257,14 @@ class SlurmExecutor(Executor):
             result.attempts = attempts
             result.duration_s = time.monotonic() - started
             return result
-        return JobResult(spec.job_id, JobStatus.LOST, node="", attempts=attempts,
-                         duration_s=time.monotonic() - started, error=f"gave up after {attempts} attempts: {last}")
+        return JobResult(
+            spec.job_id,
+            JobStatus.LOST,
+            node="",
+            attempts=attempts,
+            duration_s=time.monotonic() - started,
+            error=f"gave up after {attempts} attempts: {last}",
+        )
 
     async def close(self) -> None:
         """Cancel every job still in flight (one scancel), stop polling, close the login connection."""
@@ -234,8 +273,9 @@ class SlurmExecutor(Executor):
         for t in self._tracked.values():
             t.cancelled = True
         if live and self.work_dir:
-            await self._quiet(self.shell.run(cancel_script(self.work_dir, live, not self.keep_job_dirs),
-                                             timeout=COMMAND_TIMEOUT_S))
+            await self._quiet(
+                self.shell.run(cancel_script(self.work_dir, live, not self.keep_job_dirs), timeout=COMMAND_TIMEOUT_S)
+            )
         for t in self._tracked.values():
             if not t.done.done():
                 t.done.set_result("CANCELLED")
@@ -252,8 +292,11 @@ class SlurmExecutor(Executor):
             return []
         keep = set(keep) | {t.job_id for t in self._tracked.values()}
         try:
-            res = await self.shell.run(reconcile_script(self.work_dir), timeout=COMMAND_TIMEOUT_S,
-                                       input="".join(f"{k}\n" for k in sorted(keep)))
+            res = await self.shell.run(
+                reconcile_script(self.work_dir),
+                timeout=COMMAND_TIMEOUT_S,
+                input="".join(f"{k}\n" for k in sorted(keep)),
+            )
         except (TimeoutError, NodeDown):
             return []
         return sorted(line.split(" ", 1)[1] for line in str(res.stdout).splitlines() if line.startswith("CANCELLED "))
@@ -277,16 +320,23 @@ class SlurmExecutor(Executor):
         """The job's Slurm id: submitted now, or adopted when a previous engine submitted it."""
         assert self.work_dir is not None
         placement = self.cfg.placement(spec.kind)
-        script = batch_script(f"{self.work_dir}/jobs/{spec.job_id}", spec, placement,
-                              gpu_request=self.cfg.gpu_request, setup=self.cfg.setup,
-                              kill_grace_s=self.cfg.kill_grace_s, slack_s=self.cfg.time_slack_s)
+        script = batch_script(
+            f"{self.work_dir}/jobs/{spec.job_id}",
+            spec,
+            placement,
+            gpu_request=self.cfg.gpu_request,
+            setup=self.cfg.setup,
+            kill_grace_s=self.cfg.kill_grace_s,
+            slack_s=self.cfg.time_slack_s,
+        )
         wait = LIMIT_RETRY_S[0]
         lost_blobs = 0
-        idle_since: float | None = None      # refused for the limit with none of cuco's jobs in Slurm since
+        idle_since: float | None = None  # refused for the limit with none of cuco's jobs in Slurm since
         while not self._closing:
             links = await self._links(spec)
-            res = await self.shell.run(submit_script(self.work_dir, spec.job_id, links), input=script,
-                                       timeout=COMMAND_TIMEOUT_S)
+            res = await self.shell.run(
+                submit_script(self.work_dir, spec.job_id, links), input=script, timeout=COMMAND_TIMEOUT_S
+            )
             out = str(res.stdout).strip()
             if res.exit_status == EXIT_MISSING_BLOBS:
                 assert self.blobs is not None
@@ -323,17 +373,21 @@ class SlurmExecutor(Executor):
         return sum(1 for t in self._tracked.values() if not t.done.done())
 
     def _limit_note(self, refusal: str) -> None:
-        note = (f"submissions wait: Slurm refuses more jobs of yours ({limit_named(refusal)}); they go in as "
-                f"cuco's jobs end (max_jobs in {self.cfg.path} keeps cuco under the limit)")
+        note = (
+            f"submissions wait: Slurm refuses more jobs of yours ({limit_named(refusal)}); they go in as "
+            f"cuco's jobs end (max_jobs in {self.cfg.path} keeps cuco under the limit)"
+        )
         if note != self._note:
             log.warning("%s", note)
         self._note = note
 
     def _limit_give_up(self, job_id: str, refusal: str) -> str:
-        return (f"Slurm kept refusing {job_id} ({limit_named(refusal)}) for {self.cfg.limit_wait_s:g} s with none "
-                f"of cuco's jobs in its queue: other jobs of yours fill the limit (squeue -u $USER), or it allows "
-                f"none; wait for them, or use a QoS or account with a higher limit "
-                f"(`sacctmgr show qos`, `sacctmgr show assoc user=$USER`)")
+        return (
+            f"Slurm kept refusing {job_id} ({limit_named(refusal)}) for {self.cfg.limit_wait_s:g} s with none "
+            f"of cuco's jobs in its queue: other jobs of yours fill the limit (squeue -u $USER), or it allows "
+            f"none; wait for them, or use a QoS or account with a higher limit "
+            f"(`sacctmgr show qos`, `sacctmgr show assoc user=$USER`)"
+        )
 
     async def _wait_for_room(self, seconds: float) -> None:
         """Until one of cuco's Slurm jobs ends (making room under the cluster's limit), at most `seconds`."""
@@ -364,9 +418,14 @@ class SlurmExecutor(Executor):
         except asyncio.CancelledError:
             t.cancelled = True
             if self.work_dir and not self._closing:
-                await asyncio.shield(self._quiet(self.shell.run(
-                    cancel_script(self.work_dir, {spec.job_id: slurm_id}, not self.keep_job_dirs),
-                    timeout=COMMAND_TIMEOUT_S)))
+                await asyncio.shield(
+                    self._quiet(
+                        self.shell.run(
+                            cancel_script(self.work_dir, {spec.job_id: slurm_id}, not self.keep_job_dirs),
+                            timeout=COMMAND_TIMEOUT_S,
+                        )
+                    )
+                )
             raise
         finally:
             self._tracked.pop(slurm_id, None)
@@ -379,8 +438,9 @@ class SlurmExecutor(Executor):
         if ended == "CANCELLED" and t.cancelled:
             return JobResult(spec.job_id, JobStatus.CANCELLED, node=node, error="cancelled (scancel)")
         try:
-            res = await self.shell.run(collect_script(self.work_dir, spec.job_id, spec.outputs, False),
-                                       timeout=COMMAND_TIMEOUT_S, binary=True)
+            res = await self.shell.run(
+                collect_script(self.work_dir, spec.job_id, spec.outputs, False), timeout=COMMAND_TIMEOUT_S, binary=True
+            )
             members = read_result(res.stdout or b"") if res.exit_status == 0 else {}
         except (TimeoutError, NodeDown) as exc:
             return JobResult(spec.job_id, JobStatus.LOST, node=node, error=f"could not read the result: {exc}")
@@ -402,20 +462,38 @@ class SlurmExecutor(Executor):
         if rc_text.lstrip("-").isdigit():
             rc = int(rc_text)
             if "timedout" in members:
-                return JobResult(spec.job_id, JobStatus.TIMEOUT, rc=rc, node=node, log=logtail, outputs=outputs,
-                                 error=f"timed out after {spec.timeout_s:g} s")
+                return JobResult(
+                    spec.job_id,
+                    JobStatus.TIMEOUT,
+                    rc=rc,
+                    node=node,
+                    log=logtail,
+                    outputs=outputs,
+                    error=f"timed out after {spec.timeout_s:g} s",
+                )
             return JobResult(spec.job_id, JobStatus.OK, rc=rc, node=node, log=logtail, outputs=outputs)
         if ended == "TIMEOUT":
-            return JobResult(spec.job_id, JobStatus.TIMEOUT, node=node, log=logtail,
-                             error=f"Slurm ended job {t.slurm_id} at its time limit (TIMEOUT)")
+            return JobResult(
+                spec.job_id,
+                JobStatus.TIMEOUT,
+                node=node,
+                log=logtail,
+                error=f"Slurm ended job {t.slurm_id} at its time limit (TIMEOUT)",
+            )
         if ended in LOST_STATES or ended in ("CANCELLED", "VANISHED"):
-            why = {"CANCELLED": "was cancelled outside cuco (CANCELLED)",
-                   "VANISHED": "vanished from squeue and sacct"}.get(ended, f"ended with {ended}")
-            return JobResult(spec.job_id, JobStatus.LOST, node=node, log=logtail,
-                             error=f"Slurm job {t.slurm_id} {why}")
+            why = {
+                "CANCELLED": "was cancelled outside cuco (CANCELLED)",
+                "VANISHED": "vanished from squeue and sacct",
+            }.get(ended, f"ended with {ended}")
+            return JobResult(spec.job_id, JobStatus.LOST, node=node, log=logtail, error=f"Slurm job {t.slurm_id} {why}")
         hint = "; raise its memory with extra_sbatch: ['--mem=...']" if ended == "OUT_OF_MEMORY" else ""
-        return JobResult(spec.job_id, JobStatus.ERROR, node=node, log=logtail,
-                         error=f"Slurm job {t.slurm_id} ended {ended} without an exit code{hint}")
+        return JobResult(
+            spec.job_id,
+            JobStatus.ERROR,
+            node=node,
+            log=logtail,
+            error=f"Slurm job {t.slurm_id} ended {ended} without an exit code{hint}",
+        )
 
     async def _run_on_login(self, spec: JobSpec) -> JobResult:
         """A build placed on the login node: run there directly, like an SSH job."""
@@ -425,8 +503,18 @@ class SlurmExecutor(Executor):
         try:
             for _ in range(2):
                 links = await self._links(spec)
-                script = run_script(self.work_dir, spec.job_id, links, spec.argv, dict(spec.env), self.cfg.setup,
-                                    spec.timeout_s, self.cfg.kill_grace_s, spec.outputs, gpus=spec.gpus > 0)
+                script = run_script(
+                    self.work_dir,
+                    spec.job_id,
+                    links,
+                    spec.argv,
+                    dict(spec.env),
+                    self.cfg.setup,
+                    spec.timeout_s,
+                    self.cfg.kill_grace_s,
+                    spec.outputs,
+                    gpus=spec.gpus > 0,
+                )
                 res = await self.shell.run(script, timeout=spec.timeout_s + self.cfg.kill_grace_s + 60, binary=True)
                 if res.exit_status == EXIT_MISSING_BLOBS:
                     assert self.blobs is not None
@@ -436,12 +524,22 @@ class SlurmExecutor(Executor):
             done = True
             members = read_result(res.stdout or b"") if res.exit_status == 0 else {}
         except (TimeoutError, NodeDown, BlobUploadError, tarfile.TarError) as exc:
-            return JobResult(spec.job_id, JobStatus.LOST, node="login", error=f"login node: {exc}",
-                             duration_s=time.monotonic() - started)
+            return JobResult(
+                spec.job_id,
+                JobStatus.LOST,
+                node="login",
+                error=f"login node: {exc}",
+                duration_s=time.monotonic() - started,
+            )
         finally:
             if not done:
-                await asyncio.shield(self._quiet(self.shell.run(
-                    kill_script(self.work_dir, spec.job_id, self.cfg.kill_grace_s), timeout=COMMAND_TIMEOUT_S)))
+                await asyncio.shield(
+                    self._quiet(
+                        self.shell.run(
+                            kill_script(self.work_dir, spec.job_id, self.cfg.kill_grace_s), timeout=COMMAND_TIMEOUT_S
+                        )
+                    )
+                )
         if not self.keep_job_dirs:
             await self._quiet(self.shell.run(remove_script(self.work_dir, [spec.job_id]), timeout=COMMAND_TIMEOUT_S))
         result = self._result(spec, _Tracked(spec.job_id, "login", spec.kind), "VANISHED", members)
@@ -462,7 +560,7 @@ class SlurmExecutor(Executor):
             changed = await self._poll_once()
             interval = self.cfg.poll_min_s if changed else min(interval * 2, self.cfg.poll_max_s)
             await asyncio.sleep(self.cfg.poll_min_s)
-            with contextlib.suppress(asyncio.TimeoutError):   # a new submission polls sooner
+            with contextlib.suppress(asyncio.TimeoutError):  # a new submission polls sooner
                 await asyncio.wait_for(self._wake.wait(), max(interval - self.cfg.poll_min_s, 0.0))
             if self._wake.is_set():
                 interval = self.cfg.poll_min_s
@@ -473,8 +571,10 @@ class SlurmExecutor(Executor):
         if not tracked or self.work_dir is None:
             return False
         try:
-            res = await self.shell.run(poll_script(self.work_dir, [t.slurm_id for t in tracked],
-                                                   [t.job_id for t in tracked]), timeout=COMMAND_TIMEOUT_S)
+            res = await self.shell.run(
+                poll_script(self.work_dir, [t.slurm_id for t in tracked], [t.job_id for t in tracked]),
+                timeout=COMMAND_TIMEOUT_S,
+            )
         except (TimeoutError, NodeDown, HostKeyRefused, OSError) as exc:
             self._note = f"squeue: the login node did not answer: {exc}"
             return False

@@ -37,20 +37,22 @@ class SSHContext:
     """What every connection needs besides the node itself."""
 
     known_hosts: KnownHostsFiles
-    ssh_config: Path | None = None          # None: ~/.ssh/config when it exists
+    ssh_config: Path | None = None  # None: ~/.ssh/config when it exists
     keepalive_interval: float = 15.0
     keepalive_count_max: int = 4
     connect_timeout_s: float = 15.0
-    extra: dict = field(default_factory=dict)   # extra asyncssh options (tests)
+    extra: dict = field(default_factory=dict)  # extra asyncssh options (tests)
 
     @classmethod
-    def from_cluster(cls, cluster: SSHSettings, home: Path,
-                     user_known_hosts: list[Path] | None = None) -> SSHContext:
+    def from_cluster(cls, cluster: SSHSettings, home: Path, user_known_hosts: list[Path] | None = None) -> SSHContext:
         app = cluster.known_hosts or Path(home) / "known_hosts"
-        return cls(known_hosts=KnownHostsFiles(app, user_known_hosts), ssh_config=cluster.ssh_config,
-                   keepalive_interval=cluster.keepalive_interval,
-                   keepalive_count_max=cluster.keepalive_count_max,
-                   connect_timeout_s=cluster.connect_timeout_s)
+        return cls(
+            known_hosts=KnownHostsFiles(app, user_known_hosts),
+            ssh_config=cluster.ssh_config,
+            keepalive_interval=cluster.keepalive_interval,
+            keepalive_count_max=cluster.keepalive_count_max,
+            connect_timeout_s=cluster.connect_timeout_s,
+        )
 
     def config_paths(self) -> list[str]:
         p = self.ssh_config if self.ssh_config is not None else Path("~/.ssh/config").expanduser()
@@ -58,9 +60,14 @@ class SSHContext:
 
 
 def _options(node: NodeConfig, ctx: SSHContext, **more) -> dict:
-    opts: dict = dict(config=ctx.config_paths(), known_hosts=ctx.known_hosts.load(),
-                      keepalive_interval=ctx.keepalive_interval, keepalive_count_max=ctx.keepalive_count_max,
-                      connect_timeout=ctx.connect_timeout_s, login_timeout=ctx.connect_timeout_s)
+    opts: dict = dict(
+        config=ctx.config_paths(),
+        known_hosts=ctx.known_hosts.load(),
+        keepalive_interval=ctx.keepalive_interval,
+        keepalive_count_max=ctx.keepalive_count_max,
+        connect_timeout=ctx.connect_timeout_s,
+        login_timeout=ctx.connect_timeout_s,
+    )
     if node.port is not None:
         opts["port"] = node.port
     if node.user is not None:
@@ -82,9 +89,14 @@ async def _open_jump(node: NodeConfig, ctx: SSHContext) -> asyncssh.SSHClientCon
     if spec.count(":") == 1:
         spec, p = spec.split(":")
         port = int(p)
-    opts = dict(config=ctx.config_paths(), known_hosts=ctx.known_hosts.load(),
-                keepalive_interval=ctx.keepalive_interval, keepalive_count_max=ctx.keepalive_count_max,
-                connect_timeout=ctx.connect_timeout_s, login_timeout=ctx.connect_timeout_s)
+    opts = dict(
+        config=ctx.config_paths(),
+        known_hosts=ctx.known_hosts.load(),
+        keepalive_interval=ctx.keepalive_interval,
+        keepalive_count_max=ctx.keepalive_count_max,
+        connect_timeout=ctx.connect_timeout_s,
+        login_timeout=ctx.connect_timeout_s,
+    )
     if user:
         opts["username"] = user
     if port:
@@ -131,6 +143,7 @@ async def connect_node(node: NodeConfig, ctx: SSHContext) -> asyncssh.SSHClientC
                 await conn.wait_closed()
             finally:
                 jump.close()
+
         asyncio.get_running_loop().create_task(_close_jump())
     return conn
 
@@ -138,8 +151,8 @@ async def connect_node(node: NodeConfig, ctx: SSHContext) -> asyncssh.SSHClientC
 @dataclass
 class PresentedKey:
     key: asyncssh.SSHKey
-    name: str            # the known_hosts name to record it under: host or [host]:port
-    host: str            # after ~/.ssh/config (HostName, HostKeyAlias)
+    name: str  # the known_hosts name to record it under: host or [host]:port
+    host: str  # after ~/.ssh/config (HostName, HostKeyAlias)
     port: int
 
     def trusted_keys(self, ctx: SSHContext) -> list[asyncssh.SSHKey]:
@@ -154,8 +167,11 @@ async def fetch_host_key(node: NodeConfig, ctx: SSHContext) -> PresentedKey:
     The jump host (if any) must already be trusted: it is connected to strictly.
     """
     opts = await asyncssh.SSHClientConnectionOptions.construct(
-        config=ctx.config_paths(), host=node.host, port=node.port if node.port is not None else (),
-        known_hosts=ctx.known_hosts.load())
+        config=ctx.config_paths(),
+        host=node.host,
+        port=node.port if node.port is not None else (),
+        known_hosts=ctx.known_hosts.load(),
+    )
     name = known_hosts_name(opts.host, opts.port, opts.host_key_alias)
     jump = await _open_jump(node, ctx)
     kw: dict = {"config": ctx.config_paths()}

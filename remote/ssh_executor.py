@@ -24,13 +24,13 @@ from .ssh_connect import SSHContext
 from .ssh_node import RemoteNode
 from .ssh_pool import NodeDown, out_text
 
-SETUP_ALLOWANCE_S = 60.0     # local backstop beyond the remote timeout (setup lines, transfers)
+SETUP_ALLOWANCE_S = 60.0  # local backstop beyond the remote timeout (setup lines, transfers)
 START_TIMEOUT_S = 60.0
 
 
 __all__ = ["NoUsableNode", "SSHExecutor", "from_config", "load_config"]
 
-load_config = load_cluster   # the registry's entry points (remote.registry)
+load_config = load_cluster  # the registry's entry points (remote.registry)
 
 
 def from_config(config: ClusterConfig, home: Path) -> SSHExecutor:
@@ -38,8 +38,15 @@ def from_config(config: ClusterConfig, home: Path) -> SSHExecutor:
 
 
 class SSHExecutor(Executor):
-    def __init__(self, cluster: ClusterConfig, home: Path, *, user_known_hosts: list[Path] | None = None,
-                 ctx: SSHContext | None = None, keep_job_dirs: bool = False):
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        home: Path,
+        *,
+        user_known_hosts: list[Path] | None = None,
+        ctx: SSHContext | None = None,
+        keep_job_dirs: bool = False,
+    ):
         self.cluster = cluster
         self.home = Path(home)
         self.ctx = ctx or SSHContext.from_cluster(cluster, self.home, user_known_hosts)
@@ -59,11 +66,13 @@ class SSHExecutor(Executor):
     async def _ready_all(self, only_pending: bool = False) -> None:
         """Connect to (and prepare) each usable node that is not ready yet; a failure counts towards
         the node's quarantine."""
+
         async def one(n: RemoteNode) -> None:
             try:
                 await asyncio.wait_for(n.ensure_ready(), START_TIMEOUT_S)
             except (TimeoutError, NodeDown, HostKeyRefused) as exc:
                 n.record_failure(str(exc) or "timed out connecting")
+
         todo = [n for n in self._nodes if n.usable() and (not only_pending or not n.ready or n.orphans)]
         if todo:
             await asyncio.gather(*(one(n) for n in todo))
@@ -96,25 +105,37 @@ class SSHExecutor(Executor):
                 node = await self._choose(spec, tried)
             except NoUsableNode as exc:
                 status = JobStatus.ERROR if "GPUs" in str(exc) and "no node has" in str(exc) else JobStatus.LOST
-                return JobResult(spec.job_id, status, error=str(exc) + (f" (last: {last_error})" if last_error
-                                 else ""), node="", attempts=attempts, duration_s=time.monotonic() - started)
+                return JobResult(
+                    spec.job_id,
+                    status,
+                    error=str(exc) + (f" (last: {last_error})" if last_error else ""),
+                    node="",
+                    attempts=attempts,
+                    duration_s=time.monotonic() - started,
+                )
             attempts += 1
             tried.add(node.name)
             try:
                 result = await self._run_on(node, spec)
             except (NodeDown, HostKeyRefused, BlobUploadError) as exc:
                 if self._closing:
-                    return JobResult(spec.job_id, JobStatus.CANCELLED, error="executor closed",
-                                     node=node.name, attempts=attempts)
+                    return JobResult(
+                        spec.job_id, JobStatus.CANCELLED, error="executor closed", node=node.name, attempts=attempts
+                    )
                 last_error = str(exc)
                 node.record_failure(last_error)
                 node.orphans.add(spec.job_id)
                 continue
             result.attempts = attempts
             return result
-        return JobResult(spec.job_id, JobStatus.LOST, node="", attempts=attempts,
-                         duration_s=time.monotonic() - started,
-                         error=f"gave up after {attempts} attempts: {last_error}")
+        return JobResult(
+            spec.job_id,
+            JobStatus.LOST,
+            node="",
+            attempts=attempts,
+            duration_s=time.monotonic() - started,
+            error=f"gave up after {attempts} attempts: {last_error}",
+        )
 
     async def close(self) -> None:
         """Kill every job still running on the nodes, then close the connections."""
@@ -123,8 +144,7 @@ class SSHExecutor(Executor):
         async def kill_all(n: RemoteNode) -> None:
             if n.work_dir is None:
                 return
-            await asyncio.gather(*(self._quiet(n.kill_job(j, remove=not self.keep_job_dirs))
-                                   for j in list(n.running)))
+            await asyncio.gather(*(self._quiet(n.kill_job(j, remove=not self.keep_job_dirs)) for j in list(n.running)))
             await n.flush_removals()
 
         await asyncio.gather(*(kill_all(n) for n in self._nodes))
@@ -143,8 +163,11 @@ class SSHExecutor(Executor):
             if not n.ready or n.work_dir is None:
                 return []
             try:
-                res = await n.pool.run(reconcile_script(n.work_dir, self.cluster.kill_grace_s),
-                                       input="".join(f"{k}\n" for k in sorted(keep)), timeout=120)
+                res = await n.pool.run(
+                    reconcile_script(n.work_dir, self.cluster.kill_grace_s),
+                    input="".join(f"{k}\n" for k in sorted(keep)),
+                    timeout=120,
+                )
             except (TimeoutError, NodeDown):
                 return []
             killed = []
@@ -175,15 +198,19 @@ class SSHExecutor(Executor):
             for n in self._nodes:
                 if spec.job_id in n.existing_jobs and n.ready and n.usable() and n.name not in tried:
                     return n
-            fits = [n for n in self._nodes if n.ready and n.slots is not None
-                    and n.slots.can_ever_fit(spec.gpus)]
+            fits = [n for n in self._nodes if n.ready and n.slots is not None and n.slots.can_ever_fit(spec.gpus)]
             usable = [n for n in fits if n.usable()]
             fresh = [n for n in usable if n.name not in tried] or usable
             if fresh:
                 return min(fresh, key=lambda n: n.load(spec.gpus, spec.cpus))
             # Nothing usable now: wait for a node to come out of backoff, unless none ever will.
-            waiting = [n for n in self._nodes if not n.quarantined() and not n.host_key_error
-                       and (not n.ready or (n.slots is not None and n.slots.can_ever_fit(spec.gpus)))]
+            waiting = [
+                n
+                for n in self._nodes
+                if not n.quarantined()
+                and not n.host_key_error
+                and (not n.ready or (n.slots is not None and n.slots.can_ever_fit(spec.gpus)))
+            ]
             if not waiting:
                 if any(n.ready for n in self._nodes) and not fits:
                     raise NoUsableNode(f"no node has {spec.gpus} GPUs (most: {self.max_gpus_per_job})")
@@ -216,21 +243,36 @@ class SSHExecutor(Executor):
         node.running.add(spec.job_id)
         done = False
         try:
-            for _ in range(2):   # a second round when the node lost blobs we thought it had
+            for _ in range(2):  # a second round when the node lost blobs we thought it had
                 shas = await node.blobs.ensure(spec.files)
                 execs = set(spec.executable)
                 links = [(sha, rel, rel in execs) for rel, sha in shas.items()]
-                script = run_script(node.work_dir, spec.job_id, links, spec.argv, env, node.cfg.setup,
-                                    spec.timeout_s, self.cluster.kill_grace_s, spec.outputs, gpus=spec.gpus > 0)
+                script = run_script(
+                    node.work_dir,
+                    spec.job_id,
+                    links,
+                    spec.argv,
+                    env,
+                    node.cfg.setup,
+                    spec.timeout_s,
+                    self.cluster.kill_grace_s,
+                    spec.outputs,
+                    gpus=spec.gpus > 0,
+                )
                 limit = spec.timeout_s + self.cluster.kill_grace_s + SETUP_ALLOWANCE_S
                 try:
                     res = await node.pool.run(script, timeout=limit, binary=True)
                 except TimeoutError:
                     await asyncio.shield(self._quiet(node.kill_job(spec.job_id, remove=not self.keep_job_dirs)))
                     done = True
-                    return JobResult(spec.job_id, JobStatus.TIMEOUT, node=node.name, gpus=gpus,
-                                     duration_s=time.monotonic() - started,
-                                     error=f"no answer from the node {limit:g} s after start; job killed")
+                    return JobResult(
+                        spec.job_id,
+                        JobStatus.TIMEOUT,
+                        node=node.name,
+                        gpus=gpus,
+                        duration_s=time.monotonic() - started,
+                        error=f"no answer from the node {limit:g} s after start; job killed",
+                    )
                 if res.exit_status == EXIT_MISSING_BLOBS:
                     err = out_text(res.stderr)
                     node.blobs.forget(err.split(MISSING_MARK, 1)[-1].split())
@@ -253,23 +295,52 @@ class SSHExecutor(Executor):
         duration = time.monotonic() - started
         if res.exit_status not in (0, None):
             err = out_text(res.stderr).strip()
-            return JobResult(spec.job_id, JobStatus.ERROR, node=node.name, gpus=gpus, duration_s=duration,
-                             error=f"the job wrapper failed on {node.name} (exit {res.exit_status}): {err}")
+            return JobResult(
+                spec.job_id,
+                JobStatus.ERROR,
+                node=node.name,
+                gpus=gpus,
+                duration_s=duration,
+                error=f"the job wrapper failed on {node.name} (exit {res.exit_status}): {err}",
+            )
         try:
             members = read_result(res.stdout or b"")
         except tarfile.TarError as exc:
-            return JobResult(spec.job_id, JobStatus.ERROR, node=node.name, gpus=gpus, duration_s=duration,
-                             error=f"unreadable result from {node.name}: {exc}")
+            return JobResult(
+                spec.job_id,
+                JobStatus.ERROR,
+                node=node.name,
+                gpus=gpus,
+                duration_s=duration,
+                error=f"unreadable result from {node.name}: {exc}",
+            )
         log = tail_text(members.get("logtail", b""))
         outputs = {rel: members[f"work/{rel}"] for rel in spec.outputs if f"work/{rel}" in members}
         rc_text = members.get("rc", b"").decode().strip()
         if not rc_text.lstrip("-").isdigit():
-            return JobResult(spec.job_id, JobStatus.LOST, node=node.name, gpus=gpus, duration_s=duration,
-                             log=log, outputs=outputs,
-                             error=f"the job ended on {node.name} without an exit code (killed there?)")
+            return JobResult(
+                spec.job_id,
+                JobStatus.LOST,
+                node=node.name,
+                gpus=gpus,
+                duration_s=duration,
+                log=log,
+                outputs=outputs,
+                error=f"the job ended on {node.name} without an exit code (killed there?)",
+            )
         rc = int(rc_text)
         if "timedout" in members:
-            return JobResult(spec.job_id, JobStatus.TIMEOUT, rc=rc, node=node.name, gpus=gpus, log=log,
-                             outputs=outputs, duration_s=duration, error=f"timed out after {spec.timeout_s:g} s")
-        return JobResult(spec.job_id, JobStatus.OK, rc=rc, node=node.name, gpus=gpus, log=log,
-                         outputs=outputs, duration_s=duration)
+            return JobResult(
+                spec.job_id,
+                JobStatus.TIMEOUT,
+                rc=rc,
+                node=node.name,
+                gpus=gpus,
+                log=log,
+                outputs=outputs,
+                duration_s=duration,
+                error=f"timed out after {spec.timeout_s:g} s",
+            )
+        return JobResult(
+            spec.job_id, JobStatus.OK, rc=rc, node=node.name, gpus=gpus, log=log, outputs=outputs, duration_s=duration
+        )

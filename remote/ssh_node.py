@@ -26,15 +26,19 @@ class RemoteNode:
         self.name = cfg.name
         self.quarantine = quarantine
         self.kill_grace_s = kill_grace_s
-        self.pool = SSHPool(cfg.name, lambda: connect_node(cfg, ctx), max_connections=cfg.max_connections,
-                            acquire_timeout_s=ctx.connect_timeout_s * 2 + 10)
+        self.pool = SSHPool(
+            cfg.name,
+            lambda: connect_node(cfg, ctx),
+            max_connections=cfg.max_connections,
+            acquire_timeout_s=ctx.connect_timeout_s * 2 + 10,
+        )
         self.slots: SlotTable | None = None
-        self.work_dir: str | None = None      # absolute, once initialised
+        self.work_dir: str | None = None  # absolute, once initialised
         self.blobs: BlobCache | None = None
         self.existing_jobs: set[str] = set()  # job dirs found on the node when it was first reached
         self.running: set[str] = set()
-        self.orphans: set[str] = set()        # jobs lost with a connection: kill them when it comes back
-        self.assigned_cpus = 0                # CPU slots of jobs routed here (running or waiting)
+        self.orphans: set[str] = set()  # jobs lost with a connection: kill them when it comes back
+        self.assigned_cpus = 0  # CPU slots of jobs routed here (running or waiting)
         self.assigned_gpus = 0
         self.failures_total = 0
         self._recent_failures: collections.deque[float] = collections.deque()
@@ -73,16 +77,27 @@ class RemoteNode:
         detail = ""
         if quarantined:
             left = self.quarantined_until - time.monotonic()
-            detail = "quarantined" + ("" if math.isinf(left) else f" for {left:.0f} s") + \
-                     (f": {self.pool.last_error}" if self.pool.last_error else "")
+            detail = (
+                "quarantined"
+                + ("" if math.isinf(left) else f" for {left:.0f} s")
+                + (f": {self.pool.last_error}" if self.pool.last_error else "")
+            )
         elif self.host_key_error:
             detail = self.host_key_error
         elif self.pool.in_backoff() or not self.ready:
             detail = self.pool.last_error or "not connected yet"
-        return NodeState(name=self.name, healthy=self.ready and self.usable(), quarantined=quarantined,
-                         gpus_total=len(s.gpu_ids) if s else 0, gpus_busy=s.gpus_busy if s else 0,
-                         cpu_slots=s.cpu_slots if s else 0, cpu_busy=s.cpu_busy if s else 0,
-                         running_jobs=len(self.running), failures=self.failures_total, detail=detail)
+        return NodeState(
+            name=self.name,
+            healthy=self.ready and self.usable(),
+            quarantined=quarantined,
+            gpus_total=len(s.gpu_ids) if s else 0,
+            gpus_busy=s.gpus_busy if s else 0,
+            cpu_slots=s.cpu_slots if s else 0,
+            cpu_busy=s.cpu_busy if s else 0,
+            running_jobs=len(self.running),
+            failures=self.failures_total,
+            detail=detail,
+        )
 
     def load(self, gpus: int, cpus: int) -> float:
         """How busy the node is for a job of this shape (lower is better)."""
@@ -104,7 +119,8 @@ class RemoteNode:
             try:
                 res = await self.pool.run(
                     init_script(self.cfg.work_dir, self.cfg.gpus is None, self.cfg.cpu_slots is None),
-                    timeout=INIT_TIMEOUT_S)
+                    timeout=INIT_TIMEOUT_S,
+                )
             except HostKeyRefused as exc:
                 self.host_key_error = str(exc)
                 raise
@@ -133,8 +149,9 @@ class RemoteNode:
             self.work_dir = work_dir
             self.blobs = BlobCache(self.pool, work_dir, blobs)
             self.existing_jobs = set(jobs)
-            self.slots = SlotTable(self.cfg.cpu_slots or cpus or 1,
-                                   list(self.cfg.gpus) if self.cfg.gpus is not None else gpus)
+            self.slots = SlotTable(
+                self.cfg.cpu_slots or cpus or 1, list(self.cfg.gpus) if self.cfg.gpus is not None else gpus
+            )
 
     async def _kill_orphans(self) -> None:
         for job_id in list(self.orphans):
@@ -148,8 +165,9 @@ class RemoteNode:
     async def kill_job(self, job_id: str, remove: bool = True) -> bool:
         """TERM then KILL the job's process group; True when it was still running."""
         assert self.work_dir is not None
-        res = await self.pool.run(kill_script(self.work_dir, job_id, self.kill_grace_s, remove=remove),
-                                  timeout=self.kill_grace_s + 20)
+        res = await self.pool.run(
+            kill_script(self.work_dir, job_id, self.kill_grace_s, remove=remove), timeout=self.kill_grace_s + 20
+        )
         return "KILLED" in out_text(res.stdout)
 
     def remove_later(self, job_id: str) -> None:

@@ -45,9 +45,16 @@ class _Conn:
 
 
 class SSHPool:
-    def __init__(self, name: str, connect: Callable[[], Awaitable[asyncssh.SSHClientConnection]],
-                 max_connections: int = 8, max_channels: int = MAX_CHANNELS_PER_CONNECTION,
-                 backoff_base_s: float = 1.0, backoff_max_s: float = 60.0, acquire_timeout_s: float = 60.0):
+    def __init__(
+        self,
+        name: str,
+        connect: Callable[[], Awaitable[asyncssh.SSHClientConnection]],
+        max_connections: int = 8,
+        max_channels: int = MAX_CHANNELS_PER_CONNECTION,
+        backoff_base_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+        acquire_timeout_s: float = 60.0,
+    ):
         self.name = name
         self._connect = connect
         self.max_connections = max_connections
@@ -61,7 +68,7 @@ class SSHPool:
         self._fail_count = 0
         self.down_until = 0.0
         self.last_error = ""
-        self.connects = 0              # connections opened (for tests and the bench)
+        self.connects = 0  # connections opened (for tests and the bench)
         self._closed = False
 
     @property
@@ -75,8 +82,7 @@ class SSHPool:
         """Called when a connection failed under a job: drop dead connections and back off."""
         self.last_error = why
         self._fail_count += 1
-        self.down_until = time.monotonic() + min(self.backoff_max_s,
-                                                 self.backoff_base_s * 2 ** (self._fail_count - 1))
+        self.down_until = time.monotonic() + min(self.backoff_max_s, self.backoff_base_s * 2 ** (self._fail_count - 1))
         for c in list(self._conns):
             if c.conn.is_closed():
                 self._conns.remove(c)
@@ -143,27 +149,35 @@ class SSHPool:
         finally:
             await asyncio.shield(self._give(c))
 
-    async def run(self, command: str, *, input: bytes | str | None = None, timeout: float,
-                  binary: bool = False) -> asyncssh.SSHCompletedProcess:
+    async def run(
+        self, command: str, *, input: bytes | str | None = None, timeout: float, binary: bool = False
+    ) -> asyncssh.SSHCompletedProcess:
         """Run one command on a pooled channel, with a timeout (raises NodeDown if the link fails)."""
         for attempt in range(OPEN_RETRIES + 1):
             conn = None
             try:
                 async with self.channel() as conn:
                     res = await asyncio.wait_for(
-                        conn.run(command, input=input, check=False, encoding=None if binary else "utf-8",
-                                 errors="replace" if not binary else "strict"), timeout)
+                        conn.run(
+                            command,
+                            input=input,
+                            check=False,
+                            encoding=None if binary else "utf-8",
+                            errors="replace" if not binary else "strict",
+                        ),
+                        timeout,
+                    )
                 break
             except asyncssh.ChannelOpenError as exc:
                 # Refused before the command started, so nothing ran. On a live connection that is sshd's
                 # session limit with closed sessions not freed yet (it frees them lazily), not a lost link.
                 if conn is not None and not conn.is_closed() and attempt < OPEN_RETRIES:
-                    await asyncio.sleep(OPEN_RETRY_BASE_S * 2 ** attempt)
+                    await asyncio.sleep(OPEN_RETRY_BASE_S * 2**attempt)
                     continue
                 raise self._lost(exc) from None
             except (asyncssh.ConnectionLost, asyncssh.DisconnectError, OSError, BrokenPipeError) as exc:
                 raise self._lost(exc) from None
-        assert conn is not None       # the attempt that broke out of the loop opened it
+        assert conn is not None  # the attempt that broke out of the loop opened it
         if res.exit_status in (None, -1):
             # No exit status: the channel closed under the command (connection lost, or killed by a signal).
             why = f"signal {res.exit_signal[0]}" if res.exit_signal else "channel closed"

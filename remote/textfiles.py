@@ -15,8 +15,9 @@ def read_text(path: Path, field: str = "(file)") -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(str(path), field, f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x}): "
-                                           "save it as UTF-8") from None
+        raise InputError(
+            str(path), field, f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x}): save it as UTF-8"
+        ) from None
     except OSError as exc:
         raise InputError(str(path), field, f"cannot read it ({exc.strerror or exc})") from None
 

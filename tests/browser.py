@@ -16,8 +16,16 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-CHROME_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync")
+CHROME_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 
 def require_browser():
@@ -32,6 +40,7 @@ def open_chromium(profile_dir: Path, width: int = 1200, height: int = 800):
     """A headless chromium with its own profile folder; its console (`driver.get_log("browser")`) is kept."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in (*CHROME_ARGS, f"--window-size={width},{height}", f"--user-data-dir={profile_dir}"):
@@ -45,8 +54,8 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width = 8, b"", 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, colour = struct.unpack(">IIBB", body[:10])
             assert depth == 8 and colour in (2, 6), (depth, colour)
@@ -56,7 +65,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
         pos += 12 + length
     raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytes(width * bpp)
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             left = line[i - bpp] if i >= bpp else 0
             up, up_left = prev[i], (prev[i - bpp] if i >= bpp else 0)
@@ -78,7 +87,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
 def screenshot_colours(shot: Path) -> set[bytes]:
     """The distinct colours of a sample of the screenshot's pixels (every 7th row, every 5th column)."""
     width, bpp, rows = png_pixels(shot.read_bytes())
-    return {row[x:x + 3] for row in rows[::7] for x in range(0, width * bpp, bpp * 5)}
+    return {row[x : x + 3] for row in rows[::7] for x in range(0, width * bpp, bpp * 5)}
 
 
 def assert_not_blank(shot: Path, min_colours: int = 8) -> None:

@@ -3,6 +3,7 @@
 nvcc and the nvidia-nccl-cu13==2.28.9 wheel are needed for the compile tests; without them those tests
 are skipped with the reason printed. The GPU tests live in tests/gpu/test_cuda_harness_gpu.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,14 +30,26 @@ def _nccl_home() -> str | None:
         return None
     home = list(m.__path__)[0]
     hdr = Path(home, "include", "nccl.h")
-    if not hdr.exists() or "#define NCCL_MINOR 28" not in hdr.read_text() or "#define NCCL_PATCH 9" not in hdr.read_text():
+    if (
+        not hdr.exists()
+        or "#define NCCL_MINOR 28" not in hdr.read_text()
+        or "#define NCCL_PATCH 9" not in hdr.read_text()
+    ):
         return None
     return home
 
 
 NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if Path("/usr/local/bin/nvcc").exists() else None)
 NCCL = _nccl_home()
-_why = None if NVCC and NCCL else ("nvcc not found" if not NVCC else "nvidia-nccl-cu13==2.28.9 wheel not installed (pip install nvidia-nccl-cu13==2.28.9)")
+_why = (
+    None
+    if NVCC and NCCL
+    else (
+        "nvcc not found"
+        if not NVCC
+        else "nvidia-nccl-cu13==2.28.9 wheel not installed (pip install nvidia-nccl-cu13==2.28.9)"
+    )
+)
 if _why:
     print(f"tests/test_cuda_workloads.py: compile tests skipped: {_why}")
 needs_nvcc = pytest.mark.skipif(_why is not None, reason=_why or "")
@@ -54,8 +67,23 @@ def outside_blocks(text: str) -> str:
 @pytest.mark.parametrize("w", WORKLOADS, ids=lambda p: p.name)
 def test_workload_yaml_has_documented_fields(w):
     spec = yaml.safe_load((w / "workload.yaml").read_text())
-    for key in ["name", "description", "language", "ranks", "candidate", "harness", "build", "launch", "timeouts",
-                "benchmark", "configs", "tolerances", "design_space", "variants", "llm"]:
+    for key in [
+        "name",
+        "description",
+        "language",
+        "ranks",
+        "candidate",
+        "harness",
+        "build",
+        "launch",
+        "timeouts",
+        "benchmark",
+        "configs",
+        "tolerances",
+        "design_space",
+        "variants",
+        "llm",
+    ]:
         assert key in spec, f"{w.name}/workload.yaml: missing {key}"
     assert spec["name"] == w.name and spec["language"] == "cuda" and spec["build"]["nccl"] is True
     assert spec["launch"]["gpus"] == spec["ranks"] == 2
@@ -82,7 +110,9 @@ def test_blocks_designs_and_knobs(src):
     for _, body in blocks:
         assert not any(line.lstrip().startswith("#") for line in body.splitlines()), "preprocessor line in a block"
     assert re.search(r"// cuco:design .*backend=", text)
-    spec = yaml.safe_load((src.parents[1] if src.parent.name == "variants" else src.parent).joinpath("workload.yaml").read_text())
+    spec = yaml.safe_load(
+        (src.parents[1] if src.parent.name == "variants" else src.parent).joinpath("workload.yaml").read_text()
+    )
     dims = spec["design_space"]["dimensions"]
     for m in re.finditer(r"= (\w+);\s*// cuco:knob (\w+)", text):
         assert m.group(2) in dims and dims[m.group(2)].get("knob"), m.group(2)
@@ -101,8 +131,13 @@ def test_variants_differ_from_the_seed_only_inside_blocks(w):
 
 
 def _nvcc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([NVCC, "-std=c++17", "-arch=sm_90", "-O3", f"-I{NCCL}/include", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [NVCC, "-std=c++17", "-arch=sm_90", "-O3", f"-I{NCCL}/include", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _stage(w: Path, src: Path, job: Path) -> list[str]:
@@ -142,29 +177,54 @@ def test_harness_links_and_its_json_writer_parses(tmp_path):
     r = _nvcc([*names, "-o", "bench", f"-L{NCCL}/lib", "-l:libnccl.so.2", "-Xlinker", f"-rpath,{NCCL}/lib"], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "result.json"
-    r = subprocess.run([str(tmp_path / "bench"), "--self-test-json", str(out)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(tmp_path / "bench"), "--self-test-json", str(out)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     res = json.loads(out.read_text())
     assert res["harness"] == "cuco-cuda/1" and res["mode"] == "benchmark"
     ok, bad = res["configs"]
     assert ok["speedup"] == pytest.approx(1.2 / 0.85, rel=1e-4) and ok["bound"] == pytest.approx(1.15 / 0.7, rel=1e-4)
     assert bad["name"] == 'odd "quoted"\tname' and bad["correct"] is False
-    assert bad["mismatch"] == {"rank": 1, "config": bad["name"], "index": 4711, "expected": 1.5, "got": "nan",
-                               "what": "gather", "buffer": "C"}
+    assert bad["mismatch"] == {
+        "rank": 1,
+        "config": bad["name"],
+        "index": 4711,
+        "expected": 1.5,
+        "got": "nan",
+        "what": "gather",
+        "buffer": "C",
+    }
     # a spec that is not valid JSON is answered with a result.json naming the problem, not a crash
     (tmp_path / "spec.json").write_text("{not json")
-    r = subprocess.run([str(tmp_path / "bench"), "--spec", "spec.json", "--result", "r2.json"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(tmp_path / "bench"), "--spec", "spec.json", "--result", "r2.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     res2 = json.loads((tmp_path / "r2.json").read_text())
     assert res2["correct"] is False and "invalid JSON" in res2["error"]
     assert res["nonce"] == "self-test-nonce-0123456789abcdef" and res2["nonce"] is None
     # the engine's nonce on stdin is echoed, even in an error result; without it the job fails
-    r = subprocess.run([str(tmp_path / "bench"), "--spec", "spec.json", "--result", "r3.json", "--nonce-stdin"],
-                       cwd=tmp_path, input="f00dfeedf00dfeedf00dfeedf00dfeed", capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [str(tmp_path / "bench"), "--spec", "spec.json", "--result", "r3.json", "--nonce-stdin"],
+        cwd=tmp_path,
+        input="f00dfeedf00dfeedf00dfeedf00dfeed",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert json.loads((tmp_path / "r3.json").read_text())["nonce"] == "f00dfeedf00dfeedf00dfeedf00dfeed"
-    r = subprocess.run([str(tmp_path / "bench"), "--spec", "spec.json", "--result", "r4.json", "--nonce-stdin"],
-                       cwd=tmp_path, input="", capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(tmp_path / "bench"), "--spec", "spec.json", "--result", "r4.json", "--nonce-stdin"],
+        cwd=tmp_path,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     res4 = json.loads((tmp_path / "r4.json").read_text())
     assert r.returncode == 2 and res4["correct"] is False and "nonce was missing" in res4["error"]
     assert res4["nonce"] is None
@@ -178,9 +238,15 @@ def test_validate_without_nccl_says_how_to_get_it_once(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NCCL_HOME"}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PATH"] = os.pathsep.join([str(Path(NVCC).parent), env.get("PATH", "")])
-    r = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path / "h"), "validate",
-                        str(WORKLOADS[0])], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path / "h"), "validate", str(WORKLOADS[0])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     out = " ".join(r.stdout.split())
     assert "NCCL headers are not found here" in out and "cuco[cuda]" in out and "NCCL_HOME" in out
-    assert "compile failed" not in out   # one clear line, not one failure per source
+    assert "compile failed" not in out  # one clear line, not one failure per source

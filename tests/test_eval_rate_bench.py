@@ -1,5 +1,6 @@
 """tests/bench/bench_eval_rate.py reads evaluations per minute, and where a run's time went, from the store a
 real engine run wrote (the synthetic executor stands in for the GPUs, with known job durations)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,11 +24,16 @@ _spec.loader.exec_module(bench)
 def _run(home: Path) -> None:
     async def go():
         ex = SyntheticExecutor(slots=1, durations={"build": 0.05, "verify": 0.1, "benchmark": 0.15})
-        engine = await Engine.create(home, load_workload("demo"), RunConfig(max_evals=6, concurrency=1,
-                                                                             reverify_best=False),
-                                     run_id="r1", executor=ex)
+        engine = await Engine.create(
+            home,
+            load_workload("demo"),
+            RunConfig(max_evals=6, concurrency=1, reverify_best=False),
+            run_id="r1",
+            executor=ex,
+        )
         assert await engine.run() == "finished"
         await engine.close()
+
     asyncio.run(go())
 
 
@@ -36,10 +42,15 @@ def test_rate_and_stage_times_come_from_the_store(tmp_path, capsys):
     db = tmp_path / "cuco.db"
     con = sqlite3.connect(db)
     a = bench.analyse(con, "r1")
-    evaluated, elapsed = con.execute("SELECT COUNT(*) FROM candidates WHERE status IN ('done','incorrect','failed',"
-                                     "'refused')").fetchone()[0], con.execute("SELECT elapsed_s FROM runs").fetchone()[0]
-    gpu_total = con.execute("SELECT SUM(duration_s) FROM evaluations WHERE stage IN ('verify','benchmark',"
-                            "'benchmark2')").fetchone()[0]
+    evaluated, elapsed = (
+        con.execute(
+            "SELECT COUNT(*) FROM candidates WHERE status IN ('done','incorrect','failed','refused')"
+        ).fetchone()[0],
+        con.execute("SELECT elapsed_s FROM runs").fetchone()[0],
+    )
+    gpu_total = con.execute(
+        "SELECT SUM(duration_s) FROM evaluations WHERE stage IN ('verify','benchmark','benchmark2')"
+    ).fetchone()[0]
     con.close()
     assert a["evaluated"] == evaluated >= 6
     assert a["evals_per_min"] == pytest.approx(evaluated / (elapsed / 60.0), rel=0.01)

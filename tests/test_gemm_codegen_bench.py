@@ -5,6 +5,7 @@ must keep compiling against the shipped variant, and its --check must pass the r
 current mainloop and fail the one recorded with the first (whose epilogue-dependent schedule cost the hybrid
 2-5 %), a slow kernel and a wrong one. The run itself needs a GPU: tests/gpu/test_gemm_codegen_gpu.py.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,7 +19,7 @@ from tests.test_cuda_workloads import NCCL, NVCC, needs_nvcc
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "tests" / "bench" / "bench_gemm_codegen.py"
-RECORDED = ROOT / "tests" / "bench" / "gemm_codegen" / "h200_2026-11-24.json"            # current mainloop
+RECORDED = ROOT / "tests" / "bench" / "gemm_codegen" / "h200_2026-11-24.json"  # current mainloop
 FIRST_MAINLOOP = ROOT / "tests" / "bench" / "gemm_codegen" / "h200_2026-11-24_first_mainloop.json"
 DEFAULT_LIMIT = 1.02
 
@@ -33,8 +34,13 @@ def load_bench():
 @needs_nvcc
 def test_bench_compiles_against_the_shipped_hybrid_variant(tmp_path):
     binary = tmp_path / "bench"
-    r = subprocess.run([sys.executable, str(BENCH), "--build-only", "--binary", str(binary), "--nvcc", NVCC],
-                       env={**os.environ, "NCCL_HOME": NCCL}, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [sys.executable, str(BENCH), "--build-only", "--binary", str(binary), "--nvcc", NVCC],
+        env={**os.environ, "NCCL_HOME": NCCL},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert binary.stat().st_size > 0
     assert "cuda_13" in r.stderr  # the nvcc version is reported: the effect is the compiler's
@@ -46,12 +52,12 @@ def test_check_passes_the_recorded_h200_result_at_the_default_limit():
     assert bench.problems(result, DEFAULT_LIMIT) == []
     table = bench.table(result)
     assert "8192x4096x8192" in table and "hybrid_old" in table
-    assert f"default={DEFAULT_LIMIT}" in BENCH.read_text().replace(" ", "")   # the limit tested is the shipped one
+    assert f"default={DEFAULT_LIMIT}" in BENCH.read_text().replace(" ", "")  # the limit tested is the shipped one
 
 
 def test_check_fails_the_first_mainloop_and_a_slow_hybrid_gemm_naming_the_shape():
     bench = load_bench()
-    found = bench.problems(json.loads(FIRST_MAINLOOP.read_text()), DEFAULT_LIMIT)   # measured 1.021x there
+    found = bench.problems(json.loads(FIRST_MAINLOOP.read_text()), DEFAULT_LIMIT)  # measured 1.021x there
     assert any("8192x4096x8192" in line and "hybrid" in line for line in found), found
     slow = json.loads(RECORDED.read_text())
     k = slow["shapes"][1]["kernels"]

@@ -22,8 +22,12 @@ def imported_modules(tree: ast.AST) -> list[tuple[int, str]]:
             found += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append((node.lineno, node.module))
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             f = node.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
             if name in ("__import__", "import_module"):
@@ -63,9 +67,11 @@ def test_stage_packages_hold_modules_and_re_export_nothing(stage):
 
 
 def test_the_checker_sees_nested_imports():
-    src = ("def f():\n    import textual.app\n"
-           "class C:\n    def g(self):\n        from cuco_tui import cli\n"
-           "x = __import__('textual')\n")
+    src = (
+        "def f():\n    import textual.app\n"
+        "class C:\n    def g(self):\n        from cuco_tui import cli\n"
+        "x = __import__('textual')\n"
+    )
     names = [m for _, m in imported_modules(ast.parse(src))]
     assert sorted(names) == ["cuco_tui", "textual", "textual.app"]
 
@@ -80,19 +86,30 @@ def sql_in(tree: ast.AST) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
             found.append((node.lineno, node.value[:60]))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("execute", "executemany", "executescript"):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "executemany", "executescript")
+        ):
             found.append((node.lineno, f"{node.func.attr}(...)"))
     return found
 
 
 def test_no_sql_in_the_viewers():
-    bad = [f"{path.relative_to(REPO)}:{lineno}: {what}" for path in sorted((REPO / "cuco_tui").rglob("*.py"))
-           for lineno, what in sql_in(ast.parse(path.read_text(), filename=str(path)))]
+    bad = [
+        f"{path.relative_to(REPO)}:{lineno}: {what}"
+        for path in sorted((REPO / "cuco_tui").rglob("*.py"))
+        for lineno, what in sql_in(ast.parse(path.read_text(), filename=str(path)))
+    ]
     assert bad == []
 
 
 def test_the_sql_checker_sees_queries_and_executes():
-    src = ('rows = view.fetch(f"SELECT id FROM candidates WHERE run_id=?", (r,))\n'
-           'conn.execute("x")\nhelp = "select a run"\n')
-    assert sorted(what for _, what in sql_in(ast.parse(src))) == ["SELECT id FROM candidates WHERE run_id=?", "execute(...)"]
+    src = (
+        'rows = view.fetch(f"SELECT id FROM candidates WHERE run_id=?", (r,))\n'
+        'conn.execute("x")\nhelp = "select a run"\n'
+    )
+    assert sorted(what for _, what in sql_in(ast.parse(src))) == [
+        "SELECT id FROM candidates WHERE run_id=?",
+        "execute(...)",
+    ]

@@ -6,6 +6,7 @@ incorrect candidates of tests/gpu/bad_candidates compiling (tests/gpu/test_moe_a
 nvcc and the nvidia-nccl-cu13==2.28.9 wheel are needed for the compile tests; without them those tests are
 skipped with the reason printed.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,7 @@ MOE = ROOT / "workloads" / "moe_dispatch_combine"
 ATTN = ROOT / "workloads" / "attention_allgather"
 WORKLOADS = [MOE, ATTN]
 SEED_COPIES = {MOE: "moe_seed.inc", ATTN: "attn_seed.inc"}
-BAD = {"moe_drop_tokens.cu": MOE, "moe_double_count.cu": MOE, "attn_lse_skip.cu": ATTN,
-       "attn_skip_rows_timed.cu": ATTN}
+BAD = {"moe_drop_tokens.cu": MOE, "moe_double_count.cu": MOE, "attn_lse_skip.cu": ATTN, "attn_skip_rows_timed.cu": ATTN}
 if _why:
     print(f"tests/test_new_cuda_workloads.py: compile tests skipped: {_why}")
 
@@ -64,7 +64,7 @@ def test_attention_configs_are_causal_and_not_short_and_long():
     for ranks in (2, 4):
         mine = [c["params"] for c in spec["configs"] if c["params"].get("ranks") == ranks and c["bench"]]
         assert {p["causal"] for p in mine} == {0, 1}
-        assert min(p["S"] for p in mine) < 1536 and max(p["S"] for p in mine) >= 16384   # comm- and compute-bound
+        assert min(p["S"] for p in mine) < 1536 and max(p["S"] for p in mine) >= 16384  # comm- and compute-bound
 
 
 @pytest.mark.parametrize("w", WORKLOADS, ids=lambda p: p.name)
@@ -80,8 +80,14 @@ def test_frozen_seed_copy_matches_the_shipped_seed(w):
 @pytest.mark.parametrize("w", WORKLOADS, ids=lambda p: p.name)
 def test_cuco_validate_compiles_seed_and_every_variant(w, tmp_path):
     env = dict(os.environ)
-    r = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path / "home"), "validate", str(w)],
-                       capture_output=True, text=True, timeout=1700, env=env, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path / "home"), "validate", str(w)],
+        capture_output=True,
+        text=True,
+        timeout=1700,
+        env=env,
+        cwd=tmp_path,
+    )
     out = " ".join(r.stdout.split())
     assert r.returncode == 0, r.stdout + r.stderr
     spec = yaml.safe_load((w / "workload.yaml").read_text())

@@ -62,14 +62,19 @@ def test_stage_names_are_listed_and_compared_only_through_engine_stages():
                 named = [e.value for e in node.elts if isinstance(e, ast.Constant)]
                 if len(named) >= 2 and len(named) == len(node.elts) and set(named) <= STAGE_NAMES:
                     bad.append(f"{rel}:{node.lineno}: a list of stages {named}")
-        bad += [f"{rel}:{line}: compared with {value!r}" for line, value in _compared_names(tree)
-                if value in STAGE_NAMES]
+        bad += [
+            f"{rel}:{line}: compared with {value!r}" for line, value in _compared_names(tree) if value in STAGE_NAMES
+        ]
     assert not bad, f"use the names of {STAGE_OWNER}:\n" + "\n".join(bad)
 
 
 def test_no_executor_is_probed_for_a_feature():
-    bad = [f"{rel}:{i}: {line.strip()}" for rel, text in _sources()
-           for i, line in enumerate(text.splitlines(), 1) if PROBE.search(line)]
+    bad = [
+        f"{rel}:{i}: {line.strip()}"
+        for rel, text in _sources()
+        for i, line in enumerate(text.splitlines(), 1)
+        if PROBE.search(line)
+    ]
     assert not bad, "declare the feature on remote.jobs.Executor instead:\n" + "\n".join(bad)
 
 

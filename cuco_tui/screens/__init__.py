@@ -6,5 +6,14 @@ from .nodes import NodesScreen
 from .review import ReviewScreen
 from .runs import RunsScreen
 
-__all__ = ["HelpScreen", "ConfirmModal", "ForkModal", "ForkRequest", "NoteModal", "ReasonModal", "NodesScreen",
-           "ReviewScreen", "RunsScreen"]
+__all__ = [
+    "HelpScreen",
+    "ConfirmModal",
+    "ForkModal",
+    "ForkRequest",
+    "NoteModal",
+    "ReasonModal",
+    "NodesScreen",
+    "ReviewScreen",
+    "RunsScreen",
+]

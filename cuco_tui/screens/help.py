@@ -21,7 +21,7 @@ from engine.glossary import GLOSSARY
 
 from ..actions import SCOPES, actions_in, bindings_for
 
-MEANING_WIDTH = 44   # the action column's width at 80 columns
+MEANING_WIDTH = 44  # the action column's width at 80 columns
 
 
 class HelpScreen(ModalScreen):
@@ -34,8 +34,10 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("Keys by screen, then what each number means. Remap: keymap: {binding_id: key} in config.yaml"
-                        + (f"\nconfig: {self.source}" if self.source else ""))
+            yield Label(
+                "Keys by screen, then what each number means. Remap: keymap: {binding_id: key} in config.yaml"
+                + (f"\nconfig: {self.source}" if self.source else "")
+            )
             yield DataTable(cursor_type="row", id="help-table")
 
     def on_mount(self) -> None:
@@ -43,7 +45,7 @@ class HelpScreen(ModalScreen):
         table.add_columns("screen", "key", "action", "binding id")
         for scope, key, description, binding_id in self.bindings_list:
             table.add_row(scope, key, description, binding_id)
-        for name, meaning in GLOSSARY.items():     # every number's unit and meaning, wrapped to stay readable
+        for name, meaning in GLOSSARY.items():  # every number's unit and meaning, wrapped to stay readable
             for i, line in enumerate(textwrap.wrap(meaning, MEANING_WIDTH)):
                 table.add_row("numbers" if i == 0 else "", name if i == 0 else "", line, "")
         table.focus()
@@ -59,7 +61,10 @@ def key_names(app: Any, keys: str) -> str:
 
 def describe_bindings(app: Any, keymap: Mapping[str, str]) -> list[tuple[str, str, str, str]]:
     """(screen, keys, description, id) of every key of every screen, with the user's keymap applied."""
-    rows = [(SCOPES[a.scope], key_names(app, keymap.get(a.id, a.keys)), a.description, a.id)
-            for scope in SCOPES for a in actions_in(scope)]
+    rows = [
+        (SCOPES[a.scope], key_names(app, keymap.get(a.id, a.keys)), a.description, a.id)
+        for scope in SCOPES
+        for a in actions_in(scope)
+    ]
     rows.append((SCOPES["main"], key_names(app, "ctrl+p"), "Command palette", "(built in)"))
     return rows

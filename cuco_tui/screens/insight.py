@@ -72,13 +72,22 @@ class ConfigsScreen(_RunView):
         table.clear(columns=True)
         table.add_columns("id", "gen", "isl", "operator", "overall", *data.configs, "wins")
         for row in data.rows:
-            cells: list[Any] = [f"#{row['id']}", str(row["generation"]), str(row["island"]), row["operator"],
-                                f"{row['speedup']:.3f}x" if row["speedup"] is not None else ""]
+            cells: list[Any] = [
+                f"#{row['id']}",
+                str(row["generation"]),
+                str(row["island"]),
+                row["operator"],
+                f"{row['speedup']:.3f}x" if row["speedup"] is not None else "",
+            ]
             for config in data.configs:
                 value = row["per_config"].get(config)
                 won = data.winners.get(config) == row["id"]
-                cells.append(Text(("★ " if won else "") + (f"{value:.3f}x" if value is not None else "-"),
-                                  style="bold green" if won else ""))
+                cells.append(
+                    Text(
+                        ("★ " if won else "") + (f"{value:.3f}x" if value is not None else "-"),
+                        style="bold green" if won else "",
+                    )
+                )
             cells.append(", ".join(row["wins"]))
             table.add_row(*cells, key=str(row["id"]))
         title = Text()

@@ -28,7 +28,7 @@ from ..lineage_view import node_label
 from ..widgets import KeyFooter
 
 DIFF_DEBOUNCE_S = 0.15
-OLDER = "older"          # the data of the tree line that reads older ancestors
+OLDER = "older"  # the data of the tree line that reads older ancestors
 
 
 class LineageScreen(Screen):
@@ -46,8 +46,8 @@ class LineageScreen(Screen):
         self.focus_id = candidate_id
         self.limit = ANCESTORS_SHOWN
         self.lineage: Lineage | None = None
-        self.best_marked = False                   # the stars of the path to the best are drawn
-        self.diff_for: int | None = None           # the candidate whose diff is shown
+        self.best_marked = False  # the stars of the path to the best are drawn
+        self.diff_for: int | None = None  # the candidate whose diff is shown
         self._diff_timer: Any = None
 
     def compose(self) -> ComposeResult:
@@ -105,7 +105,7 @@ class LineageScreen(Screen):
     # ---- showing
 
     def _show(self, data: Lineage) -> None:
-        with self.app.batch_update():           # one repaint for the whole tree
+        with self.app.batch_update():  # one repaint for the whole tree
             self._fill(data)
 
     def _fill(self, data: Lineage) -> None:
@@ -119,13 +119,13 @@ class LineageScreen(Screen):
             return
         self._title(data)
         if not data.complete:
-            tree.root.add_leaf(Text(f"… older ancestors (enter reads {ANCESTORS_SHOWN} more)", style="dim"),
-                               data=OLDER)
+            tree.root.add_leaf(Text(f"… older ancestors (enter reads {ANCESTORS_SHOWN} more)", style="dim"), data=OLDER)
         focus_node = None
-        for node in data.chain:                    # the spine: one line per ancestor, seed first
+        for node in data.chain:  # the spine: one line per ancestor, seed first
             if node.id == data.focus:
-                focus_node = tree.root.add(node_label(node, focus=True), data=node, expand=True,
-                                           allow_expand=bool(node.children))
+                focus_node = tree.root.add(
+                    node_label(node, focus=True), data=node, expand=True, allow_expand=bool(node.children)
+                )
             else:
                 tree.root.add_leaf(node_label(node), data=node)
         if focus_node is not None:
@@ -163,8 +163,9 @@ class LineageScreen(Screen):
         for kid in kids:
             tree_node.add(node_label(kid), data=kid, allow_expand=bool(kid.children))
         if parent.children > len(kids):
-            tree_node.add_leaf(Text(f"… {parent.children - len(kids)} more (the best "
-                                    f"{len(kids)} by speedup are shown)", style="dim"))
+            tree_node.add_leaf(
+                Text(f"… {parent.children - len(kids)} more (the best {len(kids)} by speedup are shown)", style="dim")
+            )
         tree_node.expand()
 
     def _schedule_diff(self, candidate_id: int) -> None:

@@ -112,9 +112,14 @@ class ForkModal(_Dialog):
         with Vertical(classes="dialog"):
             yield Label("Fork this run")
             with RadioSet(id="from"):
-                yield RadioButton(f"from candidate #{self.candidate_id}" if self.candidate_id is not None
-                                  else "from the selected candidate (none)", id="from-candidate",
-                                  value=self.candidate_id is not None, disabled=self.candidate_id is None)
+                yield RadioButton(
+                    f"from candidate #{self.candidate_id}"
+                    if self.candidate_id is not None
+                    else "from the selected candidate (none)",
+                    id="from-candidate",
+                    value=self.candidate_id is not None,
+                    disabled=self.candidate_id is None,
+                )
                 yield RadioButton("from the current state", id="from-state", value=self.candidate_id is None)
             yield Input(placeholder="name (optional)", id="name")
             yield Input(placeholder="overrides: islands=4 mutator=llm llm=MODEL", id="overrides")
@@ -136,9 +141,14 @@ class ForkModal(_Dialog):
             self.query_one("#fork-error", Label).update(str(exc))
             return
         use_candidate = self.query_one("#from-candidate", RadioButton).value and self.candidate_id is not None
-        self.dismiss(ForkRequest(from_candidate=self.candidate_id if use_candidate else None,
-                                 name=self.query_one("#name", Input).value.strip() or None,
-                                 overrides=overrides, start=self.query_one("#start", Checkbox).value))
+        self.dismiss(
+            ForkRequest(
+                from_candidate=self.candidate_id if use_candidate else None,
+                name=self.query_one("#name", Input).value.strip() or None,
+                overrides=overrides,
+                start=self.query_one("#start", Checkbox).value,
+            )
+        )
 
     @on(Button.Pressed, "#cancel")
     def _cancel(self) -> None:

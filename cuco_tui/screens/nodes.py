@@ -18,6 +18,7 @@ NODE_COLUMNS = ("node", "health", "gpus busy", "cpus busy", "jobs", "failures", 
 def pending_text(nodes: list[dict[str, Any]]) -> str:
     """Why a scheduler's jobs wait, most common reason first, each with what it means for the user."""
     from remote.slurm_commands import explain_reason
+
     lines = []
     for n in nodes:
         for reason, count in sorted((n.get("pending") or {}).items(), key=lambda kv: -kv[1]):
@@ -36,7 +37,7 @@ class NodesScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(f"nodes of {self.run_id}", classes="title")
         yield DataTable(id="nodes-table", cursor_type="row")
-        yield Static("", id="pending-reasons")    # a scheduler's pending reasons; hidden when there are none
+        yield Static("", id="pending-reasons")  # a scheduler's pending reasons; hidden when there are none
         yield Static("running jobs", classes="title")
         yield DataTable(id="jobs-table", cursor_type="row")
         yield KeyFooter()
@@ -60,9 +61,15 @@ class NodesScreen(Screen):
         table = self.query_one("#nodes-table", DataTable)
         for n in nodes:
             health = "quarantined" if n.get("quarantined") else ("ok" if n.get("healthy", True) else "down")
-            cells = (n.get("name", "?"), health, f"{n.get('gpus_busy', 0)}/{n.get('gpus_total', 0)}",
-                     f"{n.get('cpu_busy', 0)}/{n.get('cpu_slots', 0)}", str(n.get("running_jobs", 0)),
-                     str(n.get("failures", 0)), str(n.get("detail", ""))[:40])
+            cells = (
+                n.get("name", "?"),
+                health,
+                f"{n.get('gpus_busy', 0)}/{n.get('gpus_total', 0)}",
+                f"{n.get('cpu_busy', 0)}/{n.get('cpu_slots', 0)}",
+                str(n.get("running_jobs", 0)),
+                str(n.get("failures", 0)),
+                str(n.get("detail", ""))[:40],
+            )
             key = str(n.get("name"))
             if key in table.rows:
                 for col, value in zip(table.columns, cells):
@@ -80,7 +87,7 @@ class NodesScreen(Screen):
         jt.clear()
         for j in jobs[:500]:
             node = j.get("node") or ""
-            if j["id"] in queue:   # a scheduler's job: its queue state (and why it waits)
+            if j["id"] in queue:  # a scheduler's job: its queue state (and why it waits)
                 node = f"{node} {queue[j['id']]}".strip()
             jt.add_row(j["id"], j["stage"], node, str(j["attempts"]), str(j["candidate_id"]))
 

@@ -41,8 +41,11 @@ class ReviewScreen(Screen):
         self.run_id = run_id
 
     def compose(self) -> ComposeResult:
-        yield Static(f"review queue of {self.run_id}: results that do not count until accepted (a / x)",
-                     classes="title", id="review-title")
+        yield Static(
+            f"review queue of {self.run_id}: results that do not count until accepted (a / x)",
+            classes="title",
+            id="review-title",
+        )
         with Horizontal():
             yield DataTable(id="review-table", cursor_type="row")
             with VerticalScroll(id="review-detail"):
@@ -66,10 +69,11 @@ class ReviewScreen(Screen):
         table = self.query_one("#review-table", DataTable)
         table.clear()
         for r in rows:
-            table.add_row(f"#{r['candidate']}", f"{r['speedup'] or 0:.3f}x", why_it_waits(r["flags"]),
-                          key=str(r["candidate"]))
+            table.add_row(
+                f"#{r['candidate']}", f"{r['speedup'] or 0:.3f}x", why_it_waits(r["flags"]), key=str(r["candidate"])
+            )
         if rows:
-            self._load_detail(rows[0]["candidate"])   # the cursor's row, before any key is pressed
+            self._load_detail(rows[0]["candidate"])  # the cursor's row, before any key is pressed
         else:
             self.query_one("#review-numbers", Static).update("nothing waits for review")
             self.query_one("#review-diff", Static).update("")
@@ -98,7 +102,7 @@ class ReviewScreen(Screen):
     def _decide(self, op: str, candidate_id: int, **args: Any) -> None:
         self.app.send_command(op, candidate=candidate_id, **args)
         table = self.query_one("#review-table", DataTable)
-        table.remove_row(str(candidate_id))   # decided: it leaves the queue (the store says so on reload)
+        table.remove_row(str(candidate_id))  # decided: it leaves the queue (the store says so on reload)
         if table.row_count == 0:
             self.show([])
 
@@ -110,6 +114,7 @@ class ReviewScreen(Screen):
         def done(note: str | None) -> None:
             if note is not None:
                 self._decide("accept", cid, note=note or "accepted in the review queue")
+
         self.app.push_screen(NoteModal(cid), done)
 
     def action_reject(self) -> None:
@@ -120,4 +125,5 @@ class ReviewScreen(Screen):
         def done(reason: str | None) -> None:
             if reason:
                 self._decide("reject", cid, reason=reason)
+
         self.app.push_screen(ReasonModal(cid), done)

@@ -61,8 +61,7 @@ class RunsScreen(Screen):
         def add(node: Any, parent: str | None) -> None:
             for run in children.get(parent, []):
                 kids = children.get(run["id"])
-                child = node.add(run_label(run, self.run_id), data=run["id"], expand=True,
-                                 allow_expand=bool(kids))
+                child = node.add(run_label(run, self.run_id), data=run["id"], expand=True, allow_expand=bool(kids))
                 if kids:
                     add(child, run["id"])
                 else:

@@ -25,27 +25,41 @@ from ..actions import bindings_for
 from ..data import CANDIDATE_WINDOW
 from ..messages import CandidateSelected
 
-COLUMNS = (("id", "id"), ("island", "isl"), ("generation", "gen"), ("operator", "operator"),
-           ("status", "status"), ("speedup", "speedup"), ("verdict", "verdict"), ("mark", "mark"))
+COLUMNS = (
+    ("id", "id"),
+    ("island", "isl"),
+    ("generation", "gen"),
+    ("operator", "operator"),
+    ("status", "status"),
+    ("speedup", "speedup"),
+    ("verdict", "verdict"),
+    ("mark", "mark"),
+)
 COLUMN_KEYS = tuple(key for key, _ in COLUMNS)
-TRIM_SLACK = 250     # rows beyond the window before the oldest are dropped (in one pass)
-STATUS_STYLE = {"done": "green", "incorrect": "red", "failed": "red", "refused": "magenta", "running": "yellow",
-                "pending": "dim"}
-CELL_PADDING = 1     # blank columns either side of a cell, as DataTable draws them
-DESCENDING_FIRST = {"speedup", "id", "generation"}   # a first sort by these shows the largest on top
+TRIM_SLACK = 250  # rows beyond the window before the oldest are dropped (in one pass)
+STATUS_STYLE = {
+    "done": "green",
+    "incorrect": "red",
+    "failed": "red",
+    "refused": "magenta",
+    "running": "yellow",
+    "pending": "dim",
+}
+CELL_PADDING = 1  # blank columns either side of a cell, as DataTable draws them
+DESCENDING_FIRST = {"speedup", "id", "generation"}  # a first sort by these shows the largest on top
 SORT_ARROW = {True: " ▼", False: " ▲"}
 
-Cell = tuple[str, str]   # (text, rich style string; "" for the row's style)
+Cell = tuple[str, str]  # (text, rich style string; "" for the row's style)
 
 
 def verdict_of(row: dict[str, Any]) -> str:
     status = row.get("status")
     if status == "done":
-        return "review" if row.get("review") == "needs_review" else "ok"   # waits for a person (v)
+        return "review" if row.get("review") == "needs_review" else "ok"  # waits for a person (v)
     if status == "incorrect":
         return "wrong"
     if status == "refused":
-        return "refused"   # by the symbol policy: the reason is in the detail
+        return "refused"  # by the symbol policy: the reason is in the detail
     if status == "failed":
         reason = (row.get("reason") or "").split(":")[0].strip()
         return f"fail {reason}"[:12] if reason else "fail"
@@ -84,16 +98,15 @@ def cells_of(row: dict[str, Any]) -> dict[str, Cell]:
 @dataclass
 class _Row:
     cells: list[Cell]
-    lines: dict[str, Strip] = field(default_factory=dict)   # rendered line per look ("cursor", "even", ...)
-    generation: int = -1                                    # the styles/widths those lines were drawn with
+    lines: dict[str, Strip] = field(default_factory=dict)  # rendered line per look ("cursor", "even", ...)
+    generation: int = -1  # the styles/widths those lines were drawn with
 
 
 class CandidatesTable(ScrollView, can_focus=True):
     """The newest `window` candidates, oldest first, with a row cursor. Line 0 is the column header."""
 
     BORDER_TITLE = "candidates"
-    COMPONENT_CLASSES = {"candidates--header", "candidates--cursor", "candidates--even-row",
-                         "candidates--odd-row"}
+    COMPONENT_CLASSES = {"candidates--header", "candidates--cursor", "candidates--even-row", "candidates--odd-row"}
     # The look of Textual's DataTable (theme variables only, so every theme and 16 colours work).
     DEFAULT_CSS = """
     CandidatesTable {
@@ -133,20 +146,20 @@ class CandidatesTable(ScrollView, can_focus=True):
         super().__init__(**kw)
         self.window = window
         self.filter_text = ""
-        self._order: list[int] = []            # candidate ids, oldest first
+        self._order: list[int] = []  # candidate ids, oldest first
         self._rows: dict[int, _Row] = {}
-        self._base = 0                          # _seq[id] - _base is a row's index (trims shift _base)
+        self._base = 0  # _seq[id] - _base is a row's index (trims shift _base)
         self._seq: dict[int, int] = {}
         self._widths = [cell_len(label) for _, label in COLUMNS]
         self._cursor = 0
-        self._generation = 0                    # bumped when styles or widths change: every line is stale
+        self._generation = 0  # bumped when styles or widths change: every line is stale
         self._styles: dict[str, Style] | None = None
         self._header: tuple[int, Strip] | None = None
         self._batching = False
         self._follow = False
         self._added = 0
-        self._announced: int | None = None      # the candidate the last CandidateSelected named
-        self.sort: tuple[str, bool] | None = None   # (column key, descending) of the rows shown; None: proposal order
+        self._announced: int | None = None  # the candidate the last CandidateSelected named
+        self.sort: tuple[str, bool] | None = None  # (column key, descending) of the rows shown; None: proposal order
 
     # ---- what the app reads
 
@@ -189,7 +202,7 @@ class CandidatesTable(ScrollView, can_focus=True):
         self._restyle()
         self._resize()
         if resorted and sort is not None:
-            self.move_cursor(row=0)             # a new order: its top (the best, sorted by speedup)
+            self.move_cursor(row=0)  # a new order: its top (the best, sorted by speedup)
         elif keep is not None and keep in self._seq:
             self.move_cursor(row=self._index(keep))
         elif sort is not None:
@@ -316,7 +329,7 @@ class CandidatesTable(ScrollView, can_focus=True):
         return True
 
     def _visible_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)   # less the header line
+        return max(1, self.scrollable_content_region.height - 1)  # less the header line
 
     def _scroll_to_cursor(self, animate: bool = False) -> None:
         top, shown = round(self.scroll_y), self._visible_rows()
@@ -376,7 +389,7 @@ class CandidatesTable(ScrollView, can_focus=True):
         offset = event.get_content_offset(self)
         if offset is not None and offset.y == 0:
             column = self.column_at(offset.x)
-            if column is not None:      # a second click on the sorted column flips it
+            if column is not None:  # a second click on the sorted column flips it
                 flip = self.sort is not None and self.sort[0] == column
                 self.request_sort(column, (not self.sort[1]) if flip and self.sort else None)
             return
@@ -411,9 +424,14 @@ class CandidatesTable(ScrollView, can_focus=True):
             base = self.rich_style
             get = self.get_component_rich_style
             even, odd = base + get("candidates--even-row"), base + get("candidates--odd-row")
-            self._styles = {"base": base, "header": base + get("candidates--header"), "even": even, "odd": odd,
-                            "cursor-even": even + get("candidates--cursor"),
-                            "cursor-odd": odd + get("candidates--cursor")}
+            self._styles = {
+                "base": base,
+                "header": base + get("candidates--header"),
+                "even": even,
+                "odd": odd,
+                "cursor-even": even + get("candidates--cursor"),
+                "cursor-odd": odd + get("candidates--cursor"),
+            }
         return self._styles
 
     # ---- rendering
@@ -448,8 +466,7 @@ class CandidatesTable(ScrollView, can_focus=True):
             if look.startswith("cursor"):
                 # The cursor's colours win over a cell's own (as DataTable draws it): readable on any theme.
                 cursor = Style(color=style.color, bgcolor=style.bgcolor)
-                line = Strip([Segment(s.text, (s.style or Style()) + cursor)
-                              for s in self._draw(row.cells, style)])
+                line = Strip([Segment(s.text, (s.style or Style()) + cursor) for s in self._draw(row.cells, style)])
             else:
                 line = self._draw(row.cells, style)
             row.lines[look] = line

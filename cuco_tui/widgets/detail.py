@@ -12,18 +12,30 @@ from textual.widgets import Static, TabbedContent, TabPane, Tabs
 from .scoreplot import ScorePlot
 from .timeline import TimelineView
 
-TABS = (("diff", "Diff"), ("source", "Source"), ("metrics", "Metrics"), ("logs", "Logs"), ("llm", "LLM"),
-        ("plot", "Plot"), ("timeline", "Timeline"), ("lineage", "Lineage"))
+TABS = (
+    ("diff", "Diff"),
+    ("source", "Source"),
+    ("metrics", "Metrics"),
+    ("logs", "Logs"),
+    ("llm", "LLM"),
+    ("plot", "Plot"),
+    ("timeline", "Timeline"),
+    ("lineage", "Lineage"),
+)
 
 
 SHORT_TITLES = {"source": "Src", "metrics": "Metr", "timeline": "Time", "lineage": "Line"}
 TEXT_TABS = ("diff", "source", "metrics", "logs", "llm", "lineage")
 
 # The first line of each tab: which candidate it shows, and what (a tab never leaves that to guess).
-CAPTIONS = {"diff": "#{id}: its change against {parent}", "source": "#{id}: its source",
-            "metrics": "#{id}: its measurements (units and meanings at the bottom)",
-            "logs": "#{id}: its build and run logs", "llm": "#{id}: the LLM calls that made it",
-            "lineage": "#{id}: its ancestors and children (live)"}
+CAPTIONS = {
+    "diff": "#{id}: its change against {parent}",
+    "source": "#{id}: its source",
+    "metrics": "#{id}: its measurements (units and meanings at the bottom)",
+    "logs": "#{id}: its build and run logs",
+    "llm": "#{id}: the LLM calls that made it",
+    "lineage": "#{id}: its ancestors and children (live)",
+}
 
 
 def captioned(key: str, detail: Any) -> Text:
@@ -83,7 +95,7 @@ class DetailTabs(Vertical):
         if key not in self._stale:
             return
         self._stale.discard(key)
-        if key == "timeline":    # read from the store by the tab itself, when it is shown
+        if key == "timeline":  # read from the store by the tab itself, when it is shown
             row = getattr(self._detail, "row", None) or {}
             self.query_one(TimelineView).show_candidate(row.get("id"), row.get("parent_id"))
             return

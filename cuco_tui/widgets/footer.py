@@ -40,7 +40,7 @@ class KeyFooter(Widget):
     def __init__(self, *, show_command_palette: bool = False, id: str | None = None) -> None:
         super().__init__(id=id)
         self.set_reactive(KeyFooter.show_command_palette, show_command_palette)
-        self._spans: list[tuple[int, int, str]] = []     # (start, end, key) of each drawn key, for clicks
+        self._spans: list[tuple[int, int, str]] = []  # (start, end, key) of each drawn key, for clicks
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -62,7 +62,7 @@ class KeyFooter(Widget):
             if not binding.show or binding.action in seen:
                 continue
             seen.add(binding.action)
-            label = getattr(app, "binding_label", None)        # the word for the current state, if any
+            label = getattr(app, "binding_label", None)  # the word for the current state, if any
             description = label(binding) if label is not None else binding.description
             items.append((binding.key, app.get_key_display(binding), description, enabled))
         if self.show_command_palette and app.ENABLE_COMMAND_PALETTE:

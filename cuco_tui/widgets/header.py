@@ -8,8 +8,14 @@ from textual.widgets import Static
 
 from engine.contract import RunSummary
 
-STATE_STYLE = {"running": "bold green", "paused": "bold yellow", "stopped": "bold", "finished": "bold cyan",
-               "failed": "bold red", "died": "bold red"}
+STATE_STYLE = {
+    "running": "bold green",
+    "paused": "bold yellow",
+    "stopped": "bold",
+    "finished": "bold cyan",
+    "failed": "bold red",
+    "died": "bold red",
+}
 
 
 class RunHeader(Static):

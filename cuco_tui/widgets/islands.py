@@ -25,9 +25,13 @@ class IslandsTable(DataTable):
         """Add new islands, update the cells of known ones (never clear())."""
         for row in islands:
             key = str(row["island"])
-            cells = {"island": str(row["island"]), "size": str(row["size"]),
-                     "best": f"{row['best']:.3f}x" if row.get("best") is not None else "-",
-                     "trend": sparkline(row.get("trend") or []), "migration": row.get("migration") or ""}
+            cells = {
+                "island": str(row["island"]),
+                "size": str(row["size"]),
+                "best": f"{row['best']:.3f}x" if row.get("best") is not None else "-",
+                "trend": sparkline(row.get("trend") or []),
+                "migration": row.get("migration") or "",
+            }
             if key in self.rows:
                 for col, value in cells.items():
                     if self.get_cell(key, col) != value:

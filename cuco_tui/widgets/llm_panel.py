@@ -23,7 +23,7 @@ from ..actions import bindings_for
 COLUMNS = ("model", "calls", "errors", "tokens in", "tokens out", "cost $", "pulls", "credited", "gain/$")
 STRATEGY_COLUMNS = ("id", "strategy", "status", "prompts", "share", "children", "faster", "failed", "mean gain")
 MARK_TIMEOUT_S = 30.0
-TEXT_CELL = 34          # characters of a strategy in its row; the selected one is shown whole below the table
+TEXT_CELL = 34  # characters of a strategy in its row; the selected one is shown whole below the table
 
 
 class StrategyModal(ModalScreen):
@@ -82,12 +82,13 @@ class StrategiesTable(DataTable):
         self.mark("retire", sid, "retired in the LLM panel")
 
     def action_add(self) -> None:
-        if not self._can_mark("add"):      # said before the dialog, not after the text is typed
+        if not self._can_mark("add"):  # said before the dialog, not after the text is typed
             return
 
         def done(text: str | None) -> None:
             if text:
                 self.mark("add", None, text)
+
         self.app.push_screen(StrategyModal(), done)
 
     def _can_mark(self, verdict: str) -> bool:
@@ -105,9 +106,8 @@ class StrategiesTable(DataTable):
             self.app.notify(f"strategy {verdict}: no live engine", severity="error")
             return
         try:
-            await asyncio.wait_for(client.request("strategy", verdict=verdict, strategy=sid, text=text),
-                                   MARK_TIMEOUT_S)
-        except Exception as exc:   # noqa: BLE001 - the engine's answer (or its absence) is the operator's to read
+            await asyncio.wait_for(client.request("strategy", verdict=verdict, strategy=sid, text=text), MARK_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - the engine's answer (or its absence) is the operator's to read
             self.app.notify(f"strategy {verdict} failed: {exc}", severity="error", timeout=8)
             return
         self.app.notify(f"strategy {verdict}: {sid or text[:40]}")
@@ -141,16 +141,28 @@ class LlmPanelView(Vertical):
         table.clear()
         for m in panel.models:
             gain = "-" if m.gain_per_usd is None else f"{m.gain_per_usd:.3g}"
-            table.add_row(m.model, str(m.calls), str(m.errors), f"{m.input_tokens:,}", f"{m.output_tokens:,}",
-                          f"{m.cost_usd:.4f}", str(m.pulls), str(m.rewarded), gain, key=m.model)
+            table.add_row(
+                m.model,
+                str(m.calls),
+                str(m.errors),
+                f"{m.input_tokens:,}",
+                f"{m.output_tokens:,}",
+                f"{m.cost_usd:.4f}",
+                str(m.pulls),
+                str(m.rewarded),
+                gain,
+                key=m.model,
+            )
         if not panel.models:
             table.add_row("(no LLM calls in this run: the design-space mutator needs none)", *[""] * 8)
         budget = Text()
         budget.append("budget ", style="bold")
         if panel.budget_usd:
             share = panel.spent_usd / panel.budget_usd
-            budget.append(f"${panel.spent_usd:.4f} of ${panel.budget_usd:.2f} ({share:.0%})",
-                          style="bold red" if share >= 0.9 else "")
+            budget.append(
+                f"${panel.spent_usd:.4f} of ${panel.budget_usd:.2f} ({share:.0%})",
+                style="bold red" if share >= 0.9 else "",
+            )
         else:
             budget.append(f"${panel.spent_usd:.4f} spent, no budget set (--budget-usd)")
         budget.append("\ngain/$: the bandit's mean speedup gain per call over its mean cost per call", style="dim")
@@ -172,13 +184,24 @@ class LlmPanelView(Vertical):
         table.pinned = {r["id"]: bool(r["pinned"]) for r in rows}
         table.records = {r["id"]: r for r in rows}
         for r in rows:
-            status = Text("pinned" if r["pinned"] else r["status"],
-                          style="bold green" if r["pinned"] else ("" if r["status"] == "active" else "dim"))
+            status = Text(
+                "pinned" if r["pinned"] else r["status"],
+                style="bold green" if r["pinned"] else ("" if r["status"] == "active" else "dim"),
+            )
             gain = "-" if r["mean_gain"] is None else f"{r['mean_gain']:+.1%}"
-            text = r["text"] if len(r["text"]) <= TEXT_CELL else r["text"][:TEXT_CELL - 1] + "…"
-            table.add_row(r["id"], Text(text, style="" if r["status"] == "active" else "dim strike"), status,
-                          str(r["pulls"]), f"{r['share']:.0%}", str(r["children"]), str(r["successes"]),
-                          str(r["failures"]), gain, key=r["id"])
+            text = r["text"] if len(r["text"]) <= TEXT_CELL else r["text"][: TEXT_CELL - 1] + "…"
+            table.add_row(
+                r["id"],
+                Text(text, style="" if r["status"] == "active" else "dim strike"),
+                status,
+                str(r["pulls"]),
+                f"{r['share']:.0%}",
+                str(r["children"]),
+                str(r["successes"]),
+                str(r["failures"]),
+                gain,
+                key=r["id"],
+            )
         if not rows:
             table.add_row("", "(no strategies: the LLM mutator seeds them at its first proposal)", *[""] * 7)
         elif selected in table.pinned:

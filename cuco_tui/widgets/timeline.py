@@ -23,7 +23,7 @@ from engine.timeline import timeline as tl
 
 from ..actions import bindings_for
 
-LABEL = 11          # lane label columns
+LABEL = 11  # lane label columns
 MAX_ZOOM = 4096.0
 GLYPHS = {tl.COMPUTE: "█", tl.COMM: "█", tl.WAIT: "░", "idle": "▓"}
 HELP = "+/- zoom  ←/→ pan  0 all  c config  p parent"
@@ -32,16 +32,21 @@ HELP = "+/- zoom  ←/→ pan  0 all  c config  p parent"
 def palette(theme: Any) -> dict[str, str]:
     """Kind -> colour from the app's theme (a theme without a colour falls back to a terminal colour)."""
     pick = lambda name, fallback: getattr(theme, name, None) or fallback  # noqa: E731
-    return {tl.COMPUTE: pick("primary", "blue"), tl.COMM: pick("accent", "yellow"),
-            tl.WAIT: pick("warning", "magenta"), "idle": pick("error", "red")}
+    return {
+        tl.COMPUTE: pick("primary", "blue"),
+        tl.COMM: pick("accent", "yellow"),
+        tl.WAIT: pick("warning", "magenta"),
+        "idle": pick("error", "red"),
+    }
 
 
 def _coverage(spans: list[tl.Span], a: float, b: float) -> float:
     return sum(max(0.0, min(y, b) - max(x, a)) for x, y in spans)
 
 
-def render_config(timeline: tl.ConfigTimeline, window: tuple[float, float], width: int,
-                  colours: dict[str, str], title: str) -> Text:
+def render_config(
+    timeline: tl.ConfigTimeline, window: tuple[float, float], width: int, colours: dict[str, str], title: str
+) -> Text:
     """Lanes of one config's timeline between window[0] and window[1] (us), `width` columns wide."""
     figs = tl.figures(timeline)
     cells = max(8, width - LABEL - 1)
@@ -49,11 +54,16 @@ def render_config(timeline: tl.ConfigTimeline, window: tuple[float, float], widt
     step = max(1e-9, (t1 - t0) / cells)
     frac = figs["overlap_fraction"]
     out = Text()
-    out.append(f"{title}  overlap {'-' if frac is None else f'{frac:.2f}'}  critical rank {figs['critical_rank']}\n",
-               style="bold")
+    out.append(
+        f"{title}  overlap {'-' if frac is None else f'{frac:.2f}'}  critical rank {figs['critical_rank']}\n",
+        style="bold",
+    )
     for rt, rf in zip(timeline.ranks, figs["ranks"]):
-        out.append(f"rank {rt.rank}: exposed {rf['exposed_comm_ms']:.3f} ms ({100 * rf['exposed_share']:.0f}%)"
-                   f"  idle {rf['idle_ms']:.3f} ms\n", style="dim")
+        out.append(
+            f"rank {rt.rank}: exposed {rf['exposed_comm_ms']:.3f} ms ({100 * rf['exposed_share']:.0f}%)"
+            f"  idle {rf['idle_ms']:.3f} ms\n",
+            style="dim",
+        )
         compute = tl.union((iv.start, iv.end) for iv in rt.intervals if iv.kind == tl.COMPUTE)
         comm = tl.union((iv.start, iv.end) for iv in rt.intervals if iv.kind == tl.COMM)
         idle = tl.subtract([(rt.start, rt.end)], tl.union(compute + comm))
@@ -66,14 +76,18 @@ def render_config(timeline: tl.ConfigTimeline, window: tuple[float, float], widt
         order = sorted(lanes, key=lambda lane: (lane.startswith("<"), not lane.startswith(("rank", "stream")), lane))
         for n, lane in enumerate(order):
             ivs = lanes[lane]
-            out.append(f"{lane[:LABEL - 1]:<{LABEL}}", style="bold" if n == 0 else "")
-            by_kind = {k: tl.union((iv.start, iv.end) for iv in ivs if iv.kind == k) for k in (tl.COMPUTE, tl.COMM, tl.WAIT)}
+            out.append(f"{lane[: LABEL - 1]:<{LABEL}}", style="bold" if n == 0 else "")
+            by_kind = {
+                k: tl.union((iv.start, iv.end) for iv in ivs if iv.kind == k) for k in (tl.COMPUTE, tl.COMM, tl.WAIT)
+            }
             if n == 0:
-                by_kind["idle"] = idle     # the rank's own lane shows when nothing ran
+                by_kind["idle"] = idle  # the rank's own lane shows when nothing ran
             for c in range(cells):
                 a, b = t0 + c * step, t0 + (c + 1) * step
                 cover = {k: _coverage(s, a, b) for k, s in by_kind.items()}
-                kind, amount = max(cover.items(), key=lambda kv: (kv[1], kv[0] == "idle"))   # idle wins a tie with a wait
+                kind, amount = max(
+                    cover.items(), key=lambda kv: (kv[1], kv[0] == "idle")
+                )  # idle wins a tie with a wait
                 if amount < 0.25 * step:
                     out.append(" ")
                 else:
@@ -138,6 +152,7 @@ class TimelineView(Vertical, can_focus=True):
         with self._store_lock:
             if self._store is None:
                 from engine.store.store import ReadStore
+
                 self._store = ReadStore(self.home or self.app.home)
             mine = tl.load_parsed(self._store, candidate_id)
             parent = tl.load_parsed(self._store, parent_id) if parent_id is not None else {}
@@ -162,8 +177,12 @@ class TimelineView(Vertical, can_focus=True):
         return names[self.config_index % len(names)] if names else None
 
     def _span(self) -> float:
-        ends = [rt.end for t in (self.mine.get(self.config), self.theirs.get(self.config) if self.with_parent else None)
-                if isinstance(t, tl.ConfigTimeline) for rt in t.ranks]
+        ends = [
+            rt.end
+            for t in (self.mine.get(self.config), self.theirs.get(self.config) if self.with_parent else None)
+            if isinstance(t, tl.ConfigTimeline)
+            for rt in t.ranks
+        ]
         return max(ends, default=1.0)
 
     def window(self) -> tuple[float, float]:
@@ -186,17 +205,34 @@ class TimelineView(Vertical, can_focus=True):
         if self.candidate_id is None:
             mine.update("(select a candidate)")
         elif config is None:
-            mine.update(Text(f"#{self.candidate_id} has no timeline (not benchmarked, or measured before "
-                             "timelines were recorded)", style="italic"))
+            mine.update(
+                Text(
+                    f"#{self.candidate_id} has no timeline (not benchmarked, or measured before "
+                    "timelines were recorded)",
+                    style="italic",
+                )
+            )
         else:
-            mine.update(self._pane(self.mine.get(config), f"#{self.candidate_id} {config} "
-                                   f"({self.config_index % len(self.mine) + 1}/{len(self.mine)})", width, colours))
+            mine.update(
+                self._pane(
+                    self.mine.get(config),
+                    f"#{self.candidate_id} {config} ({self.config_index % len(self.mine) + 1}/{len(self.mine)})",
+                    width,
+                    colours,
+                )
+            )
         if self.with_parent:
             if self.parent_id is None:
                 parent.update(Text("(no parent: a seed)", style="italic"))
             else:
-                parent.update(self._pane(self.theirs.get(config) if config else None,
-                                         f"parent #{self.parent_id} {config or ''}", width, colours))
+                parent.update(
+                    self._pane(
+                        self.theirs.get(config) if config else None,
+                        f"parent #{self.parent_id} {config or ''}",
+                        width,
+                        colours,
+                    )
+                )
 
     def _pane(self, timeline: tl.ConfigTimeline | str | None, title: str, width: int, colours: dict) -> Text:
         if timeline is None:
@@ -219,7 +255,7 @@ class TimelineView(Vertical, can_focus=True):
     def action_pan(self, share: float) -> None:
         start, end = self.window()
         self.center = (start + end) / 2 + share * (end - start)
-        start, end = self.window()     # clamped to the call: panning past its end stays there
+        start, end = self.window()  # clamped to the call: panning past its end stays there
         self.center = (start + end) / 2
         self.redraw()
 

@@ -19,7 +19,7 @@ from ..store.runids import new_run_id
 from ..store.schema import DONE, RUN_STATES
 from ..store.store import Store, Tx
 
-STRATEGY_PREFIX = "strategy."                       # fork overrides that edit the strategy population
+STRATEGY_PREFIX = "strategy."  # fork overrides that edit the strategy population
 STRATEGY_EDITS = ("add", "pin", "unpin", "retire")
 
 
@@ -31,8 +31,7 @@ async def _candidate_in_run(tx: Tx, run_id: str, candidate_id: int) -> dict:
 
 
 async def latest_verdict(tx: Tx, candidate_id: int) -> str | None:
-    row = await tx.fetchone("SELECT verdict FROM marks WHERE candidate_id=? ORDER BY id DESC LIMIT 1",
-                            (candidate_id,))
+    row = await tx.fetchone("SELECT verdict FROM marks WHERE candidate_id=? ORDER BY id DESC LIMIT 1", (candidate_id,))
     return row["verdict"] if row and row["verdict"] != "clear" else None
 
 
@@ -40,24 +39,31 @@ async def recompute_cell(tx: Tx, run_id: str, cell: str) -> None:
     """The cell's elite is its best correct candidate that no one rejected."""
     best = await tx.fetchone(
         f"SELECT c.id, c.fitness FROM candidates c WHERE c.run_id=? AND c.cell=? AND {COUNTS_SQL} "
-        "ORDER BY c.fitness DESC, c.id LIMIT 1", (run_id, cell))
+        "ORDER BY c.fitness DESC, c.id LIMIT 1",
+        (run_id, cell),
+    )
     if best is None:
         await tx.execute("DELETE FROM archive WHERE run_id=? AND cell=?", (run_id, cell))
     else:
-        await tx.execute("INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
-                         (run_id, cell, best["id"], best["fitness"]))
-    await tx.event(run_id, ArchiveCell(cell=cell, id=best["id"] if best else None,
-                   fitness=best["fitness"] if best else None))
+        await tx.execute(
+            "INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
+            (run_id, cell, best["id"], best["fitness"]),
+        )
+    await tx.event(
+        run_id, ArchiveCell(cell=cell, id=best["id"] if best else None, fitness=best["fitness"] if best else None)
+    )
 
 
 async def accept(store: Store, run_id: str, candidate_id: int, note: str = "") -> None:
     async with store.transaction() as tx:
         row = await _candidate_in_run(tx, run_id, candidate_id)
-        await tx.insert("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
-                        (run_id, candidate_id, "accept", note, time.time()))
+        await tx.insert(
+            "INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
+            (run_id, candidate_id, "accept", note, time.time()),
+        )
         await _decide_review(tx, candidate_id, ACCEPTED)
         await tx.event(run_id, Mark(id=candidate_id, verdict="accept", text=note))
-        await recompute_cell(tx, run_id, row["cell"])   # an accepted result joins the search
+        await recompute_cell(tx, run_id, row["cell"])  # an accepted result joins the search
 
 
 async def _decide_review(tx: Tx, candidate_id: int, state: str) -> None:
@@ -70,8 +76,10 @@ async def reject(store: Store, run_id: str, candidate_id: int, reason: str) -> N
         raise InputError("--reason", "reason", "a rejection needs a reason (it is shown to people and to the LLM)")
     async with store.transaction() as tx:
         row = await _candidate_in_run(tx, run_id, candidate_id)
-        await tx.insert("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
-                        (run_id, candidate_id, "reject", reason.strip(), time.time()))
+        await tx.insert(
+            "INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
+            (run_id, candidate_id, "reject", reason.strip(), time.time()),
+        )
         await _decide_review(tx, candidate_id, REJECTED)
         await tx.event(run_id, Mark(id=candidate_id, verdict="reject", text=reason.strip()))
         await recompute_cell(tx, run_id, row["cell"])
@@ -83,13 +91,16 @@ async def set_state(store: Store, run_id: str, state: str, reason: str = "") -> 
     now = time.time()
     async with store.transaction() as tx:
         finished = now if state in ("finished", "failed", "stopped") else None
-        await tx.execute("UPDATE runs SET state=?, stop_reason=?, updated_at=?, finished_at=? WHERE id=?",
-                         (state, reason or None, now, finished, run_id))
+        await tx.execute(
+            "UPDATE runs SET state=?, stop_reason=?, updated_at=?, finished_at=? WHERE id=?",
+            (state, reason or None, now, finished, run_id),
+        )
         await tx.event(run_id, RunState(state=state, reason=reason))
 
 
-async def fork(store: Store, run_id: str, from_candidate: int | None = None, name: str | None = None,
-               overrides: dict | None = None) -> str:
+async def fork(
+    store: Store, run_id: str, from_candidate: int | None = None, name: str | None = None, overrides: dict | None = None
+) -> str:
     """A new run whose generation 0 is the chosen candidate (default: the parent's best) plus the parent
     run's archive. It is created paused; starting it is the caller's choice."""
     parent = await store.fetchone("SELECT * FROM runs WHERE id=?", (run_id,))
@@ -104,7 +115,9 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
         if from_candidate is None:
             best = await tx.fetchone(
                 f"SELECT c.id FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} "
-                "ORDER BY c.fitness DESC, c.id LIMIT 1", (run_id,))
+                "ORDER BY c.fitness DESC, c.id LIMIT 1",
+                (run_id,),
+            )
             if best is None:
                 raise InputError("RUN", run_id, "has no correct candidate to fork from yet; pass --from CANDIDATE")
             from_candidate = best["id"]
@@ -112,31 +125,64 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
         await tx.execute(
             "INSERT INTO runs (id, workload, workload_path, state, parent_run, fork_candidate, config_json, "
             "created_at, updated_at, baseline_time_ms) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (new_id, parent["workload"], parent["workload_path"], "paused", run_id, from_candidate,
-             config.to_json(), now, now, parent["baseline_time_ms"]))
-        elites = await tx.fetchall(
-            "SELECT candidate_id FROM archive WHERE run_id=? ORDER BY fitness DESC", (run_id,))
+            (
+                new_id,
+                parent["workload"],
+                parent["workload_path"],
+                "paused",
+                run_id,
+                from_candidate,
+                config.to_json(),
+                now,
+                now,
+                parent["baseline_time_ms"],
+            ),
+        )
+        elites = await tx.fetchall("SELECT candidate_id FROM archive WHERE run_id=? ORDER BY fitness DESC", (run_id,))
         members = [from_candidate] + [e[0] for e in elites if e[0] != from_candidate]
         for number, cid in enumerate(members):
             src = chosen if cid == from_candidate else await tx.fetchone("SELECT * FROM candidates WHERE id=?", (cid,))
             if await latest_verdict(tx, cid) == "reject":
                 continue
-            new_cid, = await tx.reserve_candidate_ids(1)
+            (new_cid,) = await tx.reserve_candidate_ids(1)
             await tx.execute(
                 "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
                 "source_hash, descriptor_json, cell, status, correct, speedup, time_ms, baseline_ms, fitness, "
                 "reason, metrics_json, origin_id, created_at, finished_at, review) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (new_cid, new_id, number, number % max(1, config.islands), 0, None, "fork", "fork", src["source_hash"],
-                 src["descriptor_json"], src["cell"], src["status"], src["correct"], src["speedup"],
-                 src["time_ms"], src["baseline_ms"], src["fitness"], src["reason"], src["metrics_json"],
-                 cid, now, now, src["review"]))
+                (
+                    new_cid,
+                    new_id,
+                    number,
+                    number % max(1, config.islands),
+                    0,
+                    None,
+                    "fork",
+                    "fork",
+                    src["source_hash"],
+                    src["descriptor_json"],
+                    src["cell"],
+                    src["status"],
+                    src["correct"],
+                    src["speedup"],
+                    src["time_ms"],
+                    src["baseline_ms"],
+                    src["fitness"],
+                    src["reason"],
+                    src["metrics_json"],
+                    cid,
+                    now,
+                    now,
+                    src["review"],
+                ),
+            )
             if src["status"] == DONE and src["fitness"] is not None and src["review"] != NEEDS_REVIEW:
                 await tx.execute(
                     "INSERT INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?) "
                     "ON CONFLICT(run_id, cell) DO UPDATE SET candidate_id=excluded.candidate_id, "
                     "fitness=excluded.fitness WHERE excluded.fitness > archive.fitness",
-                    (new_id, src["cell"], new_cid, src["fitness"]))
+                    (new_id, src["cell"], new_cid, src["fitness"]),
+                )
         await _inherit_strategies(tx, run_id, new_id, edits)
         await tx.event(run_id, Fork(new_run=new_id, from_candidate=from_candidate))
         await tx.event(new_id, RunState(state="paused", reason=f"forked from {run_id} at candidate {from_candidate}"))
@@ -145,13 +191,18 @@ async def fork(store: Store, run_id: str, from_candidate: int | None = None, nam
 
 async def _population(tx: Tx, run_id: str) -> strat.Population | None:
     row = await tx.fetchone("SELECT value_json FROM run_state WHERE run_id=? AND key=?", (run_id, strat.STATE_KEY))
-    marks = [dict(zip(("id", "verdict", "strategy", "text"), r)) for r in await tx.fetchall(
-        "SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? ORDER BY id", (run_id,))]
+    marks = [
+        dict(zip(("id", "verdict", "strategy", "text"), r))
+        for r in await tx.fetchall(
+            "SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? ORDER BY id", (run_id,)
+        )
+    ]
     return strat.effective(row["value_json"] if row else None, marks)
 
 
-async def _mark_strategy(tx: Tx, run_id: str, verdict: str, strategy: str | None, text: str,
-                         field: str = "strategy") -> None:
+async def _mark_strategy(
+    tx: Tx, run_id: str, verdict: str, strategy: str | None, text: str, field: str = "strategy"
+) -> None:
     if verdict not in strat.MARK_VERDICTS:
         raise InputError(field, verdict, f"unknown strategy mark; use one of {', '.join(strat.MARK_VERDICTS)}")
     text = strat.clean(text or "")
@@ -164,8 +215,10 @@ async def _mark_strategy(tx: Tx, run_id: str, verdict: str, strategy: str | None
         if pop is None or pop.get(strategy or "") is None:
             known = ", ".join(s.id for s in pop.strategies) if pop else "none yet"
             raise InputError(field, str(strategy), f"no strategy {strategy!r} in run {run_id} (known: {known})")
-    mid = await tx.insert("INSERT INTO strategy_marks (run_id, strategy, verdict, text, at) VALUES (?,?,?,?,?)",
-                          (run_id, strategy, verdict, text, time.time()))
+    mid = await tx.insert(
+        "INSERT INTO strategy_marks (run_id, strategy, verdict, text, at) VALUES (?,?,?,?,?)",
+        (run_id, strategy, verdict, text, time.time()),
+    )
     await tx.event(run_id, StrategyMark(strategy=strategy, verdict=verdict, text=text, mark=mid))
 
 
@@ -185,7 +238,7 @@ async def _inherit_strategies(tx: Tx, run_id: str, new_id: str, edits: dict) -> 
     if pop is not None:
         await strat.save(tx, new_id, pop.inherited())
     for key, value in edits.items():
-        verdict = key[len(STRATEGY_PREFIX):]
+        verdict = key[len(STRATEGY_PREFIX) :]
         if verdict not in STRATEGY_EDITS:
             raise InputError("--set", key, f"unknown strategy edit; use strategy.{', strategy.'.join(STRATEGY_EDITS)}")
         values = value if isinstance(value, list) else [value]

@@ -32,12 +32,12 @@ from .protocol import PROTOCOL_VERSION, RunInfo
 
 log = logging.getLogger("cuco.daemon")
 
-CLIENT_QUEUE_EVENTS = 5000        # live events buffered per client before it is dropped
+CLIENT_QUEUE_EVENTS = 5000  # live events buffered per client before it is dropped
 REPLAY_PAGE = 2000
-WRITE_TIMEOUT_S = 10.0            # a client that does not read for this long is dropped
+WRITE_TIMEOUT_S = 10.0  # a client that does not read for this long is dropped
 COMMAND_TIMEOUT_S = {"pause": 120.0, "stop": 30.0, "fork": 120.0}
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
-ENDED_FLUSH_S = 1.0               # how long an ending engine waits for clients to take its last word
+ENDED_FLUSH_S = 1.0  # how long an ending engine waits for clients to take its last word
 
 
 class _Replay:
@@ -70,7 +70,7 @@ class EngineServer:
         self._server: asyncio.AbstractServer | None = None
         self._clients: dict[int, _Client] = {}
         self._next_cid = 1
-        self._reader = None          # a ReadStore for replays (its own connection, off the writer's lock)
+        self._reader = None  # a ReadStore for replays (its own connection, off the writer's lock)
         self._tasks: set[asyncio.Task] = set()
         self.dropped_clients = 0
 
@@ -78,19 +78,26 @@ class EngineServer:
 
     async def start(self) -> RunInfo:
         from ..store.store import ReadStore
+
         self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
-        old_umask = os.umask(0o177)   # the socket is created 0600
+        old_umask = os.umask(0o177)  # the socket is created 0600
         try:
-            self._server = await asyncio.start_unix_server(self._serve_client, path=str(self.socket_path),
-                                                           limit=protocol.MAX_LINE_BYTES)
+            self._server = await asyncio.start_unix_server(
+                self._serve_client, path=str(self.socket_path), limit=protocol.MAX_LINE_BYTES
+            )
         finally:
             os.umask(old_umask)
         os.chmod(self.socket_path, 0o600)
         self._reader = ReadStore(self.home)
-        info = RunInfo(run_id=self.run_id, pid=os.getpid(), socket=str(self.socket_path),
-                       protocol=PROTOCOL_VERSION, started_at=time.time())
+        info = RunInfo(
+            run_id=self.run_id,
+            pid=os.getpid(),
+            socket=str(self.socket_path),
+            protocol=PROTOCOL_VERSION,
+            started_at=time.time(),
+        )
         protocol.write_run_info(self.home, info)
         return info
 
@@ -123,7 +130,7 @@ class EngineServer:
         for client in list(self._clients.values()):
             if client.dropped:
                 continue
-            try:   # after what is queued for it (the final `run` event included), then the sender ends
+            try:  # after what is queued for it (the final `run` event included), then the sender ends
                 client.queue.put_nowait(protocol.ended(state, reason))
                 client.queue.put_nowait(None)
             except asyncio.QueueFull:
@@ -263,8 +270,15 @@ class EngineServer:
             except Exception as exc:  # noqa: BLE001 - a store hiccup refuses this hello, not the daemon
                 self._queue(client, {"reply": rid, "ok": False, "error": f"reading the store: {exc}"})
                 return
-            reply = {"reply": rid, "ok": True, "protocol": PROTOCOL_VERSION, "run": self.run_id,
-                     "pid": os.getpid(), "status": self._status(), "last_seq": last_seq}
+            reply = {
+                "reply": rid,
+                "ok": True,
+                "protocol": PROTOCOL_VERSION,
+                "run": self.run_id,
+                "pid": os.getpid(),
+                "status": self._status(),
+                "last_seq": last_seq,
+            }
             if want_events:
                 self._queue(client, _Replay(reply, since if since is not None else reply["last_seq"]))
                 client.subscribed = True
@@ -272,8 +286,10 @@ class EngineServer:
                 self._queue(client, reply)
             return
         if op not in protocol.COMMANDS:
-            self._queue(client, {"reply": rid, "ok": False,
-                                 "error": f"unknown op {op!r} (known: {', '.join(protocol.COMMANDS)})"})
+            self._queue(
+                client,
+                {"reply": rid, "ok": False, "error": f"unknown op {op!r} (known: {', '.join(protocol.COMMANDS)})"},
+            )
             return
         task = asyncio.create_task(self._command(client, op, rid, message))
         self._tasks.add(task)
@@ -286,7 +302,7 @@ class EngineServer:
             reply = {"reply": rid, "ok": True, **(result or {})}
         except TimeoutError:
             reply = {"reply": rid, "ok": False, "error": f"{op} did not finish within {timeout:.0f} s"}
-        except InputError as exc:   # the user's to fix: the CLI prints it on one line and exits 2
+        except InputError as exc:  # the user's to fix: the CLI prints it on one line and exits 2
             reply = {"reply": rid, "ok": False, "error": str(exc), "bad_input": True}
         except (ValueError, KeyError, LookupError, RuntimeError, TypeError) as exc:
             reply = {"reply": rid, "ok": False, "error": str(exc) or type(exc).__name__}
@@ -315,18 +331,21 @@ class EngineServer:
             await engine.reject(_candidate(m), reason)
         elif op == "strategy":
             from remote.errors import InputError
+
             try:
-                await engine.mark_strategy(str(m.get("verdict") or ""), m.get("strategy") or None,
-                                           str(m.get("text") or ""))
-            except InputError as exc:   # the operator's to fix: the message is the answer
+                await engine.mark_strategy(
+                    str(m.get("verdict") or ""), m.get("strategy") or None, str(m.get("text") or "")
+                )
+            except InputError as exc:  # the operator's to fix: the message is the answer
                 raise ValueError(str(exc)) from None
         elif op == "fork":
             frm = m.get("from_candidate")
             overrides = m.get("overrides") or {}
             if not isinstance(overrides, dict):
                 raise ValueError("overrides must be an object of setting -> value")
-            new_run = await engine.fork(from_candidate=int(frm) if frm is not None else None,
-                                        name=m.get("name") or None, overrides=overrides)
+            new_run = await engine.fork(
+                from_candidate=int(frm) if frm is not None else None, name=m.get("name") or None, overrides=overrides
+            )
             return {"new_run": new_run, "status": self._status()}
         return {"status": self._status()}
 
@@ -338,9 +357,9 @@ class EngineServer:
 
     async def _last_seq(self) -> int:
         assert self._reader is not None
-        row = await asyncio.to_thread(self._reader.fetchone,
-                                      "SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?",
-                                      (self.run_id,))
+        row = await asyncio.to_thread(
+            self._reader.fetchone, "SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (self.run_id,)
+        )
         return int(row["s"]) if row else 0
 
 
@@ -366,7 +385,7 @@ async def serve(engine: Any, home: Path, run_id: str) -> str:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, request_stop)
     with contextlib.suppress(AttributeError, ValueError):
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)   # no terminal; never die with one
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # no terminal; never die with one
     await server.start()
     state = None
     try:
@@ -384,12 +403,15 @@ async def _main_async(args: argparse.Namespace) -> int:
 
     home = Path(args.home).resolve()
     if protocol.live_run_info(home, args.run) is not None:
-        print(f"run {args.run}: an engine is already serving it (see {protocol.run_json_path(home, args.run)})",
-              file=sys.stderr)
+        print(
+            f"run {args.run}: an engine is already serving it (see {protocol.run_json_path(home, args.run)})",
+            file=sys.stderr,
+        )
         return 2
     if args.create:
         from ..config import RunConfig
         from ..workload import load_workload
+
         workload = load_workload(args.workload)
         config = RunConfig.from_dict(json.loads(args.config_json or "{}"))
         if args.cluster:
@@ -422,8 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     # had them ignored (ignored signals are inherited); until serve() takes over, they end the process.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if argv is None:   # the daemon process itself (not a test calling main): keys to its memory only
+    if argv is None:  # the daemon process itself (not a test calling main): keys to its memory only
         from ..llm.keys import hold_keys
+
         hold_keys()
     if args.create and not args.workload:
         parser.error("--create needs --workload")
@@ -435,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - report, never a bare traceback only
         from remote.errors import InputError
         from remote.jobs import NoUsableNode
-        if isinstance(exc, (InputError, NoUsableNode)):   # the user's to fix: the message, no traceback
+
+        if isinstance(exc, (InputError, NoUsableNode)):  # the user's to fix: the message, no traceback
             print(f"cuco: {exc}", file=sys.stderr)
             return 2 if isinstance(exc, InputError) else 1
         log.exception("engine daemon failed")

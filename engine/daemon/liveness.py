@@ -10,7 +10,7 @@ from typing import Any
 from . import protocol
 
 DIED = "died"
-START_GRACE_S = 3.0   # a new run's engine writes its row a moment before it serves its socket
+START_GRACE_S = 3.0  # a new run's engine writes its row a moment before it serves its socket
 
 
 def shown_state(home: Path, run: dict[str, Any]) -> str:

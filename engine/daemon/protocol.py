@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 PROTOCOL_VERSION = 1
-MAX_LINE_BYTES = 16 * 1024 * 1024      # one message; a replay is many messages
-MAX_SOCKET_PATH = 100                  # sun_path is 108 bytes on Linux; keep a margin
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one message; a replay is many messages
+MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
 RUN_JSON = "run.json"
 COMMANDS = ("hello", "pause", "resume", "stop", "accept", "reject", "fork", "strategy", "status")
 
@@ -94,8 +94,16 @@ class RunInfo:
     started_at: float
 
     def to_json(self) -> str:
-        return json.dumps({"run": self.run_id, "pid": self.pid, "socket": self.socket,
-                           "protocol": self.protocol, "started_at": self.started_at}, indent=1)
+        return json.dumps(
+            {
+                "run": self.run_id,
+                "pid": self.pid,
+                "socket": self.socket,
+                "protocol": self.protocol,
+                "started_at": self.started_at,
+            },
+            indent=1,
+        )
 
 
 def write_run_info(home: Path, info: RunInfo) -> Path:
@@ -111,8 +119,13 @@ def write_run_info(home: Path, info: RunInfo) -> Path:
 def read_run_info(home: Path, run_id: str) -> RunInfo | None:
     try:
         data = json.loads(run_json_path(home, run_id).read_text())
-        return RunInfo(run_id=str(data["run"]), pid=int(data["pid"]), socket=str(data["socket"]),
-                       protocol=int(data["protocol"]), started_at=float(data.get("started_at", 0.0)))
+        return RunInfo(
+            run_id=str(data["run"]),
+            pid=int(data["pid"]),
+            socket=str(data["socket"]),
+            protocol=int(data["protocol"]),
+            started_at=float(data.get("started_at", 0.0)),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -23,9 +23,9 @@ COMPUTE_CHANGED = "compute changed"
 
 @dataclass(frozen=True)
 class ConfigEfficiency:
-    kind: str | None                  # OVERLAP, COMPUTE_CHANGED, or None: no usable bound
-    efficiency: float | None          # OVERLAP only: the share of the overlap window saved, at most 1
-    own_compute_ms: float | None = None   # COMPUTE_CHANGED: the candidate's compute busy time (slowest rank)
+    kind: str | None  # OVERLAP, COMPUTE_CHANGED, or None: no usable bound
+    efficiency: float | None  # OVERLAP only: the share of the overlap window saved, at most 1
+    own_compute_ms: float | None = None  # COMPUTE_CHANGED: the candidate's compute busy time (slowest rank)
 
     @property
     def meets(self) -> float | None:
@@ -44,9 +44,11 @@ class ConfigEfficiency:
         return "n/a"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"efficiency": None if self.efficiency is None else round(self.efficiency, 3),
-                "efficiency_kind": self.kind,
-                "own_compute_ms": None if self.own_compute_ms is None else round(self.own_compute_ms, 4)}
+        return {
+            "efficiency": None if self.efficiency is None else round(self.efficiency, 3),
+            "efficiency_kind": self.kind,
+            "own_compute_ms": None if self.own_compute_ms is None else round(self.own_compute_ms, 4),
+        }
 
 
 def own_compute_ms(timeline_figures: dict[str, Any] | None) -> float | None:

@@ -28,26 +28,26 @@ from .harness_result import HarnessResult, ResultError, parse_result
 from .stages import BENCHMARK, BUILD, CONFIRM, FROZEN, VERIFY
 
 BINARY = "cuco_candidate"
-CANDIDATE_OBJECT = "cuco_candidate.o"   # the candidate's translation unit alone, for the symbol policy
+CANDIDATE_OBJECT = "cuco_candidate.o"  # the candidate's translation unit alone, for the symbol policy
 SPEC = "spec.json"
 RESULT = "result.json"
 FEEDBACK_CHARS = 2000
-BUILT = "built"         # evaluate_source(upto=BUILD): compiled and admitted, not run
-VERIFIED = "verified"   # evaluate_source(upto=VERIFY): correct on every config, not measured
+BUILT = "built"  # evaluate_source(upto=BUILD): compiled and admitted, not run
+VERIFIED = "verified"  # evaluate_source(upto=VERIFY): correct on every config, not measured
 
 # Resolve the NCCL wheel on the node itself: its path differs from the engine's machine.
 NCCL_PRELUDE = (
     'if [ -z "${NCCL_HOME:-}" ]; then '
     'NCCL_HOME=$(${CUCO_PYTHON:-python3} -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null) '
     '|| { echo "cuco: NCCL not found on this node: pip install nvidia-nccl-cu13==2.28.9 or set NCCL_HOME" >&2; exit 97; }; '
-    'fi; export NCCL_HOME; '
+    "fi; export NCCL_HOME; "
 )
 
 
 @dataclass
 class StageRecord:
     stage: str
-    status: str            # ok | failed | timeout | incorrect | cancelled | lost | error
+    status: str  # ok | failed | timeout | incorrect | cancelled | lost | error
     rc: int | None = None
     duration_s: float = 0.0
     node: str = ""
@@ -58,16 +58,16 @@ class StageRecord:
 
 @dataclass
 class EvalOutcome:
-    status: str            # done | incorrect | failed | refused (by the symbol policy, before anything ran)
+    status: str  # done | incorrect | failed | refused (by the symbol policy, before anything ran)
     reason: str = ""
-    feedback: str = ""     # what an LLM (and the user) is told about a failure
+    feedback: str = ""  # what an LLM (and the user) is told about a failure
     speedup: float | None = None
     time_ms: float | None = None
     baseline_ms: float | None = None
     metrics: dict[str, Any] | None = None
     stages: list[StageRecord] = field(default_factory=list)
-    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)   # raw records per config (timeline.py)
-    fault: Fault | None = None   # whose failure it was (faults.py); None when nothing failed
+    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)  # raw records per config (timeline.py)
+    fault: Fault | None = None  # whose failure it was (faults.py); None when nothing failed
 
     @property
     def correct(self) -> bool | None:
@@ -96,8 +96,7 @@ def _object_name(source_name: str) -> str:
     return source_name.rsplit(".", 1)[0] + ".frozen.o"
 
 
-def build_job(workload: Workload, source: str, job_id: str,
-              frozen_objects: dict[str, bytes] | None = None) -> JobSpec:
+def build_job(workload: Workload, source: str, job_id: str, frozen_objects: dict[str, bytes] | None = None) -> JobSpec:
     """Compile the candidate alone to an object (the symbol policy inspects it: it comes back with the
     binary), then link the frozen sources or their cached objects first and it last: where both define
     the same inline or template code, the harness's copy is the one kept."""
@@ -108,26 +107,42 @@ def build_job(workload: Workload, source: str, job_id: str,
             files.pop(name, None)
         files.update(frozen_objects)
         frozen = [_object_name(n) for n in frozen]
-    compile_ = workload.build_command.replace("{sources}", "-c " + shlex.quote(workload.candidate_name)) \
-        .replace("{binary}", CANDIDATE_OBJECT)
-    link = workload.build_command.replace("{sources}", " ".join(shlex.quote(s) for s in [*frozen, CANDIDATE_OBJECT])) \
-        .replace("{binary}", BINARY)
+    compile_ = workload.build_command.replace("{sources}", "-c " + shlex.quote(workload.candidate_name)).replace(
+        "{binary}", CANDIDATE_OBJECT
+    )
+    link = workload.build_command.replace(
+        "{sources}", " ".join(shlex.quote(s) for s in [*frozen, CANDIDATE_OBJECT])
+    ).replace("{binary}", BINARY)
     script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + compile_ + "; " + link
-    return JobSpec(job_id=job_id, argv=["sh", "-c", script], files=files,
-                   outputs=[BINARY, CANDIDATE_OBJECT], timeout_s=workload.timeouts[BUILD], kind="build", cpus=1)
+    return JobSpec(
+        job_id=job_id,
+        argv=["sh", "-c", script],
+        files=files,
+        outputs=[BINARY, CANDIDATE_OBJECT],
+        timeout_s=workload.timeouts[BUILD],
+        kind="build",
+        cpus=1,
+    )
 
 
 def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
     """Compile each frozen source once (`-c`), with the workload's own compiler and flags."""
     lines = []
     for name in workload.harness_sources:
-        cmd = workload.build_command.replace("{sources}", "-c " + shlex.quote(name)) \
-            .replace("{binary}", shlex.quote(_object_name(name)))
+        cmd = workload.build_command.replace("{sources}", "-c " + shlex.quote(name)).replace(
+            "{binary}", shlex.quote(_object_name(name))
+        )
         lines.append(cmd)
     script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + "; ".join(lines)
-    return JobSpec(job_id=job_id, argv=["sh", "-c", script], files=dict(workload.harness_files),
-                   outputs=[_object_name(n) for n in workload.harness_sources],
-                   timeout_s=workload.timeouts[BUILD], kind="build", cpus=1)
+    return JobSpec(
+        job_id=job_id,
+        argv=["sh", "-c", script],
+        files=dict(workload.harness_files),
+        outputs=[_object_name(n) for n in workload.harness_sources],
+        timeout_s=workload.timeouts[BUILD],
+        kind="build",
+        cpus=1,
+    )
 
 
 class FrozenObjectCache:
@@ -137,12 +152,18 @@ class FrozenObjectCache:
     def __init__(self) -> None:
         self._objects: dict[str, dict[str, bytes] | None] = {}
         self._lock = asyncio.Lock()
-        self._last_key: tuple[Workload, str] | None = None   # a workload does not change: hash it once
+        self._last_key: tuple[Workload, str] | None = None  # a workload does not change: hash it once
 
     def _key(self, workload: Workload) -> str:
         if self._last_key is None or self._last_key[0] is not workload:
-            key = hashlib.sha256(json.dumps([workload.build_command, sorted(
-                (n, hashlib.sha256(d).hexdigest()) for n, d in workload.harness_files.items())]).encode()).hexdigest()
+            key = hashlib.sha256(
+                json.dumps(
+                    [
+                        workload.build_command,
+                        sorted((n, hashlib.sha256(d).hexdigest()) for n, d in workload.harness_files.items()),
+                    ]
+                ).encode()
+            ).hexdigest()
             self._last_key = (workload, key)
         return self._last_key[1]
 
@@ -170,14 +191,21 @@ def mode_configs(workload: Workload, mode: str) -> list:
     return list(workload.configs if mode == VERIFY else workload.bench_configs)
 
 
-def spec_json(workload: Workload, mode: str, seed: int, *, configs: list | None = None,
-              timeline: bool | None = None) -> bytes:
+def spec_json(
+    workload: Workload, mode: str, seed: int, *, configs: list | None = None, timeline: bool | None = None
+) -> bytes:
     """The harness's spec (the one builder of it). `configs`: a subset (default: the mode's);
     `timeline`: turn the harness's profiled call on or off (default: the harness's)."""
     configs = mode_configs(workload, mode) if configs is None else configs
-    spec: dict[str, Any] = {"mode": mode, "seed": seed, "ranks": workload.ranks,
-                            "configs": [{"name": c.name, "params": c.params} for c in configs],
-                            "tolerances": workload.tolerances, "warmup": workload.warmup, "iters": workload.iters}
+    spec: dict[str, Any] = {
+        "mode": mode,
+        "seed": seed,
+        "ranks": workload.ranks,
+        "configs": [{"name": c.name, "params": c.params} for c in configs],
+        "tolerances": workload.tolerances,
+        "warmup": workload.warmup,
+        "iters": workload.iters,
+    }
     if timeline is not None:
         spec["timeline"] = timeline
     return json.dumps(spec, sort_keys=True).encode()
@@ -192,13 +220,29 @@ NONCE_WRAPPER = 'n=$(cat .nonce); rm -f .nonce; printf %s "$n" | exec "$@"'
 
 def launch_argv(workload: Workload) -> list[str]:
     """The workload's launch command with the job's file names filled in."""
-    return [a.replace("{binary}", BINARY).replace("{ranks}", str(workload.ranks))
-            .replace("{spec}", SPEC).replace("{result}", RESULT) for a in workload.launch_command]
+    return [
+        a.replace("{binary}", BINARY)
+        .replace("{ranks}", str(workload.ranks))
+        .replace("{spec}", SPEC)
+        .replace("{result}", RESULT)
+        for a in workload.launch_command
+    ]
 
 
-def run_job(workload: Workload, binary: bytes, mode: str, seed: int, job_id: str,
-            nonce: str | None = None, *, configs: list | None = None, timeline: bool | None = None,
-            wrapper: str | None = None, outputs: tuple[str, ...] = (), timeout_s: float | None = None) -> JobSpec:
+def run_job(
+    workload: Workload,
+    binary: bytes,
+    mode: str,
+    seed: int,
+    job_id: str,
+    nonce: str | None = None,
+    *,
+    configs: list | None = None,
+    timeline: bool | None = None,
+    wrapper: str | None = None,
+    outputs: tuple[str, ...] = (),
+    timeout_s: float | None = None,
+) -> JobSpec:
     """A harness run in `mode` (verify or benchmark). `wrapper`: an sh script that runs the launch command
     as "$@" (a profiler around it); `outputs`: files it brings back beside result.json."""
     argv = launch_argv(workload)
@@ -209,10 +253,18 @@ def run_job(workload: Workload, binary: bytes, mode: str, seed: int, job_id: str
     if nonce is not None:
         argv = ["sh", "-c", NONCE_WRAPPER, "sh", *argv, "--nonce-stdin"]
         files[NONCE_FILE] = nonce.encode()
-    return JobSpec(job_id=job_id, argv=argv, files=files,
-                   executable=[BINARY], outputs=[RESULT, *outputs], timeout_s=timeout_s or workload.timeouts[stage],
-                   gpus=workload.launch_gpus, cpus=max(1, workload.ranks) if mode == BENCHMARK else 1,
-                   env=dict(workload.launch_env), kind="run")
+    return JobSpec(
+        job_id=job_id,
+        argv=argv,
+        files=files,
+        executable=[BINARY],
+        outputs=[RESULT, *outputs],
+        timeout_s=timeout_s or workload.timeouts[stage],
+        gpus=workload.launch_gpus,
+        cpus=max(1, workload.ranks) if mode == BENCHMARK else 1,
+        env=dict(workload.launch_env),
+        kind="run",
+    )
 
 
 StageHook = Callable[[str, StageRecord | None], Awaitable[None]]
@@ -227,8 +279,13 @@ async def _run(executor: Executor, spec: JobSpec) -> JobResult:
 
 
 def _record(stage: str, job: JobResult) -> StageRecord:
-    status = {JobStatus.OK: "ok" if job.rc == 0 else "failed", JobStatus.TIMEOUT: "timeout",
-              JobStatus.CANCELLED: "cancelled", JobStatus.LOST: "lost", JobStatus.ERROR: "error"}[job.status]
+    status = {
+        JobStatus.OK: "ok" if job.rc == 0 else "failed",
+        JobStatus.TIMEOUT: "timeout",
+        JobStatus.CANCELLED: "cancelled",
+        JobStatus.LOST: "lost",
+        JobStatus.ERROR: "error",
+    }[job.status]
     return StageRecord(stage, status, job.rc, job.duration_s, job.node, job.attempts, job.log)
 
 
@@ -275,10 +332,18 @@ class Built:
     outcome: EvalOutcome | None = None
 
 
-async def build_stage(workload: Workload, source: str, executor: Executor, *, job_prefix: str,
-                      on_stage: StageHook | None = None, frozen: FrozenObjectCache | None = None) -> Built:
+async def build_stage(
+    workload: Workload,
+    source: str,
+    executor: Executor,
+    *,
+    job_prefix: str,
+    on_stage: StageHook | None = None,
+    frozen: FrozenObjectCache | None = None,
+) -> Built:
     """Compile the candidate (with the frozen harness's cached objects where there are) and check its
     object against the symbol policy, before anything it wrote runs."""
+
     async def hook(stage: str, rec: StageRecord | None) -> None:
         if on_stage is not None:
             await on_stage(stage, rec)
@@ -309,21 +374,30 @@ def read_result(job: JobResult, mode: str, expected: list[str], nonce: str | Non
     """The harness's result.json, believed only if it carries the job's nonce and its timings fit in the
     job's wall time as measured from outside; raises ResultError otherwise."""
     result = parse_result(job.outputs.get(RESULT), mode, expected, nonce)
-    misfit = wall_clock.timings_misfit(result.raw, job.duration_s)   # timed from outside, by us
+    misfit = wall_clock.timings_misfit(result.raw, job.duration_s)  # timed from outside, by us
     if misfit:
         raise ResultError(misfit)
     return result
 
 
-async def evaluate_source(workload: Workload, source: str, executor: Executor, *, job_prefix: str,
-                          seed: int, on_stage: StageHook | None = None,
-                          confirm_if: Callable[[float], bool] | None = None,
-                          frozen: FrozenObjectCache | None = None, upto: str = BENCHMARK) -> EvalOutcome:
+async def evaluate_source(
+    workload: Workload,
+    source: str,
+    executor: Executor,
+    *,
+    job_prefix: str,
+    seed: int,
+    on_stage: StageHook | None = None,
+    confirm_if: Callable[[float], bool] | None = None,
+    frozen: FrozenObjectCache | None = None,
+    upto: str = BENCHMARK,
+) -> EvalOutcome:
     """Run the cascade. `job_prefix` makes job ids stable across engine restarts (an executor may
     re-adopt a job it already ran). When `confirm_if(speedup)` says so (a would-be new best), the
     benchmark is repeated on fresh inputs and the lower speedup is kept. `upto` stops the cascade early:
     BUILD after the build and the symbol policy (status `built`: compiled and admissible, never run, so
     never correct), VERIFY after the verify run (status `verified`: correct on every config, not measured)."""
+
     async def hook(stage: str, rec: StageRecord | None) -> None:
         if on_stage is not None:
             await on_stage(stage, rec)
@@ -365,25 +439,42 @@ async def evaluate_source(workload: Workload, source: str, executor: Executor, *
             rec.status = "incorrect"
             await hook(mode, rec)
             summary = result.mismatch_summary()
-            return EvalOutcome("incorrect", reason=summary, feedback=f"{mode}: {summary}", stages=stages,
-                               metrics={VERIFY if mode == VERIFY else BENCHMARK: result.raw})
+            return EvalOutcome(
+                "incorrect",
+                reason=summary,
+                feedback=f"{mode}: {summary}",
+                stages=stages,
+                metrics={VERIFY if mode == VERIFY else BENCHMARK: result.raw},
+            )
         await hook(mode, rec)
         results.append(result)
-        if (mode == BENCHMARK and len(plan) == 2 and confirm_if is not None and result.speedup
-                and confirm_if(result.speedup)):
+        if (
+            mode == BENCHMARK
+            and len(plan) == 2
+            and confirm_if is not None
+            and result.speedup
+            and confirm_if(result.speedup)
+        ):
             plan.append((BENCHMARK, seed + 2, CONFIRM))
 
     if upto == VERIFY:
-        return EvalOutcome(VERIFIED, reason="correct on every config; not measured", stages=stages,
-                           metrics={VERIFY: results[0].raw})
+        return EvalOutcome(
+            VERIFIED, reason="correct on every config; not measured", stages=stages, metrics={VERIFY: results[0].raw}
+        )
     benches = results[1:]
-    best = min(benches, key=lambda r: r.speedup or 0.0)   # conservative when re-measured
-    metrics = {VERIFY: results[0].raw, BENCHMARK: best.raw,
-               "measurements": [r.speedup for r in benches]}
+    best = min(benches, key=lambda r: r.speedup or 0.0)  # conservative when re-measured
+    metrics = {VERIFY: results[0].raw, BENCHMARK: best.raw, "measurements": [r.speedup for r in benches]}
     flags = best.beyond_bound()
     if flags:
         metrics["flags"] = flags
     if best.timelines:
         metrics["timeline"] = timeline.summarize(best.timelines)
-    return EvalOutcome("done", speedup=best.speedup, time_ms=best.time_ms, baseline_ms=best.baseline_ms,
-                       metrics=metrics, stages=stages, timelines=best.timelines)
+    return EvalOutcome(
+        "done",
+        speedup=best.speedup,
+        time_ms=best.time_ms,
+        baseline_ms=best.baseline_ms,
+        metrics=metrics,
+        stages=stages,
+        timelines=best.timelines,
+    )

@@ -14,20 +14,22 @@ from pathlib import Path
 from remote.jobs import Executor, NoUsableNode
 from remote.local import LocalExecutor
 
-START_TIMEOUT_S = 120.0   # the SSH executor connects to every node in parallel, each under its own timeout
+START_TIMEOUT_S = 120.0  # the SSH executor connects to every node in parallel, each under its own timeout
 CLOSE_TIMEOUT_S = 60.0
 
 log = logging.getLogger(__name__)
 
 
-async def open_executor(home: Path, cluster: str | Path | None, *, gpus_per_job: int = 0,
-                        workload_name: str = "the workload") -> Executor:
+async def open_executor(
+    home: Path, cluster: str | Path | None, *, gpus_per_job: int = 0, workload_name: str = "the workload"
+) -> Executor:
     """A started executor. `cluster`: a cluster.yaml (jobs run on its nodes over SSH); None: this machine,
     with job directories under `home/jobs`. Raises InputError for a bad cluster.yaml and
     remote.jobs.NoUsableNode when no node can be used, or none has the `gpus_per_job` GPUs the workload's
     benchmark jobs lease (checked before anything is built: those jobs would fail one by one)."""
     if cluster:
         from remote.registry import executor_from_file  # asyncssh only when a cluster is asked for
+
         executor = executor_from_file(Path(cluster), Path(home))
     else:
         # CUCO_PYTHON: the interpreter whose site-packages hold the NCCL wheel the builds link against.
@@ -36,7 +38,7 @@ async def open_executor(home: Path, cluster: str | Path | None, *, gpus_per_job:
         await asyncio.wait_for(executor.start(), START_TIMEOUT_S)
         require_gpus(executor, gpus_per_job, workload_name, cluster)
     except BaseException:
-        await close_executor(executor)   # connections a partial start opened
+        await close_executor(executor)  # connections a partial start opened
         raise
     return executor
 
@@ -55,7 +57,8 @@ def require_gpus(executor: Executor, gpus: int, workload_name: str, cluster: str
     raise NoUsableNode(
         f"{workload_name} needs {gpus} GPUs for each of its benchmark jobs, but {where}. Run it on a machine "
         f"with {gpus} GPUs, or with --cluster FILE naming nodes that have them, or with fewer ranks (--ranks N) "
-        f"where the workload has configs for N")
+        f"where the workload has configs for N"
+    )
 
 
 async def close_executor(executor: Executor) -> None:

@@ -46,7 +46,7 @@ def pause_reason(fault: faults.Fault) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    action: str            # RETRY | PAUSE | BLAME
+    action: str  # RETRY | PAUSE | BLAME
     fault: faults.Fault
     delay_s: float = 0.0
     reason: str = ""
@@ -54,10 +54,10 @@ class Decision:
 
 @dataclass
 class FaultPolicy:
-    max_retries: int = 3          # environment faults one candidate may meet before a verdict
+    max_retries: int = 3  # environment faults one candidate may meet before a verdict
     base_delay_s: float = 1.0
     max_delay_s: float = 30.0
-    pause_after: int = 4          # environment faults in a row, any candidates, with no clean evaluation between
+    pause_after: int = 4  # environment faults in a row, any candidates, with no clean evaluation between
     _tries: dict[int, int] = field(default_factory=dict)
     _clean_at_first: dict[int, int] = field(default_factory=dict)
     _clean: int = 0
@@ -77,9 +77,14 @@ class FaultPolicy:
         if n > self.max_retries and others_clean > 0:
             self._tries.pop(candidate_id, None)
             self._clean_at_first.pop(candidate_id, None)
-            return Decision(BLAME, fault, reason=(
-                f"{fault.reason} (met {n} times by this candidate alone while {others_clean} other evaluation(s) "
-                "ran cleanly: counted as its own failure)"))
+            return Decision(
+                BLAME,
+                fault,
+                reason=(
+                    f"{fault.reason} (met {n} times by this candidate alone while {others_clean} other evaluation(s) "
+                    "ran cleanly: counted as its own failure)"
+                ),
+            )
         if n > self.max_retries or self._streak >= self.pause_after or (fault.persistent and self._streak >= 2):
             # The next faults after a resume start counting afresh.
             self._streak = 0
@@ -87,16 +92,18 @@ class FaultPolicy:
             self._clean_at_first.clear()
             return Decision(PAUSE, fault, reason=pause_reason(fault))
         delay = min(self.max_delay_s, self.base_delay_s * 2 ** (n - 1))
-        return Decision(RETRY, fault, delay_s=delay, reason=f"{fault.reason}; retry {n} of {self.max_retries} "
-                                                               f"in {delay:g} s")
+        return Decision(
+            RETRY, fault, delay_s=delay, reason=f"{fault.reason}; retry {n} of {self.max_retries} in {delay:g} s"
+        )
 
 
 Attempt = Callable[[int], Awaitable[EvalOutcome]]
 OnFault = Callable[[EvalOutcome, Decision], Awaitable[None]]
 
 
-async def evaluate_with_retries(policy: FaultPolicy, candidate_id: int, attempt: Attempt,
-                                on_fault: OnFault) -> EvalOutcome | None:
+async def evaluate_with_retries(
+    policy: FaultPolicy, candidate_id: int, attempt: Attempt, on_fault: OnFault
+) -> EvalOutcome | None:
     """Run `attempt(n)` (n = 0, 1, ...) until its outcome is not the environment's fault. Returns the
     outcome to record (the candidate's verdict), or None when the run paused itself: the candidate was
     not evaluated and stays pending. `on_fault` is told of every environment fault and what was decided."""
@@ -104,7 +111,7 @@ async def evaluate_with_retries(policy: FaultPolicy, candidate_id: int, attempt:
     while True:
         try:
             outcome = await attempt(n)
-        except Exception as exc:   # an executor's or the file system's error: never the candidate's
+        except Exception as exc:  # an executor's or the file system's error: never the candidate's
             fault = faults.of_exception(exc)
             outcome = EvalOutcome("failed", reason=fault.reason, feedback=fault.reason, fault=fault)
         if outcome.fault is None or not outcome.fault.environment:
@@ -114,8 +121,13 @@ async def evaluate_with_retries(policy: FaultPolicy, candidate_id: int, attempt:
         await on_fault(outcome, decision)
         if decision.action == BLAME:
             own = faults.candidate(outcome.fault.kind, decision.reason)
-            return EvalOutcome("failed", reason=decision.reason, feedback=f"{decision.reason}\n{outcome.feedback}",
-                               stages=outcome.stages, fault=own)
+            return EvalOutcome(
+                "failed",
+                reason=decision.reason,
+                feedback=f"{decision.reason}\n{outcome.feedback}",
+                stages=outcome.stages,
+                fault=own,
+            )
         if decision.action == PAUSE:
             return None
         await asyncio.sleep(decision.delay_s)
@@ -134,28 +146,47 @@ def verdict_rows(candidate_id: int, outcome: EvalOutcome) -> list[tuple[str, tup
     """With a recorded verdict: a failure of the candidate's is marked so, on it and its failed stage."""
     if outcome.status == "done":
         return []
-    return [("UPDATE candidates SET fault=? WHERE id=?", (faults.CANDIDATE, candidate_id)),
-            ("UPDATE evaluations SET fault=? WHERE candidate_id=? AND status!='ok' AND fault IS NULL",
-             (faults.CANDIDATE, candidate_id))]
+    return [
+        ("UPDATE candidates SET fault=? WHERE id=?", (faults.CANDIDATE, candidate_id)),
+        (
+            "UPDATE evaluations SET fault=? WHERE candidate_id=? AND status!='ok' AND fault IS NULL",
+            (faults.CANDIDATE, candidate_id),
+        ),
+    ]
 
 
-def environment_rows(run_id: str, candidate_id: int, outcome: EvalOutcome, decision: Decision,
-                     blobs: BlobStore) -> list[tuple[str, tuple]]:
+def environment_rows(
+    run_id: str, candidate_id: int, outcome: EvalOutcome, decision: Decision, blobs: BlobStore
+) -> list[tuple[str, tuple]]:
     """The stage that met an environment fault, kept for the report (fault='environment'; it is not a
     verdict on the candidate: the stages that pass are recorded once, with the verdict)."""
     rec = outcome.stages[-1] if outcome.stages else None
     try:
         log_hash = blobs.put_text(rec.log) if rec is not None and rec.log else None
-    except OSError:   # the disk that is full is often this one
+    except OSError:  # the disk that is full is often this one
         log_hash = None
     now = time.time()
     stage = rec.stage if rec is not None else "evaluation"
-    return [("INSERT INTO evaluations (candidate_id, run_id, stage, status, rc, duration_s, node, attempt, "
-             "log_hash, result_json, created_at, fault) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-             (candidate_id, run_id, stage, rec.status if rec else "error", rec.rc if rec else None,
-              rec.duration_s if rec else 0.0, rec.node if rec else "", rec.attempt if rec else 1, log_hash,
-              json.dumps({"fault": decision.fault.kind, "reason": decision.fault.reason,
-                          "action": decision.action}), now, faults.ENVIRONMENT))]
+    return [
+        (
+            "INSERT INTO evaluations (candidate_id, run_id, stage, status, rc, duration_s, node, attempt, "
+            "log_hash, result_json, created_at, fault) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                candidate_id,
+                run_id,
+                stage,
+                rec.status if rec else "error",
+                rec.rc if rec else None,
+                rec.duration_s if rec else 0.0,
+                rec.node if rec else "",
+                rec.attempt if rec else 1,
+                log_hash,
+                json.dumps({"fault": decision.fault.kind, "reason": decision.fault.reason, "action": decision.action}),
+                now,
+                faults.ENVIRONMENT,
+            ),
+        )
+    ]
 
 
 async def quietly(write: Awaitable[object]) -> None:

@@ -11,9 +11,11 @@ from .faults import CANDIDATE, ENVIRONMENT
 
 
 def fault_summary(store: Any, run_id: str) -> dict[str, Any]:
-    own = store.fetchall("SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? AND origin_id IS NULL AND "
-                         "COALESCE(fault, ?) = ? AND status IN ('failed', 'incorrect', 'refused') GROUP BY status",
-                         (run_id, CANDIDATE, CANDIDATE))
+    own = store.fetchall(
+        "SELECT status, COUNT(*) AS n FROM candidates WHERE run_id=? AND origin_id IS NULL AND "
+        "COALESCE(fault, ?) = ? AND status IN ('failed', 'incorrect', 'refused') GROUP BY status",
+        (run_id, CANDIDATE, CANDIDATE),
+    )
     kinds: Counter[str] = Counter()
     actions: Counter[str] = Counter()
     for r in store.fetchall("SELECT result_json FROM evaluations WHERE run_id=? AND fault=?", (run_id, ENVIRONMENT)):
@@ -23,9 +25,13 @@ def fault_summary(store: Any, run_id: str) -> dict[str, Any]:
             data = {}
         kinds[str(data.get("fault") or "unknown")] += 1
         actions[str(data.get("action") or "retry")] += 1
-    return {"candidate": sum(r["n"] for r in own), "candidate_by_status": {r["status"]: r["n"] for r in own},
-            "environment": sum(kinds.values()), "environment_by_kind": dict(kinds),
-            "environment_actions": dict(actions)}
+    return {
+        "candidate": sum(r["n"] for r in own),
+        "candidate_by_status": {r["status"]: r["n"] for r in own},
+        "environment": sum(kinds.values()),
+        "environment_by_kind": dict(kinds),
+        "environment_actions": dict(actions),
+    }
 
 
 def fault_line(faults: dict[str, Any]) -> str:

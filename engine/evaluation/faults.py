@@ -43,34 +43,57 @@ EXECUTOR = "executor"
 # working through every pending candidate (each would meet the same full disk or dead cluster).
 PERSISTENT = frozenset({NO_SPACE, STORE, NO_NODE})
 
-NOT_OURS_EXIT = 97          # evaluation.NCCL_PRELUDE: the node has no NCCL for the build
-SHELL_NOT_FOUND = 127       # sh: the compiler (or another tool) is not installed there
-KILLED = {-9, 128 + 9}      # SIGKILL, seen directly or through `sh -c` (OOM killer, an operator)
+NOT_OURS_EXIT = 97  # evaluation.NCCL_PRELUDE: the node has no NCCL for the build
+SHELL_NOT_FOUND = 127  # sh: the compiler (or another tool) is not installed there
+KILLED = {-9, 128 + 9}  # SIGKILL, seen directly or through `sh -c` (OOM killer, an operator)
 
 _LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     (NO_SPACE, re.compile(r"No space left on device|Disk quota exceeded|database or disk is full", re.I)),
-    (HOST_OOM, re.compile(r"Cannot allocate memory|fork: retry: Resource temporarily unavailable|"
-                          r"virtual memory exhausted|Out of memory: Killed process", re.I)),
-    (TOOLCHAIN, re.compile(r"Killed signal terminated program|internal compiler error: Killed|"
-                           r"nvcc error\s*: '[^']+' died due to signal 9", re.I)),
-    (GPU, re.compile(r"uncorrectable ECC|cudaErrorECCUncorrectable|GPU is lost|fallen off the bus|"
-                     r"all CUDA-capable devices are busy or unavailable|cudaErrorDevicesUnavailable|"
-                     r"no CUDA-capable device is detected|CUDA driver version is insufficient|"
-                     r"cudaErrorSystemNotReady|cudaErrorSystemDriverMismatch|Xid \d+", re.I)),
+    (
+        HOST_OOM,
+        re.compile(
+            r"Cannot allocate memory|fork: retry: Resource temporarily unavailable|"
+            r"virtual memory exhausted|Out of memory: Killed process",
+            re.I,
+        ),
+    ),
+    (
+        TOOLCHAIN,
+        re.compile(
+            r"Killed signal terminated program|internal compiler error: Killed|"
+            r"nvcc error\s*: '[^']+' died due to signal 9",
+            re.I,
+        ),
+    ),
+    (
+        GPU,
+        re.compile(
+            r"uncorrectable ECC|cudaErrorECCUncorrectable|GPU is lost|fallen off the bus|"
+            r"all CUDA-capable devices are busy or unavailable|cudaErrorDevicesUnavailable|"
+            r"no CUDA-capable device is detected|CUDA driver version is insufficient|"
+            r"cudaErrorSystemNotReady|cudaErrorSystemDriverMismatch|Xid \d+",
+            re.I,
+        ),
+    ),
 )
 # A Slurm job that the scheduler (not the job) ended, as the Slurm executor names its state.
-_SLURM_ENDED = re.compile(r"\b(PREEMPTED|NODE_FAIL|BOOT_FAIL|DEADLINE|REVOKED|CANCELLED|SPECIAL_EXIT|REQUEUED)\b|"
-                          r"vanished from squeue")
+_SLURM_ENDED = re.compile(
+    r"\b(PREEMPTED|NODE_FAIL|BOOT_FAIL|DEADLINE|REVOKED|CANCELLED|SPECIAL_EXIT|REQUEUED)\b|"
+    r"vanished from squeue"
+)
 # SQLite's own words for a disk or a file it cannot use (not a bug in a statement)
-_STORE_TROUBLE = re.compile(r"disk is full|readonly|disk I/O error|database is locked|unable to open|"
-                            r"no such device", re.I)
+_STORE_TROUBLE = re.compile(
+    r"disk is full|readonly|disk I/O error|database is locked|unable to open|"
+    r"no such device",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
 class Fault:
-    owner: str          # CANDIDATE | ENVIRONMENT
-    kind: str           # for an environment fault, one of the kinds above; for a candidate's, the stage's status
-    reason: str         # one line, for the log, the TUI and the report
+    owner: str  # CANDIDATE | ENVIRONMENT
+    kind: str  # for an environment fault, one of the kinds above; for a candidate's, the stage's status
+    reason: str  # one line, for the log, the TUI and the report
 
     @property
     def environment(self) -> bool:
@@ -105,8 +128,9 @@ def of_job(stage: str, job: JobResult) -> Fault | None:
             return environment(SCHEDULER, f"{stage}: the scheduler ended the job{where} ({job.error})")
         if "no usable node" in (job.error or ""):
             return environment(NO_NODE, f"{stage}: no node left to run it ({job.error})")
-        return environment(NODE_LOST, f"{stage}: the node or its connection was lost{where}"
-                                      + (f" ({job.error})" if job.error else ""))
+        return environment(
+            NODE_LOST, f"{stage}: the node or its connection was lost{where}" + (f" ({job.error})" if job.error else "")
+        )
     if job.status is JobStatus.ERROR:
         text = job.error or "the executor could not start it"
         kind = NO_SPACE if _LOG_PATTERNS[0][1].search(text) else HOST_OOM if "OUT_OF_MEMORY" in text else EXECUTOR
@@ -124,19 +148,25 @@ def of_job(stage: str, job: JobResult) -> Fault | None:
             return environment(kind, f"{stage}: {line}")
     if stage == BUILD and not log.strip():
         # A compiler that fails says why; one that said nothing could not write its log (a full disk).
-        return environment(NO_SPACE, f"build: exit code {job.rc} and no output at all on {job.node or 'the node'}: "
-                                     "the job could not write its log (is the disk full?)")
+        return environment(
+            NO_SPACE,
+            f"build: exit code {job.rc} and no output at all on {job.node or 'the node'}: "
+            "the job could not write its log (is the disk full?)",
+        )
     if stage == BUILD and job.rc == NOT_OURS_EXIT and "NCCL not found" in log:
         return environment(TOOLCHAIN, f"build: {_first_match(re.compile('NCCL not found'), log)}")
     if stage == BUILD and job.rc == SHELL_NOT_FOUND:
         line = _first_match(re.compile(r"not found|No such file", re.I), log)
-        return environment(TOOLCHAIN, f"build: the toolchain is missing on {job.node or 'the node'}"
-                                      + (f" ({line})" if line else ""))
+        return environment(
+            TOOLCHAIN, f"build: the toolchain is missing on {job.node or 'the node'}" + (f" ({line})" if line else "")
+        )
     if job.rc in KILLED:
         what = "the compiler" if stage == BUILD else "the job"
-        return environment(TOOLCHAIN if stage == BUILD else HOST_OOM,
-                           f"{stage}: {what} was killed from outside (SIGKILL, not at its timeout: "
-                           "the host's OOM killer or an operator)")
+        return environment(
+            TOOLCHAIN if stage == BUILD else HOST_OOM,
+            f"{stage}: {what} was killed from outside (SIGKILL, not at its timeout: "
+            "the host's OOM killer or an operator)",
+        )
     return candidate("failed", f"{stage} failed with exit code {job.rc}")
 
 

@@ -59,7 +59,7 @@ class HarnessResult:
     configs: list[dict[str, Any]]
     env: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
-    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)   # the profiled call's, per config
+    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)  # the profiled call's, per config
 
     @property
     def speedup(self) -> float | None:
@@ -92,8 +92,14 @@ class HarnessResult:
                 continue
             _, cand, bound_ms = parts
             if cand < (1.0 - margin) * bound_ms:
-                flags.append({"kind": "beyond_overlap_bound", "config": c.get("name"),
-                              "candidate_ms": cand, "bound_ms": bound_ms})
+                flags.append(
+                    {
+                        "kind": "beyond_overlap_bound",
+                        "config": c.get("name"),
+                        "candidate_ms": cand,
+                        "bound_ms": bound_ms,
+                    }
+                )
         return flags
 
     def mismatch_summary(self) -> str:
@@ -101,8 +107,10 @@ class HarnessResult:
             if not c.get("correct"):
                 m = c.get("mismatch")
                 if m:
-                    return (f"config {c.get('name')}: wrong {m.get('what', 'output')} on rank {m.get('rank')} "
-                            f"at index {m.get('index')} (expected {m.get('expected')}, got {m.get('got')})")
+                    return (
+                        f"config {c.get('name')}: wrong {m.get('what', 'output')} on rank {m.get('rank')} "
+                        f"at index {m.get('index')} (expected {m.get('expected')}, got {m.get('got')})"
+                    )
                 if c.get("error"):
                     return f"config {c.get('name')}: {c['error']}"
         return self.error or "incorrect output"
@@ -114,8 +122,7 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-def parse_result(data: bytes | None, mode: str, expected_configs: list[str],
-                 nonce: str | None = None) -> HarnessResult:
+def parse_result(data: bytes | None, mode: str, expected_configs: list[str], nonce: str | None = None) -> HarnessResult:
     if data is None:
         raise ResultError("the harness wrote no result.json (it crashed, was killed, or exited early)")
     try:
@@ -133,11 +140,14 @@ def parse_result(data: bytes | None, mode: str, expected_configs: list[str],
     if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
         raise ResultError("result.json: 'configs' must be a list of objects")
     if nonce is not None and raw.get("nonce") != nonce:
-        raise ResultError("result.json does not carry this job's nonce: it was not written by the harness "
-                          "(or the harness did not finish)")
+        raise ResultError(
+            "result.json does not carry this job's nonce: it was not written by the harness "
+            "(or the harness did not finish)"
+        )
     error = raw.get("error")
-    result = HarnessResult(mode, correct, str(error) if error else None, configs, raw.get("env") or {}, raw,
-                           take_from_result(raw))   # out of raw: the stored result stays small
+    result = HarnessResult(
+        mode, correct, str(error) if error else None, configs, raw.get("env") or {}, raw, take_from_result(raw)
+    )  # out of raw: the stored result stays small
     if not correct:
         return result
     names = [c.get("name") for c in configs]

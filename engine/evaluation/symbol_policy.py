@@ -33,8 +33,13 @@ POLICY_FILE = Path(__file__).resolve().parent.parent.parent / "workloads" / "_ha
 # What nvcc adds to every CUDA translation unit: the static constructor that registers its fatbinary and
 # kernels, and the helpers it calls. Recognised by these names in a CUDA object only, and only as local
 # functions (a candidate cannot define them: the names clash with nvcc's own in the same unit).
-NVCC_REGISTRATION = ("__sti____cudaRegisterAll", "__nv_cudaEntityRegisterCallback", "__cudaUnregisterBinaryUtil",
-                     "__nv_save_fatbinhandle_for_managed_rt", "____nv_dummy_param_ref")
+NVCC_REGISTRATION = (
+    "__sti____cudaRegisterAll",
+    "__nv_cudaEntityRegisterCallback",
+    "__cudaUnregisterBinaryUtil",
+    "__nv_save_fatbinhandle_for_managed_rt",
+    "____nv_dummy_param_ref",
+)
 NVCC_SECTIONS = (".nv_fatbin", ".nvFatBinSegment", "__nv_module_id", ".nv_module_id", ".rela.nvFatBinSegment")
 _MANGLED_NVCC = re.compile(r"^_ZL\d+(" + "|".join(re.escape(n) for n in NVCC_REGISTRATION) + r")")
 EXTENSION_KEYS = ("define", "sections", "allow")
@@ -49,11 +54,11 @@ class Policy:
     language: str
     define: tuple[str, ...]
     sections: tuple[str, ...]
-    deny: tuple[tuple[str, tuple[str, ...]], ...]     # (what it is, patterns)
+    deny: tuple[tuple[str, tuple[str, ...]], ...]  # (what it is, patterns)
     allow: tuple[str, ...]
     registration_only: tuple[str, ...] = ()
     deny_cuda: tuple[str, ...] = ()
-    workload_allow: tuple[str, ...] = ()             # a workload's own additions: they win over `deny`
+    workload_allow: tuple[str, ...] = ()  # a workload's own additions: they win over `deny`
 
     def denied(self, name: str) -> str | None:
         for what, patterns in self.deny:
@@ -106,21 +111,33 @@ def load_policy(language: str, extension: Any = None, extension_file: str = "wor
             raise InputError(extension_file, "policy", "must be a mapping with define/sections/allow lists")
         unknown = sorted(set(extension) - set(EXTENSION_KEYS))
         if unknown:
-            raise InputError(extension_file, f"policy.{unknown[0]}",
-                             f"unknown key; a workload may extend only {', '.join(EXTENSION_KEYS)}")
+            raise InputError(
+                extension_file,
+                f"policy.{unknown[0]}",
+                f"unknown key; a workload may extend only {', '.join(EXTENSION_KEYS)}",
+            )
         define += _strings(extension.get("define", []), "policy.define", extension_file)
         sections += _strings(extension.get("sections", []), "policy.sections", extension_file)
         workload_allow = _strings(extension.get("allow", []), "policy.allow", extension_file)
     deny = tuple((what, _strings(p, f"deny.{what}", base)) for what, p in data["deny"].items())
     registration = _strings(data.get("registration_only", {}).get(language, []), "registration_only", base)
-    return Policy(language, define, sections, deny, allow, registration,
-                  _strings(data.get("deny_cuda", []), "deny_cuda", base), workload_allow)
+    return Policy(
+        language,
+        define,
+        sections,
+        deny,
+        allow,
+        registration,
+        _strings(data.get("deny_cuda", []), "deny_cuda", base),
+        workload_allow,
+    )
 
 
 def policy_for(workload: Any) -> Policy:
     extension = workload.extra.get("policy")
-    return _cached_policy(workload.language, json.dumps(extension, sort_keys=True),
-                          str(workload.root / "workload.yaml"))
+    return _cached_policy(
+        workload.language, json.dumps(extension, sort_keys=True), str(workload.root / "workload.yaml")
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -130,6 +147,7 @@ def _cached_policy(language: str, extension_json: str, extension_file: str) -> P
 
 
 # ----- the inspection -----------------------------------------------------------------------------
+
 
 def _plain(name: str) -> str:
     """A local nvcc helper's plain name (`_ZL24__sti____cudaRegisterAllv` -> `__sti____cudaRegisterAll`)."""
@@ -151,12 +169,12 @@ class _Object:
         self.symbols = list(symtab.iter_symbols()) if symtab is not None else []
         self.sections = list(self.elf.iter_sections())
         self._functions: dict[Any, list[tuple[int, int, str]]] | None = None
-        self.comdat: set[int] = set()   # indices of sections in a COMDAT group
+        self.comdat: set[int] = set()  # indices of sections in a COMDAT group
         for sec in self.sections:
             if sec["sh_type"] == "SHT_GROUP":
                 words = sec.data()
                 for i in range(4, len(words), 4):
-                    self.comdat.add(int.from_bytes(words[i:i + 4], "little"))
+                    self.comdat.add(int.from_bytes(words[i : i + 4], "little"))
 
     def function_at(self, shndx: int, offset: int) -> str | None:
         """The name of the function (any binding) whose code in section `shndx` covers `offset`."""
@@ -165,7 +183,8 @@ class _Object:
             for s in self.symbols:
                 if s["st_info"]["type"] == "STT_FUNC":
                     self._functions.setdefault(s["st_shndx"], []).append(
-                        (s["st_value"], s["st_value"] + max(1, s["st_size"]), s.name))
+                        (s["st_value"], s["st_value"] + max(1, s["st_size"]), s.name)
+                    )
         for start, end, name in self._functions.get(shndx, ()):
             if start <= offset < end:
                 return name
@@ -180,8 +199,13 @@ class _Object:
             for r in sec.iter_relocations():
                 index = r["r_info_sym"]
                 sym = self.symbols[index] if index < len(self.symbols) else None
-                yield target_index, r["r_offset"], (sym.name if sym is not None else ""), \
-                    r["r_addend"] if r.is_RELA() else 0, sym
+                yield (
+                    target_index,
+                    r["r_offset"],
+                    (sym.name if sym is not None else ""),
+                    r["r_addend"] if r.is_RELA() else 0,
+                    sym,
+                )
 
 
 def _defined(sym) -> bool:
@@ -194,8 +218,14 @@ REPLACEABLE = ("_Znw*", "_Zna*", "_Zdl*", "_Zda*")
 # The libraries every candidate is linked with, whose exported names a weak or COMDAT definition in the
 # executable would take the place of (the executable comes first in symbol lookup).
 LIBRARY_SONAMES = ("libstdc++.so.6", "libgcc_s.so.1", "libc.so.6", "libm.so.6")
-LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib/aarch64-linux-gnu",
-                "/usr/lib")
+LIBRARY_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -212,8 +242,11 @@ def library_exports() -> frozenset[str]:
                 with open(path, "rb") as f:
                     dynsym = ELFFile(f).get_section_by_name(".dynsym")
                     if isinstance(dynsym, SymbolTableSection):
-                        names.update(sym.name.split("@")[0] for sym in dynsym.iter_symbols()
-                                     if sym.name and sym["st_shndx"] != "SHN_UNDEF")
+                        names.update(
+                            sym.name.split("@")[0]
+                            for sym in dynsym.iter_symbols()
+                            if sym.name and sym["st_shndx"] != "SHN_UNDEF"
+                        )
             except (OSError, ELFError):
                 continue
             break
@@ -221,7 +254,7 @@ def library_exports() -> frozenset[str]:
 
 
 def _executable(sec) -> bool:
-    return bool(sec["sh_flags"] & 0x4)   # SHF_EXECINSTR
+    return bool(sec["sh_flags"] & 0x4)  # SHF_EXECINSTR
 
 
 def check_object(data: bytes, policy: Policy) -> Verdict:
@@ -233,21 +266,29 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
     reasons: list[str] = []
     cuda = policy.language == "cuda"
     is_nvcc = cuda and any(s.name in NVCC_SECTIONS for s in obj.sections)
-    registration_funcs = {s.name for s in obj.symbols if is_nvcc and s["st_info"]["bind"] == "STB_LOCAL"
-                          and s["st_info"]["type"] == "STT_FUNC" and _plain(s.name) in NVCC_REGISTRATION}
+    registration_funcs = {
+        s.name
+        for s in obj.symbols
+        if is_nvcc
+        and s["st_info"]["bind"] == "STB_LOCAL"
+        and s["st_info"]["type"] == "STT_FUNC"
+        and _plain(s.name) in NVCC_REGISTRATION
+    }
 
     # 1. Sections of its own.
     for sec in obj.sections:
         if _match(sec.name, policy.sections) or (is_nvcc and sec.name in NVCC_SECTIONS):
             continue
-        if sec.name in (".ctors", ".dtors", ".fini_array", ".preinit_array", ".init", ".fini") \
-                or sec.name.startswith((".ctors.", ".dtors.", ".fini_array.", ".init_array.", ".preinit_array.")):
+        if sec.name in (".ctors", ".dtors", ".fini_array", ".preinit_array", ".init", ".fini") or sec.name.startswith(
+            (".ctors.", ".dtors.", ".fini_array.", ".init_array.", ".preinit_array.")
+        ):
             reasons.append(f"candidate has a `{sec.name}` section: code that runs at load or exit time is not allowed")
         elif sec.name.startswith((".gnu.version", ".symver")):
             reasons.append(f"candidate has symbol versioning (`{sec.name}`): not allowed")
         else:
-            reasons.append(f"candidate has a section of its own, `{sec.name}`: only the compiler's ordinary "
-                           "sections are allowed")
+            reasons.append(
+                f"candidate has a section of its own, `{sec.name}`: only the compiler's ordinary sections are allowed"
+            )
 
     # 2. Load-time code: every init_array entry must be nvcc's registration constructor.
     for sec_index, _off, name, addend, sym in obj.relocations():
@@ -258,16 +299,20 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
         if sym is not None and sym["st_info"]["type"] == "STT_SECTION":
             func = obj.function_at(sym["st_shndx"], addend) or ""
         if func not in registration_funcs:
-            reasons.append(f"candidate has a constructor (`{func or '?'}` in .init_array): code that runs before "
-                           "the harness is not allowed")
+            reasons.append(
+                f"candidate has a constructor (`{func or '?'}` in .init_array): code that runs before "
+                "the harness is not allowed"
+            )
 
     # 2b. Data in an executable section: bytes of its own that run as code (a syscall stub) with no `asm`.
     for s in obj.symbols:
         if s["st_info"]["type"] in ("STT_OBJECT", "STT_TLS", "STT_COMMON") and isinstance(s["st_shndx"], int):
             sec = obj.elf.get_section(s["st_shndx"])
             if _executable(sec):
-                reasons.append(f"candidate puts data (`{s.name}`) in an executable section (`{sec.name}`): bytes "
-                               "that run as code are not allowed")
+                reasons.append(
+                    f"candidate puts data (`{s.name}`) in an executable section (`{sec.name}`): bytes "
+                    "that run as code are not allowed"
+                )
 
     # 3. What it defines.
     kernels = _kernel_stubs(obj) if is_nvcc else set()
@@ -284,19 +329,23 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
         if bind == "STB_LOCAL" or not _defined(s):
             continue
         if _match(s.name, REPLACEABLE):
-            reasons.append(f"candidate defines `{s.name}` (operator new or delete): a replaceable function would "
-                           "take their place for the harness and every library; not allowed, inline or not")
+            reasons.append(
+                f"candidate defines `{s.name}` (operator new or delete): a replaceable function would "
+                "take their place for the harness and every library; not allowed, inline or not"
+            )
             continue
         if s["st_shndx"] == "SHN_COMMON":
             reasons.append(f"candidate defines `{s.name}` (a common symbol): only the ABI may be defined")
             continue
         if bind == "STB_WEAK" or bind == "STB_GNU_UNIQUE":
             if s.name in exports:
-                reasons.append(f"candidate defines `{s.name}`, a name the C or C++ runtime exports: its definition "
-                               "would take the library's place for the harness; not allowed, weak or COMDAT")
+                reasons.append(
+                    f"candidate defines `{s.name}`, a name the C or C++ runtime exports: its definition "
+                    "would take the library's place for the harness; not allowed, weak or COMDAT"
+                )
                 continue
             if s["st_shndx"] in obj.comdat and (s.name.startswith("_Z") or s.name.startswith("DW.ref.")):
-                continue   # inline or template code the compiler emits (the harness's own copy wins the link)
+                continue  # inline or template code the compiler emits (the harness's own copy wins the link)
             reasons.append(f"candidate defines `{s.name}` as a weak symbol: only the ABI may be defined, strongly")
             continue
         key = (s["st_shndx"], s["st_value"], kind)
@@ -306,11 +355,13 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
         seen_at[key] = s.name
         if _match(s.name, policy.define) or s.name in kernels:
             continue
-        reasons.append(f"candidate defines `{s.name}`: only the ABI "
-                       f"({', '.join(policy.define)}) may be defined (make helpers and globals `static`)")
+        reasons.append(
+            f"candidate defines `{s.name}`: only the ABI "
+            f"({', '.join(policy.define)}) may be defined (make helpers and globals `static`)"
+        )
 
     # 4. What it calls or reads.
-    called_at: dict[str, list[tuple[int, int]]] = {}   # name -> (section, offset) of each reference
+    called_at: dict[str, list[tuple[int, int]]] = {}  # name -> (section, offset) of each reference
     for sec_index, offset, name, _addend, sym in obj.relocations():
         if sym is not None and not _defined(sym) and name:
             called_at.setdefault(name, []).append((sec_index, offset))
@@ -329,8 +380,10 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
         elif what is not None:
             reasons.append(f"candidate calls `{name}` ({what}): not allowed")
         elif not _match(name, policy.allow):
-            reasons.append(f"candidate calls `{name}`, which is not on the {policy.language} allow-list "
-                           "(workloads/_harness/policy.yaml; a workload may extend it under `policy.allow`)")
+            reasons.append(
+                f"candidate calls `{name}`, which is not on the {policy.language} allow-list "
+                "(workloads/_harness/policy.yaml; a workload may extend it under `policy.allow`)"
+            )
     return Verdict(not reasons, reasons)
 
 
@@ -380,12 +433,14 @@ def check_source(source: str, language: str) -> list[str]:
     reasons = []
     for block in parse_blocks(source):
         code, _ = strip_comments(block.body)
-        code = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', code)   # asm inside a string is no asm
+        code = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', code)  # asm inside a string is no asm
         for m in _ASM_RE.finditer(code):
             line = block.start + 2 + code.count("\n", 0, m.start())
             if language == "cuda" and any(_DEVICE_RE.search(h) for h in _enclosing_headers(code, m.start())):
                 continue
             where = "host code" if language == "cuda" else "a C++ candidate"
-            reasons.append(f"line {line}: inline assembly (`{m.group(1)}`) in {where} is not allowed "
-                           f"(EVOLVE-BLOCK '{block.name}'): only device PTX may use asm")
+            reasons.append(
+                f"line {line}: inline assembly (`{m.group(1)}`) in {where} is not allowed "
+                f"(EVOLVE-BLOCK '{block.name}'): only device PTX may use asm"
+            )
     return reasons

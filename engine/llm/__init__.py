@@ -10,9 +10,18 @@ from typing import Any
 
 # Loaded on first use: a search with the design-space mutator needs no LLM SDK, and GPU nodes and
 # minimal installs may not have one (importing the engine must not import anthropic or openai).
-_HOMES = {"Budget": "budget", "ChatRequest": "clients", "ChatResult": "clients", "LLMError": "errors",
-          "ModelSpec": "models", "parse_model": "models", "parse_models": "models", "Pricing": "pricing",
-          "RetryPolicy": "retry", "LLMService": "service"}
+_HOMES = {
+    "Budget": "budget",
+    "ChatRequest": "clients",
+    "ChatResult": "clients",
+    "LLMError": "errors",
+    "ModelSpec": "models",
+    "parse_model": "models",
+    "parse_models": "models",
+    "Pricing": "pricing",
+    "RetryPolicy": "retry",
+    "LLMService": "service",
+}
 
 __all__ = sorted(_HOMES)
 

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 class CallRecord:
     run_id: str | None
     model: str
-    purpose: str             # mutate | meta | judge | transform | embed
-    status: str              # ok | error | timeout
-    prompt: dict[str, Any]   # what was sent (system, messages, parameters)
+    purpose: str  # mutate | meta | judge | transform | embed
+    status: str  # ok | error | timeout
+    prompt: dict[str, Any]  # what was sent (system, messages, parameters)
     response: str | None
     input_tokens: int = 0
     output_tokens: int = 0
@@ -44,11 +44,33 @@ async def record_call(store: Store, rec: CallRecord) -> int:
         call_id = await tx.insert(
             "INSERT INTO llm_calls (run_id, candidate_id, model, purpose, status, input_tokens, output_tokens, "
             "cost_usd, latency_s, prompt_hash, response_hash, error, at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (rec.run_id, rec.candidate_id, rec.model, rec.purpose, rec.status, rec.input_tokens,
-             rec.output_tokens, rec.cost_usd, rec.latency_s, prompt_hash, response_hash, error, time.time()))
-        await tx.event(rec.run_id, LlmCall(id=call_id, model=rec.model, purpose=rec.purpose,
-                       status=rec.status, cost_usd=round(rec.cost_usd, 6),
-                       tokens=rec.input_tokens + rec.output_tokens))
+            (
+                rec.run_id,
+                rec.candidate_id,
+                rec.model,
+                rec.purpose,
+                rec.status,
+                rec.input_tokens,
+                rec.output_tokens,
+                rec.cost_usd,
+                rec.latency_s,
+                prompt_hash,
+                response_hash,
+                error,
+                time.time(),
+            ),
+        )
+        await tx.event(
+            rec.run_id,
+            LlmCall(
+                id=call_id,
+                model=rec.model,
+                purpose=rec.purpose,
+                status=rec.status,
+                cost_usd=round(rec.cost_usd, 6),
+                tokens=rec.input_tokens + rec.output_tokens,
+            ),
+        )
     return call_id
 
 

@@ -19,15 +19,15 @@ if TYPE_CHECKING:
     from ..store.store import Store
 
 STATE_KEY = "bandit"
-COST_FLOOR_USD = 0.001     # per call: keeps free models comparable
+COST_FLOOR_USD = 0.001  # per call: keeps free models comparable
 
 
 @dataclass
 class Arm:
-    pulls: int = 0          # proposals that used this model
-    rewarded: int = 0       # children of this model whose result was credited
-    reward: float = 0.0     # sum of rewards
-    cost_usd: float = 0.0   # sum of call costs
+    pulls: int = 0  # proposals that used this model
+    rewarded: int = 0  # children of this model whose result was credited
+    reward: float = 0.0  # sum of rewards
+    cost_usd: float = 0.0  # sum of call costs
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Bandit:
     models: list[str]
     exploration: float = 1.0
     arms: dict[str, Arm] = field(default_factory=dict)
-    credited: set[int] = field(default_factory=set)   # candidate ids already counted
+    credited: set[int] = field(default_factory=set)  # candidate ids already counted
 
     def __post_init__(self) -> None:
         for m in self.models:
@@ -86,22 +86,34 @@ class Bandit:
     # Persistence
 
     def to_json(self) -> str:
-        return json.dumps({"models": self.models, "exploration": self.exploration,
-                           "arms": {m: asdict(a) for m, a in self.arms.items()},
-                           "credited": sorted(self.credited)}, sort_keys=True)
+        return json.dumps(
+            {
+                "models": self.models,
+                "exploration": self.exploration,
+                "arms": {m: asdict(a) for m, a in self.arms.items()},
+                "credited": sorted(self.credited),
+            },
+            sort_keys=True,
+        )
 
     @classmethod
     def from_json(cls, text: str, models: list[str]) -> Bandit:
         data: dict[str, Any] = json.loads(text)
         arms = {m: Arm(**a) for m, a in data.get("arms", {}).items()}
-        bandit = cls(models=list(models), exploration=float(data.get("exploration", 1.0)), arms=arms,
-                     credited=set(int(c) for c in data.get("credited", [])))
+        bandit = cls(
+            models=list(models),
+            exploration=float(data.get("exploration", 1.0)),
+            arms=arms,
+            credited=set(int(c) for c in data.get("credited", [])),
+        )
         return bandit
 
     async def save(self, store: Store, run_id: str) -> None:
         async with store.transaction() as tx:
-            await tx.execute("INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
-                             (run_id, STATE_KEY, self.to_json()))
+            await tx.execute(
+                "INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
+                (run_id, STATE_KEY, self.to_json()),
+            )
 
     @classmethod
     async def load(cls, store: Store, run_id: str, models: list[str]) -> Bandit:
@@ -115,10 +127,12 @@ class Bandit:
         rows = await store.fetchall(
             "SELECT c.id, c.mutator, c.status, c.speedup, p.speedup AS parent_speedup FROM candidates c "
             "LEFT JOIN candidates p ON p.id = c.parent_id WHERE c.run_id=? AND c.mutator LIKE 'llm:%' "
-            "AND c.status IN ('done','incorrect','failed','refused')", (run_id,))   # a refused child earns 0
+            "AND c.status IN ('done','incorrect','failed','refused')",
+            (run_id,),
+        )  # a refused child earns 0
         n = 0
         for r in rows:
-            model = r["mutator"][len("llm:"):]
+            model = r["mutator"][len("llm:") :]
             if r["id"] in self.credited or model not in self.arms:
                 continue
             self.credit(r["id"], model, reward_of(r["status"], r["speedup"], r["parent_speedup"]))

@@ -33,8 +33,9 @@ class Budget:
         self.run_id = run_id
         self.spent_usd = 0.0
         if store is not None and run_id is not None:
-            row = await store.fetchone("SELECT COALESCE(SUM(cost_usd), 0) AS spent FROM llm_calls WHERE run_id=?",
-                                       (run_id,))
+            row = await store.fetchone(
+                "SELECT COALESCE(SUM(cost_usd), 0) AS spent FROM llm_calls WHERE run_id=?", (run_id,)
+            )
             self.spent_usd = float(row["spent"]) if row else 0.0
 
     def exhausted(self) -> bool:
@@ -45,7 +46,8 @@ class Budget:
         if self.limit_usd is not None and self.committed_usd + estimate_usd > self.limit_usd:
             raise BudgetExhausted(
                 f"LLM budget of {self.limit_usd:.4f} USD is committed: spent {self.spent_usd:.4f}, "
-                f"in flight {self.committed_usd - self.spent_usd:.4f}, next call up to {estimate_usd:.4f}")
+                f"in flight {self.committed_usd - self.spent_usd:.4f}, next call up to {estimate_usd:.4f}"
+            )
         token = next(self._ids)
         self.in_flight[token] = estimate_usd
         return token

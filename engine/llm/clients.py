@@ -16,13 +16,13 @@ from .errors import LLMError
 from .keys import env_key
 from .models import ModelSpec
 
-COMPAT_PLACEHOLDER_KEY = "not-needed"   # the OpenAI SDK insists on a key; local servers ignore it
+COMPAT_PLACEHOLDER_KEY = "not-needed"  # the OpenAI SDK insists on a key; local servers ignore it
 
 
 @dataclass
 class ChatRequest:
     system: str
-    messages: list[dict[str, str]]      # [{"role": "user" | "assistant", "content": str}]
+    messages: list[dict[str, str]]  # [{"role": "user" | "assistant", "content": str}]
     temperature: float = 0.7
     max_tokens: int = 4096
 
@@ -94,16 +94,24 @@ class AnthropicChat:
         extra: dict[str, Any] = {"temperature": request.temperature} if self._takes_temperature else {}
         try:
             resp = await self._client.messages.create(
-                model=self.spec.model, system=request.system, messages=request.messages,
-                max_tokens=request.max_tokens, timeout=timeout_s, **extra)
+                model=self.spec.model,
+                system=request.system,
+                messages=request.messages,
+                max_tokens=request.max_tokens,
+                timeout=timeout_s,
+                **extra,
+            )
         except anthropic.AnthropicError as exc:
             raise _convert(exc, anthropic) from None
         text = "".join(getattr(b, "text", "") for b in (resp.content or []) if getattr(b, "type", "") == "text")
         usage = resp.usage
-        return ChatResult(text=text,
-                          input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-                          output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-                          stop_reason=str(resp.stop_reason or ""), latency_s=time.monotonic() - started)
+        return ChatResult(
+            text=text,
+            input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+            stop_reason=str(resp.stop_reason or ""),
+            latency_s=time.monotonic() - started,
+        )
 
     async def close(self) -> None:
         await self._client.close()
@@ -131,7 +139,7 @@ class OpenAIChat:
         messages = [{"role": "system", "content": request.system}] + list(request.messages)
         params: dict[str, Any] = {"model": self.spec.model, "messages": messages}
         if not self.spec.local and _reasoning_model(self.spec.model):
-            params["max_completion_tokens"] = request.max_tokens   # these models take no temperature
+            params["max_completion_tokens"] = request.max_tokens  # these models take no temperature
         else:
             params["max_tokens"] = request.max_tokens
             params["temperature"] = request.temperature
@@ -150,10 +158,15 @@ class OpenAIChat:
         usage = resp.usage
         if usage is not None:
             tin, tout = int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
-        else:   # some local servers send no usage: estimate
+        else:  # some local servers send no usage: estimate
             tin, tout = estimate_tokens(request.prompt_chars()), estimate_tokens(len(text))
-        return ChatResult(text=text, input_tokens=tin, output_tokens=tout,
-                          stop_reason=str(choice.finish_reason or ""), latency_s=time.monotonic() - started)
+        return ChatResult(
+            text=text,
+            input_tokens=tin,
+            output_tokens=tout,
+            stop_reason=str(choice.finish_reason or ""),
+            latency_s=time.monotonic() - started,
+        )
 
     async def embed(self, texts: list[str], timeout_s: float) -> tuple[list[list[float]], int]:
         """Embeddings (`/embeddings`) and the input tokens they used."""

@@ -11,8 +11,8 @@ import re
 from .. import blocks
 
 _DIFF_RE = re.compile(
-    r"<{5,9} SEARCH[^\n]*\n(?P<search>.*?)\n?={5,9}[ \t]*\n(?P<replace>.*?)\n?>{5,9} REPLACE",
-    re.DOTALL)
+    r"<{5,9} SEARCH[^\n]*\n(?P<search>.*?)\n?={5,9}[ \t]*\n(?P<replace>.*?)\n?>{5,9} REPLACE", re.DOTALL
+)
 _FENCE_RE = re.compile(r"```[A-Za-z0-9_+\-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -25,8 +25,10 @@ def parse_diff(answer: str) -> list[tuple[str, str]]:
     pairs = [(m.group("search"), m.group("replace")) for m in _DIFF_RE.finditer(answer)]
     if not pairs:
         if "SEARCH" in answer or "REPLACE" in answer:
-            raise EditError("the SEARCH/REPLACE blocks are malformed: each needs a line `<<<<<<< SEARCH`, "
-                            "the exact old lines, a line `=======`, the new lines, and a line `>>>>>>> REPLACE`")
+            raise EditError(
+                "the SEARCH/REPLACE blocks are malformed: each needs a line `<<<<<<< SEARCH`, "
+                "the exact old lines, a line `=======`, the new lines, and a line `>>>>>>> REPLACE`"
+            )
         raise EditError("the answer holds no SEARCH/REPLACE block")
     return pairs
 
@@ -43,11 +45,11 @@ def _loose_find(source: str, search: str) -> tuple[int, int] | None:
     lines = source.splitlines(keepends=True)
     stripped = [line.rstrip().strip() for line in lines]
     target = [w.strip() for w in want]
-    hits = [i for i in range(len(lines) - len(target) + 1) if stripped[i:i + len(target)] == target]
+    hits = [i for i in range(len(lines) - len(target) + 1) if stripped[i : i + len(target)] == target]
     if len(hits) != 1:
         return None
-    start = sum(len(line) for line in lines[:hits[0]])
-    end = start + sum(len(line) for line in lines[hits[0]:hits[0] + len(target)])
+    start = sum(len(line) for line in lines[: hits[0]])
+    end = start + sum(len(line) for line in lines[hits[0] : hits[0] + len(target)])
     return start, end
 
 
@@ -65,8 +67,10 @@ def apply_diff(source: str, pairs: list[tuple[str, str]]) -> str:
         span = _loose_find(out, search)
         if span is None:
             first = search.strip().splitlines()[0][:80]
-            raise EditError(f"SEARCH block {n} does not match the program (it starts with {first!r}); "
-                            "copy the lines exactly as they are in the parent")
+            raise EditError(
+                f"SEARCH block {n} does not match the program (it starts with {first!r}); "
+                "copy the lines exactly as they are in the parent"
+            )
         start, end = span
         new = replace if replace.endswith("\n") or not replace else replace + "\n"
         out = out[:start] + new + out[end:]
@@ -87,8 +91,10 @@ def parse_blocks_answer(answer: str, parent: str) -> dict[str, str]:
         for b in found:
             bodies[b.name] = b.body
     if not bodies:
-        raise EditError(f"the answer holds no block: write each block you change between "
-                        f"`// {blocks.START} NAME` and `// {blocks.END}` lines inside a code fence")
+        raise EditError(
+            f"the answer holds no block: write each block you change between "
+            f"`// {blocks.START} NAME` and `// {blocks.END}` lines inside a code fence"
+        )
     names = [b.name for b in blocks.parse_blocks(parent)]
     unknown = [n for n in bodies if n not in names]
     if unknown:

@@ -8,8 +8,9 @@ from .keys import redact
 class LLMError(Exception):
     """A failed LLM call. `kind`: timeout | rate | server | connection | client | answer."""
 
-    def __init__(self, message: str, *, kind: str, retryable: bool, status: int | None = None,
-                 retry_after: float | None = None):
+    def __init__(
+        self, message: str, *, kind: str, retryable: bool, status: int | None = None, retry_after: float | None = None
+    ):
         self.message = redact(message)[:2000]
         self.kind = kind
         self.retryable = retryable

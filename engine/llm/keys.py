@@ -18,7 +18,7 @@ from collections.abc import Mapping
 KEY_VARS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CUCO_OPENAI_COMPAT_KEY", "CUCO_EMBEDDING_KEY")
 REDACTED = "[REDACTED]"
 _KEYLIKE = re.compile(r"\b(sk-(?:ant-)?[A-Za-z0-9_\-]{8,})")
-MIN_SECRET_LEN = 6   # shorter values would redact ordinary words
+MIN_SECRET_LEN = 6  # shorter values would redact ordinary words
 
 
 def is_secret_var(name: str) -> bool:
@@ -54,8 +54,8 @@ def _blank_initial_environment(names: list[str]) -> None:
     the values of `names` there (best effort; Linux only)."""
     try:
         stat = open("/proc/self/stat").read()
-        fields = stat[stat.rindex(")") + 2:].split()
-        start, end = int(fields[47]), int(fields[48])   # env_start, env_end (fields 50 and 51)
+        fields = stat[stat.rindex(")") + 2 :].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50 and 51)
         with open("/proc/self/mem", "r+b", buffering=0) as mem:
             mem.seek(start)
             block = mem.read(end - start)

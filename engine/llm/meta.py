@@ -19,19 +19,22 @@ if TYPE_CHECKING:
     from .service import LLMService
 
 STATE_KEY = "recommendations"
-PROGRESS_KEY = "meta"            # {"at": finished evaluations when the last summary was made}
+PROGRESS_KEY = "meta"  # {"at": finished evaluations when the last summary was made}
 MAX_ITEMS = 8
 FINAL = ("done", "incorrect", "failed", "refused")
 
-SYSTEM = ("You review an evolutionary search that optimises a multi-GPU program. From the results below, "
-          "write at most 8 short, concrete recommendations for the next mutations: what worked (keep doing), "
-          "what failed and why (avoid). Answer with a JSON list of strings and nothing else.")
+SYSTEM = (
+    "You review an evolutionary search that optimises a multi-GPU program. From the results below, "
+    "write at most 8 short, concrete recommendations for the next mutations: what worked (keep doing), "
+    "what failed and why (avoid). Answer with a JSON list of strings and nothing else."
+)
 
 
 async def finished_count(store: Store, run_id: str) -> int:
     row = await store.fetchone(
         f"SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN ({','.join('?' * len(FINAL))})",
-        (run_id, *FINAL))
+        (run_id, *FINAL),
+    )
     return int(row["n"]) if row else 0
 
 
@@ -75,13 +78,19 @@ def parse_items(answer: str) -> list[str]:
 async def summary_prompt(store: Store, run_id: str, workload: Workload, previous: list[str]) -> str:
     best = await store.fetchall(
         "SELECT id, operator, descriptor_json, speedup FROM candidates WHERE run_id=? AND status='done' "
-        "ORDER BY speedup DESC LIMIT 8", (run_id,))
+        "ORDER BY speedup DESC LIMIT 8",
+        (run_id,),
+    )
     bad = await store.fetchall(
         "SELECT id, operator, descriptor_json, status, reason FROM candidates WHERE run_id=? "
-        "AND status IN ('incorrect','failed','refused') ORDER BY id DESC LIMIT 8", (run_id,))
+        "AND status IN ('incorrect','failed','refused') ORDER BY id DESC LIMIT 8",
+        (run_id,),
+    )
     recent = await store.fetchall(
         "SELECT id, operator, descriptor_json, status, speedup FROM candidates WHERE run_id=? "
-        "AND status IN ('done','incorrect','failed','refused') ORDER BY id DESC LIMIT 12", (run_id,))
+        "AND status IN ('done','incorrect','failed','refused') ORDER BY id DESC LIMIT 12",
+        (run_id,),
+    )
 
     def point(r: dict) -> str:
         try:
@@ -90,21 +99,36 @@ async def summary_prompt(store: Store, run_id: str, workload: Workload, previous
             return ""
 
     parts = [f"Workload: {workload.name}. {workload.description}".strip()]
-    parts.append("Best correct programs (speedup over the baseline):\n" + "\n".join(
-        f"- #{r['id']} {r['operator']} [{point(r)}]: {r['speedup']:.3f}x" for r in best if r["speedup"] is not None)
-        if best else "No correct program beyond the seed yet.")
+    parts.append(
+        "Best correct programs (speedup over the baseline):\n"
+        + "\n".join(
+            f"- #{r['id']} {r['operator']} [{point(r)}]: {r['speedup']:.3f}x" for r in best if r["speedup"] is not None
+        )
+        if best
+        else "No correct program beyond the seed yet."
+    )
     if bad:
-        parts.append("Recent failures:\n" + "\n".join(
-            f"- #{r['id']} {r['operator']} [{point(r)}] {r['status']}: {trim(r['reason'] or '', 300)}" for r in bad))
+        parts.append(
+            "Recent failures:\n"
+            + "\n".join(
+                f"- #{r['id']} {r['operator']} [{point(r)}] {r['status']}: {trim(r['reason'] or '', 300)}" for r in bad
+            )
+        )
     if recent:
-        parts.append("Latest evaluations:\n" + "\n".join(
-            f"- #{r['id']} {r['operator']} [{point(r)}] {r['status']}"
-            + (f" {r['speedup']:.3f}x" if r["speedup"] is not None else "") for r in recent))
+        parts.append(
+            "Latest evaluations:\n"
+            + "\n".join(
+                f"- #{r['id']} {r['operator']} [{point(r)}] {r['status']}"
+                + (f" {r['speedup']:.3f}x" if r["speedup"] is not None else "")
+                for r in recent
+            )
+        )
     if best:
         timeline = await best_timeline(store, best[0]["id"], workload)
         if timeline:
-            parts.append(f"Where the best program's time goes (#{best[0]['id']}, per problem size and rank):\n"
-                         + timeline)
+            parts.append(
+                f"Where the best program's time goes (#{best[0]['id']}, per problem size and rank):\n" + timeline
+            )
     if previous:
         parts.append("Your previous recommendations:\n" + "\n".join(f"- {p}" for p in previous))
     return scrub("\n\n".join(parts), workload)
@@ -134,18 +158,27 @@ class MetaSummarizer:
         n = await finished_count(store, run_id)
         return n if n >= self.every and n - await _last_at(store, run_id) >= self.every else None
 
-    async def summarize(self, service: LLMService, model: str, store: Store, run_id: str,
-                        workload: Workload, at: int) -> list[str]:
+    async def summarize(
+        self, service: LLMService, model: str, store: Store, run_id: str, workload: Workload, at: int
+    ) -> list[str]:
         previous = await load_recommendations(store, run_id)
         prompt = await summary_prompt(store, run_id, workload, previous)
-        out = await service.chat(model, ChatRequest(SYSTEM, [{"role": "user", "content": prompt}],
-                                                    temperature=0.3, max_tokens=self.max_tokens),
-                                 store=store, run_id=run_id, purpose="meta")
+        out = await service.chat(
+            model,
+            ChatRequest(SYSTEM, [{"role": "user", "content": prompt}], temperature=0.3, max_tokens=self.max_tokens),
+            store=store,
+            run_id=run_id,
+            purpose="meta",
+        )
         items = [scrub(i, workload) for i in parse_items(out.text)] or previous
         async with store.transaction() as tx:
-            await tx.execute("INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
-                             (run_id, STATE_KEY, json.dumps(items)))
-            await tx.execute("INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
-                             (run_id, PROGRESS_KEY, json.dumps({"at": at})))
+            await tx.execute(
+                "INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
+                (run_id, STATE_KEY, json.dumps(items)),
+            )
+            await tx.execute(
+                "INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
+                (run_id, PROGRESS_KEY, json.dumps({"at": at})),
+            )
             await tx.event(run_id, Recommendations(items=items, at=at, llm_call=out.call_id))
         return items

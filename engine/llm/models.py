@@ -15,17 +15,16 @@ from remote.errors import InputError
 from .keys import env_key
 
 PROVIDERS = ("anthropic", "openai", "openai-compat")
-KEY_VAR = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
-           "openai-compat": "CUCO_OPENAI_COMPAT_KEY"}
+KEY_VAR = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "openai-compat": "CUCO_OPENAI_COMPAT_KEY"}
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/+\-]*$")
 FIELD = "--llm"
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    provider: str           # anthropic | openai | openai-compat
-    model: str              # the provider's model id
-    base_url: str | None    # openai-compat only (anthropic/openai: the SDK's default or *_BASE_URL)
+    provider: str  # anthropic | openai | openai-compat
+    model: str  # the provider's model id
+    base_url: str | None  # openai-compat only (anthropic/openai: the SDK's default or *_BASE_URL)
 
     @property
     def name(self) -> str:
@@ -54,8 +53,12 @@ def parse_model(text: str) -> ModelSpec:
     """Parse a model string; an `InputError` (file and field `--llm`) says what is wrong."""
     text = (text or "").strip()
     if ":" not in text:
-        raise _bad(text, "expected PROVIDER:MODEL with PROVIDER one of " + ", ".join(PROVIDERS) +
-                   " (e.g. anthropic:claude-sonnet-4-6, openai:gpt-5, openai-compat:MODEL@http://127.0.0.1:8000/v1)")
+        raise _bad(
+            text,
+            "expected PROVIDER:MODEL with PROVIDER one of "
+            + ", ".join(PROVIDERS)
+            + " (e.g. anthropic:claude-sonnet-4-6, openai:gpt-5, openai-compat:MODEL@http://127.0.0.1:8000/v1)",
+        )
     provider, rest = text.split(":", 1)
     provider = provider.strip().lower()
     if provider not in PROVIDERS:
@@ -65,7 +68,7 @@ def parse_model(text: str) -> ModelSpec:
         m = re.search(r"@(https?://)", rest)
         if not m:
             raise _bad(text, "openai-compat needs a base URL: openai-compat:MODEL@http://HOST:PORT/v1")
-        rest, base_url = rest[:m.start()], rest[m.start() + 1:]
+        rest, base_url = rest[: m.start()], rest[m.start() + 1 :]
         parts = urlsplit(base_url)
         if not parts.hostname:
             raise _bad(text, f"base URL {base_url!r} has no host")
@@ -75,8 +78,11 @@ def parse_model(text: str) -> ModelSpec:
             raise _bad(text, "the base URL must not have a query string or fragment")
         base_url = base_url.rstrip("/")
     elif "@" in rest:
-        raise _bad(text, f"{provider} takes no base URL in the model string; set "
-                         f"{provider.upper()}_BASE_URL in the environment instead")
+        raise _bad(
+            text,
+            f"{provider} takes no base URL in the model string; set "
+            f"{provider.upper()}_BASE_URL in the environment instead",
+        )
     model = rest.strip()
     if not model or not _MODEL_RE.match(model):
         raise _bad(text, "missing or malformed model name")
@@ -94,7 +100,10 @@ def parse_models(texts: list[str], *, require_keys: bool = True) -> list[ModelSp
         if spec in specs:
             continue
         if require_keys and not spec.local and env_key(spec.key_var) is None:
-            raise _bad(text, f"{spec.key_var} is not set; export it in the environment that runs cuco "
-                             "(keys are read from the environment only)")
+            raise _bad(
+                text,
+                f"{spec.key_var} is not set; export it in the environment that runs cuco "
+                "(keys are read from the environment only)",
+            )
         specs.append(spec)
     return specs

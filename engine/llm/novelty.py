@@ -29,7 +29,7 @@ def shingles(source: str, k: int = SHINGLE) -> set[tuple[str, ...]]:
     tokens = _TOKEN_RE.findall(_COMMENT_RE.sub(" ", block_text(source)))
     if len(tokens) < k:
         return {tuple(tokens)}
-    return {tuple(tokens[i:i + k]) for i in range(len(tokens) - k + 1)}
+    return {tuple(tokens[i : i + k]) for i in range(len(tokens) - k + 1)}
 
 
 def jaccard(a: set, b: set) -> float:

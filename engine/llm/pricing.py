@@ -24,8 +24,8 @@ log = logging.getLogger("cuco.llm.pricing")
 
 @dataclass(frozen=True)
 class Price:
-    input: float    # USD per million input tokens
-    output: float   # USD per million output tokens
+    input: float  # USD per million input tokens
+    output: float  # USD per million output tokens
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
@@ -88,8 +88,11 @@ class Pricing:
             return models[max(prefixes, key=len)]
         if not spec.local and spec.name not in self._warned:
             self._warned.add(spec.name)
-            log.warning("no price for %s in %s: its calls are counted as costing 0 USD "
-                        "(add it to <home>/pricing.yaml)", spec.name, " or ".join(self.sources))
+            log.warning(
+                "no price for %s in %s: its calls are counted as costing 0 USD (add it to <home>/pricing.yaml)",
+                spec.name,
+                " or ".join(self.sources),
+            )
         return FREE
 
     def cost(self, spec: ModelSpec, input_tokens: int, output_tokens: int) -> float:

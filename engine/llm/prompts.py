@@ -24,8 +24,10 @@ FEEDBACK_CHARS = 1500
 INSPIRATION_CHARS = 6000
 REJECTED_CHARS = 1500
 HIDDEN = "<hidden config>"
-TIMELINE_HEAD = ("where its time went (one profiled call per size after the timed loop; per rank: communication not "
-                 "hidden behind compute, idle gaps, the dominant kernel or transfer):\n")
+TIMELINE_HEAD = (
+    "where its time went (one profiled call per size after the timed loop; per rank: communication not "
+    "hidden behind compute, idle gaps, the dominant kernel or transfer):\n"
+)
 
 DIFF_FORMAT = """Answer with one or more SEARCH/REPLACE edits, each exactly in this form:
 
@@ -66,8 +68,7 @@ def public_only(value: Any, hidden: set[str]) -> Any:
     if isinstance(value, dict):
         return {k: public_only(v, hidden) for k, v in value.items() if k not in hidden}
     if isinstance(value, list):
-        return [public_only(v, hidden) for v in value
-                if not (isinstance(v, dict) and v.get("name") in hidden)]
+        return [public_only(v, hidden) for v in value if not (isinstance(v, dict) and v.get("name") in hidden)]
     return value
 
 
@@ -76,7 +77,7 @@ def trim(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head = text[: limit * 2 // 3]
-    tail = text[-(limit // 3):]
+    tail = text[-(limit // 3) :]
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
 
 
@@ -95,21 +96,27 @@ def system_prompt(workload: Workload, node_facts: str | None = None) -> str:
         parts += ["## API notes", workload.api_notes.strip()]
     space = workload.design_space
     if space.dimensions:
-        lines = ["## Design space",
-                 "A program's point is given by `// cuco:design k=v ...` lines and `// cuco:knob NAME` values in "
-                 "its blocks. Dimensions (values; default):"]
+        lines = [
+            "## Design space",
+            "A program's point is given by `// cuco:design k=v ...` lines and `// cuco:knob NAME` values in "
+            "its blocks. Dimensions (values; default):",
+        ]
         for d in space.dimensions.values():
             kind = " (a knob: the value on the `// cuco:knob` line)" if d.knob else ""
             lines.append(f"- {d.name}: {', '.join(d.values)}; default {d.default}{kind}")
         if space.variants:
-            lines.append("Known implementations: " + "; ".join(
-                f"{v.name} ({' '.join(f'{k}={x}' for k, x in v.point.items())})" for v in space.variants))
+            lines.append(
+                "Known implementations: "
+                + "; ".join(f"{v.name} ({' '.join(f'{k}={x}' for k, x in v.point.items())})" for v in space.variants)
+            )
         parts.append("\n".join(lines))
     public = workload.public_configs
     if public:
-        parts.append("## Problem sizes you can see\n" + "\n".join(
-            f"- {c.name}: {json.dumps(c.params, sort_keys=True)}" for c in public) +
-            "\nOther sizes, not shown, are verified too: do not specialise the code to these.")
+        parts.append(
+            "## Problem sizes you can see\n"
+            + "\n".join(f"- {c.name}: {json.dumps(c.params, sort_keys=True)}" for c in public)
+            + "\nOther sizes, not shown, are verified too: do not specialise the code to these."
+        )
     if node_facts:
         parts += ["## The GPU node it runs on", node_facts.strip()]
     parts.append(
@@ -120,7 +127,8 @@ def system_prompt(workload: Workload, node_facts: str | None = None) -> str:
         "- The harness checks every rank's output against the reference (bit-exact for data movement) on "
         "several problem sizes, and times baseline and candidate side by side. Output printed by the "
         "program is ignored.\n"
-        "- Keep `// cuco:design` lines truthful: update them when you change the design.")
+        "- Keep `// cuco:design` lines truthful: update them when you change the design."
+    )
     return "\n\n".join(parts)
 
 
@@ -152,18 +160,29 @@ def _bodies(source: str) -> str:
     except blocks.BlockError:
         return source
     lines = source.splitlines(keepends=True)
-    return "".join("".join(lines[b.start:b.end + 1]) for b in bs)
+    return "".join("".join(lines[b.start : b.end + 1]) for b in bs)
 
 
-def mutate_prompt(kind: str, parent: CandidateView, workload: Workload, *,
-                  second: CandidateView | None = None, inspirations: list[CandidateView] = (),
-                  rejected: list[CandidateView] = (), recommendations: list[str] = (),
-                  strategy: str | None = None) -> str:
+def mutate_prompt(
+    kind: str,
+    parent: CandidateView,
+    workload: Workload,
+    *,
+    second: CandidateView | None = None,
+    inspirations: list[CandidateView] = (),
+    rejected: list[CandidateView] = (),
+    recommendations: list[str] = (),
+    strategy: str | None = None,
+) -> str:
     """The user message for one mutation: kind is diff | full | cross."""
     parts = ["# Parent program", describe(parent, workload), f"```\n{parent.source}```"]
     if kind == "cross" and second is not None:
-        parts += ["# Second parent", describe(second, workload, feedback=False),
-                  "Its blocks:", f"```\n{_bodies(second.source)}```"]
+        parts += [
+            "# Second parent",
+            describe(second, workload, feedback=False),
+            "Its blocks:",
+            f"```\n{_bodies(second.source)}```",
+        ]
     insp = [c for c in inspirations if c.id != parent.id and (second is None or c.id != second.id)]
     if insp:
         budget = INSPIRATION_CHARS
@@ -176,40 +195,61 @@ def mutate_prompt(kind: str, parent: CandidateView, workload: Workload, *,
             budget -= len(body)
             parts += [describe(c, workload, feedback=False), f"```\n{body}```"]
     if recommendations:
-        parts.append("# What earlier evaluations taught\n" + "\n".join(f"- {scrub(r, workload)}" for r in recommendations))
+        parts.append(
+            "# What earlier evaluations taught\n" + "\n".join(f"- {scrub(r, workload)}" for r in recommendations)
+        )
     if rejected:
         parts.append("# Rejected by the operator: do not repeat these")
         for c in rejected:
             reason = scrub(c.reject_reason or "no reason given", workload)
-            parts.append(f"- candidate {c.id} ({' '.join(f'{k}={v}' for k, v in sorted(c.descriptor.items()))}): "
-                         f"{reason}\n```\n{trim(_bodies(c.source), REJECTED_CHARS)}\n```")
+            parts.append(
+                f"- candidate {c.id} ({' '.join(f'{k}={v}' for k, v in sorted(c.descriptor.items()))}): "
+                f"{reason}\n```\n{trim(_bodies(c.source), REJECTED_CHARS)}\n```"
+            )
     if strategy:
         parts.append(strategy_section(strategy, workload))
     if kind == "diff":
-        parts += ["# Your job", "Make one focused change to the parent that should make it faster while "
-                  "staying correct.", DIFF_FORMAT]
+        parts += [
+            "# Your job",
+            "Make one focused change to the parent that should make it faster while staying correct.",
+            DIFF_FORMAT,
+        ]
     elif kind == "full":
-        parts += ["# Your job", "Rewrite the parent's EVOLVE-BLOCKs: a bolder restructuring (a different "
-                  "placement, synchronisation or communication scheme) that should be faster and stay correct.",
-                  FULL_FORMAT]
+        parts += [
+            "# Your job",
+            "Rewrite the parent's EVOLVE-BLOCKs: a bolder restructuring (a different "
+            "placement, synchronisation or communication scheme) that should be faster and stay correct.",
+            FULL_FORMAT,
+        ]
     else:
-        parts += ["# Your job", "Combine the strengths of the parent and the second parent into one program "
-                  "that should be faster than both and stay correct.", FULL_FORMAT]
-    return "\n\n".join(parts)   # sources are shown as they are; every other text was scrubbed
+        parts += [
+            "# Your job",
+            "Combine the strengths of the parent and the second parent into one program "
+            "that should be faster than both and stay correct.",
+            FULL_FORMAT,
+        ]
+    return "\n\n".join(parts)  # sources are shown as they are; every other text was scrubbed
 
 
 def strategy_section(strategy: str, workload: Workload) -> str:
     """The strategy a mutation follows (one of the run's population), scrubbed like any other text."""
-    return ("# Strategy for this change\n" + scrub(redact(strategy), workload) +
-            "\nFollow this strategy; if it cannot apply to this parent, say so and make the closest useful change.")
+    return (
+        "# Strategy for this change\n"
+        + scrub(redact(strategy), workload)
+        + "\nFollow this strategy; if it cannot apply to this parent, say so and make the closest useful change."
+    )
 
 
 def rejection_message(reason: str, kind: str) -> str:
     fmt = DIFF_FORMAT if kind == "diff" else FULL_FORMAT
-    return (f"Your answer was rejected: {reason}\n\nTry again: answer in the required format, changing "
-            f"only the text inside the EVOLVE-BLOCKs.\n\n{fmt}")
+    return (
+        f"Your answer was rejected: {reason}\n\nTry again: answer in the required format, changing "
+        f"only the text inside the EVOLVE-BLOCKs.\n\n{fmt}"
+    )
 
 
 def novelty_message(similarity: float) -> str:
-    return (f"Your child is too similar to a program already on this island (similarity {similarity:.3f}). "
-            "Propose a substantively different change.")
+    return (
+        f"Your child is too similar to a program already on this island (similarity {similarity:.3f}). "
+        "Propose a substantively different change."
+    )

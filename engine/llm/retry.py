@@ -17,11 +17,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    timeout_s: float = 180.0          # one attempt, end to end
-    max_attempts: int = 4             # attempts in all (1 = no retry)
+    timeout_s: float = 180.0  # one attempt, end to end
+    max_attempts: int = 4  # attempts in all (1 = no retry)
     base_delay_s: float = 1.0
     max_delay_s: float = 30.0
-    max_retry_after_s: float = 60.0   # a server asking for longer gets this much
+    max_retry_after_s: float = 60.0  # a server asking for longer gets this much
 
     def delay(self, attempt: int, error: LLMError, rng: random.Random) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
@@ -31,10 +31,14 @@ class RetryPolicy:
         return backoff * (0.5 + rng.random() / 2)
 
 
-async def call_with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
-                            rng: random.Random | None = None,
-                            sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                            on_retry: Callable[[int, LLMError, float], None] | None = None) -> T:
+async def call_with_retries(
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    rng: random.Random | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    on_retry: Callable[[int, LLMError, float], None] | None = None,
+) -> T:
     """Run `attempt` until it succeeds, fails for good, or `policy.max_attempts` are used up.
     Raises the last `LLMError`. Every attempt is bounded by `policy.timeout_s`."""
     rng = rng or random.Random()

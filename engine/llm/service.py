@@ -37,10 +37,16 @@ class CallOutcome:
 
 
 class LLMService:
-    def __init__(self, specs: list[ModelSpec], pricing: Pricing, budget: Budget,
-                 policy: RetryPolicy | None = None, *,
-                 client_factory: Callable[[ModelSpec], ChatClient] | None = None,
-                 rng: random.Random | None = None):
+    def __init__(
+        self,
+        specs: list[ModelSpec],
+        pricing: Pricing,
+        budget: Budget,
+        policy: RetryPolicy | None = None,
+        *,
+        client_factory: Callable[[ModelSpec], ChatClient] | None = None,
+        rng: random.Random | None = None,
+    ):
         self.specs = {s.name: s for s in specs}
         self.pricing = pricing
         self.budget = budget
@@ -61,14 +67,27 @@ class LLMService:
     def estimate_usd(self, spec: ModelSpec, request: ChatRequest) -> float:
         return self.pricing.cost(spec, estimate_tokens(request.prompt_chars()), request.max_tokens)
 
-    async def chat(self, model: str, request: ChatRequest, *, store: Store | None, run_id: str | None,
-                   purpose: str, candidate_id: int | None = None) -> CallOutcome:
+    async def chat(
+        self,
+        model: str,
+        request: ChatRequest,
+        *,
+        store: Store | None,
+        run_id: str | None,
+        purpose: str,
+        candidate_id: int | None = None,
+    ) -> CallOutcome:
         spec = self.specs[model]
         await self.budget.load(store, run_id)
         token = self.budget.reserve(self.estimate_usd(spec, request))
-        prompt = {"model": spec.name, "purpose": purpose, "system": request.system,
-                  "messages": request.messages, "temperature": request.temperature,
-                  "max_tokens": request.max_tokens}
+        prompt = {
+            "model": spec.name,
+            "purpose": purpose,
+            "system": request.system,
+            "messages": request.messages,
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+        }
         started = time.monotonic()
         client = self.client(model)
 
@@ -77,14 +96,26 @@ class LLMService:
 
         cost = 0.0
         try:
-            result = await call_with_retries(lambda: client.chat(request, self.policy.timeout_s), self.policy,
-                                             rng=self.rng, on_retry=on_retry)
+            result = await call_with_retries(
+                lambda: client.chat(request, self.policy.timeout_s), self.policy, rng=self.rng, on_retry=on_retry
+            )
         except LLMError as err:
             self.budget.settle(token, 0.0)
             if store is not None:
-                await record_call(store, CallRecord(
-                    run_id, spec.name, purpose, "timeout" if err.kind == "timeout" else "error", prompt, None,
-                    latency_s=time.monotonic() - started, error=str(err), candidate_id=candidate_id))
+                await record_call(
+                    store,
+                    CallRecord(
+                        run_id,
+                        spec.name,
+                        purpose,
+                        "timeout" if err.kind == "timeout" else "error",
+                        prompt,
+                        None,
+                        latency_s=time.monotonic() - started,
+                        error=str(err),
+                        candidate_id=candidate_id,
+                    ),
+                )
             raise
         except BaseException:
             self.budget.settle(token, 0.0)
@@ -93,9 +124,22 @@ class LLMService:
         self.budget.settle(token, cost)
         call_id = None
         if store is not None:
-            call_id = await record_call(store, CallRecord(
-                run_id, spec.name, purpose, "ok", prompt, result.text, result.input_tokens, result.output_tokens,
-                cost, time.monotonic() - started, candidate_id=candidate_id))
+            call_id = await record_call(
+                store,
+                CallRecord(
+                    run_id,
+                    spec.name,
+                    purpose,
+                    "ok",
+                    prompt,
+                    result.text,
+                    result.input_tokens,
+                    result.output_tokens,
+                    cost,
+                    time.monotonic() - started,
+                    candidate_id=candidate_id,
+                ),
+            )
         return CallOutcome(result.text, call_id, cost, result)
 
     async def close(self) -> None:
@@ -104,32 +148,45 @@ class LLMService:
             if close is not None:
                 try:
                     await close()
-                except Exception:   # closing is best effort
+                except Exception:  # closing is best effort
                     pass
         self._clients.clear()
 
-    async def embed(self, model: str, texts: list[str], *, store: Store | None,
-                    run_id: str | None) -> list[list[float]]:
+    async def embed(
+        self, model: str, texts: list[str], *, store: Store | None, run_id: str | None
+    ) -> list[list[float]]:
         """Embeddings from an OpenAI-compatible `/embeddings` endpoint, budgeted and audited like a chat."""
         spec = self.specs[model]
         client = self.client(model)
         embed = getattr(client, "embed", None)
         if embed is None:
-            raise LLMError(f"{spec.name} offers no embeddings (use openai: or openai-compat:)",
-                           kind="client", retryable=False)
+            raise LLMError(
+                f"{spec.name} offers no embeddings (use openai: or openai-compat:)", kind="client", retryable=False
+            )
         await self.budget.load(store, run_id)
         token = self.budget.reserve(self.pricing.cost(spec, estimate_tokens(sum(map(len, texts))), 0))
         prompt = {"model": spec.name, "purpose": "embed", "input": texts}
         started = time.monotonic()
         try:
-            vectors, tokens = await call_with_retries(lambda: embed(texts, self.policy.timeout_s), self.policy,
-                                                      rng=self.rng)
+            vectors, tokens = await call_with_retries(
+                lambda: embed(texts, self.policy.timeout_s), self.policy, rng=self.rng
+            )
         except LLMError as err:
             self.budget.settle(token, 0.0)
             if store is not None:
-                await record_call(store, CallRecord(run_id, spec.name, "embed",
-                                                    "timeout" if err.kind == "timeout" else "error", prompt, None,
-                                                    latency_s=time.monotonic() - started, error=str(err)))
+                await record_call(
+                    store,
+                    CallRecord(
+                        run_id,
+                        spec.name,
+                        "embed",
+                        "timeout" if err.kind == "timeout" else "error",
+                        prompt,
+                        None,
+                        latency_s=time.monotonic() - started,
+                        error=str(err),
+                    ),
+                )
             raise
         except BaseException:
             self.budget.settle(token, 0.0)
@@ -138,7 +195,19 @@ class LLMService:
         self.budget.settle(token, cost)
         if store is not None:
             dims = len(vectors[0]) if vectors else 0
-            await record_call(store, CallRecord(run_id, spec.name, "embed", "ok", prompt,
-                                                f"{len(vectors)} vectors of {dims} dimensions", tokens, 0, cost,
-                                                time.monotonic() - started))
+            await record_call(
+                store,
+                CallRecord(
+                    run_id,
+                    spec.name,
+                    "embed",
+                    "ok",
+                    prompt,
+                    f"{len(vectors)} vectors of {dims} dimensions",
+                    tokens,
+                    0,
+                    cost,
+                    time.monotonic() - started,
+                ),
+            )
         return vectors

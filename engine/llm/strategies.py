@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 STATE_KEY = "strategies"
 ACTIVE, RETIRED, REWRITTEN = "active", "retired", "rewritten"
 MARK_VERDICTS = ("pin", "unpin", "retire", "add")
-MAX_TEXT = 300                   # characters of one strategy
+MAX_TEXT = 300  # characters of one strategy
 MAX_SEEDS = 6
-MAX_REASONS = 3                  # failure reasons kept per strategy, for the rewrite prompt
-MAX_PENDING = 256                # proposals awaiting their child (one the engine dropped as a duplicate never comes)
+MAX_REASONS = 3  # failure reasons kept per strategy, for the rewrite prompt
+MAX_PENDING = 256  # proposals awaiting their child (one the engine dropped as a duplicate never comes)
 FINAL = ("done", "incorrect", "failed", "refused")
 
 
@@ -43,17 +43,17 @@ FINAL = ("done", "incorrect", "failed", "refused")
 class Strategy:
     id: str
     text: str
-    origin: str = "seed"         # seed | config | operator | meta (rewrote <id>) | fork
-    status: str = ACTIVE         # active | retired | rewritten
+    origin: str = "seed"  # seed | config | operator | meta (rewrote <id>) | fork
+    status: str = ACTIVE  # active | retired | rewritten
     pinned: bool = False
-    pulls: int = 0               # prompts that carried it
-    children: int = 0            # children credited (final evaluations)
-    successes: int = 0           # children correct and faster than their parent
-    failures: int = 0            # children incorrect, failed or refused
-    streak: int = 0              # failures in a row (the last children)
-    reward: float = 0.0          # sum of relative gains
-    reasons: list[str] = field(default_factory=list)   # the latest failure reasons (public, scrubbed)
-    why: str = ""                # why it left the population
+    pulls: int = 0  # prompts that carried it
+    children: int = 0  # children credited (final evaluations)
+    successes: int = 0  # children correct and faster than their parent
+    failures: int = 0  # children incorrect, failed or refused
+    streak: int = 0  # failures in a row (the last children)
+    reward: float = 0.0  # sum of relative gains
+    reasons: list[str] = field(default_factory=list)  # the latest failure reasons (public, scrubbed)
+    why: str = ""  # why it left the population
 
     @property
     def active(self) -> bool:
@@ -69,10 +69,10 @@ class Population:
     strategies: list[Strategy] = field(default_factory=list)
     exploration: float = 0.5
     next_id: int = 1
-    pending: dict[int, str] = field(default_factory=dict)   # llm call id (of a child's proposal) -> strategy id
-    credited: set[int] = field(default_factory=set)          # candidate ids already counted
-    marks_seen: int = 0                                      # the last operator mark folded in
-    meta_at: int = 0                                         # finished evaluations at the last meta step
+    pending: dict[int, str] = field(default_factory=dict)  # llm call id (of a child's proposal) -> strategy id
+    credited: set[int] = field(default_factory=set)  # candidate ids already counted
+    marks_seen: int = 0  # the last operator mark folded in
+    meta_at: int = 0  # finished evaluations at the last meta step
 
     # ----- membership -----------------------------------------------------------------------------
 
@@ -156,15 +156,18 @@ class Population:
             f"SELECT l.id AS call_id, c.id, c.status, c.speedup, c.reason, p.speedup AS parent_speedup "
             f"FROM llm_calls l JOIN candidates c ON c.id = l.candidate_id LEFT JOIN candidates p ON p.id = c.parent_id "
             f"WHERE l.id IN ({','.join('?' * len(ids))}) AND c.run_id=? "
-            f"AND c.status IN ({','.join('?' * len(FINAL))})", (*ids, run_id, *FINAL))
+            f"AND c.status IN ({','.join('?' * len(FINAL))})",
+            (*ids, run_id, *FINAL),
+        )
         n = 0
         for r in rows:
             sid = self.pending.pop(int(r["call_id"]), None)
             if sid is None:
                 continue
             reason = public_reason(" ".join((r["reason"] or "").split())[:200]) if r["status"] != "done" else ""
-            n += self.credit(int(r["id"]), sid, r["status"],
-                             reward_of(r["status"], r["speedup"], r["parent_speedup"]), reason)
+            n += self.credit(
+                int(r["id"]), sid, r["status"], reward_of(r["status"], r["speedup"], r["parent_speedup"]), reason
+            )
         return n
 
     # ----- the meta step's rules ------------------------------------------------------------------
@@ -183,8 +186,10 @@ class Population:
         if count <= 0 or not rated or len(judged) < 2:
             return []
         best = max(s.reward / s.children for s in judged)
-        weak = sorted((s for s in rated if not s.pinned and s.reward / s.children < best),
-                      key=lambda s: (s.reward / s.children, -s.children))
+        weak = sorted(
+            (s for s in rated if not s.pinned and s.reward / s.children < best),
+            key=lambda s: (s.reward / s.children, -s.children),
+        )
         return weak[:count]
 
     # ----- operator marks -------------------------------------------------------------------------
@@ -203,20 +208,32 @@ class Population:
     # ----- persistence ----------------------------------------------------------------------------
 
     def to_json(self) -> str:
-        return json.dumps({"strategies": [asdict(s) for s in self.strategies], "exploration": self.exploration,
-                           "next_id": self.next_id, "pending": {str(k): v for k, v in self.pending.items()},
-                           "credited": sorted(self.credited), "marks_seen": self.marks_seen,
-                           "meta_at": self.meta_at}, sort_keys=True)
+        return json.dumps(
+            {
+                "strategies": [asdict(s) for s in self.strategies],
+                "exploration": self.exploration,
+                "next_id": self.next_id,
+                "pending": {str(k): v for k, v in self.pending.items()},
+                "credited": sorted(self.credited),
+                "marks_seen": self.marks_seen,
+                "meta_at": self.meta_at,
+            },
+            sort_keys=True,
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Population:
         data: dict[str, Any] = json.loads(text)
         known = set(Strategy.__dataclass_fields__)
-        return cls(strategies=[Strategy(**{k: v for k, v in s.items() if k in known}) for s in data.get("strategies", [])],
-                   exploration=float(data.get("exploration", 0.5)), next_id=int(data.get("next_id", 1)),
-                   pending={int(k): str(v) for k, v in (data.get("pending") or {}).items()},
-                   credited={int(c) for c in data.get("credited", [])}, marks_seen=int(data.get("marks_seen", 0)),
-                   meta_at=int(data.get("meta_at", 0)))
+        return cls(
+            strategies=[Strategy(**{k: v for k, v in s.items() if k in known}) for s in data.get("strategies", [])],
+            exploration=float(data.get("exploration", 0.5)),
+            next_id=int(data.get("next_id", 1)),
+            pending={int(k): str(v) for k, v in (data.get("pending") or {}).items()},
+            credited={int(c) for c in data.get("credited", [])},
+            marks_seen=int(data.get("marks_seen", 0)),
+            meta_at=int(data.get("meta_at", 0)),
+        )
 
     def inherited(self) -> Population:
         """The population a fork starts with: the same strategies and what they earned, nothing pending."""
@@ -227,13 +244,32 @@ class Population:
     def rows(self) -> list[dict[str, Any]]:
         """One plain row per strategy (report, panel): active first, best mean gain first."""
         total = sum(s.pulls for s in self.strategies) or 1
-        order = sorted(self.strategies, key=lambda s: (not s.active, not s.pinned, -(s.mean_gain or 0.0),
-                                                        int(s.id[1:]) if s.id[1:].isdigit() else 0))
-        return [{"id": s.id, "text": s.text, "status": s.status, "pinned": s.pinned, "origin": s.origin,
-                 "pulls": s.pulls, "share": round(s.pulls / total, 3), "children": s.children,
-                 "successes": s.successes, "failures": s.failures,
-                 "mean_gain": None if s.mean_gain is None else round(s.mean_gain, 4), "why": s.why}
-                for s in order]
+        order = sorted(
+            self.strategies,
+            key=lambda s: (
+                not s.active,
+                not s.pinned,
+                -(s.mean_gain or 0.0),
+                int(s.id[1:]) if s.id[1:].isdigit() else 0,
+            ),
+        )
+        return [
+            {
+                "id": s.id,
+                "text": s.text,
+                "status": s.status,
+                "pinned": s.pinned,
+                "origin": s.origin,
+                "pulls": s.pulls,
+                "share": round(s.pulls / total, 3),
+                "children": s.children,
+                "successes": s.successes,
+                "failures": s.failures,
+                "mean_gain": None if s.mean_gain is None else round(s.mean_gain, 4),
+                "why": s.why,
+            }
+            for s in order
+        ]
 
 
 def clean(text: str) -> str:
@@ -264,15 +300,20 @@ def seed_texts(workload: Workload) -> list[str]:
     for d in space.structural:
         others = [v for v in d.values if v != d.default]
         if others:
-            texts.append(f"Change the {d.name} of the design (the seed uses {d.default}; try {' or '.join(others)}) "
-                         f"and say why it should pay off on these sizes.")
+            texts.append(
+                f"Change the {d.name} of the design (the seed uses {d.default}; try {' or '.join(others)}) "
+                f"and say why it should pay off on these sizes."
+            )
     for v in space.variants:
         point = " ".join(f"{k}={x}" for k, x in v.point.items())
         texts.append(f"Move the parent toward the {v.name} implementation ({point}) in one step.")
     knobs = [d for d in space.dimensions.values() if d.knob]
     if knobs:
-        texts.append("Tune " + ", ".join(f"{d.name} ({', '.join(d.values)})" for d in knobs)
-                     + ": pick values from where the parent's time goes.")
+        texts.append(
+            "Tune "
+            + ", ".join(f"{d.name} ({', '.join(d.values)})" for d in knobs)
+            + ": pick values from where the parent's time goes."
+        )
     texts.append("Overlap communication with computation: send finished pieces while computing the next ones.")
     if workload.task:
         texts.append("Remove waiting: replace global synchronisation with finer-grained signals where the task allows.")
@@ -286,7 +327,7 @@ def seed_texts(workload: Workload) -> list[str]:
 
 def seeded(workload: Workload, texts: list[str] | None = None, exploration: float = 0.5) -> Population:
     pop = Population(exploration=exploration)
-    for t in (texts or seed_texts(workload)):
+    for t in texts or seed_texts(workload):
         pop.add(t, "config" if texts else "seed")
     return pop
 
@@ -302,13 +343,15 @@ async def load(store: Store, run_id: str) -> Population | None:
 
 
 async def marks_after(store: Store, run_id: str, after: int) -> list[dict[str, Any]]:
-    return await store.fetchall("SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? AND id>? "
-                                "ORDER BY id", (run_id, after))
+    return await store.fetchall(
+        "SELECT id, verdict, strategy, text FROM strategy_marks WHERE run_id=? AND id>? ORDER BY id", (run_id, after)
+    )
 
 
 async def save(tx: Tx, run_id: str, pop: Population) -> None:
-    await tx.execute("INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
-                     (run_id, STATE_KEY, pop.to_json()))
+    await tx.execute(
+        "INSERT OR REPLACE INTO run_state (run_id, key, value_json) VALUES (?,?,?)", (run_id, STATE_KEY, pop.to_json())
+    )
 
 
 def effective(state_json: str | None, marks: Iterable[dict[str, Any]]) -> Population | None:

@@ -44,9 +44,16 @@ CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
 CAPTURE_END = {"cudaStreamEndCapture"}
 GRAPH_LAUNCH = {"cudaGraphLaunch"}
 CAPTURE_WHAT = "graph capture: what the replay loop launches"
-def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands: str | None = None,
-                  region: str | None = None, entry: str | None = None,
-                  assume: dict[str, int] | None = None) -> Program:
+
+
+def analyze_files(
+    paths: list[str],
+    flags: Flags | None = None,
+    compile_commands: str | None = None,
+    region: str | None = None,
+    entry: str | None = None,
+    assume: dict[str, int] | None = None,
+) -> Program:
     """All the files are one program, each read as its compiler reads it: the flags of its entry in
     `compile_commands` (a compile_commands.json), then `flags` (-D/-U/-I given on the command line)."""
     if not paths:
@@ -55,33 +62,50 @@ def analyze_files(paths: list[str], flags: Flags | None = None, compile_commands
     per_file = flags_from_compile_commands(compile_commands, paths) if compile_commands else {}
     sources = [parse_file(p, per_file[p].merged(flags) if p in per_file else flags) for p in paths]
     prog = analyze_sources(sources, region, entry, assume)
-    prog.preprocessing = {"flags": {"defines": list(flags.defines), "undefines": list(flags.undefines),
-                                    "include_dirs": list(flags.include_dirs)},
-                          "compile_commands": compile_commands,
-                          "branches": [b.as_json() for s in sources if s.pre for b in s.pre.branches],
-                          "missing_headers": [m for s in sources if s.pre for m in s.pre.missing_headers]}
+    prog.preprocessing = {
+        "flags": {
+            "defines": list(flags.defines),
+            "undefines": list(flags.undefines),
+            "include_dirs": list(flags.include_dirs),
+        },
+        "compile_commands": compile_commands,
+        "branches": [b.as_json() for s in sources if s.pre for b in s.pre.branches],
+        "missing_headers": [m for s in sources if s.pre for m in s.pre.missing_headers],
+    }
     return prog
 
 
-def analyze_sources(sources: list[SourceFile], region: str | None = None, entry: str | None = None,
-                    assume: dict[str, int] | None = None, main_name: str = "main") -> Program:
+def analyze_sources(
+    sources: list[SourceFile],
+    region: str | None = None,
+    entry: str | None = None,
+    assume: dict[str, int] | None = None,
+    main_name: str = "main",
+) -> Program:
     """`main_name`: the function read as the program's main() (cuco init reads a helper that holds the
     whole timed program as main, its parameters bound to what main() passes it)."""
     functions, macros, globals_ = _top_level(sources)
     mains = [(s, f) for (name, (s, f)) in functions.items() if name == main_name]
     if not mains:
         _refuse_inactive_main(sources)
-        raise InputError(", ".join(s.path for s in sources), "main",
-                         "no main() found: name the file that holds your program's main()")
+        raise InputError(
+            ", ".join(s.path for s in sources),
+            "main",
+            "no main() found: name the file that holds your program's main()",
+        )
     main_src, main = mains[0]
     check_no_hidden_collectives(sources, functions, macros, entry)
     kernels = {n: sf for n, sf in functions.items() if is_kernel(*sf)}
-    sets_up_nccl = any(call_name(n, s) in api.NCCL_INIT for (s, f) in functions.values()
-                       for n in s.nodes("call_expression", f))
+    sets_up_nccl = any(
+        call_name(n, s) in api.NCCL_INIT for (s, f) in functions.values() for n in s.nodes("call_expression", f)
+    )
     if not sets_up_nccl and not any(has_comm_call(s, f) for (s, f) in functions.values()):
-        raise InputError(main_src.path, "NCCL",
-                         "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
-                         "cuco optimises programs whose GPUs communicate through NCCL")
+        raise InputError(
+            main_src.path,
+            "NCCL",
+            "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
+            "cuco optimises programs whose GPUs communicate through NCCL",
+        )
     analyzer = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels)
     analyzer.region_at = region
     analyzer.entry = entry
@@ -100,16 +124,19 @@ def _refuse_inactive_main(sources: list[SourceFile]) -> None:
             if declarator_name(fn.child_by_field_name("declarator"), original) != "main":
                 continue
             line = fn.start_point[0] + 1
-            around = [b for b in src.pre.branches if b.taken is False
-                      and int(b.at.rsplit(":", 1)[1]) < line <= b.end]
+            around = [b for b in src.pre.branches if b.taken is False and int(b.at.rsplit(":", 1)[1]) < line <= b.end]
             if around:
                 b = max(around, key=lambda b: int(b.at.rsplit(":", 1)[1]))
-                raise InputError(f"{src.path}:{line}", "main",
-                                 f"main() sits under an inactive `{b.directive}` ({b.at}): set "
-                                 f"{flag_to_enable(b)} (cuco analyze/init take -D, -U and -I as your compiler does)")
+                raise InputError(
+                    f"{src.path}:{line}",
+                    "main",
+                    f"main() sits under an inactive `{b.directive}` ({b.at}): set "
+                    f"{flag_to_enable(b)} (cuco analyze/init take -D, -U and -I as your compiler does)",
+                )
 
 
 # ---------------------------------------------------------------- top level
+
 
 def _top_level(sources):
     functions, macros, globals_ = {}, {}, {}
@@ -135,9 +162,11 @@ def _top_level(sources):
 
 # ---------------------------------------------------------------- main()
 
+
 class _Span:
     """Statements of one block between two timer statements: the region of a program that times
     straight-line code, standing where a loop node stands."""
+
     type = "section"
 
     def __init__(self, stmts: list):
@@ -166,15 +195,16 @@ class _Analyzer:
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
         self.alternatives: list = []
         self.region_at: str | None = None
-        self.entry: str | None = None              # --entry: the target a function-pointer call stands for
-        self.assume: dict[str, int] = {}           # --assume NAME=VALUE: run-time flags taken as given
+        self.entry: str | None = None  # --entry: the target a function-pointer call stands for
+        self.assume: dict[str, int] = {}  # --assume NAME=VALUE: run-time flags taken as given
         self.dispatch_holders: set[str] = set()
         self.region_src = src
-        self.alias: dict[str, str] = {}          # pointer name -> the pointer it is based on
+        self.alias: dict[str, str] = {}  # pointer name -> the pointer it is based on
         self.helpers = _helpers(functions, kernels, self.wrappers)
         self.helper_calls: list[dict] = []
-        self.bodies = [(src, self.body)] + [(s, f.child_by_field_name("body")) for n, (s, f) in functions.items()
-                                            if n in self.helpers]
+        self.bodies = [(src, self.body)] + [
+            (s, f.child_by_field_name("body")) for n, (s, f) in functions.items() if n in self.helpers
+        ]
 
     def run(self) -> Program:
         self._collect_vars()
@@ -193,11 +223,24 @@ class _Analyzer:
         comms, ranks = self._communicators()
         timed_stream = self._timed_stream()
         prog = Program(
-            files=[s.path for s in self.sources], sources=self.sources, main_src=self.src, main=self.main,
-            vars=self.vars, ops=self.ops, buffers=buffers, communicators=comms, ranks=ranks,
-            region=self._region_json(region_node), region_node=region_node, params=[], check_macros=[],
-            kernels=self.kernels, kernel_access=self.kernel_access, timed_stream=timed_stream,
-            unresolved=self.unresolved)
+            files=[s.path for s in self.sources],
+            sources=self.sources,
+            main_src=self.src,
+            main=self.main,
+            vars=self.vars,
+            ops=self.ops,
+            buffers=buffers,
+            communicators=comms,
+            ranks=ranks,
+            region=self._region_json(region_node),
+            region_node=region_node,
+            params=[],
+            check_macros=[],
+            kernels=self.kernels,
+            kernel_access=self.kernel_access,
+            timed_stream=timed_stream,
+            unresolved=self.unresolved,
+        )
         prog.helper_calls = self.helper_calls
         prog.captures = self.captures()
         prog.init_blockers = self._init_blockers()
@@ -205,6 +248,7 @@ class _Analyzer:
         prog.params = self._params(buffers)
         self._region_notes(prog)
         from .opportunities import dataflow, opportunities
+
         prog.dataflow = dataflow(prog)
         prog.opportunities = opportunities(prog)
         self._runtime_sizes(prog)
@@ -219,10 +263,16 @@ class _Analyzer:
         for name, (src, fn) in self.functions.items():
             if name in self.helpers:
                 pointers |= _param_names(src, fn)[1]
-        for name, v in self.vars.items():         # `float* p = base + off`, `p = c ? a : b`: aliases
+        for name, v in self.vars.items():  # `float* p = base + off`, `p = c ? a : b`: aliases
             if v.pointer and v.init is not None:
-                base = next((i.text.decode() for i in identifiers(v.init)
-                             if i.text.decode() != name and i.text.decode() in pointers), None)
+                base = next(
+                    (
+                        i.text.decode()
+                        for i in identifiers(v.init)
+                        if i.text.decode() != name and i.text.decode() in pointers
+                    ),
+                    None,
+                )
                 if base is not None:
                     self.alias[name] = base
 
@@ -245,14 +295,24 @@ class _Analyzer:
                     size = inner.child_by_field_name("size")
                     array = src.text(size) if size is not None else ""
                 ctor = None
-                if inner is not None and inner.type == "function_declarator":   # `T v(n);` (vexing parse)
+                if inner is not None and inner.type == "function_declarator":  # `T v(n);` (vexing parse)
                     params = inner.child_by_field_name("parameters")
                     ctor = src.text(params)[1:-1]
                 if not main and name in self.vars:
-                    continue              # main's own variable of that name comes first
-                self.vars[name] = Var(name, base + ("*" if pointer else ""), base, pointer, array, value, decl,
-                                      src.line(decl), main and (decl.start_byte, decl.end_byte) in top, ctor,
-                                      d.start_byte)
+                    continue  # main's own variable of that name comes first
+                self.vars[name] = Var(
+                    name,
+                    base + ("*" if pointer else ""),
+                    base,
+                    pointer,
+                    array,
+                    value,
+                    decl,
+                    src.line(decl),
+                    main and (decl.start_byte, decl.end_byte) in top,
+                    ctor,
+                    d.start_byte,
+                )
 
     # -- operations in program order
     def _collect_ops(self) -> None:
@@ -267,24 +327,29 @@ class _Analyzer:
                 name = call_name(n, src)
                 fn = n.child_by_field_name("function")
                 through = None
-                if self.entry and fn is not None and any(i.text.decode() in self.dispatch_holders
-                                                         for i in identifiers(fn)):
-                    through, name = fn.text.decode(), self.entry     # a call through the table: --entry's target
+                if (
+                    self.entry
+                    and fn is not None
+                    and any(i.text.decode() in self.dispatch_holders for i in identifiers(fn))
+                ):
+                    through, name = fn.text.decode(), self.entry  # a call through the table: --entry's target
                 if name is None:
                     if any(i.text.decode() in api.NCCL_COMM for i in identifiers(n)):
-                        raise InputError(src.at(n), "call",
-                                         f"a call through an expression ({src.text(n)[:50]!r}) the analysis "
-                                         f"cannot follow; {WHAT_TO_DO}")
+                        raise InputError(
+                            src.at(n),
+                            "call",
+                            f"a call through an expression ({src.text(n)[:50]!r}) the analysis "
+                            f"cannot follow; {WHAT_TO_DO}",
+                        )
                     continue
-                if name in self.helpers and depth < MAX_CALL_DEPTH and \
-                        all(call_name(c, s) != name for s, c in chain):
+                if name in self.helpers and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
                     self._follow(src, n, name, chain, depth, top or stmt)
                     continue
                 kind = self._kind(n, name)
                 if kind is None:
                     continue
                 wrapper = self.wrappers.get(name) if kernel_config(n) is None else None
-                if wrapper is not None:      # a host wrapper: the launch of the kernel it wraps
+                if wrapper is not None:  # a host wrapper: the launch of the kernel it wraps
                     kernels_launched = {launch.kernel for launch in wrapper.launches}
                     name = wrapper.launches[0].kernel if len(kernels_launched) == 1 else wrapper.name
                 op = Op(f"op{len(self.ops)}", kind, name, src.at(n), n, top or stmt)
@@ -303,10 +368,15 @@ class _Analyzer:
             base = self._base_name(a)
             if p in pointers and base is not None and base != p:
                 self.alias[p] = base
-        self.helper_calls.append({"name": name, "at": src.at(call), "defined_at": hsrc.at(fn),
-                                  "args": [a.text.decode() for a in call_args(call)]})
-        self._collect_in(hsrc, fn.child_by_field_name("body").named_children, chain + ((src, call),),
-                         depth + 1, top)
+        self.helper_calls.append(
+            {
+                "name": name,
+                "at": src.at(call),
+                "defined_at": hsrc.at(fn),
+                "args": [a.text.decode() for a in call_args(call)],
+            }
+        )
+        self._collect_in(hsrc, fn.child_by_field_name("body").named_children, chain + ((src, call),), depth + 1, top)
 
     def _context(self, op, region) -> None:
         """What decides whether and how often an operation of the region runs: the conditions (`if
@@ -328,8 +398,16 @@ class _Analyzer:
                     negate = alt is not None and _inside(n, alt)
                     inner.append(("when", f"{'!' if negate else ''}{self._t(cond)}"))
                 elif node.type in LOOPS:
-                    inner.append(("loop", {"at": src.at(node), "kind": node.type.replace("_statement", ""),
-                                           "iterations": self._iterations(node)}))
+                    inner.append(
+                        (
+                            "loop",
+                            {
+                                "at": src.at(node),
+                                "kind": node.type.replace("_statement", ""),
+                                "iterations": self._iterations(node),
+                            },
+                        )
+                    )
                 node = node.parent
             for kind, what in reversed(inner):
                 (when if kind == "when" else loops).append(what)
@@ -349,7 +427,8 @@ class _Analyzer:
             if value is not None and bool(value) == negate:
                 op.in_region = False
                 op.detail["assumed_out"] = f"{cond} is false with " + ", ".join(
-                    f"{k}={v}" for k, v in self.assume.items())
+                    f"{k}={v}" for k, v in self.assume.items()
+                )
                 return
 
     def _iterations(self, loop) -> str | None:
@@ -389,7 +468,7 @@ class _Analyzer:
                     if begin is None and names & CAPTURE and not names & CAPTURE_END:
                         begin = i
                     elif begin is not None and names & CAPTURE_END:
-                        span = _Span(stmts[begin:i + 1])
+                        span = _Span(stmts[begin : i + 1])
                         if not any(_inside(span, loop) for loop in loops):
                             self.alternatives.append((src, span, CAPTURE_WHAT))
                         begin = None
@@ -397,35 +476,54 @@ class _Analyzer:
     def _init_blockers(self) -> list[str]:
         out = []
         if self.replays() and not self.captures():
-            out.append(f"the repeated region ({self.region_src.at(self.region_node)}) replays CUDA graphs whose "
-                       "capture (cudaStreamBeginCapture ... cudaStreamEndCapture) the analysis does not find in "
-                       "the given files: pass the file that captures them, or write the workload by hand "
-                       "(docs/workload-format.md)")
+            out.append(
+                f"the repeated region ({self.region_src.at(self.region_node)}) replays CUDA graphs whose "
+                "capture (cudaStreamBeginCapture ... cudaStreamEndCapture) the analysis does not find in "
+                "the given files: pass the file that captures them, or write the workload by hand "
+                "(docs/workload-format.md)"
+            )
         for s, node in self.captures():
             if not (s is self.src and self.main.start_byte <= node.start_byte < self.main.end_byte):
-                out.append(f"the graphs the region replays are captured outside main() ({s.at(node)}, in "
-                           f"{self._function_at(s, node) or 'another function'}); cuco init writes a capture "
-                           "made in main() before the region: move it there, or write the workload by hand "
-                           "(docs/workload-format.md)")
+                out.append(
+                    f"the graphs the region replays are captured outside main() ({s.at(node)}, in "
+                    f"{self._function_at(s, node) or 'another function'}); cuco init writes a capture "
+                    "made in main() before the region: move it there, or write the workload by hand "
+                    "(docs/workload-format.md)"
+                )
         for op in self.ops:
             if op.name == "ncclCommInitAll":
-                out.append(f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
-                           "process per GPU: give each GPU its own process and ncclCommInitRank")
+                out.append(
+                    f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
+                    "process per GPU: give each GPU its own process and ncclCommInitRank"
+                )
         # a helper the region in main() calls directly is carried with compute-only and comm-only forms;
         # a region inside a helper, or collectives a helper reaches through another, are not written yet
-        in_main = self.region_node is None or self.region_src is self.src and \
-            self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
-        nested = sorted({f"{call_name(o.chain[1][1], o.chain[1][0])} at {o.chain[1][0].at(o.chain[1][1])}"
-                         for o in self.ops if o.in_region and len(o.chain) > 2 and o.kind != "kernel"})
+        in_main = (
+            self.region_node is None
+            or self.region_src is self.src
+            and self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
+        )
+        nested = sorted(
+            {
+                f"{call_name(o.chain[1][1], o.chain[1][0])} at {o.chain[1][0].at(o.chain[1][1])}"
+                for o in self.ops
+                if o.in_region and len(o.chain) > 2 and o.kind != "kernel"
+            }
+        )
         if not in_main or nested:
             names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
-            where = (f"the region ({self.region_src.at(self.region_node)}) is not in main() but inside the helper "
-                     f"{self._function_at(self.region_src, self.region_node) or 'function'}" if not in_main else
-                     f"its collectives are reached through a helper called by a helper ({', '.join(nested)})")
-            out.append(f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
-                       "writes a region in main() and carries the helpers it calls directly: move the timed "
-                       "section into main(), or write the workload by hand (docs/workload-format.md) from this "
-                       "analysis")
+            where = (
+                f"the region ({self.region_src.at(self.region_node)}) is not in main() but inside the helper "
+                f"{self._function_at(self.region_src, self.region_node) or 'function'}"
+                if not in_main
+                else f"its collectives are reached through a helper called by a helper ({', '.join(nested)})"
+            )
+            out.append(
+                f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
+                "writes a region in main() and carries the helpers it calls directly: move the timed "
+                "section into main(), or write the workload by hand (docs/workload-format.md) from this "
+                "analysis"
+            )
         return out
 
     def _function_at(self, src, node) -> str | None:
@@ -441,7 +539,7 @@ class _Analyzer:
     def _kind(self, n, name) -> str | None:
         if kernel_config(n) is not None or name in self.wrappers:
             return "kernel"
-        if name in GRAPH_LAUNCH:     # what it launches is the capture's (followed there)
+        if name in GRAPH_LAUNCH:  # what it launches is the capture's (followed there)
             return "graph_launch"
         if name in api.LAUNCH_API:
             return "launch_api"
@@ -488,16 +586,24 @@ class _Analyzer:
             args = [self._text(a) for a in call_args(n)]
             launches = op.via.config_for(args)
             first = launches[0]
-            op.detail = {"grid": first["grid"], "block": first["block"], "shared_bytes": first["shared_bytes"],
-                         "stream": first["stream"], "args": args,
-                         "via": {"wrapper": op.via.name, "at": op.via.at, "launches": launches}}
+            op.detail = {
+                "grid": first["grid"],
+                "block": first["block"],
+                "shared_bytes": first["shared_bytes"],
+                "stream": first["stream"],
+                "args": args,
+                "via": {"wrapper": op.via.name, "at": op.via.at, "launches": launches},
+            }
         elif op.kind == "kernel":
             cfg = [c for c in kernel_config(n).named_children if c.type != "comment"]
             args = call_args(n)
-            op.detail = {"grid": t(cfg[0]) if cfg else None, "block": t(cfg[1]) if len(cfg) > 1 else None,
-                         "shared_bytes": t(cfg[2]) if len(cfg) > 2 else None,
-                         "stream": t(cfg[3]) if len(cfg) > 3 else None,
-                         "args": [t(a) for a in args]}
+            op.detail = {
+                "grid": t(cfg[0]) if cfg else None,
+                "block": t(cfg[1]) if len(cfg) > 1 else None,
+                "shared_bytes": t(cfg[2]) if len(cfg) > 2 else None,
+                "stream": t(cfg[3]) if len(cfg) > 3 else None,
+                "args": [t(a) for a in args],
+            }
         elif op.kind in ("collective", "p2p"):
             spec = api.NCCL_COMM[op.name]
             d = {k: t(self._arg(n, spec[k])) for k in ("send", "recv", "count", "dtype", "redop", "comm", "stream")}
@@ -509,15 +615,31 @@ class _Analyzer:
             op.detail = {k: v for k, v in d.items() if v is not None or k == "group"}
         elif op.kind == "memcpy":
             a = call_args(n)
-            op.detail = {"dst": t(a[0]) if a else None, "src": t(a[api.MEMCPY[op.name][1]]) if len(a) > 1 else None,
-                         "bytes": t(a[2]) if len(a) > 2 else None,
-                         "direction": next((t(x) for x in a if self._text(x).startswith("cudaMemcpy")), None)}
+            op.detail = {
+                "dst": t(a[0]) if a else None,
+                "src": t(a[api.MEMCPY[op.name][1]]) if len(a) > 1 else None,
+                "bytes": t(a[2]) if len(a) > 2 else None,
+                "direction": next((t(x) for x in a if self._text(x).startswith("cudaMemcpy")), None),
+            }
         elif op.kind == "memset":
             a = call_args(n)
-            op.detail = {"dst": t(a[0]) if a else None, "value": t(a[1]) if len(a) > 1 else None,
-                         "bytes": t(a[2]) if len(a) > 2 else None}
-        elif op.kind in ("event", "sync", "stream", "device", "mpi", "comm_init", "free", "group", "alloc",
-                         "graph_launch"):
+            op.detail = {
+                "dst": t(a[0]) if a else None,
+                "value": t(a[1]) if len(a) > 1 else None,
+                "bytes": t(a[2]) if len(a) > 2 else None,
+            }
+        elif op.kind in (
+            "event",
+            "sync",
+            "stream",
+            "device",
+            "mpi",
+            "comm_init",
+            "free",
+            "group",
+            "alloc",
+            "graph_launch",
+        ):
             op.detail = {"args": [t(a) for a in call_args(n)]}
 
     # -- the repeated region
@@ -528,38 +650,55 @@ class _Analyzer:
         the devices (`cudaSetDevice(i)` on its variable), a size sweep (a loop that allocates and holds the
         timed loop: each size is a config) and an untimed loop before the timed one (a warm-up) are not the
         region: they are listed as alternatives with what they are. Sets self.region_src."""
-        loops = [(src, n) for src, body in self.bodies for t in LOOPS for n in src.nodes(t, body)
-                 if self._loop_has_comm(src, n) or self._loop_calls(src, n, GRAPH_LAUNCH)]
+        loops = [
+            (src, n)
+            for src, body in self.bodies
+            for t in LOOPS
+            for n in src.nodes(t, body)
+            if self._loop_has_comm(src, n) or self._loop_calls(src, n, GRAPH_LAUNCH)
+        ]
         loops.sort(key=lambda sn: (sn[0] is not self.src, sn[1].start_byte))
         self.alternatives = []
         if self.region_at is not None:
             return self._chosen_region(self.region_at, loops)
-        candidates = self._candidates(loops, [pair for pair in loops if not any(
-            o is not pair and self._nested(pair, o) for o in loops)])
+        candidates = self._candidates(
+            loops, [pair for pair in loops if not any(o is not pair and self._nested(pair, o) for o in loops)]
+        )
         if not any(self._timed(s, node) for s, node in candidates):
             section = self._timed_section()
             if section is not None:
                 for src, loop in candidates:
-                    what = "warm-up: untimed, before the timed section" if src is section[0] and \
-                        loop.start_byte < section[1].start_byte else "another loop around the collectives"
+                    what = (
+                        "warm-up: untimed, before the timed section"
+                        if src is section[0] and loop.start_byte < section[1].start_byte
+                        else "another loop around the collectives"
+                    )
                     self.alternatives.append((src, loop, what))
                 self.region_src = section[0]
                 return section[1]
         if not candidates:
-            self.unresolved.append(Unresolved(self.src.at(self.main), "no loop around the collectives",
-                                              "the repeated region is one loop iteration; wrap the timed part "
-                                              "in a loop"))
+            self.unresolved.append(
+                Unresolved(
+                    self.src.at(self.main),
+                    "no loop around the collectives",
+                    "the repeated region is one loop iteration; wrap the timed part in a loop",
+                )
+            )
             for src, loop, what in self.alternatives:
-                self.unresolved.append(Unresolved(src.at(loop), f"not a repeated region: {what}",
-                                                  "--region FILE:LINE takes it anyway"))
+                self.unresolved.append(
+                    Unresolved(src.at(loop), f"not a repeated region: {what}", "--region FILE:LINE takes it anyway")
+                )
             return None
         timed = [c for c in candidates if self._timed(*c)]
         psrc, pick = (timed or candidates)[-1]
         for src, loop in candidates:
             if loop is not pick:
                 before = src is psrc and loop.start_byte < pick.start_byte
-                what = "warm-up: untimed, before the timed loop" if before and not self._timed(src, loop) \
+                what = (
+                    "warm-up: untimed, before the timed loop"
+                    if before and not self._timed(src, loop)
                     else "another loop around the collectives"
+                )
                 self.alternatives.append((src, loop, what))
         self.region_src = psrc
         return pick
@@ -567,18 +706,27 @@ class _Analyzer:
     def _candidates(self, loops, outer) -> list:
         out = []
         for src, loop in outer:
-            inner = [pair for pair in loops if pair[1] is not loop and self._nested(pair, (src, loop)) and not any(
-                m[1] is not loop and m is not pair and self._nested(pair, m) and self._nested(m, (src, loop))
-                for m in loops)]
+            inner = [
+                pair
+                for pair in loops
+                if pair[1] is not loop
+                and self._nested(pair, (src, loop))
+                and not any(
+                    m[1] is not loop and m is not pair and self._nested(pair, m) and self._nested(m, (src, loop))
+                    for m in loops
+                )
+            ]
             if self._loop_calls(src, loop, CAPTURE):
                 self.alternatives.append((src, loop, CAPTURE_WHAT))
             elif self._per_device(src, loop):
-                self.alternatives.append((src, loop, "per-device loop: one process driving every GPU, "
-                                                     "not a repetition"))
+                self.alternatives.append(
+                    (src, loop, "per-device loop: one process driving every GPU, not a repetition")
+                )
             elif inner and self._allocates(src, loop):
                 var = self._loop_var(src, loop)
-                self.alternatives.append((src, loop, f"size sweep: each size is a config"
-                                                     f"{f' (its loop variable {var})' if var else ''}"))
+                self.alternatives.append(
+                    (src, loop, f"size sweep: each size is a config{f' (its loop variable {var})' if var else ''}")
+                )
                 out += self._candidates(loops, inner)
             else:
                 out.append((src, loop))
@@ -586,11 +734,18 @@ class _Analyzer:
 
     def _chosen_region(self, region_at: str, loops):
         want_file, _, want_line = region_at.rpartition(":")
-        chosen = [(s, node) for s, node in loops if want_line == str(node.start_point[0] + 1)
-                  and Path(want_file).resolve() == Path(s.path).resolve()]
+        chosen = [
+            (s, node)
+            for s, node in loops
+            if want_line == str(node.start_point[0] + 1) and Path(want_file).resolve() == Path(s.path).resolve()
+        ]
         if not chosen:
-            raise InputError(region_at, "--region", "no loop around the collectives starts here; "
-                             f"the loops are at {', '.join(s.at(node) for s, node in loops) or 'none'}")
+            raise InputError(
+                region_at,
+                "--region",
+                "no loop around the collectives starts here; "
+                f"the loops are at {', '.join(s.at(node) for s, node in loops) or 'none'}",
+            )
         self.region_src = chosen[0][0]
         for s, node in loops:
             if node is not chosen[0][1]:
@@ -604,7 +759,7 @@ class _Analyzer:
             return False
         if isrc is osrc and _inside(il, ol):
             return True
-        for op in self.ops:      # called from inside it: the outer loop holds an earlier call of the chain
+        for op in self.ops:  # called from inside it: the outer loop holds an earlier call of the chain
             i = next((k for k, (s, n) in enumerate(op.chain) if s is isrc and _inside(n, il)), None)
             o = next((k for k, (s, n) in enumerate(op.chain) if s is osrc and _inside(n, ol)), None)
             if i is not None and o is not None and o < i:
@@ -618,11 +773,14 @@ class _Analyzer:
         for src, body in self.bodies:
             for block in [body] + src.nodes("compound_statement", body):
                 stmts = [c for c in block.named_children if c.type != "comment"]
-                marks = [i for i, st in enumerate(stmts) if any(self._is_timer(src, c)
-                                                                  for c in src.nodes("call_expression", st))]
+                marks = [
+                    i
+                    for i, st in enumerate(stmts)
+                    if any(self._is_timer(src, c) for c in src.nodes("call_expression", st))
+                ]
                 if len(marks) < 2:
                     continue
-                span = _Span(stmts[marks[0]:marks[-1] + 1])
+                span = _Span(stmts[marks[0] : marks[-1] + 1])
                 if any(op.kind in ("collective", "p2p") and self._op_in(op, src, span) for op in self.ops):
                     if best is None or span.end_byte - span.start_byte > best[1].end_byte - best[1].start_byte:
                         best = (src, span)
@@ -643,17 +801,23 @@ class _Analyzer:
         var = self._loop_var(src, loop)
         if var is None:
             return False
-        comm_arrays = {self._plain(call_args(o.node)[0]) for o in self.ops
-                       if o.name == "ncclCommInitAll" and call_args(o.node)}
+        comm_arrays = {
+            self._plain(call_args(o.node)[0]) for o in self.ops if o.name == "ncclCommInitAll" and call_args(o.node)
+        }
         for sub in src.nodes("subscript_expression", loop):
             arg, idx = sub.child_by_field_name("argument"), sub.child_by_field_name("indices")
-            if arg is not None and self._t(arg) in comm_arrays and idx is not None and \
-                    any(i.text.decode() == var for i in identifiers(idx)):
+            if (
+                arg is not None
+                and self._t(arg) in comm_arrays
+                and idx is not None
+                and any(i.text.decode() == var for i in identifiers(idx))
+            ):
                 return True
         return any(
-            call_name(n, src) in api.DEVICE_SELECT and
-            any(i.text.decode() == var for a in call_args(n) for i in identifiers(a))
-            for n in src.nodes("call_expression", loop))
+            call_name(n, src) in api.DEVICE_SELECT
+            and any(i.text.decode() == var for a in call_args(n) for i in identifiers(a))
+            for n in src.nodes("call_expression", loop)
+        )
 
     def _loop_var(self, src, loop) -> str | None:
         if loop.type != "for_statement":
@@ -678,8 +842,9 @@ class _Analyzer:
                     if n.type in LOOPS:
                         found = found and step == "prev_named_sibling"
                         break
-                    if any(self._is_timer(src, c) for c in src.nodes("call_expression", n)) or \
-                            (n.type == "call_expression" and self._is_timer(src, n)):
+                    if any(self._is_timer(src, c) for c in src.nodes("call_expression", n)) or (
+                        n.type == "call_expression" and self._is_timer(src, n)
+                    ):
                         found = True
                 n = getattr(n, step)
             if found:
@@ -701,18 +866,32 @@ class _Analyzer:
                 iterations = self._t(cond.child_by_field_name("right"))
             var = self._loop_var(src, loop)
         warmups = [o.at for o in self.ops if o.kind in ("collective", "p2p") and not o.in_region]
-        region = {"at": src.at(loop), "end": f"{src.path}:{loop.end_point[0] + 1}",
-                  "kind": loop.type.replace("_statement", ""), "timed": self._timed(src, loop),
-                  "iterations": iterations, "loop_variable": var, "outside_collectives": warmups,
-                  "alternatives": [{"at": s.at(node), "what": what} for s, node, what in self.alternatives]}
+        region = {
+            "at": src.at(loop),
+            "end": f"{src.path}:{loop.end_point[0] + 1}",
+            "kind": loop.type.replace("_statement", ""),
+            "timed": self._timed(src, loop),
+            "iterations": iterations,
+            "loop_variable": var,
+            "outside_collectives": warmups,
+            "alternatives": [{"at": s.at(node), "what": what} for s, node, what in self.alternatives],
+        }
         if src is not self.src:
-            region["in_function"] = next((n for n, (s, f) in self.functions.items()
-                                          if s is src and _inside(loop, f)), None)
+            region["in_function"] = next(
+                (n for n, (s, f) in self.functions.items() if s is src and _inside(loop, f)), None
+            )
         if self._loop_calls(src, loop, GRAPH_LAUNCH):
-            region["replays"] = [{"at": s.at(cap), "captures": [
-                {"name": o.name, "at": o.at} for o in self.ops
-                if self._op_in(o, s, cap) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")]}
-                for s, cap in self.captures()]
+            region["replays"] = [
+                {
+                    "at": s.at(cap),
+                    "captures": [
+                        {"name": o.name, "at": o.at}
+                        for o in self.ops
+                        if self._op_in(o, s, cap) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")
+                    ],
+                }
+                for s, cap in self.captures()
+            ]
         return region
 
     # -- buffers
@@ -725,8 +904,13 @@ class _Analyzer:
             ptr, size = self._arg(op.node, pi), self._arg(op.node, bi)
             name = self._base_name(ptr)
             if name is None or size is None:
-                self.unresolved.append(Unresolved(op.at, f"{op.name} of an expression the analysis cannot name",
-                                                  "allocate into a plain pointer variable"))
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        f"{op.name} of an expression the analysis cannot name",
+                        "allocate into a plain pointer variable",
+                    )
+                )
                 continue
             var = self.vars.get(name)
             elem = self._resolve_type(var.base_type) if var is not None else "unknown"
@@ -785,14 +969,20 @@ class _Analyzer:
         def buf(node):
             name = self._base_name(node)
             return name if name in buffers else None
+
         for op in self.ops:
             n = op.node
             if op.kind == "kernel":
                 access = op.via.access if op.via is not None else self.kernel_access.get(op.name)
                 args = call_args(n)
                 if access is None:
-                    self.unresolved.append(Unresolved(op.at, f"kernel {op.name} is not defined in the given files",
-                                                      "pass the file that defines it to cuco analyze"))
+                    self.unresolved.append(
+                        Unresolved(
+                            op.at,
+                            f"kernel {op.name} is not defined in the given files",
+                            "pass the file that defines it to cuco analyze",
+                        )
+                    )
                     access = ["rw"] * len(args)
                 for a, acc in zip(args, access):
                     b = buf(a)
@@ -845,17 +1035,20 @@ class _Analyzer:
 
     def _roles(self, buffers: dict[str, Buffer]) -> None:
         region_ops = [o for o in self.ops if o.in_region]
-        if self.replays():        # what the graphs run, where the region first launches one
+        if self.replays():  # what the graphs run, where the region first launches one
             replayed = [o for o in self.ops if any(self._op_in(o, s, cap) for s, cap in self.captures())]
             first = next((i for i, o in enumerate(region_ops) if o.kind == "graph_launch"), 0)
-            region_ops = [o for o in region_ops[:first] if o.kind != "graph_launch"] + replayed + \
-                [o for o in region_ops[first:] if o.kind != "graph_launch"]
+            region_ops = (
+                [o for o in region_ops[:first] if o.kind != "graph_launch"]
+                + replayed
+                + [o for o in region_ops[first:] if o.kind != "graph_launch"]
+            )
         swapped = self._swapped(buffers)
         for b in buffers.values():
             seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]
             seq = [s for s in seq if s]
             if b.name in swapped:
-                b.role = "carried"     # ping-pong: what one iteration writes, the next one reads
+                b.role = "carried"  # ping-pong: what one iteration writes, the next one reads
                 continue
             if not seq:
                 b.role = "unused"
@@ -864,12 +1057,16 @@ class _Analyzer:
             if first_write is None:
                 b.role = "input"
                 continue
-            if any("r" in s and "w" not in s for s in seq[:first_write]) or seq[first_write] == "rw" \
-                    and first_write == 0 and self._rw_reads_first(b, region_ops):
+            if (
+                any("r" in s and "w" not in s for s in seq[:first_write])
+                or seq[first_write] == "rw"
+                and first_write == 0
+                and self._rw_reads_first(b, region_ops)
+            ):
                 b.role = "carried"
                 continue
             last_write = max(i for i, s in enumerate(seq) if "w" in s)
-            b.role = "intermediate" if any("r" in s for s in seq[last_write + 1:]) else "output"
+            b.role = "intermediate" if any("r" in s for s in seq[last_write + 1 :]) else "output"
 
     def _swapped(self, buffers) -> set[str]:
         """Buffers whose pointers the region swaps (`std::swap(a_new, a)`): each iteration reads what the
@@ -904,22 +1101,39 @@ class _Analyzer:
             t = self._t
             entry: dict[str, Any] = {"name": self._plain(a[0]) if a else None, "init": op.name, "at": op.at}
             if op.name in ("ncclCommInitRank", "ncclCommInitRankConfig"):
-                entry.update(nranks=t(a[1]) if len(a) > 1 else None, unique_id=self._plain(a[2]) if len(a) > 2 else None,
-                             rank=t(a[3]) if len(a) > 3 else None, id_exchange=id_exchange, ranks_per_process=1)
-                ranks.update(rank=entry["rank"], nranks=entry["nranks"],
-                             source=self._rank_source(entry["rank"]))
+                entry.update(
+                    nranks=t(a[1]) if len(a) > 1 else None,
+                    unique_id=self._plain(a[2]) if len(a) > 2 else None,
+                    rank=t(a[3]) if len(a) > 3 else None,
+                    id_exchange=id_exchange,
+                    ranks_per_process=1,
+                )
+                ranks.update(rank=entry["rank"], nranks=entry["nranks"], source=self._rank_source(entry["rank"]))
             elif op.name == "ncclCommInitAll":
-                entry.update(nranks=t(a[1]) if len(a) > 1 else None, id_exchange="none (one process)",
-                             ranks_per_process=t(a[1]) if len(a) > 1 else None)
-                ranks.update(source="single process", nranks=entry["nranks"],
-                             ranks_per_process=entry["ranks_per_process"])
-                self.unresolved.append(Unresolved(op.at, "ncclCommInitAll: several GPUs driven by one process",
-                                                  "the harness runs one process per GPU; restructure to one rank per "
-                                                  "process (ncclCommInitRank)"))
+                entry.update(
+                    nranks=t(a[1]) if len(a) > 1 else None,
+                    id_exchange="none (one process)",
+                    ranks_per_process=t(a[1]) if len(a) > 1 else None,
+                )
+                ranks.update(
+                    source="single process", nranks=entry["nranks"], ranks_per_process=entry["ranks_per_process"]
+                )
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        "ncclCommInitAll: several GPUs driven by one process",
+                        "the harness runs one process per GPU; restructure to one rank per process (ncclCommInitRank)",
+                    )
+                )
             else:
                 entry.update(id_exchange=id_exchange)
-                self.unresolved.append(Unresolved(op.at, f"{op.name}: a communicator derived at run time",
-                                                  "the workload uses the harness's communicator of all ranks"))
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        f"{op.name}: a communicator derived at run time",
+                        "the workload uses the harness's communicator of all ranks",
+                    )
+                )
             comms.append(entry)
         return comms, ranks
 
@@ -961,12 +1175,13 @@ class _Analyzer:
         if not rank_expr:
             return "unknown"
         for n in self.src.nodes("call_expression", self.body):
-            if call_name(n, self.src) == "MPI_Comm_rank" and \
-                    any(self.src.text(i) == rank_expr for a in call_args(n) for i in identifiers(a)):
+            if call_name(n, self.src) == "MPI_Comm_rank" and any(
+                self.src.text(i) == rank_expr for a in call_args(n) for i in identifiers(a)
+            ):
                 return "mpi"
         var = self.vars.get(rank_expr)
         values = [var.init] if var is not None and var.init is not None else []
-        for a in self.src.nodes("assignment_expression", self.body):     # `rank = atoi(getenv(...))`
+        for a in self.src.nodes("assignment_expression", self.body):  # `rank = atoi(getenv(...))`
             if self._t(a.child_by_field_name("left")) == rank_expr:
                 values.append(a.child_by_field_name("right"))
         for value in values:
@@ -979,9 +1194,12 @@ class _Analyzer:
 
     def _timed_stream(self) -> str | None:
         streams = [op.detail.get("stream") for op in self.ops if op.in_region and op.kind in ("collective", "p2p")]
-        if not any(streams):      # a region that replays graphs: the stream it launches them on
-            streams = [(op.detail.get("args") or [None, None])[1:2][0] if len(op.detail.get("args") or []) > 1
-                       else None for op in self.ops if op.in_region and op.kind == "graph_launch"]
+        if not any(streams):  # a region that replays graphs: the stream it launches them on
+            streams = [
+                (op.detail.get("args") or [None, None])[1:2][0] if len(op.detail.get("args") or []) > 1 else None
+                for op in self.ops
+                if op.in_region and op.kind == "graph_launch"
+            ]
         streams = [s for s in streams if s]
         return max(set(streams), key=streams.count) if streams else None
 
@@ -1009,9 +1227,13 @@ class _Analyzer:
                 continue
             seen.add(name)
             var = self.vars.get(name)
-            if var is not None and var.top_level and var.init is None:    # `T v; if (c) v = a; else v = b;`
-                todo.extend(i.text.decode() for st in self._assigning_statements(name) for i in identifiers(st)
-                            if i.text.decode() != name)
+            if var is not None and var.top_level and var.init is None:  # `T v; if (c) v = a; else v = b;`
+                todo.extend(
+                    i.text.decode()
+                    for st in self._assigning_statements(name)
+                    for i in identifiers(st)
+                    if i.text.decode() != name
+                )
                 continue
             if var is None or not var.top_level or var.init is None:
                 continue
@@ -1024,9 +1246,8 @@ class _Analyzer:
         params = []
         for name in sorted(set(roots), key=lambda n: self.vars[n].pos):
             var = self.vars[name]
-            param = {"name": name, "type": var.type, "default": self._default(var),
-                     "at": f"{self.src.path}:{var.line}"}
-            if evaluate(var.init, self.src, {}) is None:     # the program's default when its command line is empty
+            param = {"name": name, "type": var.type, "default": self._default(var), "at": f"{self.src.path}:{var.line}"}
+            if evaluate(var.init, self.src, {}) is None:  # the program's default when its command line is empty
                 param["from"] = "command line"
             params.append(param)
         return params
@@ -1054,9 +1275,13 @@ class _Analyzer:
     def _runtime_sizes(self, prog: Program) -> None:
         for o in prog.opportunities:
             if o["bytes_value"] is None:
-                self.unresolved.append(Unresolved(o["collective_at"], f"the bytes {o['collective']} moves "
-                                                  f"({o['bytes']}) are known only at run time",
-                                                  "the opportunity is ranked after those with known sizes"))
+                self.unresolved.append(
+                    Unresolved(
+                        o["collective_at"],
+                        f"the bytes {o['collective']} moves ({o['bytes']}) are known only at run time",
+                        "the opportunity is ranked after those with known sizes",
+                    )
+                )
 
     def _region_notes(self, prog: Program) -> None:
         """What the workload's region cannot take over as it is, each with its place."""
@@ -1072,65 +1297,121 @@ class _Analyzer:
             for name in sorted(set(names) & set(user_macros) - seen_macros):
                 seen_macros.add(name)
                 msrc, mnode = user_macros[name]
-                self.unresolved.append(Unresolved(at, f"macro {name} (defined at {msrc.at(mnode)}) is used here",
-                                                  "the analysis does not expand macros: values that depend on "
-                                                  "it are not evaluated"))
+                self.unresolved.append(
+                    Unresolved(
+                        at,
+                        f"macro {name} (defined at {msrc.at(mnode)}) is used here",
+                        "the analysis does not expand macros: values that depend on it are not evaluated",
+                    )
+                )
         for op in self.ops:
             if not op.in_region:
                 continue
-            if op.kind == "kernel" and op.name in self.kernels and \
-                    self.kernels[op.name][1].parent is not None and \
-                    self.kernels[op.name][1].parent.type == "template_declaration":
-                self.unresolved.append(Unresolved(op.at, f"kernel {op.name} is a template",
-                                                  "its element types come from the launch's arguments; what it "
-                                                  "reads and writes is taken from its parameters"))
+            if (
+                op.kind == "kernel"
+                and op.name in self.kernels
+                and self.kernels[op.name][1].parent is not None
+                and self.kernels[op.name][1].parent.type == "template_declaration"
+            ):
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        f"kernel {op.name} is a template",
+                        "its element types come from the launch's arguments; what it "
+                        "reads and writes is taken from its parameters",
+                    )
+                )
             if op.kind == "launch_api":
-                self.unresolved.append(Unresolved(op.at, f"a kernel launched through {op.name}",
-                                                  "the analysis does not follow the kernel behind the pointer; "
-                                                  "launch it with <<<...>>>"))
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        f"a kernel launched through {op.name}",
+                        "the analysis does not follow the kernel behind the pointer; launch it with <<<...>>>",
+                    )
+                )
         var = region.get("loop_variable")
         body = region_node.child_by_field_name("body")
         if var and body is not None and any(i.text.decode() == var for i in identifiers(body)):
-            self.unresolved.append(Unresolved(region["at"], f"the loop variable {var} is used inside the region",
-                                              "the workload runs one iteration per call, with it fixed at 0"))
+            self.unresolved.append(
+                Unresolved(
+                    region["at"],
+                    f"the loop variable {var} is used inside the region",
+                    "the workload runs one iteration per call, with it fixed at 0",
+                )
+            )
         for op in self.ops:
             if not op.in_region:
                 continue
             if op.kind == "kernel" and not op.detail.get("stream"):
-                self.unresolved.append(Unresolved(op.at, f"kernel {op.name} is launched on the default stream",
-                                                  "the workload launches it on the timed stream"))
-            if op.kind in ("collective", "p2p", "kernel") and op.detail.get("stream") and \
-                    op.detail.get("stream") != prog.timed_stream:
-                self.unresolved.append(Unresolved(op.at, f"{op.name} runs on stream {op.detail['stream']}, "
-                                                  f"not on {prog.timed_stream}",
-                                                  "join that stream to the timed stream (an event) before run() returns"))
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        f"kernel {op.name} is launched on the default stream",
+                        "the workload launches it on the timed stream",
+                    )
+                )
+            if (
+                op.kind in ("collective", "p2p", "kernel")
+                and op.detail.get("stream")
+                and op.detail.get("stream") != prog.timed_stream
+            ):
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        f"{op.name} runs on stream {op.detail['stream']}, not on {prog.timed_stream}",
+                        "join that stream to the timed stream (an event) before run() returns",
+                    )
+                )
             if op.kind == "alloc" or op.name in ("cudaFree", "ncclMemFree"):
-                self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region: every "
-                                                  "iteration allocates or frees", "an overlap opportunity of its "
-                                                  "own: allocate once, outside the region"))
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        f"{op.name} inside the repeated region: every iteration allocates or frees",
+                        "an overlap opportunity of its own: allocate once, outside the region",
+                    )
+                )
             if op.kind == "mpi":
-                self.unresolved.append(Unresolved(op.at, f"{op.name} inside the repeated region",
-                                                  "the harness owns MPI: a host collective of a small known size "
-                                                  "becomes an NCCL stand-in of the same cost class in the "
-                                                  "workload, other MPI calls are dropped"))
+                self.unresolved.append(
+                    Unresolved(
+                        op.at,
+                        f"{op.name} inside the repeated region",
+                        "the harness owns MPI: a host collective of a small known size "
+                        "becomes an NCCL stand-in of the same cost class in the "
+                        "workload, other MPI calls are dropped",
+                    )
+                )
         for b in prog.buffers.values():
             if b.role == "carried":
-                self.unresolved.append(Unresolved(b.at, f"buffer {b.name} is read before it is written in the region "
-                                                  "(its value is carried from one iteration to the next)",
-                                                  "the workload treats it as an output and gives every call the same "
-                                                  "starting value; check that this is what one iteration means"))
+                self.unresolved.append(
+                    Unresolved(
+                        b.at,
+                        f"buffer {b.name} is read before it is written in the region "
+                        "(its value is carried from one iteration to the next)",
+                        "the workload treats it as an output and gives every call the same "
+                        "starting value; check that this is what one iteration means",
+                    )
+                )
             if b.elem_type == "unknown" or b.elem_type not in api.ELEM_BYTES and b.role != "unused":
-                self.unresolved.append(Unresolved(b.at, f"element type of buffer {b.name} ({b.elem_type}) is not "
-                                                  "one the harness fills and compares",
-                                                  "declare it as a float, half, bf16 or integer pointer"))
+                self.unresolved.append(
+                    Unresolved(
+                        b.at,
+                        f"element type of buffer {b.name} ({b.elem_type}) is not one the harness fills and compares",
+                        "declare it as a float, half, bf16 or integer pointer",
+                    )
+                )
         param_names = {p["name"] for p in prog.params}
         for b in prog.buffers.values():
             if b.role == "unused":
                 continue
             deps = set(names_in(b.size))
             if evaluate_size_possible(deps, self.vars, param_names, prog.ranks) is False:
-                self.unresolved.append(Unresolved(b.at, f"the size of buffer {b.name} ({b.size}) is known only at "
-                                                  "run time", "give it a size the program computes from constants"))
+                self.unresolved.append(
+                    Unresolved(
+                        b.at,
+                        f"the size of buffer {b.name} ({b.size}) is known only at run time",
+                        "give it a size the program computes from constants",
+                    )
+                )
 
 
 def evaluate_size_possible(deps, vars_, params, ranks) -> bool:
@@ -1139,7 +1420,7 @@ def evaluate_size_possible(deps, vars_, params, ranks) -> bool:
         if d in params or d in rank_vars or d in vars_ and vars_[d].init is not None:
             continue
         if d not in vars_:
-            continue      # a type name (sizeof(float)) or a file-scope constant
+            continue  # a type name (sizeof(float)) or a file-scope constant
         return False
     return True
 
@@ -1163,6 +1444,7 @@ def _helpers(functions, kernels, wrappers) -> set[str]:
 
 def _param_names(src, fn):
     from .wrappers import _params
+
     return _params(src, fn)
 
 

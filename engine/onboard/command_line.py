@@ -30,10 +30,13 @@ def default_of(node, src) -> int | None:
         return None
     t = node.type
     if t in ("parenthesized_expression", "cast_expression"):
-        inner = node.child_by_field_name("value") if t == "cast_expression" else \
-            next((c for c in node.named_children if c.type != "comment"), None)
+        inner = (
+            node.child_by_field_name("value")
+            if t == "cast_expression"
+            else next((c for c in node.named_children if c.type != "comment"), None)
+        )
         return default_of(inner, src)
-    if t == "conditional_expression":      # c ? from_argv : default (or the other way round)
+    if t == "conditional_expression":  # c ? from_argv : default (or the other way round)
         for field in ("alternative", "consequence"):
             branch = node.child_by_field_name(field)
             value = _literal(branch, src)
@@ -44,14 +47,13 @@ def default_of(node, src) -> int | None:
             if value is not None:
                 return value
         return None
-    if t == "call_expression":             # get_argval(argv, ..., "-nx", 16384): the last literal number
+    if t == "call_expression":  # get_argval(argv, ..., "-nx", 16384): the last literal number
         args = call_args(node)
         for a in reversed(args):
             value = _literal(a, src)
             if value is not None and a.type != "string_literal":
                 return value
-        if call_name(node, src) in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoull", "stoi", "stol") \
-                and args:
+        if call_name(node, src) in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoull", "stoi", "stol") and args:
             return default_of(args[0], src)
         return None
     if t == "binary_expression" and src.text(node.child_by_field_name("operator")) == "?:":
@@ -62,7 +64,7 @@ def default_of(node, src) -> int | None:
 def _literal(node, src) -> int | None:
     if node is None:
         return None
-    if node.type == "string_literal":        # atoi(getenv("N") ?: "64")
+    if node.type == "string_literal":  # atoi(getenv("N") ?: "64")
         text = src.text(node).strip('"')
         return int(text) if text.lstrip("-").isdigit() else None
     return evaluate(node, src, {})

@@ -15,7 +15,7 @@ from engine.llm.errors import LLMError
 from engine.onboard.fast_path import extract_program
 from engine.search.mutators.base import BudgetExhausted
 
-BASELINE_FILE = "baseline.cu"   # init's frozen baseline, a harness source under this name
+BASELINE_FILE = "baseline.cu"  # init's frozen baseline, a harness source under this name
 SETUP_START = "  int setup() {\n"
 SETUP_END = "\n    return 0;\n  }\n"
 PROMPT = """This CUDA program was made from a user's program by `cuco init`. Lines marked CUCO-TODO are what it
@@ -54,7 +54,7 @@ def setup_body(source: str) -> str | None:
     if start < 0:
         return None
     end = source.find(SETUP_END, start)
-    return source[start:end + len(SETUP_END)] if end > 0 else None
+    return source[start : end + len(SETUP_END)] if end > 0 else None
 
 
 def with_setup(source: str, body: str) -> str:
@@ -78,9 +78,14 @@ def settled_baseline(baseline: str, program: str) -> str:
     return "".join(out)
 
 
-async def complete_todos(root: Path, todos: list[str], chat: Callable[[str], Awaitable[str]],
-                         evaluate: Callable[[str, str], Awaitable[Verdict]], attempts: int = 3,
-                         log: Callable[[str], None] = lambda s: None) -> Completion:
+async def complete_todos(
+    root: Path,
+    todos: list[str],
+    chat: Callable[[str], Awaitable[str]],
+    evaluate: Callable[[str, str], Awaitable[Verdict]],
+    attempts: int = 3,
+    log: Callable[[str], None] = lambda s: None,
+) -> Completion:
     """Ask, build and verify up to `attempts` times; on success rewrite candidate.cu and baseline.cu.
     evaluate(program, baseline) verifies the program against that baseline source."""
     cand_file, base_file = root / "candidate.cu", root / BASELINE_FILE
@@ -88,8 +93,9 @@ async def complete_todos(root: Path, todos: list[str], chat: Callable[[str], Awa
     feedback = ""
     for attempt in range(1, attempts + 1):
         try:
-            answer = await chat(PROMPT.format(todos="\n".join(f"- {t}" for t in todos), feedback=feedback,
-                                              source=source))
+            answer = await chat(
+                PROMPT.format(todos="\n".join(f"- {t}" for t in todos), feedback=feedback, source=source)
+            )
         except (LLMError, BudgetExhausted) as exc:
             return Completion(False, f"the model failed: {exc}", attempt)
         program = extract_program(answer)
@@ -112,10 +118,20 @@ async def complete_todos(root: Path, todos: list[str], chat: Callable[[str], Awa
 
 def chat_with(service, model: str, store=None, run_id: str | None = None):
     """A one-message chat through the project's LLM service (budget, retries, audit log)."""
+
     async def chat(prompt: str) -> str:
-        out = await service.chat(model, ChatRequest(
-            "You complete C++/CUDA programs for a GPU performance tool. Answer with code only in one fence.",
-            [{"role": "user", "content": prompt}], temperature=0.2, max_tokens=16000),
-            store=store, run_id=run_id, purpose="transform")
+        out = await service.chat(
+            model,
+            ChatRequest(
+                "You complete C++/CUDA programs for a GPU performance tool. Answer with code only in one fence.",
+                [{"role": "user", "content": prompt}],
+                temperature=0.2,
+                max_tokens=16000,
+            ),
+            store=store,
+            run_id=run_id,
+            purpose="transform",
+        )
         return out.text
+
     return chat

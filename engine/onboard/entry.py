@@ -16,6 +16,7 @@ def analyze_helper_as_main(prog, region: str | None = None, entry: str | None = 
     """The program as `cuco init` writes it when its region is in a helper main() calls once; the
     program itself otherwise."""
     from .analyze import analyze_sources
+
     if not prog.init_blockers or prog.region_node is None:
         return prog
     helper = _the_helper(prog)
@@ -27,7 +28,7 @@ def analyze_helper_as_main(prog, region: str | None = None, entry: str | None = 
         return prog
     bound = _bind(prog, call, fn)
     params = _parameters(prog, fn)
-    ranks = dict(one.ranks)      # what the helper finds itself, else the parameters main() binds
+    ranks = dict(one.ranks)  # what the helper finds itself, else the parameters main() binds
     for role in ("rank", "nranks"):
         caller = prog.ranks.get(role)
         passed = next((p for p, a in bound.items() if a == caller), None) if caller else None
@@ -41,9 +42,14 @@ def analyze_helper_as_main(prog, region: str | None = None, entry: str | None = 
     for v in params:
         one.vars.setdefault(v.name, v)
     one.preprocessing = prog.preprocessing
-    one.unresolved.append(Unresolved(prog.main_src.at(call), f"main() calls {name}(), which holds the timed "
-                                     "section", f"the workload reads {name}() as the program's main(): "
-                                     f"{', '.join(f'{p} = {a}' for p, a in bound.items())} from the harness"))
+    one.unresolved.append(
+        Unresolved(
+            prog.main_src.at(call),
+            f"main() calls {name}(), which holds the timed section",
+            f"the workload reads {name}() as the program's main(): "
+            f"{', '.join(f'{p} = {a}' for p, a in bound.items())} from the harness",
+        )
+    )
     return one
 
 
@@ -52,13 +58,16 @@ def _the_helper(prog):
     holds the region."""
     src, body = prog.main_src, prog.main.child_by_field_name("body")
     for st in body.named_children:
-        if st.type != "expression_statement":      # called once, at main()'s top level
+        if st.type != "expression_statement":  # called once, at main()'s top level
             continue
         for call in src.nodes("call_expression", st):
             name = call_name(call, src)
             fn = find_function(prog.sources, name)
-            if fn is not None and fn[0] is prog.main_src and \
-                    fn[1].start_byte <= prog.region_node.start_byte < fn[1].end_byte:
+            if (
+                fn is not None
+                and fn[0] is prog.main_src
+                and fn[1].start_byte <= prog.region_node.start_byte < fn[1].end_byte
+            ):
                 return name, call, fn[1]
     return None
 
@@ -91,6 +100,18 @@ def _parameters(prog, fn) -> list[Var]:
         name, pointer = _param_name(src, p)
         base = src.text(p.child_by_field_name("type"))
         if name:
-            out.append(Var(name, base + ("*" if pointer else ""), base, pointer, None, None, p,
-                           p.start_point[0] + 1, True, pos=p.start_byte))
+            out.append(
+                Var(
+                    name,
+                    base + ("*" if pointer else ""),
+                    base,
+                    pointer,
+                    None,
+                    None,
+                    p,
+                    p.start_point[0] + 1,
+                    True,
+                    pos=p.start_byte,
+                )
+            )
     return out

@@ -47,11 +47,23 @@ def evaluate(node, src, env: dict[str, int]):
             return None
         op = src.text(node.child_by_field_name("operator"))
         try:
-            return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b,
-                    "%": lambda: a % b, "<<": lambda: a << b, ">>": lambda: a >> b,
-                    "<": lambda: int(a < b), ">": lambda: int(a > b), "<=": lambda: int(a <= b),
-                    ">=": lambda: int(a >= b), "==": lambda: int(a == b), "!=": lambda: int(a != b),
-                    "&&": lambda: int(bool(a) and bool(b)), "||": lambda: int(bool(a) or bool(b))}[op]()
+            return {
+                "+": lambda: a + b,
+                "-": lambda: a - b,
+                "*": lambda: a * b,
+                "/": lambda: a // b,
+                "%": lambda: a % b,
+                "<<": lambda: a << b,
+                ">>": lambda: a >> b,
+                "<": lambda: int(a < b),
+                ">": lambda: int(a > b),
+                "<=": lambda: int(a <= b),
+                ">=": lambda: int(a >= b),
+                "==": lambda: int(a == b),
+                "!=": lambda: int(a != b),
+                "&&": lambda: int(bool(a) and bool(b)),
+                "||": lambda: int(bool(a) or bool(b)),
+            }[op]()
         except (KeyError, ZeroDivisionError):
             return None
     return None
@@ -59,6 +71,7 @@ def evaluate(node, src, env: dict[str, int]):
 
 def evaluate_text(text: str, env: dict[str, int]):
     from .source import parse_text
+
     src = parse_text(f"void f(){{ long long v_ = ({text}); }}")
     for n in _walk(src.tree.root_node):
         if n.type == "init_declarator":

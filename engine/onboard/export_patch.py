@@ -19,8 +19,11 @@ PROGRAM_KNOBS = ("comm_ctas",)
 
 def _comparable(body: str) -> list[str]:
     """A block without what the search may change freely: knob values and descriptor lines."""
-    return [line.rstrip() for line in body.split("\n")
-            if "// cuco:knob" not in line and not line.lstrip().startswith("// cuco:design") and line.strip()]
+    return [
+        line.rstrip()
+        for line in body.split("\n")
+        if "// cuco:knob" not in line and not line.lstrip().startswith("// cuco:design") and line.strip()
+    ]
 
 
 def patch_for(source: str, workload_root: Path, label: str) -> tuple[str, list[str]]:
@@ -39,9 +42,11 @@ def patch_for(source: str, workload_root: Path, label: str) -> tuple[str, list[s
         if a != b:
             i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
             where = b[i].strip() if i < len(b) else "(the block ends early)"
-            raise RewriteError(f"{label}: its {name} block differs from the rewrites at its point "
-                               f"({DIMENSION}={point}) at {where!r}: it was edited beyond them, so it cannot be "
-                               "written back into your files; export its source instead (cuco export without --patch)")
+            raise RewriteError(
+                f"{label}: its {name} block differs from the rewrites at its point "
+                f"({DIMENSION}={point}) at {where!r}: it was edited beyond them, so it cannot be "
+                "written back into your files; export its source instead (cuco export without --patch)"
+            )
     if point == NONE:
         raise RewriteError(f"{label}: it is your program as it is ({DIMENSION}={NONE}): there is nothing to patch")
     program = program_facts(spec, str(Path(workload_root) / "workload.yaml"))

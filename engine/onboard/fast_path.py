@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 HOST_COLLECTIVE_RE = re.compile(
     r"\bnccl(AllGather|AllReduce|ReduceScatter|Broadcast|Bcast|Reduce|AlltoAll|AllToAll|Gather|Scatter|Send|Recv)"
-    r"\s*\(")
+    r"\s*\("
+)
 _FENCE_RE = re.compile(r"```[A-Za-z0-9_+\-]*[ \t]*\n(.*?)```", re.DOTALL)
 FEEDBACK_CHARS = 2500
 MAX_TOKENS = 16000
@@ -37,7 +38,7 @@ ANNOTATE_ATTEMPTS = 2
 class EvalFeedback(Protocol):
     """What the evaluation callback returns (engine.evaluation.evaluation.EvalOutcome fits)."""
 
-    status: str             # done | incorrect | failed
+    status: str  # done | incorrect | failed
     reason: str
     feedback: str
     speedup: float | None
@@ -73,8 +74,11 @@ def extract_program(answer: str) -> str | None:
 
 
 def _strip_markers(source: str) -> list[str]:
-    return [line.rstrip() for line in source.splitlines()
-            if not (blocks._START_RE.match(line) or blocks._END_RE.match(line))]
+    return [
+        line.rstrip()
+        for line in source.splitlines()
+        if not (blocks._START_RE.match(line) or blocks._END_RE.match(line))
+    ]
 
 
 def check_markers(source: str) -> str | None:
@@ -88,27 +92,32 @@ def check_markers(source: str) -> str | None:
 
 
 STAGE_TEXT = {
-    "A": ("Stage A of 2: add the device-side infrastructure the device-initiated version will need "
-          "(symmetric / registered memory, window registration, a device communicator, as the API notes "
-          "describe), but KEEP the existing host collectives so the program stays correct. Do not remove any "
-          "host collective yet."),
-    "B": ("Stage B of 2: replace every host collective with device-initiated communication (kernels that "
-          "move the data themselves, e.g. LSA load/store, GIN or NVSHMEM puts with signals), overlapping it "
-          "with compute where possible. No host collective may remain."),
+    "A": (
+        "Stage A of 2: add the device-side infrastructure the device-initiated version will need "
+        "(symmetric / registered memory, window registration, a device communicator, as the API notes "
+        "describe), but KEEP the existing host collectives so the program stays correct. Do not remove any "
+        "host collective yet."
+    ),
+    "B": (
+        "Stage B of 2: replace every host collective with device-initiated communication (kernels that "
+        "move the data themselves, e.g. LSA load/store, GIN or NVSHMEM puts with signals), overlapping it "
+        "with compute where possible. No host collective may remain."
+    ),
 }
 
 ANSWER_RULES = (
     "Answer with the complete new program in one code fence. Keep the program's C ABI entry points. "
     "Mark the regions the later search may change (kernels, the communication schedule, tuning constants) "
     "with lines `// EVOLVE-BLOCK-START <name>` and `// EVOLVE-BLOCK-END` (blocks do not nest, names are "
-    "unique, no preprocessor line inside a block).")
+    "unique, no preprocessor line inside a block)."
+)
 
 
 @dataclass
 class TransformResult:
     ok: bool
-    source: str                          # the final program (marked), or the last attempt
-    stage: str                           # the stage reached: A | B | annotate | done
+    source: str  # the final program (marked), or the last attempt
+    stage: str  # the stage reached: A | B | annotate | done
     reason: str = ""
     speedup: float | None = None
     iterations: dict[str, int] = field(default_factory=dict)
@@ -116,10 +125,21 @@ class TransformResult:
 
 
 class FastPath:
-    def __init__(self, service: LLMService, model: str, workload: Workload, evaluate: Evaluate, *,
-                 store: Store | None = None, run_id: str | None = None, budget_a: int = 5,
-                 budget_b: int = 10, node_facts: str | None = None, log: Callable[[str], None] | None = None,
-                 accept_status: str = "done"):
+    def __init__(
+        self,
+        service: LLMService,
+        model: str,
+        workload: Workload,
+        evaluate: Evaluate,
+        *,
+        store: Store | None = None,
+        run_id: str | None = None,
+        budget_a: int = 5,
+        budget_b: int = 10,
+        node_facts: str | None = None,
+        log: Callable[[str], None] | None = None,
+        accept_status: str = "done",
+    ):
         self.service = service
         # "done" (verified on every rank and config); "built" when the caller can only build (no GPU here)
         self.accept_status = accept_status
@@ -130,27 +150,34 @@ class FastPath:
         self.run_id = run_id
         self.budgets = {"A": budget_a, "B": budget_b}
         self.system = system_prompt(workload, node_facts).replace(
-            "- Change only the text between", "- (For the later search:) change only the text between")
+            "- Change only the text between", "- (For the later search:) change only the text between"
+        )
         self.log = log or (lambda text: None)
         self.call_ids: list[int] = []
         self.speedup: float | None = None
 
-    async def _chat(self, prompt: str, purpose: str, max_tokens: int = MAX_TOKENS,
-                    system: str | None = None) -> str:
-        out = await self.service.chat(self.model, ChatRequest(system or self.system,
-                                                              [{"role": "user", "content": prompt}],
-                                                              temperature=0.4, max_tokens=max_tokens),
-                                      store=self.store, run_id=self.run_id, purpose=purpose)
+    async def _chat(self, prompt: str, purpose: str, max_tokens: int = MAX_TOKENS, system: str | None = None) -> str:
+        out = await self.service.chat(
+            self.model,
+            ChatRequest(
+                system or self.system, [{"role": "user", "content": prompt}], temperature=0.4, max_tokens=max_tokens
+            ),
+            store=self.store,
+            run_id=self.run_id,
+            purpose=purpose,
+        )
         if out.call_id is not None:
             self.call_ids.append(out.call_id)
         return out.text
 
     async def judge(self, source: str, result: EvalFeedback) -> str:
         """An LLM's explanation of a failure (empty when the judge itself fails)."""
-        prompt = (f"This program failed its evaluation.\n\nVerdict: {result.status}: {scrub(result.reason, self.workload)}\n"
-                  f"Details:\n{scrub(trim(result.feedback, FEEDBACK_CHARS), self.workload)}\n\n"
-                  f"```\n{source}```\n\nExplain the most likely cause in at most five sentences and say "
-                  "precisely how to fix it. Do not write the whole program.")
+        prompt = (
+            f"This program failed its evaluation.\n\nVerdict: {result.status}: {scrub(result.reason, self.workload)}\n"
+            f"Details:\n{scrub(trim(result.feedback, FEEDBACK_CHARS), self.workload)}\n\n"
+            f"```\n{source}```\n\nExplain the most likely cause in at most five sentences and say "
+            "precisely how to fix it. Do not write the whole program."
+        )
         try:
             return (await self._chat(prompt, "judge", max_tokens=800)).strip()
         except LLMError as err:
@@ -159,8 +186,11 @@ class FastPath:
 
     def _prompt(self, stage: str, current: str, feedback: str) -> str:
         calls = host_collectives(current)
-        analysis = ("Host collectives found:\n" + "\n".join(f"- line {c.line}: {c.name}: `{c.text}`" for c in calls)
-                    if calls else "No host NCCL collective was found by the analyzer.")
+        analysis = (
+            "Host collectives found:\n" + "\n".join(f"- line {c.line}: {c.name}: `{c.text}`" for c in calls)
+            if calls
+            else "No host NCCL collective was found by the analyzer."
+        )
         parts = [STAGE_TEXT[stage], analysis, f"Current program:\n```\n{current}```"]
         if feedback:
             parts.append(f"Your previous attempt was rejected:\n{feedback}")
@@ -179,8 +209,7 @@ class FastPath:
             if stage == "B":
                 left = host_collectives(program)
                 if left:
-                    feedback = ("host collectives remain: " +
-                                ", ".join(f"{c.name} (line {c.line})" for c in left))
+                    feedback = "host collectives remain: " + ", ".join(f"{c.name} (line {c.line})" for c in left)
                     current = program
                     continue
             result = await self.evaluate(program)
@@ -189,12 +218,18 @@ class FastPath:
                 self.speedup = result.speedup
                 return True, program, ""
             diagnosis = await self.judge(program, result)
-            feedback = (f"{result.status}: {scrub(result.reason, self.workload)}\n"
-                        f"{scrub(trim(result.feedback, FEEDBACK_CHARS), self.workload)}"
-                        + (f"\nDiagnosis: {diagnosis}" if diagnosis else ""))
+            feedback = (
+                f"{result.status}: {scrub(result.reason, self.workload)}\n"
+                f"{scrub(trim(result.feedback, FEEDBACK_CHARS), self.workload)}"
+                + (f"\nDiagnosis: {diagnosis}" if diagnosis else "")
+            )
             current = program
-        return False, current, f"stage {stage} found no correct program in {self.budgets[stage]} iterations" + \
-            (f"; last failure: {feedback.splitlines()[0]}" if feedback else "")
+        return (
+            False,
+            current,
+            f"stage {stage} found no correct program in {self.budgets[stage]} iterations"
+            + (f"; last failure: {feedback.splitlines()[0]}" if feedback else ""),
+        )
 
     async def _annotate(self, source: str) -> tuple[str | None, str]:
         problem = check_markers(source)
@@ -205,7 +240,8 @@ class FastPath:
                 f"This verified program needs EVOLVE-BLOCK markers ({problem}). Add `// EVOLVE-BLOCK-START <name>` "
                 f"/ `// EVOLVE-BLOCK-END` lines around the code the search may change, changing nothing else: "
                 f"not a character of code.\n\n```\n{source}```\n\nAnswer with the whole program in one code fence.",
-                "transform")
+                "transform",
+            )
             marked = extract_program(answer)
             if marked is None:
                 problem = "the answer holds no code fence"
@@ -230,8 +266,9 @@ class FastPath:
                 stage = "annotate"
                 marked, reason = await self._annotate(current)
                 if marked is not None:
-                    return TransformResult(True, marked, "done", speedup=self.speedup, iterations=iterations,
-                                           call_ids=self.call_ids)
+                    return TransformResult(
+                        True, marked, "done", speedup=self.speedup, iterations=iterations, call_ids=self.call_ids
+                    )
         except BudgetExhausted as exc:
             reason = f"budget: {exc}"
         except LLMError as exc:

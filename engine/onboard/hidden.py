@@ -7,14 +7,18 @@ from remote.errors import InputError
 from . import api
 from .source import call_name, parse_text, walk
 
-WHAT_TO_DO = ("call the NCCL function directly from main() (that is the annotation the analysis needs), then run "
-              "the command again; or write the workload by hand (docs/workload-format.md)")
+WHAT_TO_DO = (
+    "call the NCCL function directly from main() (that is the annotation the analysis needs), then run "
+    "the command again; or write the workload by hand (docs/workload-format.md)"
+)
 
 
 def is_kernel(src, fn) -> bool:
-    return any(c.type in ("storage_class_specifier", "attribute_specifier", "ms_declspec_modifier",
-                          "type_qualifier") and src.text(c) == "__global__" for c in fn.children) \
-        or src.text(fn).lstrip().startswith("__global__")
+    return any(
+        c.type in ("storage_class_specifier", "attribute_specifier", "ms_declspec_modifier", "type_qualifier")
+        and src.text(c) == "__global__"
+        for c in fn.children
+    ) or src.text(fn).lstrip().startswith("__global__")
 
 
 def has_comm_call(src, fn) -> bool:
@@ -52,15 +56,21 @@ def check_no_hidden_collectives(sources, functions, macros, entry: str | None = 
     (a function pointer: dynamic dispatch; `--entry NAME` names the one to analyse), or inside a macro's
     body."""
     targets, _, first = dispatch_targets(sources)
-    if first is not None and entry is None:   # first: where the first target is used
-        raise InputError(first, targets[0],
-                         f"{targets[0]} is used as a value (a function pointer or table entry; the targets: "
-                         f"{', '.join(targets)}): the collective is chosen by dynamic dispatch and the analysis "
-                         f"cannot tell which call runs; pass --entry NAME (one of the targets) to analyse the "
-                         f"program as if it called that one, or {WHAT_TO_DO}")
+    if first is not None and entry is None:  # first: where the first target is used
+        raise InputError(
+            first,
+            targets[0],
+            f"{targets[0]} is used as a value (a function pointer or table entry; the targets: "
+            f"{', '.join(targets)}): the collective is chosen by dynamic dispatch and the analysis "
+            f"cannot tell which call runs; pass --entry NAME (one of the targets) to analyse the "
+            f"program as if it called that one, or {WHAT_TO_DO}",
+        )
     if entry is not None and entry not in targets:
-        raise InputError("--entry", entry, f"not a target of a function-pointer table in the program "
-                         f"({', '.join(targets) or 'there is none'})")
+        raise InputError(
+            "--entry",
+            entry,
+            f"not a target of a function-pointer table in the program ({', '.join(targets) or 'there is none'})",
+        )
     for name, (src, node) in macros.items():
         value = node.child_by_field_name("value")
         if value is None:
@@ -68,6 +78,9 @@ def check_no_hidden_collectives(sources, functions, macros, entry: str | None = 
         body = parse_text(src.text(value))
         hidden = [n for n in walk(body.tree.root_node) if n.type == "identifier" and body.text(n) in api.NCCL_COMM]
         if hidden:
-            raise InputError(src.at(node), name,
-                             f"the macro {name} hides {body.text(hidden[0])} in its body: the parser sees the "
-                             f"macro's uses, not the collective; {WHAT_TO_DO}")
+            raise InputError(
+                src.at(node),
+                name,
+                f"the macro {name} hides {body.text(hidden[0])} in its body: the parser sees the "
+                f"macro's uses, not the collective; {WHAT_TO_DO}",
+            )

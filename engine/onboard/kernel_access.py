@@ -47,9 +47,18 @@ def kernel_access(src: SourceFile, fn) -> list[str]:
 def assignment_target(ident) -> str | None:
     """Whether an identifier is the base of an assignment's left side (`p[i] = ...`, `*p = ...`)."""
     n = ident
-    while n.parent is not None and n.parent.type in ("subscript_expression", "pointer_expression",
-                                                      "parenthesized_expression", "field_expression",
-                                                      "subscript_argument_list") and n.parent.child_by_field_name("indices") != n:
+    while (
+        n.parent is not None
+        and n.parent.type
+        in (
+            "subscript_expression",
+            "pointer_expression",
+            "parenthesized_expression",
+            "field_expression",
+            "subscript_argument_list",
+        )
+        and n.parent.child_by_field_name("indices") != n
+    ):
         if n.parent.type == "subscript_expression" and n.parent.child_by_field_name("argument") != n:
             return None
         n = n.parent

@@ -20,6 +20,10 @@ def unified_diff(original: dict[str, bytes], rewritten: dict[str, bytes], root: 
         if before == after:
             continue
         rel = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
-        out += difflib.unified_diff(before.decode().splitlines(keepends=True), after.decode().splitlines(keepends=True),
-                                    fromfile=f"a/{rel}", tofile=f"b/{rel}")
+        out += difflib.unified_diff(
+            before.decode().splitlines(keepends=True),
+            after.decode().splitlines(keepends=True),
+            fromfile=f"a/{rel}",
+            tofile=f"b/{rel}",
+        )
     return "".join(out)

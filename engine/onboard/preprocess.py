@@ -35,26 +35,31 @@ _DIRECTIVE = re.compile(r"^\s*#\s*(\w+)\s*(.*)$", re.S)
 @dataclass(frozen=True)
 class Flags:
     """What the author's compiler is told: -D NAME[=VALUE], -U NAME, -I DIR (in the order given)."""
+
     defines: tuple[str, ...] = ()
     undefines: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
 
     def merged(self, other: Flags) -> Flags:
-        return Flags(self.defines + other.defines, self.undefines + other.undefines,
-                     self.include_dirs + other.include_dirs)
+        return Flags(
+            self.defines + other.defines, self.undefines + other.undefines, self.include_dirs + other.include_dirs
+        )
 
     def as_args(self) -> list[str]:
-        return [f"-D{d}" for d in self.defines] + [f"-U{u}" for u in self.undefines] + \
-            [f"-I{i}" for i in self.include_dirs]
+        return (
+            [f"-D{d}" for d in self.defines]
+            + [f"-U{u}" for u in self.undefines]
+            + [f"-I{i}" for i in self.include_dirs]
+        )
 
 
 @dataclass
 class Branch:
-    at: str               # file:line of the #if / #elif / #else
-    directive: str        # its text, e.g. "#if NCCL_UB_SUPPORT"
-    taken: bool | None    # None: the branch holds no code, so nothing tells
-    end: int = 0          # the branch's last line (before the next #elif / #else / #endif)
-    opens: str = ""       # the #if / #ifdef / #ifndef that opens its group
+    at: str  # file:line of the #if / #elif / #else
+    directive: str  # its text, e.g. "#if NCCL_UB_SUPPORT"
+    taken: bool | None  # None: the branch holds no code, so nothing tells
+    end: int = 0  # the branch's last line (before the next #elif / #else / #endif)
+    opens: str = ""  # the #if / #ifdef / #ifndef that opens its group
 
     def as_json(self) -> dict:
         return {"at": self.at, "directive": self.directive, "taken": self.taken}
@@ -64,15 +69,16 @@ class Branch:
 class Preprocessed:
     path: str
     original: bytes
-    text: bytes                                    # the active lines; every other line empty
+    text: bytes  # the active lines; every other line empty
     branches: list[Branch] = field(default_factory=list)
-    missing_headers: list[str] = field(default_factory=list)   # "file:line: name"
-    macros: set[str] = field(default_factory=set)               # the file's own active #defines
+    missing_headers: list[str] = field(default_factory=list)  # "file:line: name"
+    macros: set[str] = field(default_factory=set)  # the file's own active #defines
 
 
 @dataclass
 class _Group:
     """One #if ... #endif: its branches as (directive line, its text, first body line, last body line)."""
+
     branches: list[list] = field(default_factory=list)
 
 
@@ -87,19 +93,34 @@ def preprocess(path: str, flags: Flags) -> Preprocessed:
         out, missing = _run_cpp(p.resolve(), path, flags, Path(stubs))
     kept = _kept_lines(out, str(p.resolve()), directives, len(lines))
     text = "\n".join(line if i in kept else "" for i, line in enumerate(lines, 1)).encode()
-    macros = {word[0] for first, _, name, rest in directives
-              if name == "define" and first in kept and (word := re.match(r"\w+", rest))}
+    macros = {
+        word[0]
+        for first, _, name, rest in directives
+        if name == "define" and first in kept and (word := re.match(r"\w+", rest))
+    }
     return Preprocessed(path, original, text, _branches(path, lines, directives, kept), missing, macros)
 
 
 # ---------------------------------------------------------------- the preprocessor run
 
+
 def _run_cpp(real: Path, shown: str, flags: Flags, stubs: Path) -> tuple[bytes, list[str]]:
-    cmd = [_compiler(), "-E", "-fdirectives-only", "-x", "c++", "-std=c++17", *_cuda_defines(real),
-           *flags.as_args(), *[a for d in default_include_dirs() for a in ("-idirafter", d)],
-           "-idirafter", str(stubs), str(real)]
+    cmd = [
+        _compiler(),
+        "-E",
+        "-fdirectives-only",
+        "-x",
+        "c++",
+        "-std=c++17",
+        *_cuda_defines(real),
+        *flags.as_args(),
+        *[a for d in default_include_dirs() for a in ("-idirafter", d)],
+        "-idirafter",
+        str(stubs),
+        str(real),
+    ]
     missing: list[str] = []
-    for _ in range(64):      # one run per header that is not installed here
+    for _ in range(64):  # one run per header that is not installed here
         try:
             done = subprocess.run(cmd, capture_output=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -109,16 +130,24 @@ def _run_cpp(real: Path, shown: str, flags: Flags, stubs: Path) -> tuple[bytes, 
         err = done.stderr.decode("utf-8", "replace")
         first = next((m for m in map(_MISSING.match, err.splitlines()) if m), None)
         if first is None:
-            absent = f" (not found here, read as empty: {', '.join(m.rsplit(': ', 1)[1] for m in missing)}; " \
-                "pass their folders with -I)" if missing else ""
-            raise InputError(_shown_at(first_error_at(err), real, shown), "preprocessor",
-                             f"the preprocessor stops here: {first_error_msg(err)}; it is the error your "
-                             f"compiler gives with these flags (-D/-U/-I){absent}")
+            absent = (
+                f" (not found here, read as empty: {', '.join(m.rsplit(': ', 1)[1] for m in missing)}; "
+                "pass their folders with -I)"
+                if missing
+                else ""
+            )
+            raise InputError(
+                _shown_at(first_error_at(err), real, shown),
+                "preprocessor",
+                f"the preprocessor stops here: {first_error_msg(err)}; it is the error your "
+                f"compiler gives with these flags (-D/-U/-I){absent}",
+            )
         header = first["header"]
         stub = stubs / header
         if stub.exists() or ".." in Path(header).parts or Path(header).is_absolute():
-            raise InputError(_shown_at(first["at"], real, shown), "#include",
-                             f"{header} is not found; pass its folder with -I")
+            raise InputError(
+                _shown_at(first["at"], real, shown), "#include", f"{header} is not found; pass its folder with -I"
+            )
         stub.parent.mkdir(parents=True, exist_ok=True)
         stub.write_bytes(b"")
         missing.append(f"{_shown_at(first['at'], real, shown)}: {header}")
@@ -149,8 +178,11 @@ def _compiler() -> str:
         found = shutil.which(name)
         if found:
             return found
-    raise InputError("cuco", "preprocessor", "no C++ compiler (g++) on PATH: cuco reads your program through "
-                     "the real preprocessor; install g++")
+    raise InputError(
+        "cuco",
+        "preprocessor",
+        "no C++ compiler (g++) on PATH: cuco reads your program through the real preprocessor; install g++",
+    )
 
 
 def _cuda_defines(real: Path) -> list[str]:
@@ -189,6 +221,7 @@ def default_include_dirs() -> tuple[str, ...]:
         dirs.append(Path(os.environ["NCCL_HOME"]) / "include")
     try:
         import nvidia.nccl
+
         dirs += [Path(p) / "include" for p in nvidia.nccl.__path__]
     except ImportError:
         pass
@@ -201,6 +234,7 @@ def default_include_dirs() -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------- what the preprocessor kept
+
 
 def _directives(lines: list[str]) -> list[tuple[int, int, str, str]]:
     """Every directive as (first line, last line, name, rest), continuation lines joined."""
@@ -218,7 +252,7 @@ def _directives(lines: list[str]) -> list[tuple[int, int, str, str]]:
                     i += 1
                     text = text[:-1] + " " + lines[i]
                 m = _DIRECTIVE.match(text)
-                assert m is not None   # the joined text begins with the line that matched
+                assert m is not None  # the joined text begins with the line that matched
                 rest = re.sub(r"/\*.*?\*/|//.*$", "", m[2]).strip()
                 out.append((start + 1, i + 1, m[1], rest))
                 i += 1
@@ -252,7 +286,7 @@ def _kept_lines(out: bytes, real: str, directives, n_lines: int) -> set[int]:
         if m:
             num, name, flags = int(m[1]), m[2].decode("utf-8", "replace"), m[3].split()
             if cur == real and b"1" in flags:
-                included_from.add(line)          # the #include at the line before the header starts
+                included_from.add(line)  # the #include at the line before the header starts
             cur, line = name, num
             if name == real and b"2" in flags:
                 included_from.add(num - 1)
@@ -281,8 +315,11 @@ def _branches(path: str, lines: list[str], directives, kept: set[int]) -> list[B
     branches: list[Branch] = []
 
     def decide(start: int, end: int) -> bool | None:
-        code = [ln for ln in range(start, end + 1) if ln not in cond_lines
-                and (ln in directive_lines or _is_code(lines[ln - 1]))]
+        code = [
+            ln
+            for ln in range(start, end + 1)
+            if ln not in cond_lines and (ln in directive_lines or _is_code(lines[ln - 1]))
+        ]
         if not code:
             return None
         return any(ln in kept for ln in code)
@@ -294,13 +331,12 @@ def _branches(path: str, lines: list[str], directives, kept: set[int]) -> list[B
         if name in ("if", "ifdef", "ifndef"):
             stack.append([(first, text, last + 1)])
         elif not stack:
-            continue              # an unbalanced directive: the preprocessor has already said so
+            continue  # an unbalanced directive: the preprocessor has already said so
         elif name == "endif":
             group = stack.pop()
             bounds = [b[0] for b in group[1:]] + [first]
             for (at, t, body), stop in zip(group, bounds):
-                branches.append(Branch(f"{path}:{at}", t, decide(body, stop - 1), stop - 1,
-                                       group[0][1]))
+                branches.append(Branch(f"{path}:{at}", t, decide(body, stop - 1), stop - 1, group[0][1]))
         else:
             stack[-1].append((first, text, last + 1))
     branches.sort(key=lambda b: int(b.at.rsplit(":", 1)[1]))
@@ -314,13 +350,18 @@ def _is_code(line: str) -> bool:
 
 # ---------------------------------------------------------------- compile_commands.json
 
+
 def flags_from_compile_commands(db_path: str, files: list[str]) -> dict[str, Flags]:
     """The -D/-U/-I that a compile_commands.json (CMake, Bear) gives each of the files."""
     try:
         entries = json.loads(Path(db_path).read_text())
     except FileNotFoundError:
-        raise InputError(db_path, "--compile-commands", "no such file; name the compile_commands.json your "
-                         "build writes (CMake: -DCMAKE_EXPORT_COMPILE_COMMANDS=ON; Bear: bear -- make)") from None
+        raise InputError(
+            db_path,
+            "--compile-commands",
+            "no such file; name the compile_commands.json your "
+            "build writes (CMake: -DCMAKE_EXPORT_COMPILE_COMMANDS=ON; Bear: bear -- make)",
+        ) from None
     except (OSError, ValueError) as exc:
         raise InputError(db_path, "--compile-commands", f"not a JSON compilation database ({exc})") from None
     if not isinstance(entries, list):
@@ -328,8 +369,7 @@ def flags_from_compile_commands(db_path: str, files: list[str]) -> dict[str, Fla
     by_file: dict[str, Flags] = {}
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or "file" not in e or "directory" not in e:
-            raise InputError(db_path, f"[{i}]", "each entry needs \"directory\", \"file\" and \"command\" or "
-                             "\"arguments\"")
+            raise InputError(db_path, f"[{i}]", 'each entry needs "directory", "file" and "command" or "arguments"')
         directory = Path(e["directory"])
         args = e.get("arguments") or shlex.split(e.get("command", ""))
         by_file[str((directory / e["file"]).resolve())] = _flags_of(args, directory)
@@ -355,7 +395,7 @@ def _flags_of(args: list[str], directory: Path) -> Flags:
                 target.append(args[i])
                 break
             if a.startswith(opt) and len(a) > len(opt) and not (opt == "-I" and a.startswith("-isystem")):
-                target.append(a[len(opt):])
+                target.append(a[len(opt) :])
                 break
         i += 1
     includes = [str((directory / d).resolve()) if not os.path.isabs(d) else d for d in includes]

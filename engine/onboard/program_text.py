@@ -21,10 +21,10 @@ from .model import Unresolved
 from .source import call_args, call_name, find_function, function_declarator, identifiers, kernel_config, names_in, walk
 
 TODO = "CUCO-TODO"
-HOST_COLLECTIVES = {"MPI_Allreduce": 2, "MPI_Reduce": 2, "MPI_Bcast": 1, "MPI_Barrier": None}   # -> count arg
+HOST_COLLECTIVES = {"MPI_Allreduce": 2, "MPI_Reduce": 2, "MPI_Bcast": 1, "MPI_Barrier": None}  # -> count arg
 HOST_COLL_SCRATCH = "cuco_host_coll_"
 HOST_COLL_BYTES = 4096
-HELPER_COMPUTE, HELPER_COMM = "_cuco_compute", "_cuco_comm"    # the helpers' forms without comm / kernels
+HELPER_COMPUTE, HELPER_COMM = "_cuco_compute", "_cuco_comm"  # the helpers' forms without comm / kernels
 DROP_TYPES = ("ncclUniqueId", "cudaEvent_t", "MPI_", "FILE", "ncclComm_t", "ncclConfig_t")
 DROP_KINDS = {"mpi", "comm_init", "event", "device", "free"}
 GRAPH_TYPES = ("cudaGraph_t", "cudaGraphExec_t")
@@ -39,7 +39,7 @@ class ProgramText:
     run_compute: str
     run_comm: str
     teardown: list[str]
-    todos: list[str] = field(default_factory=list)      # messages, also written into the code
+    todos: list[str] = field(default_factory=list)  # messages, also written into the code
     # the helpers the region calls, without their collectives / without their kernels (run_compute and
     # run_comm call these forms): top-level code placed after the carried helpers
     compute_helpers: list[str] = field(default_factory=list)
@@ -76,11 +76,18 @@ class ProgramWriter:
         # statements of main() that capture and instantiate them, kept in setup() with the events they use
         self.graph_vars = {v.name for v in prog.vars.values() if v.top_level and v.base_type in GRAPH_TYPES}
         self.capture_unit = self._capture_unit()
-        kept_events = {self.src.text(i) for st in self.capture_unit for i in identifiers(st)
-                       if self.src.text(i) in prog.vars and prog.vars[self.src.text(i)].base_type == "cudaEvent_t"}
+        kept_events = {
+            self.src.text(i)
+            for st in self.capture_unit
+            for i in identifiers(st)
+            if self.src.text(i) in prog.vars and prog.vars[self.src.text(i)].base_type == "cudaEvent_t"
+        }
         self.kept_events = kept_events
-        self.dropped_vars = {v.name for v in prog.vars.values() if v.type.startswith(DROP_TYPES)
-                             and v.name != self.comm_var and v.name not in kept_events}
+        self.dropped_vars = {
+            v.name
+            for v in prog.vars.values()
+            if v.type.startswith(DROP_TYPES) and v.name != self.comm_var and v.name not in kept_events
+        }
         self.carried = {b.name for b in outputs if b.role == "carried"}
         self.carried_init = self._carried_init()
         self.needed = self._needed_vars()
@@ -99,41 +106,61 @@ class ProgramWriter:
         if not caps:
             return []
         stmts = list(self._prelude())
+
         def overlaps(st):
             return any(st.start_byte < c.end_byte and c.start_byte < st.end_byte for c in caps)
+
         def instantiates(st):
             return any(call_name(n, self.src) in GRAPH_INSTANTIATE for n in walk(st) if n.type == "call_expression")
+
         marks = [i for i, st in enumerate(stmts) if overlaps(st) or instantiates(st)]
-        return stmts[marks[0]:marks[-1] + 1] if marks else []
+        return stmts[marks[0] : marks[-1] + 1] if marks else []
 
     def _in_unit(self, stmt) -> bool:
-        return any(stmt == st for st in self.capture_unit)     # (tree-sitter makes a new node per visit)
+        return any(stmt == st for st in self.capture_unit)  # (tree-sitter makes a new node per visit)
 
     def _captures(self, stmt) -> bool:
         """The statement records or instantiates the graphs (kept in every capture form)."""
         return self._in_unit(stmt) and (
-            any(self.src.text(i) in self.graph_vars for i in identifiers(stmt)) or
-            any(call_name(n, self.src) in ("cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph",
-                                           "cudaStreamEndCapture") + GRAPH_INSTANTIATE
-                for n in walk(stmt) if n.type == "call_expression") or
-            any(c.start_byte < stmt.end_byte and stmt.start_byte < c.end_byte
-                for src, c in getattr(self.p, "captures", []) if src is self.src))
+            any(self.src.text(i) in self.graph_vars for i in identifiers(stmt))
+            or any(
+                call_name(n, self.src)
+                in ("cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "cudaStreamEndCapture")
+                + GRAPH_INSTANTIATE
+                for n in walk(stmt)
+                if n.type == "call_expression"
+            )
+            or any(
+                c.start_byte < stmt.end_byte and stmt.start_byte < c.end_byte
+                for src, c in getattr(self.p, "captures", [])
+                if src is self.src
+            )
+        )
 
     def _capture_lines(self, suffix: str) -> list[str]:
         """The capture unit as setup() runs it: the capture statements with the operations the form leaves
         out (compute-only: the collectives; communication-only: kernels and copies) taken out and the
         graphs renamed NAME+suffix; for the program's own form (suffix "") the unit's other statements too."""
-        drop = {"collective", "p2p"} if suffix == HELPER_COMPUTE else \
-            {"kernel", "memcpy", "memset"} if suffix == HELPER_COMM else set()
+        drop = (
+            {"collective", "p2p"}
+            if suffix == HELPER_COMPUTE
+            else {"kernel", "memcpy", "memset"}
+            if suffix == HELPER_COMM
+            else set()
+        )
         lines = []
         if suffix and self.capture_unit:
-            lines.append(f"// the capture of {self.src.at(self.capture_unit[0])} again, "
-                         f"{'without its collectives' if suffix == HELPER_COMPUTE else 'without its kernels'}")
+            lines.append(
+                f"// the capture of {self.src.at(self.capture_unit[0])} again, "
+                f"{'without its collectives' if suffix == HELPER_COMPUTE else 'without its kernels'}"
+            )
         for st in self.capture_unit:
             if any(o.kind == "graph_launch" for o in self._ops_in(st)) and not self._captures_graph(st):
                 if not suffix:
-                    lines.append(f"// (a warm-up replay of the graphs: the harness warms up) "
-                                 f"{self.src.text(st).splitlines()[0].strip()[:90]}")
+                    lines.append(
+                        f"// (a warm-up replay of the graphs: the harness warms up) "
+                        f"{self.src.text(st).splitlines()[0].strip()[:90]}"
+                    )
                 continue
             if not self._captures(st):
                 if not suffix:
@@ -144,8 +171,11 @@ class ProgramWriter:
         return lines
 
     def _captures_graph(self, st) -> bool:
-        return any(call_name(n, self.src) in ("cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph")
-                   for n in walk(st) if n.type == "call_expression")
+        return any(
+            call_name(n, self.src) in ("cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph")
+            for n in walk(st)
+            if n.type == "call_expression"
+        )
 
     def _variant_edits(self, node, drop: set[str], suffix: str) -> list:
         """Edits of main()'s text inside `node` for a form without the op kinds in `drop` (a group call goes
@@ -153,7 +183,7 @@ class ProgramWriter:
         edits = []
         for op in self._ops_in(node):
             if op.src not in (None, self.src):
-                continue          # inside a helper: the helper's form of the variant is called instead
+                continue  # inside a helper: the helper's form of the variant is called instead
             if op.kind in drop or (op.kind == "group" and "collective" in drop):
                 stmt = _enclosing_statement(op.node)
                 edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"))
@@ -193,8 +223,11 @@ class ProgramWriter:
                         names.add(n)
                         todo.append(n)
             for stmt in self._prelude():
-                if stmt.type in ("declaration", "comment") or self._drop_reason(stmt) or \
-                        not self._produces_needed(stmt, names):
+                if (
+                    stmt.type in ("declaration", "comment")
+                    or self._drop_reason(stmt)
+                    or not self._produces_needed(stmt, names)
+                ):
                     continue
                 ids = {self.src.text(i) for i in identifiers(stmt)}
                 if not ids <= names:
@@ -210,8 +243,12 @@ class ProgramWriter:
                 out |= {self.src.text(i) for i in identifiers(n.child_by_field_name("left"))}
             elif n.type == "update_expression":
                 out |= {self.src.text(i) for i in identifiers(n)}
-            elif n.type == "pointer_expression" and self.src.text(n).startswith("&") and \
-                    n.parent is not None and n.parent.type in ("argument_list", "cast_expression"):
+            elif (
+                n.type == "pointer_expression"
+                and self.src.text(n).startswith("&")
+                and n.parent is not None
+                and n.parent.type in ("argument_list", "cast_expression")
+            ):
                 out |= {self.src.text(i) for i in identifiers(n)}
         for op in self._ops_in(stmt):
             out |= set(op.writes)
@@ -259,7 +296,7 @@ class ProgramWriter:
         for stmt in self._prelude():
             if self.capture_unit and stmt == self.capture_unit[0]:
                 lines.extend(self._capture_lines(""))
-                self.capture_at = len(lines)       # where the other forms' captures go
+                self.capture_at = len(lines)  # where the other forms' captures go
             if self._in_unit(stmt):
                 continue
             lines.extend(self._setup_stmt(stmt))
@@ -274,35 +311,56 @@ class ProgramWriter:
             for d in stmt.children_by_field_name("declarator"):
                 name = next((v.name for v in self.p.vars.values() if v.decl == stmt and v.pos == d.start_byte), None)
                 v = self.p.vars.get(name) if name else None
-                if v is None or v.name in self.dropped_vars or v.name not in self.needed or v.name in (
-                        self.rank_var, self.nranks_var,
-                                                                          self.comm_var, self.stream_var):
+                if (
+                    v is None
+                    or v.name in self.dropped_vars
+                    or v.name not in self.needed
+                    or v.name in (self.rank_var, self.nranks_var, self.comm_var, self.stream_var)
+                ):
                     continue
                 if v.name in self.params:
-                    out.append(f"{v.name} = ({v.base_type})cuco_param_get(cuco_c, \"{v.name}\", "
-                               f"{self.params[v.name]['default']});   // from {self.src.path}:{v.line}")
+                    out.append(
+                        f'{v.name} = ({v.base_type})cuco_param_get(cuco_c, "{v.name}", '
+                        f"{self.params[v.name]['default']});   // from {self.src.path}:{v.line}"
+                    )
                 elif any(b.name == v.name for b in self.inputs + self.outputs):
                     continue
                 elif v.init is not None:
-                    if self._uses_environment(v.init) and (default_of(v.init, self.src) is not None
-                                                           or v.base_type == "bool"):
+                    if self._uses_environment(v.init) and (
+                        default_of(v.init, self.src) is not None or v.base_type == "bool"
+                    ):
                         # a bool read from the command line with no default is a flag: absent, false
-                        default = default_of(v.init, self.src) if v.base_type != "bool" else \
-                            (default_of(v.init, self.src) or "false")
-                        out.append(f"{v.name} = ({v.base_type}){default};   // the program's default: {t(v.init)} "
-                                   f"({self.src.path}:{v.line}) reads the command line or environment")
-                        self.p.unresolved.append(Unresolved(
-                            f"{self.src.path}:{v.line}", f"{v.name} is read from the command line or environment",
-                            f"the workload uses the program's default, {default}"))
+                        default = (
+                            default_of(v.init, self.src)
+                            if v.base_type != "bool"
+                            else (default_of(v.init, self.src) or "false")
+                        )
+                        out.append(
+                            f"{v.name} = ({v.base_type}){default};   // the program's default: {t(v.init)} "
+                            f"({self.src.path}:{v.line}) reads the command line or environment"
+                        )
+                        self.p.unresolved.append(
+                            Unresolved(
+                                f"{self.src.path}:{v.line}",
+                                f"{v.name} is read from the command line or environment",
+                                f"the workload uses the program's default, {default}",
+                            )
+                        )
                     elif self._uses_environment(v.init):
-                        out.append(f"{v.name} = {{}};   // {TODO}: {t(v.init)} ({self.src.path}:{v.line}) reads the "
-                                   "environment or the command line; give it a value")
-                        self._todo(f"{self.src.path}:{v.line}: {v.name} = {t(v.init)} reads the environment or "
-                                   "the command line")
+                        out.append(
+                            f"{v.name} = {{}};   // {TODO}: {t(v.init)} ({self.src.path}:{v.line}) reads the "
+                            "environment or the command line; give it a value"
+                        )
+                        self._todo(
+                            f"{self.src.path}:{v.line}: {v.name} = {t(v.init)} reads the environment or "
+                            "the command line"
+                        )
                     elif v.init.type == "initializer_list" and v.array is not None:
-                        out.append(f"{{ const {v.base_type} cuco_init_[] = {self._tied_list(v, t(v.init))}; "
-                                   f"for (size_t i_ = 0; i_ < sizeof cuco_init_ / sizeof *cuco_init_; i_++) "
-                                   f"{v.name}[i_] = cuco_init_[i_]; }}")
+                        out.append(
+                            f"{{ const {v.base_type} cuco_init_[] = {self._tied_list(v, t(v.init))}; "
+                            f"for (size_t i_ = 0; i_ < sizeof cuco_init_ / sizeof *cuco_init_; i_++) "
+                            f"{v.name}[i_] = cuco_init_[i_]; }}"
+                        )
                     elif v.init.type in ("argument_list", "initializer_list"):
                         out.append(f"{v.name} = {v.base_type}{t(v.init)};")
                     else:
@@ -310,8 +368,9 @@ class ProgramWriter:
                 elif v.ctor_args is not None:
                     out.append(f"{v.name} = {v.base_type}({v.ctor_args});")
             return out
-        reason = self._drop_reason(stmt) or (None if self._produces_needed(stmt, self.needed)
-                                             else "the region does not need what this makes")
+        reason = self._drop_reason(stmt) or (
+            None if self._produces_needed(stmt, self.needed) else "the region does not need what this makes"
+        )
         if reason:
             first = t(stmt).splitlines()[0].strip()
             return [f"// ({reason}) {first[:90]}"]
@@ -319,14 +378,20 @@ class ProgramWriter:
 
     def _ops_in(self, node):
         """The operations a statement of main() makes: its own calls, and those of the helpers it calls."""
+
         def inside(n):
             return node.start_byte <= n.start_byte and n.end_byte <= node.end_byte
-        return [o for o in self.p.ops if (o.src in (None, self.src) and inside(o.node)) or
-                (o.chain and o.chain[0][0] is self.src and inside(o.chain[0][1]))]
+
+        return [
+            o
+            for o in self.p.ops
+            if (o.src in (None, self.src) and inside(o.node))
+            or (o.chain and o.chain[0][0] is self.src and inside(o.chain[0][1]))
+        ]
 
     def _drop_reason(self, stmt) -> str | None:
         if self._in_unit(stmt):
-            return None           # the capture the region replays (its warm-up replays are left out there)
+            return None  # the capture the region replays (its warm-up replays are left out there)
         harness = {b.name for b in self.inputs + self.outputs}
         ops = self._ops_in(stmt)
         if any(op.kind in ("collective", "p2p") for op in ops):
@@ -335,7 +400,7 @@ class ProgramWriter:
             return "a warm-up replay of the graphs: the harness warms up"
         for op in ops:
             if op.kind == "event" and {self.src.text(i) for i in identifiers(op.node)} & self.kept_events:
-                continue          # an event the capture orders its streams with
+                continue  # an event the capture orders its streams with
             if op.kind in DROP_KINDS:
                 return "the harness owns this"
             if op.kind in ("collective", "p2p", "group"):
@@ -371,8 +436,9 @@ class ProgramWriter:
                 if name == "getenv":
                     return True
                 f = find_function(self.p.sources, name)
-                if f is not None and any(c.type == "call_expression" and call_name(c, f[0]) == "getenv"
-                                         for c in walk(f[1])):
+                if f is not None and any(
+                    c.type == "call_expression" and call_name(c, f[0]) == "getenv" for c in walk(f[1])
+                ):
                     return True
         return False
 
@@ -393,8 +459,15 @@ class ProgramWriter:
                 continue
             if op.kind in drop or op.kind in ("mpi", "event") or (op.kind == "group" and "collective" in drop):
                 stmt = _enclosing_statement(op.node)
-                edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"
-                              if op.kind in drop or op.kind == "group" else f"/* {op.name}: the harness's */;"))
+                edits.append(
+                    (
+                        stmt.start_byte,
+                        stmt.end_byte,
+                        f"/* {op.name}: not in this variant */;"
+                        if op.kind in drop or op.kind == "group"
+                        else f"/* {op.name}: the harness's */;",
+                    )
+                )
                 continue
             if op.kind == "kernel" and kernel_config(op.node) is not None:
                 cfg = kernel_config(op.node)
@@ -408,7 +481,12 @@ class ProgramWriter:
                 spec = api.NCCL_COMM[op.name]
                 args = [a for a in op.node.child_by_field_name("arguments").named_children if a.type != "comment"]
                 if spec["stream"] < len(args) and self.src.text(args[spec["stream"]]) in (
-                        "0", "NULL", "nullptr", "cudaStreamDefault", "cudaStreamLegacy"):
+                    "0",
+                    "NULL",
+                    "nullptr",
+                    "cudaStreamDefault",
+                    "cudaStreamLegacy",
+                ):
                     a = args[spec["stream"]]
                     edits.append((a.start_byte, a.end_byte, self.stream_var))
         suffix = HELPER_COMPUTE if "collective" in drop else HELPER_COMM if "kernel" in drop else None
@@ -417,7 +495,7 @@ class ProgramWriter:
                 if call_name(call, self.src) in self.region_helpers:
                     fn = call.child_by_field_name("function")
                     edits.append((fn.start_byte, fn.end_byte, self.src.text(fn) + suffix))
-            for i in identifiers(body):       # the graphs captured without the collectives / the kernels
+            for i in identifiers(body):  # the graphs captured without the collectives / the kernels
                 if self.src.text(i) in self.graph_vars:
                     edits.append((i.start_byte, i.end_byte, self.src.text(i) + suffix))
         text = _apply(self.src.data, body, edits)
@@ -435,7 +513,7 @@ class ProgramWriter:
         harness = {b.name for b in self.inputs + self.outputs}
         for b in self.p.buffers.values():
             if b.name in harness or not self._in_main(b.at) or not self._member(b.name):
-                continue          # a helper's own buffer is the helper's; one setup leaves out is not there
+                continue  # a helper's own buffer is the helper's; one setup leaves out is not there
             free = "ncclMemFree" if b.alloc == "ncclMemAlloc" else "cudaFree"
             out.append(f"{free}({b.name});")
         for op in self.p.ops:
@@ -476,10 +554,16 @@ class ProgramWriter:
         which each allocate their own, instead of whatever the allocation held."""
         out = []
         for b in self.p.buffers.values():
-            if b.role == "intermediate" and b.size and self._in_main(b.at) and self._member(b.name) and \
-                    b.alloc in api.DEVICE_ALLOC:
-                out.append(f"CUCO_UNCHECKED(cudaMemset({b.name}, 0, {b.size}));   // the same start in baseline "
-                           "and candidate")
+            if (
+                b.role == "intermediate"
+                and b.size
+                and self._in_main(b.at)
+                and self._member(b.name)
+                and b.alloc in api.DEVICE_ALLOC
+            ):
+                out.append(
+                    f"CUCO_UNCHECKED(cudaMemset({b.name}, 0, {b.size}));   // the same start in baseline and candidate"
+                )
         return out
 
     def _tied_list(self, v, text: str) -> str:
@@ -487,15 +571,26 @@ class ProgramWriter:
         `{3072, 1024}` beside a 3072-token chunk): every literal scales with the param, so a hidden config
         never gives the chunk fewer tokens than are sent into it."""
         import re
-        tied = next(((name, p["default"]) for name, p in self.params.items()
-                     if isinstance(p.get("default"), int) and p["default"] > 0
-                     and re.search(rf"\b{p['default']}\b", text)), None)
+
+        tied = next(
+            (
+                (name, p["default"])
+                for name, p in self.params.items()
+                if isinstance(p.get("default"), int) and p["default"] > 0 and re.search(rf"\b{p['default']}\b", text)
+            ),
+            None,
+        )
         if tied is None:
             return text
         name, default = tied
-        self.p.unresolved.append(Unresolved(f"{self.src.path}:{v.line}", f"{v.name} {text} holds the size "
-                                            f"{name}'s value", f"its values scale with {name} in every config"))
-        scale = f"cuco_param_get(cuco_c, \"{name}\", {default}) / {default}"
+        self.p.unresolved.append(
+            Unresolved(
+                f"{self.src.path}:{v.line}",
+                f"{v.name} {text} holds the size {name}'s value",
+                f"its values scale with {name} in every config",
+            )
+        )
+        scale = f'cuco_param_get(cuco_c, "{name}", {default}) / {default}'
         return re.sub(r"\b(\d+)\b", lambda m: f"(int)((long long){m.group(1)} * {scale})", text)
 
     def _in_main(self, at: str) -> bool:
@@ -515,7 +610,7 @@ class ProgramWriter:
         compute = start + self.region_body({"collective", "p2p"})
         comm = start + self.region_body({"kernel", "memcpy", "memset"})
         teardown = self.teardown()
-        if self.host_collectives:      # the scratch the host collectives' stand-ins reduce
+        if self.host_collectives:  # the scratch the host collectives' stand-ins reduce
             members.append(f"char* {HOST_COLL_SCRATCH} = nullptr;")
             setup.append(f"if (cudaMalloc(&{HOST_COLL_SCRATCH}, {HOST_COLL_BYTES}) != cudaSuccess) return 1;")
             teardown.append(f"cudaFree({HOST_COLL_SCRATCH});")
@@ -523,13 +618,24 @@ class ProgramWriter:
         if self.capture_at is not None:
             for form, sfxs in (("compute", (HELPER_COMPUTE,)), ("bound", (HELPER_COMPUTE, HELPER_COMM))):
                 extra = [line for sfx in sfxs for line in self._capture_lines(sfx)]
-                forms[form] = (members + self._graph_members(sfxs),
-                               setup[:self.capture_at] + extra + setup[self.capture_at:],
-                               self._graph_teardown(sfxs) + teardown)
-        return ProgramText(members, setup, run, compute, comm, teardown, self.todos,
-                           [self._helper_form(n, {"collective", "p2p"}, HELPER_COMPUTE) for n in self.region_helpers],
-                           [self._helper_form(n, {"kernel", "memcpy", "memset"}, HELPER_COMM)
-                            for n in self.region_helpers], forms, self._carried_start())
+                forms[form] = (
+                    members + self._graph_members(sfxs),
+                    setup[: self.capture_at] + extra + setup[self.capture_at :],
+                    self._graph_teardown(sfxs) + teardown,
+                )
+        return ProgramText(
+            members,
+            setup,
+            run,
+            compute,
+            comm,
+            teardown,
+            self.todos,
+            [self._helper_form(n, {"collective", "p2p"}, HELPER_COMPUTE) for n in self.region_helpers],
+            [self._helper_form(n, {"kernel", "memcpy", "memset"}, HELPER_COMM) for n in self.region_helpers],
+            forms,
+            self._carried_start(),
+        )
 
     def _region_helpers(self) -> list[str]:
         """The helper functions the region calls directly whose operations (collectives) the analysis
@@ -542,7 +648,12 @@ class ProgramWriter:
         calls += [c for st in self.capture_unit for c in self.src.nodes("call_expression", st)]
         for call in calls:
             name = call_name(call, self.src)
-            if name is not None and name in followed and name not in out and find_function(self.p.sources, name) is not None:
+            if (
+                name is not None
+                and name in followed
+                and name not in out
+                and find_function(self.p.sources, name) is not None
+            ):
                 out.append(name)
         return out
 
@@ -582,14 +693,21 @@ class ProgramWriter:
                 return None
         self.host_collectives += 1
         if op.kind == "mpi" and not any(u.at == op.at and "stand-in" in u.what for u in self.p.unresolved):
-            self.p.unresolved.append(Unresolved(op.at, f"{op.name} of {elems} element(s) inside the repeated region: "
-                                                "a host collective, stand-in of the same cost class",
-                                                "the workload runs an NCCL all-reduce of as many bytes on the "
-                                                "timed stream and waits for it, where the program waits for MPI"))
-        return (f"/* {op.name}: the stand-in of the same cost class */ "
-                f"if (ncclAllReduce({HOST_COLL_SCRATCH}, {HOST_COLL_SCRATCH}, {elems * 8}, ncclChar, ncclSum, "
-                f"{self.comm_var or 'cuco_c->comm'}, {self.stream_var}) != ncclSuccess || "
-                f"cudaStreamSynchronize({self.stream_var}) != cudaSuccess) return 1;")
+            self.p.unresolved.append(
+                Unresolved(
+                    op.at,
+                    f"{op.name} of {elems} element(s) inside the repeated region: "
+                    "a host collective, stand-in of the same cost class",
+                    "the workload runs an NCCL all-reduce of as many bytes on the "
+                    "timed stream and waits for it, where the program waits for MPI",
+                )
+            )
+        return (
+            f"/* {op.name}: the stand-in of the same cost class */ "
+            f"if (ncclAllReduce({HOST_COLL_SCRATCH}, {HOST_COLL_SCRATCH}, {elems * 8}, ncclChar, ncclSum, "
+            f"{self.comm_var or 'cuco_c->comm'}, {self.stream_var}) != ncclSuccess || "
+            f"cudaStreamSynchronize({self.stream_var}) != cudaSuccess) return 1;"
+        )
 
     def _carried_init(self) -> list:
         """main()'s statements before the region that give a carried buffer its starting value (its memset,
@@ -622,24 +740,37 @@ class ProgramWriter:
                 left = n.child_by_field_name("left")
                 target = self.src.text(left) if left.type == "identifier" else None
             v = self.p.vars.get(target) if target else None
-            if v is not None and self._member(target) and target not in stepped and v.init is not None and \
-                    isinstance(evaluate(v.init, self.src, {}), (int, float)):
+            if (
+                v is not None
+                and self._member(target)
+                and target not in stepped
+                and v.init is not None
+                and isinstance(evaluate(v.init, self.src, {}), (int, float))
+            ):
                 stepped.append(target)
-        return "".join(f"\n    {n} = {self.src.text(self.p.vars[n].init)};   // as before the region "
-                       f"({self.src.path}:{self.p.vars[n].line}): every call is the same iteration" for n in stepped)
+        return "".join(
+            f"\n    {n} = {self.src.text(self.p.vars[n].init)};   // as before the region "
+            f"({self.src.path}:{self.p.vars[n].line}): every call is the same iteration"
+            for n in stepped
+        )
 
     def _carried_pointers(self) -> list[str]:
-        return [f"    {b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;" for i, b in enumerate(self.outputs)
-                if b.name in self.carried]
+        return [
+            f"    {b.name} = ({b.elem_type}*)cuco_c->outputs[{i}].ptr;"
+            for i, b in enumerate(self.outputs)
+            if b.name in self.carried
+        ]
 
     def _carried_prologue(self) -> str:
         """What opens run(): the carried buffers' pointers, the harness's again (the region may swap them).
         Their starting value is set before the call, untimed (_carried_start)."""
         if not self.carried_init:
             return ""
-        return ("\n    // the carried buffers, the harness's again (the region may swap them); their starting value is set"
-                "\n    // before every call, untimed (the frozen baseline's start_outputs), so every call is the same iteration\n"
-                + "\n".join(self._carried_pointers()))
+        return (
+            "\n    // the carried buffers, the harness's again (the region may swap them); their starting value is set"
+            "\n    // before every call, untimed (the frozen baseline's start_outputs), so every call is the same iteration\n"
+            + "\n".join(self._carried_pointers())
+        )
 
     def _carried_start(self) -> str:
         """The body of the baseline's start_outputs(): the carried buffers set to the program's own starting
@@ -648,16 +779,23 @@ class ProgramWriter:
         loop, so a timed call measures the iteration only."""
         if not self.carried_init:
             return ""
-        lines = [f"    // the carried buffers' starting value, as the program sets it ({self.src.at(s)})"
-                 for s in self.carried_init[:1]]
+        lines = [
+            f"    // the carried buffers' starting value, as the program sets it ({self.src.at(s)})"
+            for s in self.carried_init[:1]
+        ]
         lines += self._carried_pointers()
         lines += ["    " + self.src.text(s).strip() for s in self.carried_init]
         lines += ["    CUCO_UNCHECKED(cudaDeviceSynchronize());   // done before the call, whatever stream"]
         for s in self.carried_init:
-            self.p.unresolved.append(Unresolved(self.src.at(s), "a carried buffer's initial value is set here",
-                                                "the workload sets it before every call, untimed (the frozen "
-                                                "baseline's start_outputs), so each call times one iteration "
-                                                "from the program's own start"))
+            self.p.unresolved.append(
+                Unresolved(
+                    self.src.at(s),
+                    "a carried buffer's initial value is set here",
+                    "the workload sets it before every call, untimed (the frozen "
+                    "baseline's start_outputs), so each call times one iteration "
+                    "from the program's own start",
+                )
+            )
         return "\n" + "\n".join(lines)
 
 
@@ -673,10 +811,9 @@ def _apply(data: bytes, node, edits) -> str:
     out, pos = [], start
     for a, b, repl in sorted((e for e in edits if start <= e[0] and e[1] <= end), key=lambda e: e[0]):
         if a < pos:
-            continue          # nested in an edit already made
+            continue  # nested in an edit already made
         out.append(data[pos:a].decode())
         out.append(repl)
         pos = b
     out.append(data[pos:end].decode())
     return "".join(out)
-

@@ -34,23 +34,24 @@ from .source import call_name, declarator_name, walk
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness"
 MAX_BUFFERS = 8
-CHECKS = {"do_nothing": "checks/do_nothing.cu", "skip_comm": "checks/skip_comm.cu"}   # must verify incorrect
+CHECKS = {"do_nothing": "checks/do_nothing.cu", "skip_comm": "checks/skip_comm.cu"}  # must verify incorrect
 
 
 @dataclass
 class InitResult:
     name: str
     root: Path
-    todos: list[str] = field(default_factory=list)      # CUCO-TODO markers written into the files
-    notes: list[str] = field(default_factory=list)      # what the analysis could not resolve (file:line)
+    todos: list[str] = field(default_factory=list)  # CUCO-TODO markers written into the files
+    notes: list[str] = field(default_factory=list)  # what the analysis could not resolve (file:line)
     files: dict[str, str] = field(default_factory=dict)
 
 
 def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
     out = Path(out)
     if out.exists():
-        raise InputError(str(out), "-o", "already exists; init never writes over a folder: remove it or "
-                         "pass another -o DIR")
+        raise InputError(
+            str(out), "-o", "already exists; init never writes over a folder: remove it or pass another -o DIR"
+        )
     if not _valid_name(name):
         raise InputError(name, "--name", "must match [a-z0-9_-]+")
     files, todos = render_workload(prog, name, ranks, out)
@@ -61,7 +62,7 @@ def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
         for rel, text in files.items():
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp / rel).write_text(text)
-        os.rename(tmp, out)       # atomic on one file system; fails if out appeared meanwhile
+        os.rename(tmp, out)  # atomic on one file system; fails if out appeared meanwhile
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise InputError(str(out), "-o", f"cannot write the workload there ({exc})") from None
@@ -75,33 +76,51 @@ def _valid_name(name: str) -> bool:
 def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, str], list[str]]:
     if not any(o.kind in ("collective", "p2p") for o in prog.ops):
         at = next((c["at"] for c in prog.communicators), prog.main_src.path)
-        raise InputError(at, "NCCL", "the program sets up a communicator but makes no NCCL communication call "
-                         "(ncclAllReduce, ncclSend, ...): there is nothing to overlap and no workload to write")
+        raise InputError(
+            at,
+            "NCCL",
+            "the program sets up a communicator but makes no NCCL communication call "
+            "(ncclAllReduce, ncclSend, ...): there is nothing to overlap and no workload to write",
+        )
     if not any(o.kind == "kernel" for o in prog.ops):
         calls = sorted({o.name for o in prog.ops if o.kind in ("collective", "p2p")})
-        raise InputError(prog.main_src.path, "kernels",
-                         f"no kernel launch: nothing for the communication ({', '.join(calls) or 'none'}) to "
-                         "overlap with, so there is no workload to write; cuco optimises programs whose kernels "
-                         "and NCCL calls can overlap")
+        raise InputError(
+            prog.main_src.path,
+            "kernels",
+            f"no kernel launch: nothing for the communication ({', '.join(calls) or 'none'}) to "
+            "overlap with, so there is no workload to write; cuco optimises programs whose kernels "
+            "and NCCL calls can overlap",
+        )
     if prog.init_blockers:
-        raise InputError(prog.region["at"] if prog.region else prog.main_src.path, "init",
-                         "; ".join(prog.init_blockers))
+        raise InputError(
+            prog.region["at"] if prog.region else prog.main_src.path, "init", "; ".join(prog.init_blockers)
+        )
     if prog.region_node is None:
-        raise InputError(prog.region and prog.region["at"] or prog.main_src.path, "region",
-                         "no loop around the collectives: init needs the region that repeats; wrap one "
-                         "iteration of your program in a loop and run cuco init again")
+        raise InputError(
+            prog.region and prog.region["at"] or prog.main_src.path,
+            "region",
+            "no loop around the collectives: init needs the region that repeats; wrap one "
+            "iteration of your program in a loop and run cuco init again",
+        )
     inputs = [b for b in prog.buffers.values() if b.role == "input"]
     outputs = [b for b in prog.buffers.values() if b.role in ("output", "carried")]
     if not outputs:
-        raise InputError(prog.region["at"], "outputs",
-                         "the repeated region writes no buffer that outlives it; nothing could be verified")
+        raise InputError(
+            prog.region["at"],
+            "outputs",
+            "the repeated region writes no buffer that outlives it; nothing could be verified",
+        )
     for what, bufs in (("inputs", inputs), ("outputs", outputs)):
         if len(bufs) > MAX_BUFFERS:
             raise InputError(prog.region["at"], what, f"{len(bufs)} {what}; the harness takes at most {MAX_BUFFERS}")
         for b in bufs:
             if b.elem_type not in api.ELEM_BYTES:
-                raise InputError(b.at, b.name, f"element type {b.elem_type!r} is not one the harness can fill "
-                                 "and compare (float, double, half, bf16, integers); declare the pointer with one")
+                raise InputError(
+                    b.at,
+                    b.name,
+                    f"element type {b.elem_type!r} is not one the harness can fill "
+                    "and compare (float, double, half, bf16, integers); declare the pointer with one",
+                )
     text = ProgramWriter(prog, inputs, outputs).build()
     todos = list(text.todos)
     harness_root = os.path.relpath(HARNESS_DIR, out.resolve())
@@ -113,10 +132,12 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
         "baseline.cu": workload_text.baseline(prog, text.form("bound"), top, name),
         "problem.cu": workload_text.problem(prog, inputs, outputs, top, name),
         "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, harness_root),
-        CHECKS["do_nothing"]: workload_text.candidate(prog, replace(text, run="\n    // does nothing: verification "
-                                                                          "must reject this candidate"), top, name),
-        CHECKS["skip_comm"]: workload_text.candidate(prog, replace(text.form("compute"), run=text.run_compute), top, name,
-                                                     extra_code=text.compute_helpers),
+        CHECKS["do_nothing"]: workload_text.candidate(
+            prog, replace(text, run="\n    // does nothing: verification must reject this candidate"), top, name
+        ),
+        CHECKS["skip_comm"]: workload_text.candidate(
+            prog, replace(text.form("compute"), run=text.run_compute), top, name, extra_code=text.compute_helpers
+        ),
     }
     return files, todos
 
@@ -124,10 +145,10 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
 @dataclass
 class TopLevel:
     includes: list[str]
-    macros: list[str]           # #define lines the kernels may need (check macros are re-defined instead)
+    macros: list[str]  # #define lines the kernels may need (check macros are re-defined instead)
     check_macros: list[str]
-    device_code: list[str]      # kernels, device functions, structs, constants
-    constants: list[str]        # file-scope constants (for problem.cu's sizes)
+    device_code: list[str]  # kernels, device functions, structs, constants
+    constants: list[str]  # file-scope constants (for problem.cu's sizes)
 
 
 def _top_level_code(prog) -> TopLevel:
@@ -150,29 +171,42 @@ def _top_level_code(prog) -> TopLevel:
                 host = not any(q in src.text(node).split("{", 1)[0] for q in ("__global__", "__device__"))
                 text = _pragmas_as_operators(src, node, prog.check_macros if host else ())
                 code.append(_static(text) if host else text)
-            elif node.type == "declaration" and ("const" in t.split("=")[0] or "constexpr" in t) and \
-                    not any(c.type == "function_declarator" for d in node.children_by_field_name("declarator")
-                            for c in walk(d)):
+            elif (
+                node.type == "declaration"
+                and ("const" in t.split("=")[0] or "constexpr" in t)
+                and not any(
+                    c.type == "function_declarator" for d in node.children_by_field_name("declarator") for c in walk(d)
+                )
+            ):
                 code.append(t)
                 constants.append(t)
-            elif node.type == "declaration" and any(c.type == "function_declarator"
-                                                    for d in node.children_by_field_name("declarator")
-                                                    for c in walk(d)):
+            elif node.type == "declaration" and any(
+                c.type == "function_declarator" for d in node.children_by_field_name("declarator") for c in walk(d)
+            ):
                 # a host function's prototype: static like its carried definition (internal linkage: the
                 # symbol policy lets a candidate define only the ABI)
                 code.append(_static(t))
             elif node.type in ("type_definition", "alias_declaration"):
-                code.append(t)          # the constants' types too (`typedef float real;` before `const real`)
+                code.append(t)  # the constants' types too (`typedef float real;` before `const real`)
                 if t not in constants:
                     constants.append(t)
-            elif node.type in ("struct_specifier", "class_specifier", "type_definition", "alias_declaration",
-                               "enum_specifier", "declaration", "namespace_definition"):
+            elif node.type in (
+                "struct_specifier",
+                "class_specifier",
+                "type_definition",
+                "alias_declaration",
+                "enum_specifier",
+                "declaration",
+                "namespace_definition",
+            ):
                 if "ncclUniqueId" in t or "MPI_" in t:
                     continue
                 code.append(t)
             else:
-                code.append(f"// {TODO}: top-level {node.type} at {src.at(node)} left out; add it if the "
-                            f"kernels need it\n// {t.splitlines()[0][:100]}")
+                code.append(
+                    f"// {TODO}: top-level {node.type} at {src.at(node)} left out; add it if the "
+                    f"kernels need it\n// {t.splitlines()[0][:100]}"
+                )
     # <iostream> runs a static initialiser (std::ios_base::Init) the harness's symbol policy rejects:
     # kept only when the carried code uses the standard streams
     carried = "\n".join(code + macros)
@@ -218,12 +252,22 @@ def _needed_host_functions(prog) -> set[str]:
             if name:
                 defs[name] = (src, node)
     carried = {b.name for b in prog.buffers.values() if b.role == "carried"}
-    replayed = {id(o) for o in prog.ops for s, node in prog.captures       # what the region's graphs run
-                if any(cs is s and node.start_byte <= n.start_byte < node.end_byte for cs, n in o.chain)}
-    needed = {o.via.name for o in prog.ops if getattr(o, "via", None) is not None
-              and (o.in_region or id(o) in replayed or set(o.writes) & carried)}   # + the carried buffers' init
-    needed |= {call_name(o.chain[0][1], o.chain[0][0]) for o in prog.ops     # the helpers the region calls
-               if (o.in_region or id(o) in replayed) and len(o.chain) > 1}
+    replayed = {
+        id(o)
+        for o in prog.ops
+        for s, node in prog.captures  # what the region's graphs run
+        if any(cs is s and node.start_byte <= n.start_byte < node.end_byte for cs, n in o.chain)
+    }
+    needed = {
+        o.via.name
+        for o in prog.ops
+        if getattr(o, "via", None) is not None and (o.in_region or id(o) in replayed or set(o.writes) & carried)
+    }  # + the carried buffers' init
+    needed |= {
+        call_name(o.chain[0][1], o.chain[0][0])
+        for o in prog.ops  # the helpers the region calls
+        if (o.in_region or id(o) in replayed) and len(o.chain) > 1
+    }
     todo = list(needed)
     while todo:
         src, node = defs.get(todo.pop(), (None, None))
@@ -252,6 +296,6 @@ def _pragmas_as_operators(src, node, unchecked=()) -> str:
         text.append(src.data[pos:a].decode())
         text.append(r)
         pos = b
-    text.append(src.data[pos:node.end_byte].decode())
+    text.append(src.data[pos : node.end_byte].decode())
     del base
     return "".join(text)

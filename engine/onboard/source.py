@@ -23,19 +23,22 @@ def _parser():
     try:
         import tree_sitter_cuda
         from tree_sitter import Language, Parser
-    except ImportError as exc:   # the dependency is pinned in pyproject.toml
-        raise InputError("cuco", "tree-sitter", f"the CUDA parser is not installed ({exc}); "
-                         "pip install -e . installs tree-sitter and tree-sitter-cuda") from None
+    except ImportError as exc:  # the dependency is pinned in pyproject.toml
+        raise InputError(
+            "cuco",
+            "tree-sitter",
+            f"the CUDA parser is not installed ({exc}); pip install -e . installs tree-sitter and tree-sitter-cuda",
+        ) from None
     return Parser(Language(tree_sitter_cuda.language()))
 
 
 @dataclass
 class SourceFile:
-    path: str          # as the user named it (reports print it)
+    path: str  # as the user named it (reports print it)
     data: bytes
     tree: Tree
     _index: dict | None = field(default=None, repr=False)
-    pre: Preprocessed | None = field(default=None, repr=False)     # what the preprocessor did
+    pre: Preprocessed | None = field(default=None, repr=False)  # what the preprocessor did
 
     def nodes(self, node_type: str, within=None) -> list:
         """Every node of a type (in source order), inside `within` when given: one walk of the tree serves
@@ -61,7 +64,7 @@ class SourceFile:
         return out
 
     def text(self, node) -> str:
-        return self.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
     def at(self, node) -> str:
         return f"{self.path}:{node.start_point[0] + 1}"
@@ -91,10 +94,15 @@ def parse_file(path: str | Path, flags: Flags | None = None) -> SourceFile:
             what = f"a missing {node.type!r} before" if node.is_missing else "the construct"
             places.append(f"{what} {line[:60]!r} at {src.at(node)}")
         more = f" (and {len(bad) - 8} more)" if len(bad) > 8 else ""
-        raise InputError(src.at(bad[0]), "parser",
-                         "cuco's parser does not support " + "; ".join(places) + more +
-                         ": the preprocessor kept this text with your -D/-U/-I; if your compiler reads it "
-                         "with other flags, pass them (or --compile-commands FILE)")
+        raise InputError(
+            src.at(bad[0]),
+            "parser",
+            "cuco's parser does not support "
+            + "; ".join(places)
+            + more
+            + ": the preprocessor kept this text with your -D/-U/-I; if your compiler reads it "
+            "with other flags, pass them (or --compile-commands FILE)",
+        )
     return src
 
 
@@ -204,8 +212,14 @@ def declarator_name(decl, src: SourceFile) -> str | None:
     """The declared name under a declarator (init, pointer, array, reference, function declarators)."""
     n = decl
     while n is not None and n.type not in ("identifier", "field_identifier"):
-        if n.type in ("init_declarator", "pointer_declarator", "array_declarator", "reference_declarator",
-                      "function_declarator", "parenthesized_declarator"):
+        if n.type in (
+            "init_declarator",
+            "pointer_declarator",
+            "array_declarator",
+            "reference_declarator",
+            "function_declarator",
+            "parenthesized_declarator",
+        ):
             nxt = n.child_by_field_name("declarator")
             if nxt is None:
                 nxt = next((c for c in n.named_children if c.type in ("identifier", "pointer_declarator")), None)

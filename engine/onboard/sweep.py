@@ -15,38 +15,54 @@ from dataclasses import replace
 from .evaluate import evaluate
 from .source import SourceFile, _parser
 
-SWEEP_CONFIG_MAX = 1 << 24      # the config's size: the sweep's largest at most this (bytes or elements)
+SWEEP_CONFIG_MAX = 1 << 24  # the config's size: the sweep's largest at most this (bytes or elements)
 MAX_SWEEP_STEPS = 64
 
 
 def flatten_sweep(prog) -> tuple[list[SourceFile], str] | None:
     """The program's sources with the size sweep holding the region flattened to one size, and the size
     chosen; None when the region sits in no such sweep of main()."""
-    if prog.region_node is None or not prog.region["at"].startswith(prog.main_src.path + ":") or not (
-            prog.main.start_byte < prog.region_node.start_byte < prog.main.end_byte):
+    if (
+        prog.region_node is None
+        or not prog.region["at"].startswith(prog.main_src.path + ":")
+        or not (prog.main.start_byte < prog.region_node.start_byte < prog.main.end_byte)
+    ):
         return None
     src, body = prog.main_src, prog.main.child_by_field_name("body")
-    sweep = next((st for st in body.named_children if st.type == "for_statement"
-                  and st.start_byte < prog.region_node.start_byte and prog.region_node.end_byte <= st.end_byte),
-                 None)
-    if sweep is None or not any("size sweep" in a.get("what", "") and a.get("at") == src.at(sweep)
-                                for a in prog.region.get("alternatives", [])):
+    sweep = next(
+        (
+            st
+            for st in body.named_children
+            if st.type == "for_statement"
+            and st.start_byte < prog.region_node.start_byte
+            and prog.region_node.end_byte <= st.end_byte
+        ),
+        None,
+    )
+    if sweep is None or not any(
+        "size sweep" in a.get("what", "") and a.get("at") == src.at(sweep) for a in prog.region.get("alternatives", [])
+    ):
         return None
     chosen = _chosen_size(prog, sweep)
     loop_body = sweep.child_by_field_name("body")
     init = sweep.child_by_field_name("initializer")
-    if chosen is None or loop_body is None or loop_body.type != "compound_statement" or init is None or \
-            init.type != "declaration":
+    if (
+        chosen is None
+        or loop_body is None
+        or loop_body.type != "compound_statement"
+        or init is None
+        or init.type != "declaration"
+    ):
         return None
     var_type = src.text(init.child_by_field_name("type"))
     var = chosen[0]
     head = f"{var_type} {var} = {chosen[1]};"
-    span = src.data[sweep.start_byte:loop_body.start_byte + 1]
+    span = src.data[sweep.start_byte : loop_body.start_byte + 1]
     if len(head) > len(span.replace(b"\n", b"")):
         return None
     data = bytearray(src.data)
-    data[sweep.start_byte:loop_body.start_byte + 1] = _blank_keeping_lines(span, head)
-    data[loop_body.end_byte - 1:loop_body.end_byte] = b" "
+    data[sweep.start_byte : loop_body.start_byte + 1] = _blank_keeping_lines(span, head)
+    data[loop_body.end_byte - 1 : loop_body.end_byte] = b" "
     text = bytes(data)
     flat = replace(src, data=text, tree=_parser().parse(text), _index=None)
     return [flat if s is src else s for s in prog.sources], f"{var} = {chosen[1]}"
@@ -71,16 +87,22 @@ def _chosen_size(prog, sweep) -> tuple[str, int] | None:
     init = sweep.child_by_field_name("initializer")
     decl = next((d for d in init.children_by_field_name("declarator") if d.type == "init_declarator"), None)
     cond, update = sweep.child_by_field_name("condition"), sweep.child_by_field_name("update")
-    if decl is None or cond is None or update is None or cond.type != "binary_expression" or \
-            update.type != "assignment_expression":
+    if (
+        decl is None
+        or cond is None
+        or update is None
+        or cond.type != "binary_expression"
+        or update.type != "assignment_expression"
+    ):
         return None
     var = src.text(decl.child_by_field_name("declarator"))
     start = evaluate(decl.child_by_field_name("value"), src, env)
     bound = evaluate(cond.child_by_field_name("right"), src, env)
     step = evaluate(update.child_by_field_name("right"), src, env)
     op = src.text(update.child_by_field_name("operator"))
-    if src.text(cond.child_by_field_name("left")) != var or not all(isinstance(x, int) and x > 0
-                                                                   for x in (start, bound, step)):
+    if src.text(cond.child_by_field_name("left")) != var or not all(
+        isinstance(x, int) and x > 0 for x in (start, bound, step)
+    ):
         return None
     inclusive = src.text(cond.child_by_field_name("operator")) == "<="
     value, best = start, None
@@ -95,12 +117,12 @@ def _chosen_size(prog, sweep) -> tuple[str, int] | None:
     return (var, best) if best is not None else None
 
 
-
 def analyze_one_size(prog, region: str | None = None, entry: str | None = None, assume: dict | None = None):
     """The program as `cuco init` writes it: with a size sweep around its region taken apart (one size,
     a config param), analysed again; the program itself otherwise. The note says which size."""
     from .analyze import analyze_sources
     from .model import Unresolved
+
     flat = flatten_sweep(prog)
     if flat is None:
         return prog
@@ -108,8 +130,12 @@ def analyze_one_size(prog, region: str | None = None, entry: str | None = None, 
     one = analyze_sources(sources, region, entry, assume)
     one.preprocessing = prog.preprocessing
     at = next(a["at"] for a in prog.region["alternatives"] if "size sweep" in a["what"])
-    one.unresolved.append(Unresolved(at,
-                                     "a size sweep around the repeated region",
-                                     f"the workload runs one size ({chosen}), a config param the hidden config "
-                                     "scales; run cuco init again with another to tune for it"))
+    one.unresolved.append(
+        Unresolved(
+            at,
+            "a size sweep around the repeated region",
+            f"the workload runs one size ({chosen}), a config param the hidden config "
+            "scales; run cuco init again with another to tune for it",
+        )
+    )
     return one

@@ -12,8 +12,13 @@ from .design import design_space, seed_annotation, seed_knob_lines
 from .source import names_in, walk
 
 ELEM_CANON = {"half": "__half", "nv_bfloat16": "__nv_bfloat16"}
-STD_INCLUDES = ["#include <cuda_runtime.h>", "#include <nccl.h>", "#include <cstdio>", "#include <cstdlib>",
-                "#include <cstring>"]
+STD_INCLUDES = [
+    "#include <cuda_runtime.h>",
+    "#include <nccl.h>",
+    "#include <cstdio>",
+    "#include <cstdlib>",
+    "#include <cstring>",
+]
 
 
 def _indent(lines, n=4) -> str:
@@ -24,9 +29,11 @@ def _indent(lines, n=4) -> str:
 def _check_macro_defs(top) -> list[str]:
     """The program's checking macros (NCCLCHECK(cmd), ...) re-defined to hand the error to the harness
     (ctx->error, a non-zero return) instead of aborting the process."""
-    return [f'#define {m}(cmd) do {{ auto cuco_r_ = (cmd); if ((int)cuco_r_ != 0) {{ snprintf(cuco_c->error, '
-            f'sizeof cuco_c->error, "%s failed (%d)", #cmd, (int)cuco_r_); return 1; }} }} while (0)'
-            for m in top.check_macros] + ["#define CUCO_UNCHECKED(cmd) ((void)(cmd))"]
+    return [
+        f"#define {m}(cmd) do {{ auto cuco_r_ = (cmd); if ((int)cuco_r_ != 0) {{ snprintf(cuco_c->error, "
+        f'sizeof cuco_c->error, "%s failed (%d)", #cmd, (int)cuco_r_); return 1; }} }} while (0)'
+        for m in top.check_macros
+    ] + ["#define CUCO_UNCHECKED(cmd) ((void)(cmd))"]
 
 
 def _head(prog, top, title: str) -> list[str]:
@@ -40,79 +47,129 @@ def _head(prog, top, title: str) -> list[str]:
 def _split_at_pragmas(items: list[str]) -> tuple[list[str], list[str]]:
     """The device code up to its last item with a `#pragma` (kept as the user wrote it, in order, outside
     the evolvable block), and the rest."""
-    last = max((i for i, t in enumerate(items) if any(line.lstrip().startswith("#") for line in t.splitlines())),
-               default=-1)
-    return items[:last + 1], items[last + 1:]
+    last = max(
+        (i for i, t in enumerate(items) if any(line.lstrip().startswith("#") for line in t.splitlines())), default=-1
+    )
+    return items[: last + 1], items[last + 1 :]
 
 
 def _struct(text, extra: bool) -> list[str]:
     lines = ["struct Program {"]
     lines += ["  " + m for m in text.members]
     lines += ["", "  int setup() {", _indent(text.setup), "    return 0;", "  }"]
-    lines += ["", "  // one iteration of the program's repeated region", "  int run() {" + text.run.rstrip(),
-              "    return 0;", "  }"]
+    lines += [
+        "",
+        "  // one iteration of the program's repeated region",
+        "  int run() {" + text.run.rstrip(),
+        "    return 0;",
+        "  }",
+    ]
     if extra and text.start:
-        lines += ["", "  // the carried buffers' starting value: the harness calls this before every call, untimed",
-                  "  int start_outputs() {" + text.start.rstrip(), "    return 0;", "  }"]
+        lines += [
+            "",
+            "  // the carried buffers' starting value: the harness calls this before every call, untimed",
+            "  int start_outputs() {" + text.start.rstrip(),
+            "    return 0;",
+            "  }",
+        ]
     if extra:
-        lines += ["", "  // the region without its collectives (the overlap bound's compute-only time)",
-                  "  int run_compute() {" + text.run_compute.rstrip(), "    return 0;", "  }",
-                  "", "  // the region without its kernels (the overlap bound's communication-only time)",
-                  "  int run_comm() {" + text.run_comm.rstrip(), "    return 0;", "  }"]
+        lines += [
+            "",
+            "  // the region without its collectives (the overlap bound's compute-only time)",
+            "  int run_compute() {" + text.run_compute.rstrip(),
+            "    return 0;",
+            "  }",
+            "",
+            "  // the region without its kernels (the overlap bound's communication-only time)",
+            "  int run_comm() {" + text.run_comm.rstrip(),
+            "    return 0;",
+            "  }",
+        ]
     lines += ["", "  int teardown() {", _indent(text.teardown), "    return 0;", "  }", "};"]
     return lines
 
 
 def candidate(prog, text, top, name: str, extra_code: Sequence[str] = ()) -> str:
-    lines = _head(prog, top, f"candidate.cu of workload {name}: the program's kernels and its repeated region "
-                              "behind the harness ABI (cuco_abi.h).")
-    lines += ["// Only the EVOLVE-BLOCKs change; the harness calls the cuco_candidate_* functions at the bottom.",
-              f"// Inputs: {', '.join(f'ctx->inputs[{i}] = {b}' for i, b in enumerate(_names(prog, 'input'))) or 'none'}; "
-              f"outputs: {', '.join(f'ctx->outputs[{i}] = {b}' for i, b in enumerate(_names(prog, 'output')))}.",
-              "// Both are NCCL symmetric windows (ctx->inputs[i].win); the program's other buffers are its own.",
-              "", "namespace {"]
+    lines = _head(
+        prog,
+        top,
+        f"candidate.cu of workload {name}: the program's kernels and its repeated region "
+        "behind the harness ABI (cuco_abi.h).",
+    )
+    lines += [
+        "// Only the EVOLVE-BLOCKs change; the harness calls the cuco_candidate_* functions at the bottom.",
+        f"// Inputs: {', '.join(f'ctx->inputs[{i}] = {b}' for i, b in enumerate(_names(prog, 'input'))) or 'none'}; "
+        f"outputs: {', '.join(f'ctx->outputs[{i}] = {b}' for i, b in enumerate(_names(prog, 'output')))}.",
+        "// Both are NCCL symmetric windows (ctx->inputs[i].win); the program's other buffers are its own.",
+        "",
+        "namespace {",
+    ]
     frozen, evolving = _split_at_pragmas(top.device_code)
     if frozen:
-        lines += ["// Frozen: code with #pragma (a directive may not sit inside an EVOLVE-BLOCK) and what",
-                  "// precedes it; the search writes new kernels in the block below instead of editing these."]
+        lines += [
+            "// Frozen: code with #pragma (a directive may not sit inside an EVOLVE-BLOCK) and what",
+            "// precedes it; the search writes new kernels in the block below instead of editing these.",
+        ]
         lines += frozen
     lines += ["// EVOLVE-BLOCK-START kernels"]
     lines += evolving + list(extra_code)
     lines += ["// EVOLVE-BLOCK-END", "", "// EVOLVE-BLOCK-START schedule", seed_annotation(prog)]
     lines += seed_knob_lines()
     lines += _struct(text, extra=False)
-    lines += ["",
-              "static int impl_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; ctx->state = p; return p->setup(); }",
-              "static int impl_run(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p->run(); }",
-              "static int impl_teardown(cuco_ctx* ctx) {",
-              "  Program* p = (Program*)ctx->state;",
-              "  int rc = p ? (p->cuco_c = ctx, p->teardown()) : 0;",
-              "  delete p;", "  ctx->state = nullptr;", "  return rc;", "}",
-              "// EVOLVE-BLOCK-END", "}  // namespace", "",
-              'extern "C" int cuco_candidate_setup(cuco_ctx* ctx) { return impl_setup(ctx); }',
-              'extern "C" int cuco_candidate_run(cuco_ctx* ctx) { return impl_run(ctx); }',
-              'extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) { return impl_teardown(ctx); }', ""]
+    lines += [
+        "",
+        "static int impl_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; ctx->state = p; return p->setup(); }",
+        "static int impl_run(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p->run(); }",
+        "static int impl_teardown(cuco_ctx* ctx) {",
+        "  Program* p = (Program*)ctx->state;",
+        "  int rc = p ? (p->cuco_c = ctx, p->teardown()) : 0;",
+        "  delete p;",
+        "  ctx->state = nullptr;",
+        "  return rc;",
+        "}",
+        "// EVOLVE-BLOCK-END",
+        "}  // namespace",
+        "",
+        'extern "C" int cuco_candidate_setup(cuco_ctx* ctx) { return impl_setup(ctx); }',
+        'extern "C" int cuco_candidate_run(cuco_ctx* ctx) { return impl_run(ctx); }',
+        'extern "C" int cuco_candidate_teardown(cuco_ctx* ctx) { return impl_teardown(ctx); }',
+        "",
+    ]
     return "\n".join(lines)
 
 
 def baseline(prog, text, top, name: str) -> str:
-    lines = _head(prog, top, f"baseline.cu of workload {name}: the frozen reference (cuco_baseline_*), the same "
-                              "code as the seed candidate, plus its compute-only and communication-only halves.")
+    lines = _head(
+        prog,
+        top,
+        f"baseline.cu of workload {name}: the frozen reference (cuco_baseline_*), the same "
+        "code as the seed candidate, plus its compute-only and communication-only halves.",
+    )
     lines += ["", "namespace {"] + top.device_code + text.compute_helpers + text.comm_helpers + [""]
     lines += _struct(text, extra=True)
-    lines += ["static Program* program(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p; }",
-              "}  // namespace", "",
-              'extern "C" int cuco_baseline_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; '
-              'ctx->state = p; return p->setup(); }',
-              'extern "C" int cuco_baseline_run(cuco_ctx* ctx) { return program(ctx)->run(); }',
-              'extern "C" int cuco_baseline_run_compute(cuco_ctx* ctx) { return program(ctx)->run_compute(); }',
-              'extern "C" int cuco_baseline_run_comm(cuco_ctx* ctx) { return program(ctx)->run_comm(); }',
-              *(['extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx) { return program(ctx)->start_outputs(); }']
-                if text.start else []),
-              'extern "C" int cuco_baseline_teardown(cuco_ctx* ctx) {',
-              "  Program* p = (Program*)ctx->state;",
-              "  int rc = p ? (p->cuco_c = ctx, p->teardown()) : 0;",
-              "  delete p;", "  ctx->state = nullptr;", "  return rc;", "}", ""]
+    lines += [
+        "static Program* program(cuco_ctx* ctx) { Program* p = (Program*)ctx->state; p->cuco_c = ctx; return p; }",
+        "}  // namespace",
+        "",
+        'extern "C" int cuco_baseline_setup(cuco_ctx* ctx) { Program* p = new Program(); p->cuco_c = ctx; '
+        "ctx->state = p; return p->setup(); }",
+        'extern "C" int cuco_baseline_run(cuco_ctx* ctx) { return program(ctx)->run(); }',
+        'extern "C" int cuco_baseline_run_compute(cuco_ctx* ctx) { return program(ctx)->run_compute(); }',
+        'extern "C" int cuco_baseline_run_comm(cuco_ctx* ctx) { return program(ctx)->run_comm(); }',
+        *(
+            ['extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx) { return program(ctx)->start_outputs(); }']
+            if text.start
+            else []
+        ),
+        'extern "C" int cuco_baseline_teardown(cuco_ctx* ctx) {',
+        "  Program* p = (Program*)ctx->state;",
+        "  int rc = p ? (p->cuco_c = ctx, p->teardown()) : 0;",
+        "  delete p;",
+        "  ctx->state = nullptr;",
+        "  return rc;",
+        "}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -122,6 +179,7 @@ def _names(prog, role) -> list[str]:
 
 
 # ---------------------------------------------------------------- problem.cu
+
 
 def _size_code(prog, bufs) -> tuple[list[str], list[str]]:
     """Declarations computing the harness buffers' sizes from the config's params and the rank count,
@@ -149,7 +207,7 @@ def _size_code(prog, bufs) -> tuple[list[str], list[str]]:
             todo.extend(x for st in stmts for x in names_in_statement(prog, st) if x != n)
             continue
         todo.extend(names_in(prog.main_src.text(v.init)))
-        if _assignments(prog, n):       # `size_t count = a; if (count % n) count = ...;`: computed the same
+        if _assignments(prog, n):  # `size_t count = a; if (count % n) count = ...;`: computed the same
             assigned[n] = _assignments(prog, n)
             todo.extend(x for st in assigned[n] for x in names_in_statement(prog, st) if x != n)
     items = []
@@ -157,8 +215,13 @@ def _size_code(prog, bufs) -> tuple[list[str], list[str]]:
         if v.name in rank_vars:
             items.append((v.pos, f"const int {v.name} = {rank_vars[v.name]};"))
         elif v.name in params:
-            items.append((v.pos, f"const {v.base_type} {v.name} = ({v.base_type})cuco_param_get(cuco_c, "
-                                 f"\"{v.name}\", {params[v.name]['default']});"))
+            items.append(
+                (
+                    v.pos,
+                    f"const {v.base_type} {v.name} = ({v.base_type})cuco_param_get(cuco_c, "
+                    f'"{v.name}", {params[v.name]["default"]});',
+                )
+            )
         elif v.init is not None:
             const = "" if v.name in assigned else "const "
             items.append((v.pos, f"{const}{v.type} {v.name} = {prog.main_src.text(v.init)};"))
@@ -185,8 +248,9 @@ def _assignments(prog, name: str) -> list:
             break
         if st.type not in ("expression_statement", "if_statement"):
             continue
-        targets = {prog.main_src.text(a.child_by_field_name("left")) for a in walk(st)
-                   if a.type == "assignment_expression"}
+        targets = {
+            prog.main_src.text(a.child_by_field_name("left")) for a in walk(st) if a.type == "assignment_expression"
+        }
         if name in targets and not any(n.type == "call_expression" for n in walk(st)):
             out.append(st)
     return out
@@ -198,20 +262,27 @@ def names_in_statement(prog, st) -> list[str]:
 
 def problem(prog, inputs, outputs, top, name: str) -> str:
     size_lines, problems = _size_code(prog, inputs + outputs)
-    dtype = next((api.FLOAT_TOLERANCE_KEY[b.elem_type] for b in outputs if b.elem_type in api.FLOAT_TOLERANCE_KEY),
-                 "fp32")
+    dtype = next(
+        (api.FLOAT_TOLERANCE_KEY[b.elem_type] for b in outputs if b.elem_type in api.FLOAT_TOLERANCE_KEY), "fp32"
+    )
     exact = _exact_outputs(prog, outputs)
-    lines = [f"// problem.cu of workload {name}: buffers, seeded inputs and verification (frozen; made by cuco init).",
-             "// Every rank's outputs are checked against the frozen baseline run here, in the same process, on",
-             "// the same inputs: bit-exact for outputs only data movement produced, the dtype tolerance otherwise.",
-             '#include "cuco_problem.h"', "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", "#include <cmath>",
-             "#include <cstdint>", "#include <vector>"]
+    lines = [
+        f"// problem.cu of workload {name}: buffers, seeded inputs and verification (frozen; made by cuco init).",
+        "// Every rank's outputs are checked against the frozen baseline run here, in the same process, on",
+        "// the same inputs: bit-exact for outputs only data movement produced, the dtype tolerance otherwise.",
+        '#include "cuco_problem.h"',
+        "#include <cuda_fp16.h>",
+        "#include <cuda_bf16.h>",
+        "#include <cmath>",
+        "#include <cstdint>",
+        "#include <vector>",
+    ]
     lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes + top.macros
     lines += ["", "namespace {"] + top.constants + [""]
     lines += ["int sizes(const cuco_ctx* cuco_c, size_t* in_bytes, size_t* out_bytes, char* err, size_t errn) {"]
     lines += ["  " + line for line in size_lines]
     if problems:
-        lines.append(f'  // CUCO-TODO: the sizes depend on values init could not compute: {"; ".join(problems)}')
+        lines.append(f"  // CUCO-TODO: the sizes depend on values init could not compute: {'; '.join(problems)}")
         lines.append(f'  snprintf(err, errn, "CUCO-TODO: buffer sizes unknown ({"; ".join(problems)[:120]})");')
         lines.append("  return 1;")
     else:
@@ -219,10 +290,14 @@ def problem(prog, inputs, outputs, top, name: str) -> str:
             lines.append(f"  in_bytes[{i}] = (size_t)({b.size});")
         for i, b in enumerate(outputs):
             lines.append(f"  out_bytes[{i}] = (size_t)({b.size});")
-        lines.append(f"  for (int i = 0; i < {len(inputs)}; i++) if (in_bytes[i] == 0) {{ snprintf(err, errn, "
-                     f"\"input %d has no bytes for these params\", i); return 1; }}")
-        lines.append(f"  for (int i = 0; i < {len(outputs)}; i++) if (out_bytes[i] == 0) {{ snprintf(err, errn, "
-                     f"\"output %d has no bytes for these params\", i); return 1; }}")
+        lines.append(
+            f"  for (int i = 0; i < {len(inputs)}; i++) if (in_bytes[i] == 0) {{ snprintf(err, errn, "
+            f'"input %d has no bytes for these params", i); return 1; }}'
+        )
+        lines.append(
+            f"  for (int i = 0; i < {len(outputs)}; i++) if (out_bytes[i] == 0) {{ snprintf(err, errn, "
+            f'"output %d has no bytes for these params", i); return 1; }}'
+        )
         lines.append("  (void)cuco_c;")
         lines.append("  return 0;")
     lines += ["}", "", PROBLEM_HELPERS, "}  // namespace", ""]
@@ -233,13 +308,17 @@ def problem(prog, inputs, outputs, top, name: str) -> str:
     out_exact = ", ".join("1" if b.name in exact else "0" for b in outputs)
     out_elem = ", ".join(str(api.ELEM_BYTES[b.elem_type]) for b in outputs)
     in_elem = ", ".join(str(api.ELEM_BYTES[b.elem_type]) for b in inputs) or "1"
-    lines += [f"static const char* kInputs[] = {{{in_names or 'nullptr'}}};",
-              f"static const char* kOutputs[] = {{{out_names}}};",
-              f"static const int kInputKind[] = {{{in_kinds}}}, kInputElem[] = {{{in_elem}}};",
-              f"static const int kOutputKind[] = {{{out_kinds}}}, kOutputElem[] = {{{out_elem}}}, "
-              f"kOutputExact[] = {{{out_exact}}};",
-              f"enum {{ kNumInputs = {len(inputs)}, kNumOutputs = {len(outputs)} }};",
-              f'static const char* kDtype = "{dtype}";', "", PROBLEM_ENTRY_POINTS]
+    lines += [
+        f"static const char* kInputs[] = {{{in_names or 'nullptr'}}};",
+        f"static const char* kOutputs[] = {{{out_names}}};",
+        f"static const int kInputKind[] = {{{in_kinds}}}, kInputElem[] = {{{in_elem}}};",
+        f"static const int kOutputKind[] = {{{out_kinds}}}, kOutputElem[] = {{{out_elem}}}, "
+        f"kOutputExact[] = {{{out_exact}}};",
+        f"enum {{ kNumInputs = {len(inputs)}, kNumOutputs = {len(outputs)} }};",
+        f'static const char* kDtype = "{dtype}";',
+        "",
+        PROBLEM_ENTRY_POINTS,
+    ]
     return "\n".join(lines)
 
 
@@ -394,7 +473,7 @@ TEMPLATE = Path(__file__).resolve().parent.parent.parent / "workloads" / "gemm_a
 def _rebase(entry: str, harness_root: str) -> str:
     """A template path under ../_harness/ made relative to the new folder; the workload's own files
     (problem.cu, baseline.cu) keep their names."""
-    return f"{harness_root}/{entry[len('../_harness/'):]}" if entry.startswith("../_harness/") else entry
+    return f"{harness_root}/{entry[len('../_harness/') :]}" if entry.startswith("../_harness/") else entry
 
 
 def workload_yaml(prog, name: str, ranks: int, inputs, outputs, harness_root: str) -> str:
@@ -402,8 +481,14 @@ def workload_yaml(prog, name: str, ranks: int, inputs, outputs, harness_root: st
     public = {p["name"]: p["default"] for p in prog.params}
     configs = [{"name": "program", "public": True, "bench": True, "params": dict(public)}]
     if public:
-        configs.append({"name": "hidden_scaled", "public": False, "bench": False,
-                        "params": {k: _scaled(v) for k, v in public.items()}})
+        configs.append(
+            {
+                "name": "hidden_scaled",
+                "public": False,
+                "bench": False,
+                "params": {k: _scaled(v) for k, v in public.items()},
+            }
+        )
     space = design_space(prog)
     spec = {
         "name": name,
@@ -411,9 +496,11 @@ def workload_yaml(prog, name: str, ranks: int, inputs, outputs, harness_root: st
         "language": "cuda",
         "ranks": ranks,
         "candidate": "candidate.cu",
-        "harness": {"sources": [_rebase(x, harness_root) for x in template["harness"]["sources"]],
-                    "headers": [_rebase(x, harness_root) for x in template["harness"]["headers"]],
-                    "nonce": True},
+        "harness": {
+            "sources": [_rebase(x, harness_root) for x in template["harness"]["sources"]],
+            "headers": [_rebase(x, harness_root) for x in template["harness"]["headers"]],
+            "nonce": True,
+        },
         "build": dict(template["build"]),
         "launch": {**template["launch"], "gpus": ranks},
         "timeouts": dict(template["timeouts"]),
@@ -423,8 +510,10 @@ def workload_yaml(prog, name: str, ranks: int, inputs, outputs, harness_root: st
         "design_space": space,
         "llm": {"task": task_text(prog, inputs, outputs), "api_notes": API_NOTES},
     }
-    head = (f"# {name}: made by `cuco init` from {', '.join(prog.files)}. The baseline is the program's own\n"
-            "# repeated region (baseline.cu, frozen); candidate.cu is the seed the search starts from.\n")
+    head = (
+        f"# {name}: made by `cuco init` from {', '.join(prog.files)}. The baseline is the program's own\n"
+        "# repeated region (baseline.cu, frozen); candidate.cu is the seed the search starts from.\n"
+    )
     return head + yaml.safe_dump(spec, sort_keys=False, width=110, default_flow_style=None)
 
 
@@ -444,23 +533,32 @@ def _summary(prog) -> str:
 
 
 def task_text(prog, inputs, outputs) -> str:
-    lines = [f"The program ({', '.join(prog.files)}) repeats this region on every rank (one call of run() is one "
-             "iteration):"]
+    lines = [
+        f"The program ({', '.join(prog.files)}) repeats this region on every rank (one call of run() is one iteration):"
+    ]
     for s in prog.dataflow:
-        lines.append(f"  - {s['name']} ({s['kind']}) reads {', '.join(s['reads']) or 'nothing'}, writes "
-                     f"{', '.join(s['writes']) or 'nothing'}   [{s['at']}]")
-    lines.append(f"Inputs (read-only, made by the harness): {', '.join(b.name for b in inputs) or 'none'}. "
-                 f"Outputs (verified on every rank against the frozen baseline): {', '.join(b.name for b in outputs)}.")
+        lines.append(
+            f"  - {s['name']} ({s['kind']}) reads {', '.join(s['reads']) or 'nothing'}, writes "
+            f"{', '.join(s['writes']) or 'nothing'}   [{s['at']}]"
+        )
+    lines.append(
+        f"Inputs (read-only, made by the harness): {', '.join(b.name for b in inputs) or 'none'}. "
+        f"Outputs (verified on every rank against the frozen baseline): {', '.join(b.name for b in outputs)}."
+    )
     if prog.opportunities:
         lines.append("Overlap opportunities the analysis found, largest first:")
         for o in prog.opportunities:
             size = f"{o['bytes_value']} bytes" if o["bytes_value"] is not None else o["bytes"]
-            lines.append(f"  {o['rank']}. {o['producer'] or '-'} -> {o['collective']} -> {o['consumer'] or '-'} "
-                         f"({size}, {o['pattern']}): " + "; ".join(x["design"] for x in o["options"]))
-    lines.append("The seed runs every step on one stream, so communication waits for the computation. Make the "
-                 "whole iteration faster by overlapping the communication with the kernels (device-initiated LSA "
-                 "stores into the peers' NCCL windows, copy-engine copies per chunk on a second stream, or a fused "
-                 "kernel), without changing any output beyond the tolerance.")
+            lines.append(
+                f"  {o['rank']}. {o['producer'] or '-'} -> {o['collective']} -> {o['consumer'] or '-'} "
+                f"({size}, {o['pattern']}): " + "; ".join(x["design"] for x in o["options"])
+            )
+    lines.append(
+        "The seed runs every step on one stream, so communication waits for the computation. Make the "
+        "whole iteration faster by overlapping the communication with the kernels (device-initiated LSA "
+        "stores into the peers' NCCL windows, copy-engine copies per chunk on a second stream, or a fused "
+        "kernel), without changing any output beyond the tolerance."
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -16,8 +16,8 @@ MAX_DEPTH = 8
 @dataclass
 class Launch:
     kernel: str
-    at: str                                   # file:line of the <<<...>>> inside the wrapper
-    config: dict                              # grid, block, shared_bytes, stream as written there
+    at: str  # file:line of the <<<...>>> inside the wrapper
+    config: dict  # grid, block, shared_bytes, stream as written there
     args: list[str] = field(default_factory=list)
 
 
@@ -25,8 +25,8 @@ class Launch:
 class Wrapper:
     name: str
     at: str
-    params: list[str]                         # parameter names, in order
-    access: list[str]                         # per parameter: "r" | "w" | "rw" | ""
+    params: list[str]  # parameter names, in order
+    access: list[str]  # per parameter: "r" | "w" | "rw" | ""
     launches: list[Launch] = field(default_factory=list)
 
     def config_for(self, caller_args: list[str]) -> list[dict]:
@@ -47,7 +47,7 @@ def find_wrappers(functions: dict, kernels: dict, kernel_access: dict) -> dict[s
     def summarise(name: str, depth: int) -> Wrapper | None:
         if name in found:
             return found[name]
-        found[name] = None                          # a recursive call is not followed
+        found[name] = None  # a recursive call is not followed
         src, fn = functions[name]
         if name == "main" or name in kernels or depth > MAX_DEPTH:
             return None
@@ -64,12 +64,21 @@ def find_wrappers(functions: dict, kernels: dict, kernel_access: dict) -> dict[s
             if cfg is not None:
                 parts = [src.text(x) for x in cfg.named_children if x.type != "comment"]
                 parts += [None] * (4 - len(parts))
-                launches.append(Launch(cname or src.text(c.child_by_field_name("function")), src.at(c),
-                                       dict(zip(("grid", "block", "shared_bytes", "stream"), parts[:4])),
-                                       [src.text(a) for a in args]))
+                launches.append(
+                    Launch(
+                        cname or src.text(c.child_by_field_name("function")),
+                        src.at(c),
+                        dict(zip(("grid", "block", "shared_bytes", "stream"), parts[:4])),
+                        [src.text(a) for a in args],
+                    )
+                )
                 inner = kernel_access.get(cname) or ["rw"] * len(args)
-            elif cname is not None and cname in functions and cname != name and \
-                    (w := summarise(cname, depth + 1)) is not None:
+            elif (
+                cname is not None
+                and cname in functions
+                and cname != name
+                and (w := summarise(cname, depth + 1)) is not None
+            ):
                 launches.extend(w.launches)
                 inner = w.access
             else:
@@ -93,7 +102,7 @@ def _params(src, fn) -> tuple[list[str], set[str]]:
     decl = function_declarator(fn)
     plist = decl.child_by_field_name("parameters") if decl is not None else None
     names, pointers = [], set()
-    for p in (plist.named_children if plist is not None else []):
+    for p in plist.named_children if plist is not None else []:
         d = p.child_by_field_name("declarator")
         name = declarator_name(d, src) if d is not None else None
         names.append(name or "")

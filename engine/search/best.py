@@ -19,11 +19,15 @@ RANK_ORDER_SQL = "c.fitness DESC, c.id ASC"
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
 
-def top_candidates(fetchall: Fetch, run_id: str, limit: int, columns: str = "c.*",
-                   where: str = "1=1", params: tuple = ()) -> list[dict[str, Any]]:
+def top_candidates(
+    fetchall: Fetch, run_id: str, limit: int, columns: str = "c.*", where: str = "1=1", params: tuple = ()
+) -> list[dict[str, Any]]:
     """The run's ranking, best first: only candidates that count."""
-    return fetchall(f"SELECT {columns} FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} AND {where} "
-                    f"ORDER BY {RANK_ORDER_SQL} LIMIT ?", (run_id, *params, limit))
+    return fetchall(
+        f"SELECT {columns} FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} AND {where} "
+        f"ORDER BY {RANK_ORDER_SQL} LIMIT ?",
+        (run_id, *params, limit),
+    )
 
 
 def best_candidate(fetchall: Fetch, run_id: str, columns: str = "c.*") -> dict[str, Any] | None:

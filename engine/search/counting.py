@@ -16,9 +16,11 @@ from ..store.schema import DONE
 NEEDS_REVIEW, ACCEPTED, REJECTED = "needs_review", "accepted", "rejected"
 
 # The same rule for readers of the store (report, archive, fork): `c` is the candidates table.
-COUNTS_SQL = (f"c.status='{DONE}' AND c.fitness IS NOT NULL AND COALESCE(c.review, '') != '{NEEDS_REVIEW}' AND "
-              "COALESCE((SELECT verdict FROM marks m WHERE m.candidate_id=c.id ORDER BY m.id DESC LIMIT 1), '') "
-              "!= 'reject'")
+COUNTS_SQL = (
+    f"c.status='{DONE}' AND c.fitness IS NOT NULL AND COALESCE(c.review, '') != '{NEEDS_REVIEW}' AND "
+    "COALESCE((SELECT verdict FROM marks m WHERE m.candidate_id=c.id ORDER BY m.id DESC LIMIT 1), '') "
+    "!= 'reject'"
+)
 
 
 def review_state(status: str, metrics: dict[str, Any] | None) -> str | None:

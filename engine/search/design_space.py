@@ -12,7 +12,7 @@ class Dimension:
     name: str
     values: tuple[str, ...]
     default: str
-    knob: bool = False        # realised by rewriting a `// cuco:knob` value; else by variants/annotations
+    knob: bool = False  # realised by rewriting a `// cuco:knob` value; else by variants/annotations
 
     def index(self, value: str) -> int:
         return self._positions.get(value, -1)
@@ -22,7 +22,7 @@ class Dimension:
         cached = self.__dict__.get("_pos")
         if cached is None:
             cached = {v: i for i, v in enumerate(self.values)}
-            object.__setattr__(self, "_pos", cached)   # frozen dataclass: a cache, not state
+            object.__setattr__(self, "_pos", cached)  # frozen dataclass: a cache, not state
         return cached
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 @dataclass
 class Island:
     index: int
-    members: list[int] = field(default_factory=list)    # candidate ids, in arrival order
-    last_migration: int | None = None                    # evaluation count at the last migration in
+    members: list[int] = field(default_factory=list)  # candidate ids, in arrival order
+    last_migration: int | None = None  # evaluation count at the last migration in
 
 
 class IslandModel:

@@ -55,19 +55,19 @@ class Admission:
     """What admitting a candidate changed (the ledger writes a row and an event for each)."""
 
     eligible: bool = False
-    archived: bool = False   # it is now its cell's elite
-    best: bool = False       # it is now the run's best
+    archived: bool = False  # it is now its cell's elite
+    best: bool = False  # it is now the run's best
 
 
 class Population:
     def __init__(self) -> None:
         self.cands: dict[int, Cand] = {}
-        self.by_hash: set[str] = set()       # every source ever proposed: never evaluated twice
+        self.by_hash: set[str] = set()  # every source ever proposed: never evaluated twice
         self.eligible: dict[int, Cand] = {}
         self.rejected: dict[int, Cand] = {}  # kept up to date, so a proposal never scans every candidate
         self.archive = Archive()
         self.best: Cand | None = None
-        self._cells: dict[str, dict[int, Cand]] = {}   # cell -> its eligible candidates
+        self._cells: dict[str, dict[int, Cand]] = {}  # cell -> its eligible candidates
 
     def add(self, c: Cand) -> None:
         """A new candidate (proposed, or loaded from the store)."""

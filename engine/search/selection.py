@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 def power_law(items: Sequence[T], fitness: Sequence[float], rng: random.Random, alpha: float = 1.5) -> T:
     """Rank by fitness (best first); rank k is drawn with probability proportional to k^-alpha."""
-    order = sorted(range(len(items)), key=fitness.__getitem__, reverse=True)   # stable: ties keep their order
+    order = sorted(range(len(items)), key=fitness.__getitem__, reverse=True)  # stable: ties keep their order
     return items[order[power_law_rank(len(order), rng, alpha)]]
 
 
@@ -28,8 +28,9 @@ def _cumulative_weights(n: int, alpha: float) -> tuple[float, ...]:
     return tuple(itertools.accumulate((k + 1) ** -alpha for k in range(n)))
 
 
-def weighted(items: Sequence[T], fitness: Sequence[float], rng: random.Random,
-             children: Sequence[int] | None = None) -> T:
+def weighted(
+    items: Sequence[T], fitness: Sequence[float], rng: random.Random, children: Sequence[int] | None = None
+) -> T:
     """Sigmoid of the fitness around the median, damped by how many children a member already has
     (ShinkaEvolve's 'weighted'): good parents are favoured without starving the rest."""
     fs = sorted(fitness)

@@ -11,8 +11,8 @@ class BlobStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._written: set[str] = set()   # digests known to be on disk (skips a stat per put)
-        self._dirs: set[str] = set()      # shard folders known to exist (skips a mkdir per put)
+        self._written: set[str] = set()  # digests known to be on disk (skips a stat per put)
+        self._dirs: set[str] = set()  # shard folders known to exist (skips a mkdir per put)
 
     def path(self, digest: str) -> Path:
         return self.root / digest[:2] / digest
@@ -28,7 +28,7 @@ class BlobStore:
         if not dest.exists():
             tmp = dest.with_name(f".{digest}.{os.getpid()}.tmp")
             tmp.write_bytes(data)
-            os.replace(tmp, dest)   # atomic: a reader never sees half a blob
+            os.replace(tmp, dest)  # atomic: a reader never sees half a blob
         self._written.add(digest)
         return digest
 

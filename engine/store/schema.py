@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # Candidate statuses. `pending` rows exist before evaluation so a crash never loses a proposal.
 PENDING, RUNNING, DONE, INCORRECT, FAILED = "pending", "running", "done", "incorrect", "failed"
-REFUSED = "refused"   # the symbol policy refused the candidate's object before anything of it ran
+REFUSED = "refused"  # the symbol policy refused the candidate's object before anything of it ran
 FINAL_STATUSES = (DONE, INCORRECT, FAILED, REFUSED)
 
 # Run states (the `cuco report --json` contract).
@@ -206,6 +206,5 @@ CREATE INDEX IF NOT EXISTS strategy_marks_run ON strategy_marks(run_id, id);
 
 # Migrations by version. Numbers may leave gaps (a migration is only ever added, never renumbered); the
 # store applies every one above the database's version, in order.
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 8: SCHEMA_V8, 9: SCHEMA_V9,
-                             10: SCHEMA_V10}
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 8: SCHEMA_V8, 9: SCHEMA_V9, 10: SCHEMA_V10}
 SCHEMA_VERSION = max(MIGRATIONS)

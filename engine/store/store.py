@@ -42,15 +42,19 @@ log = logging.getLogger(__name__)
 
 DB_NAME = "cuco.db"
 DB_TIMEOUT_S = 30.0
-CANDIDATE_ID_BLOCK = 64   # ids a writer reserves at a time (unused ones are skipped, never reused)
-GROUP_WINDOW_S = 0.003   # a submitted batch waits this long for others (one trip and one commit for all)
-READ_RETRIES = 3          # a reader's "disk I/O error" beside writers coming and going: reopen and read again
-LAZY_WINDOW_S = 0.25     # display-only writes (a stage start) wait at most this long
+CANDIDATE_ID_BLOCK = 64  # ids a writer reserves at a time (unused ones are skipped, never reused)
+GROUP_WINDOW_S = 0.003  # a submitted batch waits this long for others (one trip and one commit for all)
+READ_RETRIES = 3  # a reader's "disk I/O error" beside writers coming and going: reopen and read again
+LAZY_WINDOW_S = 0.25  # display-only writes (a stage start) wait at most this long
 
 
 def _pragmas() -> list[str]:
-    return ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON",
-            "PRAGMA busy_timeout=10000"]
+    return [
+        "PRAGMA journal_mode=WAL",
+        "PRAGMA synchronous=NORMAL",
+        "PRAGMA foreign_keys=ON",
+        "PRAGMA busy_timeout=10000",
+    ]
 
 
 def _row_dict(cursor: sqlite3.Cursor | aiosqlite.Cursor, row: tuple) -> dict[str, Any]:
@@ -66,17 +70,16 @@ class Store:
         self.blobs = BlobStore(self.home / "blobs")
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
-        self._ids: list[int] = []   # candidate ids reserved for this writer, not yet handed out
-        self.on_event = None   # callable(event dict) set by the engine / daemon
-        self._queue: list[tuple[Batch, asyncio.Future]] = []   # submitted, not yet sent
+        self._ids: list[int] = []  # candidate ids reserved for this writer, not yet handed out
+        self.on_event = None  # callable(event dict) set by the engine / daemon
+        self._queue: list[tuple[Batch, asyncio.Future]] = []  # submitted, not yet sent
         self._flush_at: asyncio.TimerHandle | None = None
         self._flusher: asyncio.Task | None = None
 
     async def open(self) -> Store:
         self.home.mkdir(parents=True, exist_ok=True)
-        check_store_file(self.db_path)   # garbage, foreign or newer: a clear error, not a traceback
-        self._db = await asyncio.wait_for(aiosqlite.connect(self.db_path, isolation_level=None),
-                                          DB_TIMEOUT_S)
+        check_store_file(self.db_path)  # garbage, foreign or newer: a clear error, not a traceback
+        self._db = await asyncio.wait_for(aiosqlite.connect(self.db_path, isolation_level=None), DB_TIMEOUT_S)
         try:
             for pragma in _pragmas():
                 await self._db.execute(pragma)
@@ -94,9 +97,8 @@ class Store:
         if len(self._ids) >= n:
             return
         want = max(n - len(self._ids), CANDIDATE_ID_BLOCK)
-        async with self._lock:   # never inside another writer's open transaction on this connection
-            start = await asyncio.wait_for(self._db._execute(_reserve_ids, self._db._conn, want, True),
-                                           DB_TIMEOUT_S)
+        async with self._lock:  # never inside another writer's open transaction on this connection
+            start = await asyncio.wait_for(self._db._execute(_reserve_ids, self._db._conn, want, True), DB_TIMEOUT_S)
         self._ids.extend(range(start, start + want))
 
     def next_candidate_id(self) -> int:
@@ -161,8 +163,9 @@ class Store:
         while self._queue:
             queued, self._queue = self._queue, []
             groups = [batch.rows(self) for batch, _ in queued]
-            trip = asyncio.ensure_future(asyncio.wait_for(
-                self._db._execute(_commit_groups, self._db._conn, groups), DB_TIMEOUT_S))
+            trip = asyncio.ensure_future(
+                asyncio.wait_for(self._db._execute(_commit_groups, self._db._conn, groups), DB_TIMEOUT_S)
+            )
             # settled by the trip itself: a cancelled waiter neither loses the outcome nor reorders trips
             trip.add_done_callback(functools.partial(self._settle, queued))
             try:
@@ -186,7 +189,7 @@ class Store:
                 for event in batch.delivered:
                     try:
                         self.on_event(event)
-                    except Exception:   # a viewer's bug must not leave the writer waiting forever
+                    except Exception:  # a viewer's bug must not leave the writer waiting forever
                         log.exception("delivering event %s", event.get("seq"))
             if not done.done():
                 done.set_result([e["seq"] for e in batch.delivered])
@@ -198,11 +201,13 @@ class Store:
         row = await cur.fetchone()
         version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
-            raise RuntimeError(f"{self.db_path}: schema version {version} is newer than this cuco "
-                               f"({SCHEMA_VERSION}); upgrade cuco")
+            raise RuntimeError(
+                f"{self.db_path}: schema version {version} is newer than this cuco ({SCHEMA_VERSION}); upgrade cuco"
+            )
         for v in sorted(m for m in MIGRATIONS if m > version):
-            await self._db.executescript("BEGIN;" + MIGRATIONS[v] +
-                                         f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{v}');COMMIT;")
+            await self._db.executescript(
+                "BEGIN;" + MIGRATIONS[v] + f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{v}');COMMIT;"
+            )
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
@@ -210,7 +215,7 @@ class Store:
         insert whose id is needed sends what is buffered first."""
         assert self._db is not None, "store not open"
         async with self._lock:
-            await self._drain()    # what was submitted before goes first
+            await self._drain()  # what was submitted before goes first
             tx = Tx(self._db, self)
             try:
                 yield tx
@@ -232,7 +237,7 @@ class Store:
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         assert self._db is not None
         async with self._lock:
-            await self._drain()    # a read sees every write made before it
+            await self._drain()  # a read sees every write made before it
             cur = await self._db.execute(sql, tuple(params))
             rows = await cur.fetchall()
             return [_row_dict(cur, r) for r in rows]
@@ -256,8 +261,12 @@ class _EventInsert(tuple):
 
 
 def _event_row(run_id: str | None, ts: float, kind: str, data: dict[str, Any]) -> _EventInsert:
-    row = _EventInsert(("INSERT INTO events (run_id, ts, kind, data_json) VALUES (?,?,?,?)",
-                        (run_id, ts, kind, json.dumps(data, default=str, sort_keys=True))))
+    row = _EventInsert(
+        (
+            "INSERT INTO events (run_id, ts, kind, data_json) VALUES (?,?,?,?)",
+            (run_id, ts, kind, json.dumps(data, default=str, sort_keys=True)),
+        )
+    )
     row.event = {"seq": None, "run": run_id, "ts": ts, "kind": kind, "data": data}
     return row
 
@@ -277,8 +286,11 @@ def _reserve_ids(conn: sqlite3.Connection, n: int, own_transaction: bool) -> int
         row = conn.execute("SELECT next FROM id_counters WHERE name='candidates'").fetchone()
         top = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM candidates").fetchone()[0]
         start = max(row[0] if row else 1, top)
-        conn.execute("INSERT INTO id_counters (name, next) VALUES ('candidates', ?) "
-                     "ON CONFLICT(name) DO UPDATE SET next=excluded.next", (start + n,))
+        conn.execute(
+            "INSERT INTO id_counters (name, next) VALUES ('candidates', ?) "
+            "ON CONFLICT(name) DO UPDATE SET next=excluded.next",
+            (start + n,),
+        )
         if own_transaction:
             conn.execute("COMMIT")
     except BaseException:
@@ -443,21 +455,26 @@ class ReadStore:
     def candidate(self, candidate_id: int) -> dict[str, Any] | None:
         return self.fetchone("SELECT * FROM candidates WHERE id=?", (candidate_id,))
 
-    def candidates(self, run_id: str, limit: int = 5000, offset: int = 0,
-                   order: str = "id DESC") -> list[dict[str, Any]]:
+    def candidates(
+        self, run_id: str, limit: int = 5000, offset: int = 0, order: str = "id DESC"
+    ) -> list[dict[str, Any]]:
         if order not in ("id DESC", "id", "fitness DESC", "speedup DESC"):
             raise ValueError(f"unsupported order {order!r}")
-        return self.fetchall(f"SELECT * FROM candidates WHERE run_id=? ORDER BY {order} LIMIT ? OFFSET ?",
-                             (run_id, limit, offset))
+        return self.fetchall(
+            f"SELECT * FROM candidates WHERE run_id=? ORDER BY {order} LIMIT ? OFFSET ?", (run_id, limit, offset)
+        )
 
     def events_since(self, since: int, run_id: str | None = None, limit: int = 10000) -> list[dict[str, Any]]:
         if run_id is None:
             rows = self.fetchall("SELECT * FROM events WHERE seq>? ORDER BY seq LIMIT ?", (since, limit))
         else:
-            rows = self.fetchall("SELECT * FROM events WHERE seq>? AND run_id=? ORDER BY seq LIMIT ?",
-                                 (since, run_id, limit))
-        return [{"seq": r["seq"], "run": r["run_id"], "ts": r["ts"], "kind": r["kind"],
-                 "data": json.loads(r["data_json"])} for r in rows]
+            rows = self.fetchall(
+                "SELECT * FROM events WHERE seq>? AND run_id=? ORDER BY seq LIMIT ?", (since, run_id, limit)
+            )
+        return [
+            {"seq": r["seq"], "run": r["run_id"], "ts": r["ts"], "kind": r["kind"], "data": json.loads(r["data_json"])}
+            for r in rows
+        ]
 
     def source(self, candidate_id: int) -> str:
         row = self.candidate(candidate_id)

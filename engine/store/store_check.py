@@ -16,7 +16,7 @@ from remote.errors import InputError
 from .schema import SCHEMA_VERSION
 
 PROBE_TIMEOUT_S = 5.0
-PROBE_RETRIES = 3   # "disk I/O error": a read-only open as the last writer closed (its WAL files went)
+PROBE_RETRIES = 3  # "disk I/O error": a read-only open as the last writer closed (its WAL files went)
 
 
 def _error(db_path: Path, message: str) -> InputError:
@@ -27,11 +27,17 @@ def not_usable(db_path: Path, exc: BaseException) -> InputError | None:
     """The InputError for a store SQLite refused to open or read (None: not a problem with the file)."""
     text = str(exc)
     if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
-        return _error(db_path, "not a cuco database, or a damaged one: move it aside (`mv cuco.db cuco.db.bad`) "
-                               "and run again, or pass another --home")
+        return _error(
+            db_path,
+            "not a cuco database, or a damaged one: move it aside (`mv cuco.db cuco.db.bad`) "
+            "and run again, or pass another --home",
+        )
     if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
-        return _error(db_path, "locked by another process (another cuco engine, or a program holding it open): "
-                               "wait for it to end or stop it (`cuco ls` shows the runs), then try again")
+        return _error(
+            db_path,
+            "locked by another process (another cuco engine, or a program holding it open): "
+            "wait for it to end or stop it (`cuco ls` shows the runs), then try again",
+        )
     if isinstance(exc, sqlite3.OperationalError) and ("unable to open" in text or "readonly" in text):
         return _error(db_path, f"cannot be opened ({text}): check the permissions of the file and its folder")
     return None
@@ -47,8 +53,7 @@ def _probe(db_path: Path) -> tuple[set[str], Any]:
     conn = connect_for_reading(db_path, PROBE_TIMEOUT_S)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
-            if "meta" in tables else None
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() if "meta" in tables else None
     finally:
         conn.close()
     return tables, row
@@ -68,15 +73,21 @@ def check_store_file(db_path: Path) -> None:
             break
         except sqlite3.OperationalError as exc:
             if "disk I/O error" in str(exc) and attempt < PROBE_RETRIES:
-                time.sleep(0.05 * (attempt + 1))   # a writer closing as this opened: read again
+                time.sleep(0.05 * (attempt + 1))  # a writer closing as this opened: read again
                 continue
             raise (not_usable(db_path, exc) or _error(db_path, f"cannot be read: {exc}")) from None
         except sqlite3.Error as exc:
             raise (not_usable(db_path, exc) or _error(db_path, f"cannot be read: {exc}")) from None
     if tables and ("meta" not in tables or "runs" not in tables):
-        raise _error(db_path, "an SQLite database that is not cuco's (no runs or schema version in it): "
-                              "pass another --home, or move it aside")
+        raise _error(
+            db_path,
+            "an SQLite database that is not cuco's (no runs or schema version in it): "
+            "pass another --home, or move it aside",
+        )
     version = int(row[0]) if row and str(row[0]).isdigit() else 0
     if version > SCHEMA_VERSION:
-        raise _error(db_path, f"written by a newer cuco (store schema v{version}; this cuco reads up to "
-                              f"v{SCHEMA_VERSION}): upgrade cuco (`pip install -U cuco`), or pass another --home")
+        raise _error(
+            db_path,
+            f"written by a newer cuco (store schema v{version}; this cuco reads up to "
+            f"v{SCHEMA_VERSION}): upgrade cuco (`pip install -U cuco`), or pass another --home",
+        )

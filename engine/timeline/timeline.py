@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 COMPUTE, COMM, WAIT = "compute", "comm", "wait"
-MIN_GAP_US = 1.0          # shorter idle stretches are scheduling noise, not gaps worth naming
-MAX_RAW_BYTES = 4 << 20   # a timeline larger than this (compressed) is stored as its figures only
+MIN_GAP_US = 1.0  # shorter idle stretches are scheduling noise, not gaps worth naming
+MAX_RAW_BYTES = 4 << 20  # a timeline larger than this (compressed) is stored as its figures only
 
 Span = tuple[float, float]
 
@@ -34,7 +34,7 @@ class TimelineError(ValueError):
 @dataclass
 class Interval:
     lane: str
-    kind: str            # compute | comm | wait
+    kind: str  # compute | comm | wait
     name: str
     start: float
     end: float
@@ -60,10 +60,11 @@ class ConfigTimeline:
     config: str
     source: str
     ranks: list[RankTimeline]
-    dropped: int = 0     # records the harness left out (its cap)
+    dropped: int = 0  # records the harness left out (its cap)
 
 
 # ----- interval arithmetic ------------------------------------------------------------------------
+
 
 def union(spans: Iterable[Span]) -> list[Span]:
     out: list[Span] = []
@@ -111,6 +112,7 @@ def total(spans: Iterable[Span]) -> float:
 
 # ----- parsing the harness's records --------------------------------------------------------------
 
+
 def _num(v: Any, where: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise TimelineError(f"{where} must be a finite number (got {v!r})")
@@ -118,8 +120,12 @@ def _num(v: Any, where: str) -> float:
 
 
 def _ranks(raw: dict[str, Any], end_key: str) -> dict[int, RankTimeline]:
-    return {int(r["rank"]): RankTimeline(int(r["rank"]), _num(r["start"], "rank start"), _num(r[end_key], f"rank {end_key}"))
-            for r in raw.get("ranks") or []}
+    return {
+        int(r["rank"]): RankTimeline(
+            int(r["rank"]), _num(r["start"], "rank start"), _num(r[end_key], f"rank {end_key}")
+        )
+        for r in raw.get("ranks") or []
+    }
 
 
 def _events(raw: dict[str, Any], ranks: dict[int, RankTimeline]):
@@ -143,9 +149,10 @@ def _cpu_link(config: str, raw: dict[str, Any]) -> ConfigTimeline:
             carried = _num(e.get("carried"), where + " carried")
             args = {"bytes": e.get("bytes"), "queued_us": t0, "dst": dst}
             rt.intervals.append(Interval(f"link {rank}", COMM, f"put -> rank {dst}", carried, t1, args))
-            if dst in ranks and dst != rank:   # data landing on a rank is communication there too
-                ranks[dst].intervals.append(Interval(f"link {rank}", COMM, f"put from rank {rank}", carried, t1,
-                                                     dict(args, incoming=True)))
+            if dst in ranks and dst != rank:  # data landing on a rank is communication there too
+                ranks[dst].intervals.append(
+                    Interval(f"link {rank}", COMM, f"put from rank {rank}", carried, t1, dict(args, incoming=True))
+                )
         elif kind in ("wait", "quiet", "barrier"):
             helper = bool(e.get("helper"))
             lane = f"rank {rank} helper" if helper else f"rank {rank}"
@@ -158,7 +165,7 @@ def _cpu_link(config: str, raw: dict[str, Any]) -> ConfigTimeline:
         for a, b in subtract([(rt.start, rt.end)], union(syncs[rank])):
             rt.intervals.append(Interval(f"rank {rank}", COMPUTE, "cuco_run", a, b))
         rt.intervals.sort(key=lambda iv: (iv.start, iv.end))
-        rt.end = max([rt.end] + [iv.end for iv in rt.intervals])   # done when its data has landed
+        rt.end = max([rt.end] + [iv.end for iv in rt.intervals])  # done when its data has landed
     return ConfigTimeline(config, "cpu-link", [ranks[k] for k in sorted(ranks)], int(raw.get("dropped") or 0))
 
 
@@ -210,6 +217,7 @@ def parse(config: str, raw: dict[str, Any]) -> ConfigTimeline:
 
 
 # ----- figures -------------------------------------------------------------------------------------
+
 
 def rank_figures(rt: RankTimeline) -> dict[str, Any]:
     compute = union((iv.start, iv.end) for iv in rt.intervals if iv.kind == COMPUTE)
@@ -283,6 +291,7 @@ def figures(tl: ConfigTimeline) -> dict[str, Any]:
 
 # ----- carried out of the harness's result, into the store ---------------------------------------
 
+
 def take_from_result(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Removes each config's `timeline` from a harness result (the result stored with the evaluation stays
     small) and returns them by config name; a `timeline_error` (no CUPTI, ...) becomes {"error": reason}."""
@@ -310,24 +319,30 @@ def summarize(raws: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def store_rows(candidate_id: int, raws: dict[str, dict[str, Any]],
-               figs: dict[str, dict[str, Any]]) -> list[tuple[str, tuple]]:
+def store_rows(
+    candidate_id: int, raws: dict[str, dict[str, Any]], figs: dict[str, dict[str, Any]]
+) -> list[tuple[str, tuple]]:
     """The statements that keep a candidate's timelines with its result (a blob per config, in the store)."""
     rows = []
     for config, raw in raws.items():
         data = zlib.compress(json.dumps(raw, separators=(",", ":")).encode(), 6)
         if len(data) > MAX_RAW_BYTES:
             data = zlib.compress(json.dumps({"error": f"records too large to keep ({len(data)} bytes)"}).encode())
-        rows.append(("INSERT OR REPLACE INTO timelines (candidate_id, config, figures_json, data) VALUES (?,?,?,?)",
-                     (candidate_id, config, json.dumps(figs.get(config) or {}, sort_keys=True), data)))
+        rows.append(
+            (
+                "INSERT OR REPLACE INTO timelines (candidate_id, config, figures_json, data) VALUES (?,?,?,?)",
+                (candidate_id, config, json.dumps(figs.get(config) or {}, sort_keys=True), data),
+            )
+        )
     return rows
 
 
 def load(store: Any, candidate_id: int) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """{config: (figures, raw records)} of one candidate, from a (read) store."""
     out = {}
-    for row in store.fetchall("SELECT config, figures_json, data FROM timelines WHERE candidate_id=? ORDER BY rowid",
-                              (candidate_id,)):
+    for row in store.fetchall(
+        "SELECT config, figures_json, data FROM timelines WHERE candidate_id=? ORDER BY rowid", (candidate_id,)
+    ):
         out[row["config"]] = (json.loads(row["figures_json"]), json.loads(zlib.decompress(row["data"])))
     return out
 
@@ -346,7 +361,7 @@ def load_parsed(store: Any, candidate_id: int) -> dict[str, ConfigTimeline | str
 
 # ----- Chrome trace-event export -------------------------------------------------------------------
 
-CONFIG_GAP_US = 1000.0    # configs are laid one after another on the trace, this far apart
+CONFIG_GAP_US = 1000.0  # configs are laid one after another on the trace, this far apart
 
 
 def chrome_trace(timelines: dict[str, ConfigTimeline], title: str = "") -> dict[str, Any]:
@@ -362,12 +377,19 @@ def chrome_trace(timelines: dict[str, ConfigTimeline], title: str = "") -> dict[
         if key not in tids:
             tids[key] = sum(1 for k in tids if k[0] == rank) + 1
             events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tids[key], "args": {"name": lane}})
-            events.append({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": tids[key],
-                           "args": {"sort_index": tids[key]}})
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_sort_index",
+                    "pid": rank,
+                    "tid": tids[key],
+                    "args": {"sort_index": tids[key]},
+                }
+            )
         return tids[key]
 
     ranks_seen: set[int] = set()
-    config_figures: dict[str, dict[str, Any]] = {}   # the config's own figures (overlap fraction, critical rank)
+    config_figures: dict[str, dict[str, Any]] = {}  # the config's own figures (overlap fraction, critical rank)
     offset = 0.0
     for config, tl in timelines.items():
         figs = figures(tl)
@@ -378,31 +400,66 @@ def chrome_trace(timelines: dict[str, ConfigTimeline], title: str = "") -> dict[
             if rt.rank not in ranks_seen:
                 ranks_seen.add(rt.rank)
                 events.append({"ph": "M", "name": "process_name", "pid": rt.rank, "args": {"name": f"rank {rt.rank}"}})
-                events.append({"ph": "M", "name": "process_sort_index", "pid": rt.rank, "args": {"sort_index": rt.rank}})
-            events.append({"ph": "X", "name": config, "cat": "config", "pid": rt.rank, "tid": tid(rt.rank, "config"),
-                           "ts": rt.start + shift, "dur": rt.end - rt.start,
-                           "args": {k: v for k, v in rf.items() if not isinstance(v, (dict, list))}})
+                events.append(
+                    {"ph": "M", "name": "process_sort_index", "pid": rt.rank, "args": {"sort_index": rt.rank}}
+                )
+            events.append(
+                {
+                    "ph": "X",
+                    "name": config,
+                    "cat": "config",
+                    "pid": rt.rank,
+                    "tid": tid(rt.rank, "config"),
+                    "ts": rt.start + shift,
+                    "dur": rt.end - rt.start,
+                    "args": {k: v for k, v in rf.items() if not isinstance(v, (dict, list))},
+                }
+            )
             for iv in rt.intervals:
                 if iv.args.get("incoming"):
-                    continue   # shown once, on the sender's link
-                events.append({"ph": "X", "name": iv.name, "cat": iv.kind, "pid": rt.rank,
-                               "tid": tid(rt.rank, iv.lane), "ts": iv.start + shift,
-                               "dur": max(0.0, iv.end - iv.start), "args": iv.args})
+                    continue  # shown once, on the sender's link
+                events.append(
+                    {
+                        "ph": "X",
+                        "name": iv.name,
+                        "cat": iv.kind,
+                        "pid": rt.rank,
+                        "tid": tid(rt.rank, iv.lane),
+                        "ts": iv.start + shift,
+                        "dur": max(0.0, iv.end - iv.start),
+                        "args": iv.args,
+                    }
+                )
             compute = union((iv.start, iv.end) for iv in rt.intervals if iv.kind == COMPUTE)
             comm = union((iv.start, iv.end) for iv in rt.intervals if iv.kind == COMM)
             for a, b in subtract([(rt.start, rt.end)], union(compute + comm)):
                 if b - a >= MIN_GAP_US:
-                    events.append({"ph": "X", "name": "idle", "cat": "idle", "pid": rt.rank,
-                                   "tid": tid(rt.rank, "idle"), "ts": a + shift, "dur": b - a, "args": {}})
+                    events.append(
+                        {
+                            "ph": "X",
+                            "name": "idle",
+                            "cat": "idle",
+                            "pid": rt.rank,
+                            "tid": tid(rt.rank, "idle"),
+                            "ts": a + shift,
+                            "dur": b - a,
+                            "args": {},
+                        }
+                    )
         offset += max((rt.end for rt in tl.ranks), default=first) - first + CONFIG_GAP_US
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"title": title, "configs": list(timelines), "figures": config_figures}}
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {"title": title, "configs": list(timelines), "figures": config_figures},
+    }
 
 
 # ----- the LLM's view ------------------------------------------------------------------------------
 
-def prompt_summary(figs_by_config: dict[str, dict[str, Any]], public: set[str] | None = None,
-                   max_ranks: int = 8) -> str:
+
+def prompt_summary(
+    figs_by_config: dict[str, dict[str, Any]], public: set[str] | None = None, max_ranks: int = 8
+) -> str:
     """A compact text of the figures for a model: per config and rank, exposed communication (ms and share
     of the rank's time), the largest idle gap and what preceded it, the dominant kernel. Only configs in
     `public` (when given) appear."""
@@ -419,10 +476,15 @@ def prompt_summary(figs_by_config: dict[str, dict[str, Any]], public: set[str] |
         head = f"- {config}: overlap fraction {frac:.2f}" if frac is not None else f"- {config}: no communication seen"
         lines.append(f"{head}, critical rank {f.get('critical_rank')}")
         for r in (f.get("ranks") or [])[:max_ranks]:
-            gap = (f"largest idle gap {r['largest_gap_ms']:.3f} ms after {r['largest_gap_after']}"
-                   + (f" (in {r['largest_gap_in']})" if r.get("largest_gap_in") else "")
-                   if r.get("largest_gap_ms") else "no idle gap")
-            lines.append(f"  rank {r['rank']}: exposed communication {r['exposed_comm_ms']:.3f} ms "
-                         f"({100 * r['exposed_share']:.0f}% of its {r['span_ms']:.3f} ms), compute {r['compute_ms']:.3f} ms, "
-                         f"{gap}; dominant: {r['dominant']} ({r['dominant_ms']:.3f} ms)")
+            gap = (
+                f"largest idle gap {r['largest_gap_ms']:.3f} ms after {r['largest_gap_after']}"
+                + (f" (in {r['largest_gap_in']})" if r.get("largest_gap_in") else "")
+                if r.get("largest_gap_ms")
+                else "no idle gap"
+            )
+            lines.append(
+                f"  rank {r['rank']}: exposed communication {r['exposed_comm_ms']:.3f} ms "
+                f"({100 * r['exposed_share']:.0f}% of its {r['span_ms']:.3f} ms), compute {r['compute_ms']:.3f} ms, "
+                f"{gap}; dominant: {r['dominant']} ({r['dominant_ms']:.3f} ms)"
+            )
     return "\n".join(lines)

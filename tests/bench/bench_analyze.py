@@ -43,28 +43,43 @@ def program(kernels: int) -> str:
     parts = ["#include <cstdio>", "#include <mpi.h>", "#include <nccl.h>", "#include <cuda_runtime.h>"]
     parts += [KERNEL.format(i=i) for i in range(kernels)]
     buffers = kernels // 2
-    body = ["int main(int argc, char** argv) {", "  MPI_Init(&argc, &argv);", "  int rank, nranks;",
-            "  MPI_Comm_rank(MPI_COMM_WORLD, &rank);", "  MPI_Comm_size(MPI_COMM_WORLD, &nranks);",
-            "  ncclUniqueId id;", "  if (rank == 0) ncclGetUniqueId(&id);",
-            "  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);", "  ncclComm_t comm;",
-            "  ncclCommInitRank(&comm, nranks, id, rank);", "  const size_t n = 1 << 20;",
-            "  cudaStream_t s;", "  cudaStreamCreate(&s);"]
+    body = [
+        "int main(int argc, char** argv) {",
+        "  MPI_Init(&argc, &argv);",
+        "  int rank, nranks;",
+        "  MPI_Comm_rank(MPI_COMM_WORLD, &rank);",
+        "  MPI_Comm_size(MPI_COMM_WORLD, &nranks);",
+        "  ncclUniqueId id;",
+        "  if (rank == 0) ncclGetUniqueId(&id);",
+        "  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);",
+        "  ncclComm_t comm;",
+        "  ncclCommInitRank(&comm, nranks, id, rank);",
+        "  const size_t n = 1 << 20;",
+        "  cudaStream_t s;",
+        "  cudaStreamCreate(&s);",
+    ]
     for b in range(buffers + 1):
         body += [f"  float* b{b};", f"  cudaMalloc(&b{b}, n * sizeof(float));"]
-    body += ["  cudaEvent_t t0, t1;", "  cudaEventCreate(&t0);", "  cudaEventCreate(&t1);",
-             "  cudaEventRecord(t0, s);", "  for (int it = 0; it < 100; ++it) {"]
+    body += [
+        "  cudaEvent_t t0, t1;",
+        "  cudaEventCreate(&t0);",
+        "  cudaEventCreate(&t1);",
+        "  cudaEventRecord(t0, s);",
+        "  for (int it = 0; it < 100; ++it) {",
+    ]
     for i in range(kernels):
         src, dst = i % buffers, (i + 1) % buffers + 1 if i % 2 else (i % buffers) + 1
         body.append(f"    stage_{i}<<<(n + 255) / 256, 256, 0, s>>>(b{src}, b{dst}, n, 0.5f);")
         if i % 4 == 1:
             body.append(f"    ncclAllReduce(b{dst}, b{dst}, n, ncclFloat, ncclSum, comm, s);")
         elif i % 4 == 3:
-            body += ["    ncclGroupStart();",
-                     f"    ncclSend(b{dst}, n, ncclFloat, (rank + 1) % nranks, comm, s);",
-                     f"    ncclRecv(b{src}, n, ncclFloat, (rank + nranks - 1) % nranks, comm, s);",
-                     "    ncclGroupEnd();"]
-    body += ["  }", "  cudaEventRecord(t1, s);", "  cudaEventSynchronize(t1);", "  MPI_Finalize();",
-             "  return 0;", "}"]
+            body += [
+                "    ncclGroupStart();",
+                f"    ncclSend(b{dst}, n, ncclFloat, (rank + 1) % nranks, comm, s);",
+                f"    ncclRecv(b{src}, n, ncclFloat, (rank + nranks - 1) % nranks, comm, s);",
+                "    ncclGroupEnd();",
+            ]
+    body += ["  }", "  cudaEventRecord(t1, s);", "  cudaEventSynchronize(t1);", "  MPI_Finalize();", "  return 0;", "}"]
     return "\n".join(parts + body) + "\n"
 
 
@@ -73,6 +88,7 @@ def corpus(runs: int) -> int:
 
     from engine.onboard.preprocess import Flags
     from tests.onboard.corpus import CORPUS, PROGRAMS
+
     os.chdir(CORPUS)
     worst_median = 0.0
     for name, (files, flags, _) in PROGRAMS.items():
@@ -85,8 +101,10 @@ def corpus(runs: int) -> int:
         lines = sum(Path(p).read_text().count("\n") for p in files)
         med = statistics.median(times)
         worst_median = max(worst_median, med)
-        print(f"{name}: {lines} lines, median {med * 1000:.0f} ms, worst {max(times) * 1000:.0f} ms "
-              f"over {runs} runs (target < 2000 ms)")
+        print(
+            f"{name}: {lines} lines, median {med * 1000:.0f} ms, worst {max(times) * 1000:.0f} ms "
+            f"over {runs} runs (target < 2000 ms)"
+        )
     return 0 if worst_median < 2.0 else 1
 
 
@@ -108,11 +126,15 @@ def main() -> int:
             data = to_json(analyze_files([str(path)]))
             times.append(time.perf_counter() - t0)
     lines = text.count("\n")
-    print(f"program: {lines} lines, {len(data['kernel_launches'])} kernel launches, "
-          f"{len(data['nccl_calls'])} NCCL calls, {len(data['buffers'])} buffers, "
-          f"{len(data['opportunities'])} opportunities")
-    print(f"analyze: median {statistics.median(times) * 1000:.0f} ms, worst {max(times) * 1000:.0f} ms "
-          f"over {args.runs} runs (target < 1000 ms)")
+    print(
+        f"program: {lines} lines, {len(data['kernel_launches'])} kernel launches, "
+        f"{len(data['nccl_calls'])} NCCL calls, {len(data['buffers'])} buffers, "
+        f"{len(data['opportunities'])} opportunities"
+    )
+    print(
+        f"analyze: median {statistics.median(times) * 1000:.0f} ms, worst {max(times) * 1000:.0f} ms "
+        f"over {args.runs} runs (target < 1000 ms)"
+    )
     return 0 if statistics.median(times) < 1.0 else 1
 
 

@@ -30,13 +30,24 @@ from tests.engine.synthetic import SyntheticExecutor  # noqa: E402
 def wide_workload(root: Path):
     """The demo plus a 1000-value knob: a space large enough that the search never runs dry."""
     import shutil
+
     src = Path(__file__).resolve().parents[2] / "workloads"
     shutil.copytree(src / "demo", root / "demo")
     shutil.copytree(src / "_harness", root / "_harness")
     cand = root / "demo" / "candidate.cpp"
-    cand.write_text(cand.read_text().replace("// cuco:knob stagger\n", "// cuco:knob stagger\nstatic const int kPad = 0;  // cuco:knob pad\n", 1))
+    cand.write_text(
+        cand.read_text().replace(
+            "// cuco:knob stagger\n", "// cuco:knob stagger\nstatic const int kPad = 0;  // cuco:knob pad\n", 1
+        )
+    )
     spec = root / "demo" / "workload.yaml"
-    spec.write_text(spec.read_text().replace("  archive:", "    pad: {values: [" + ", ".join(map(str, range(1000))) + "], default: 0, knob: true}\n  archive:", 1))
+    spec.write_text(
+        spec.read_text().replace(
+            "  archive:",
+            "    pad: {values: [" + ", ".join(map(str, range(1000))) + "], default: 0, knob: true}\n  archive:",
+            1,
+        )
+    )
     return load_workload(str(root / "demo"))
 
 
@@ -54,11 +65,17 @@ async def bench(slots: int, evals: int, job_ms: float) -> dict:
         evaluated = engine.evaluated
         reason = engine.stop_reason
         await engine.close()
-    return {"state": state, "reason": reason, "evaluated": evaluated, "wall_s": wall,
-            "candidates_per_s": evaluated / wall, "utilization": steady_utilization(ex.timeline, slots),
-            "utilization_whole": ex.busy_s / (slots * wall),
-            "engine_ms_per_candidate": 1000 * (cpu - ex.own_cpu_s) / max(1, evaluated),
-            "max_running": ex.max_running}
+    return {
+        "state": state,
+        "reason": reason,
+        "evaluated": evaluated,
+        "wall_s": wall,
+        "candidates_per_s": evaluated / wall,
+        "utilization": steady_utilization(ex.timeline, slots),
+        "utilization_whole": ex.busy_s / (slots * wall),
+        "engine_ms_per_candidate": 1000 * (cpu - ex.own_cpu_s) / max(1, evaluated),
+        "max_running": ex.max_running,
+    }
 
 
 def steady_utilization(timeline: list[tuple[float, int]], slots: int) -> float:
@@ -86,10 +103,14 @@ def main() -> None:
     ap.add_argument("--job-ms", type=float, default=40.0)
     args = ap.parse_args()
     r = asyncio.run(bench(args.slots, args.evals, args.job_ms))
-    print(f"slots {args.slots}, job {args.job_ms:g} ms x 3 stages, {r['evaluated']} candidates ({r['state']}: {r['reason']})")
+    print(
+        f"slots {args.slots}, job {args.job_ms:g} ms x 3 stages, {r['evaluated']} candidates ({r['state']}: {r['reason']})"
+    )
     print(f"  wall {r['wall_s']:.2f} s, {r['candidates_per_s']:.1f} candidates/s, max running {r['max_running']}")
-    print(f"  slot utilization {100 * r['utilization']:.1f} % in steady state (target >= 95 %); "
-          f"{100 * r['utilization_whole']:.1f} % over the whole run including warm-up and drain")
+    print(
+        f"  slot utilization {100 * r['utilization']:.1f} % in steady state (target >= 95 %); "
+        f"{100 * r['utilization_whole']:.1f} % over the whole run including warm-up and drain"
+    )
     print(f"  engine CPU per candidate {r['engine_ms_per_candidate']:.2f} ms   (target < 5 ms)")
 
 

@@ -29,12 +29,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run as a script from the tree, not installed
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from the tree, not installed
 from engine.store.schema import FINAL_STATUSES as FINAL  # noqa: E402
 from engine.timeline.timeline import union  # noqa: E402
 
 GPU_STAGES = ("verify", "benchmark", "benchmark2")
-MIN_GAP_S = 0.5   # shorter idle stretches are the hand-over between two jobs, not a wait worth naming
+MIN_GAP_S = 0.5  # shorter idle stretches are the hand-over between two jobs, not a wait worth naming
 
 
 def _serial(jobs: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -48,8 +48,9 @@ def _serial(jobs: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def _stage_starts(con: sqlite3.Connection, run: str) -> dict[tuple[int, str], list[float]]:
     starts: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for ts, data in con.execute("SELECT ts, data_json FROM events WHERE run_id=? AND kind='candidate_status' "
-                                "ORDER BY seq", (run,)):
+    for ts, data in con.execute(
+        "SELECT ts, data_json FROM events WHERE run_id=? AND kind='candidate_status' ORDER BY seq", (run,)
+    ):
         d = json.loads(data)
         if d.get("status") == "running" and d.get("stage"):
             starts[(int(d["id"]), str(d["stage"]))].append(float(ts))
@@ -57,19 +58,22 @@ def _stage_starts(con: sqlite3.Connection, run: str) -> dict[tuple[int, str], li
 
 
 def analyse(con: sqlite3.Connection, run: str) -> dict[str, Any]:
-    row = con.execute("SELECT workload, created_at, finished_at, elapsed_s, config_json FROM runs WHERE id=?",
-                      (run,)).fetchone()
+    row = con.execute(
+        "SELECT workload, created_at, finished_at, elapsed_s, config_json FROM runs WHERE id=?", (run,)
+    ).fetchone()
     workload, created, finished, elapsed, config = row
     evaluated = con.execute(
         f"SELECT COUNT(*) FROM candidates WHERE run_id=? AND origin_id IS NULL AND status IN ({','.join('?' * len(FINAL))})",
-        (run, *FINAL)).fetchone()[0]
+        (run, *FINAL),
+    ).fetchone()[0]
     starts = _stage_starts(con, run)
     stages: dict[str, dict[str, float]] = defaultdict(lambda: {"n": 0, "total_s": 0.0})
     spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
     timed_s = bench_wall_s = 0.0
     seen: dict[tuple[int, str], int] = defaultdict(int)
     for cid, stage, dur, result in con.execute(
-            "SELECT candidate_id, stage, duration_s, result_json FROM evaluations WHERE run_id=? ORDER BY id", (run,)):
+        "SELECT candidate_id, stage, duration_s, result_json FROM evaluations WHERE run_id=? ORDER BY id", (run,)
+    ):
         dur = float(dur or 0.0)
         stages[stage]["n"] += 1
         stages[stage]["total_s"] += dur
@@ -90,21 +94,28 @@ def analyse(con: sqlite3.Connection, run: str) -> dict[str, Any]:
     builds = union(spans["build"])
     gaps = [(a[1], b[0]) for a, b in zip(gpu, gpu[1:]) if b[0] - a[1] >= MIN_GAP_S]
     if gpu and finished and (finished - gpu[-1][1]) >= MIN_GAP_S:
-        gaps.append((gpu[-1][1], finished))   # the tail: builds of candidates the stop left unmeasured
+        gaps.append((gpu[-1][1], finished))  # the tail: builds of candidates the stop left unmeasured
     waiting_on_build = sum(sum(max(0.0, min(g[1], b[1]) - max(g[0], b[0])) for b in builds) for g in gaps)
     idle_gaps = sum(g[1] - g[0] for g in gaps)
     minutes = float(elapsed or ((finished or created) - created)) / 60.0
     return {
-        "run": run, "workload": workload, "ranks": json.loads(config).get("ranks"),
-        "evaluated": evaluated, "elapsed_s": round(minutes * 60.0, 1),
+        "run": run,
+        "workload": workload,
+        "ranks": json.loads(config).get("ranks"),
+        "evaluated": evaluated,
+        "elapsed_s": round(minutes * 60.0, 1),
         "evals_per_min": round(evaluated / minutes, 2) if minutes > 0 else None,
-        "stages": {k: {"n": v["n"], "total_s": round(v["total_s"], 1), "mean_s": round(v["mean_s"], 2)}
-                   for k, v in sorted(stages.items())},
+        "stages": {
+            k: {"n": v["n"], "total_s": round(v["total_s"], 1), "mean_s": round(v["mean_s"], 2)}
+            for k, v in sorted(stages.items())
+        },
         "gpu_busy_s": round(sum(b - a for a, b in gpu), 1),
         "gpu_first_start_s": round(gpu[0][0] - created, 1) if gpu else None,
-        "gpu_idle_gaps": len(gaps), "gpu_idle_between_jobs_s": round(idle_gaps, 1),
+        "gpu_idle_gaps": len(gaps),
+        "gpu_idle_between_jobs_s": round(idle_gaps, 1),
         "gpu_idle_while_building_s": round(waiting_on_build, 1),
-        "benchmark_timed_s": round(timed_s, 1), "benchmark_wall_s": round(bench_wall_s, 1),
+        "benchmark_timed_s": round(timed_s, 1),
+        "benchmark_wall_s": round(bench_wall_s, 1),
     }
 
 
@@ -127,14 +138,20 @@ def main(argv: list[str]) -> int:
                 out.append(a)
                 rate = a["evals_per_min"]
                 ok = ok and rate is not None and rate >= args.min_rate
-                print(f"{a['workload']} ({a['run']}, {a['ranks']} ranks): {a['evaluated']} evaluations in "
-                      f"{a['elapsed_s']} s = {rate} per minute (target {args.min_rate})")
+                print(
+                    f"{a['workload']} ({a['run']}, {a['ranks']} ranks): {a['evaluated']} evaluations in "
+                    f"{a['elapsed_s']} s = {rate} per minute (target {args.min_rate})"
+                )
                 for name, s in a["stages"].items():
                     print(f"  {name:<11} {s['n']:>3} jobs  {s['total_s']:>7.1f} s  mean {s['mean_s']:.2f} s")
-                print(f"  GPU busy {a['gpu_busy_s']} s of {a['elapsed_s']} s (first GPU job at {a['gpu_first_start_s']} s); "
-                      f"idle between jobs {a['gpu_idle_between_jobs_s']} s in {a['gpu_idle_gaps']} gaps, "
-                      f"{a['gpu_idle_while_building_s']} s of it while a build ran")
-                print(f"  benchmark jobs: {a['benchmark_timed_s']} s of timed calls in {a['benchmark_wall_s']} s of wall")
+                print(
+                    f"  GPU busy {a['gpu_busy_s']} s of {a['elapsed_s']} s (first GPU job at {a['gpu_first_start_s']} s); "
+                    f"idle between jobs {a['gpu_idle_between_jobs_s']} s in {a['gpu_idle_gaps']} gaps, "
+                    f"{a['gpu_idle_while_building_s']} s of it while a build ran"
+                )
+                print(
+                    f"  benchmark jobs: {a['benchmark_timed_s']} s of timed calls in {a['benchmark_wall_s']} s of wall"
+                )
         except sqlite3.DatabaseError as exc:
             print(f"{path}: not a cuco store ({exc})", file=sys.stderr)
             return 2

@@ -11,6 +11,7 @@ and this shows it on one GPU).
     python tests/bench/bench_gemm_codegen.py [--iters 41] [--json out.json] [--check --max-ratio R]
     python tests/bench/bench_gemm_codegen.py --build-only      # compiles only (no GPU needed)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,13 +38,29 @@ def nccl_home() -> str:
     try:
         return find()
     except ImportError:
-        raise SystemExit("bench_gemm_codegen: NCCL headers not found: pip install nvidia-nccl-cu13==2.28.9 or set NCCL_HOME") from None
+        raise SystemExit(
+            "bench_gemm_codegen: NCCL headers not found: pip install nvidia-nccl-cu13==2.28.9 or set NCCL_HOME"
+        ) from None
 
 
 def build(binary: Path, nvcc: str) -> float:
     home = nccl_home()
-    cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-O3", f"-I{HARNESS}", f"-I{VARIANTS}", f"-I{home}/include",
-           str(SRC), "-o", str(binary), f"-L{home}/lib", "-l:libnccl.so.2", "-Xlinker", f"-rpath,{home}/lib"]
+    cmd = [
+        nvcc,
+        "-std=c++17",
+        "-arch=sm_90",
+        "-O3",
+        f"-I{HARNESS}",
+        f"-I{VARIANTS}",
+        f"-I{home}/include",
+        str(SRC),
+        "-o",
+        str(binary),
+        f"-L{home}/lib",
+        "-l:libnccl.so.2",
+        "-Xlinker",
+        f"-rpath,{home}/lib",
+    ]
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
@@ -69,12 +86,16 @@ def problems(result: dict, max_ratio: float) -> list[str]:
                 out.append(f"{shape}: {name} differs from plain in {k['mismatches']} elements")
         ratio = s["kernels"]["hybrid"]["vs_plain"]
         if ratio > max_ratio:
-            out.append(f"{shape}: the shipped hybrid's GEMM takes {ratio:.3f}x the baseline GEMM's time (limit {max_ratio})")
+            out.append(
+                f"{shape}: the shipped hybrid's GEMM takes {ratio:.3f}x the baseline GEMM's time (limit {max_ratio})"
+            )
     return out
 
 
 def table(result: dict) -> str:
-    rows = [f"{result['device']}, {result['sm_count']} SMs, {result['iters']} iterations, medians (ms; x baseline GEMM)"]
+    rows = [
+        f"{result['device']}, {result['sm_count']} SMs, {result['iters']} iterations, medians (ms; x baseline GEMM)"
+    ]
     rows.append(f"{'M x N x K':>18} " + " ".join(f"{k:>22}" for k in KERNELS))
     for s in result["shapes"]:
         cells = [f"{s['kernels'][k]['median_ms']:.4f} ({s['kernels'][k]['vs_plain']:.3f}x)" for k in KERNELS]
@@ -89,21 +110,34 @@ def main() -> int:
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--iters", type=int, default=41)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--shapes", default="8192:4096:4096,8192:4096:8192,4096:4096:8192",
-                    help="per-rank GEMM shapes M:N:K (default: m8k_k4096, m8k_k8192, r4_m4k_k8192)")
+    ap.add_argument(
+        "--shapes",
+        default="8192:4096:4096,8192:4096:8192,4096:4096:8192",
+        help="per-rank GEMM shapes M:N:K (default: m8k_k4096, m8k_k8192, r4_m4k_k8192)",
+    )
     ap.add_argument("--json", type=Path, help="write the result (with the nvcc version) here")
-    ap.add_argument("--check", action="store_true", help="exit 1 on a mismatch, an expired wait or a ratio over --max-ratio")
-    ap.add_argument("--max-ratio", type=float, default=1.02,
-                    help="H200, 2026-11-24: 1.001-1.005x with the current mainloop; 1.021x (and 1.054x for the "
-                         "form before 353b09f) with the first one")
+    ap.add_argument(
+        "--check", action="store_true", help="exit 1 on a mismatch, an expired wait or a ratio over --max-ratio"
+    )
+    ap.add_argument(
+        "--max-ratio",
+        type=float,
+        default=1.02,
+        help="H200, 2026-11-24: 1.001-1.005x with the current mainloop; 1.021x (and 1.054x for the "
+        "form before 353b09f) with the first one",
+    )
     args = ap.parse_args()
 
     seconds = build(args.binary, args.nvcc)
     print(f"built {args.binary} in {seconds:.0f} s ({nvcc_version(args.nvcc)})", file=sys.stderr)
     if args.build_only:
         return 0
-    r = subprocess.run([str(args.binary), "--iters", str(args.iters), "--warmup", str(args.warmup), "--shapes", args.shapes],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [str(args.binary), "--iters", str(args.iters), "--warmup", str(args.warmup), "--shapes", args.shapes],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if r.returncode != 0:
         raise SystemExit(f"bench_gemm_codegen: the benchmark failed ({r.returncode}):\n{r.stderr}")
     result = json.loads(r.stdout)

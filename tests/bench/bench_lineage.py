@@ -38,8 +38,10 @@ RUN = "bench-lineage-1"
 
 def fill(home: Path, n: int) -> None:
     # In a child: the fill's memory and sqlite caches are not this process's.
-    code = ("import sys; from pathlib import Path; from storefill import fill_store; "
-            f"fill_store(Path({str(home)!r}), run_id={RUN!r}, n={n}, blobs_for=1000, fork=False)")
+    code = (
+        "import sys; from pathlib import Path; from storefill import fill_store; "
+        f"fill_store(Path({str(home)!r}), run_id={RUN!r}, n={n}, blobs_for=1000, fork=False)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT / "tests" / "tui")
 
 
@@ -52,6 +54,7 @@ def bench_queries(home: Path, deep: int, repeats: int) -> None:
     from cuco_tui.data import StoreView
     from cuco_tui.lineage_view import lineage_text
     from engine.store.read_model import lineage as lineage_data
+
     view = StoreView(home)
     try:
         samples, size = [], 0
@@ -63,7 +66,7 @@ def bench_queries(home: Path, deep: int, repeats: int) -> None:
         print(f"lineage queries, #{deep} ({size - 1} ancestors, children, counts; no stars yet): {stats(samples)}")
         samples, known = [], 0
         for _ in range(3):
-            walker = lineage_data.BestPaths()          # a fresh one: the whole walk from the best to its seed
+            walker = lineage_data.BestPaths()  # a fresh one: the whole walk from the best to its seed
             t0 = time.perf_counter()
             best, path = walker.get(view._all, RUN)
             samples.append(time.perf_counter() - t0)
@@ -71,8 +74,10 @@ def bench_queries(home: Path, deep: int, repeats: int) -> None:
         t0 = time.perf_counter()
         walker.get(view._all, RUN)
         again = time.perf_counter() - t0
-        print(f"path to the best #{best} ({known} candidates long), walked once per best: "
-              f"{', '.join(f'{x * 1000:.0f}' for x in samples)} ms; known already: {again * 1000:.1f} ms")
+        print(
+            f"path to the best #{best} ({known} candidates long), walked once per best: "
+            f"{', '.join(f'{x * 1000:.0f}' for x in samples)} ms; known already: {again * 1000:.1f} ms"
+        )
         samples = []
         for _ in range(repeats + 1):
             t0 = time.perf_counter()
@@ -81,15 +86,17 @@ def bench_queries(home: Path, deep: int, repeats: int) -> None:
         assert rows[0]["speedup"] >= rows[-1]["speedup"]
         print(f"sort query (top {len(rows)} by speedup of the run): {stats(samples)}")
         a, b = [], []
-        for _ in range(repeats):      # A B A B: the tab's text, the whole detail (which includes it)
+        for _ in range(repeats):  # A B A B: the tab's text, the whole detail (which includes it)
             t0 = time.perf_counter()
             lineage_text(view._all, RUN, deep, view.best_paths)
             a.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             view.detail(deep)
             b.append(time.perf_counter() - t0)
-        print(f"detail of #{deep}: whole {statistics.median(b) * 1000:.1f} ms, of which the Lineage tab's text "
-              f"{statistics.median(a) * 1000:.1f} ms (medians of {repeats}, interleaved)")
+        print(
+            f"detail of #{deep}: whole {statistics.median(b) * 1000:.1f} ms, of which the Lineage tab's text "
+            f"{statistics.median(a) * 1000:.1f} ms (medians of {repeats}, interleaved)"
+        )
     finally:
         view.close()
 
@@ -127,13 +134,15 @@ async def bench_app(home: Path, deep: int, repeats: int) -> None:
             await until(lambda: isinstance(app.screen, LineageScreen) and app.screen.lineage is not None)
             screen = app.screen
             await until(lambda screen=screen: len(screen.query_one(Tree).root.children) == deep_depth(screen))
-            await pilot.pause(0)            # the refresh that draws it
+            await pilot.pause(0)  # the refresh that draws it
             lineage_samples.append(time.perf_counter() - t0)
             lineage_cpu.append(time.process_time() - c0)
             await pilot.press("escape")
             await until(lambda: not isinstance(app.screen, LineageScreen))
-        print(f"app: L to the lineage screen drawn (#{deep}, {deep_depth(screen)} lines): {stats(lineage_samples)}"
-              " (the first press also walks the best's path, after drawing)")
+        print(
+            f"app: L to the lineage screen drawn (#{deep}, {deep_depth(screen)} lines): {stats(lineage_samples)}"
+            " (the first press also walks the best's path, after drawing)"
+        )
         print(f"     CPU time of this process over the same span: {stats(lineage_cpu)}")
 
         app.filter_text = ""
@@ -150,14 +159,13 @@ async def bench_app(home: Path, deep: int, repeats: int) -> None:
             sort_cpu.append(time.process_time() - c0)
             speeds = [float(t.rstrip("x")) for t in (table.cell_text(c, "speedup") for c in table.row_ids()) if t]
             assert speeds == sorted(speeds, reverse=True)
-            for _ in range(8):               # cycle back to proposal order for the next press
+            for _ in range(8):  # cycle back to proposal order for the next press
                 before = table.sort
                 await pilot.press("s")
                 await until(lambda before=before: table.sort != before)
                 if table.sort is None:
                     break
-        print(f"app: s to the table sorted by speedup ({table.row_count} rows of the whole run): "
-              f"{stats(sort_samples)}")
+        print(f"app: s to the table sorted by speedup ({table.row_count} rows of the whole run): {stats(sort_samples)}")
         print(f"     CPU time of this process over the same span: {stats(sort_cpu)}")
 
 
@@ -182,7 +190,7 @@ def main() -> None:
         t0 = time.perf_counter()
         fill(home, args.candidates)
         print(f"filled {args.candidates} candidates in {time.perf_counter() - t0:.1f} s ({home})")
-    deep = 2 * args.depth + 1            # storefill: parent = id - 2 (2 islands), generation = number // 2
+    deep = 2 * args.depth + 1  # storefill: parent = id - 2 (2 islands), generation = number // 2
     print(f"before: {load()}")
     bench_queries(home, deep, args.repeats)
     asyncio.run(bench_app(home, deep, args.repeats))

@@ -6,6 +6,7 @@ a fraction of the H200's bf16 dense peak (989 TFLOP/s nominal; about 790 measure
     python tests/bench/bench_moe_attn_kernels.py [--iters 21] [--json out.json]
     python tests/bench/bench_moe_attn_kernels.py --build-only      # compiles only (no GPU needed)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = Path(__file__).resolve().parent / "moe_attn_kernels" / "bench_moe_attn_kernels.cu"
-INCLUDES = [ROOT / "workloads" / "_harness" / "cuda", ROOT / "workloads" / "moe_dispatch_combine",
-            ROOT / "workloads" / "attention_allgather"]
+INCLUDES = [
+    ROOT / "workloads" / "_harness" / "cuda",
+    ROOT / "workloads" / "moe_dispatch_combine",
+    ROOT / "workloads" / "attention_allgather",
+]
 PEAK_NOMINAL, PEAK_MEASURED = 989.0, 790.0
 
 
@@ -45,14 +49,18 @@ def main() -> int:
         raise SystemExit(f"bench_moe_attn_kernels: run failed ({r.returncode}):\n{r.stdout}{r.stderr}")
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     gpu = rows[0]
-    print(f"{gpu['gpu']} ({gpu['sm_count']} SMs); peak bf16 dense {PEAK_NOMINAL:.0f} TFLOP/s nominal, "
-          f"{PEAK_MEASURED:.0f} measured")
+    print(
+        f"{gpu['gpu']} ({gpu['sm_count']} SMs); peak bf16 dense {PEAK_NOMINAL:.0f} TFLOP/s nominal, "
+        f"{PEAK_MEASURED:.0f} measured"
+    )
     print(f"{'kernel':18} {'shape':36} {'ms':>8} {'TFLOP/s':>8} {'of 989':>7} {'of 790':>7}")
     for row in rows[1:]:
         row["of_nominal"] = round(row["tflops"] / PEAK_NOMINAL, 3)
         row["of_measured"] = round(row["tflops"] / PEAK_MEASURED, 3)
-        print(f"{row['kernel']:18} {row['shape']:36} {row['ms']:8.3f} {row['tflops']:8.1f} "
-              f"{row['of_nominal']:7.1%} {row['of_measured']:7.1%}")
+        print(
+            f"{row['kernel']:18} {row['shape']:36} {row['ms']:8.3f} {row['tflops']:8.1f} "
+            f"{row['of_nominal']:7.1%} {row['of_measured']:7.1%}"
+        )
     if a.json:
         a.json.write_text(json.dumps({"gpu": gpu, "results": rows[1:]}, indent=1))
     return 0

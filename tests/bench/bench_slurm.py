@@ -45,8 +45,15 @@ class TimedShell:
         self.calls: dict[str, int] = defaultdict(int)
 
     async def run(self, command: str, **kw):
-        kind = ("submit" if "sbatch --parsable" in command else "poll" if "squeue -h -t all" in command
-                else "collect" if "tar -cf" in command else "other")
+        kind = (
+            "submit"
+            if "sbatch --parsable" in command
+            else "poll"
+            if "squeue -h -t all" in command
+            else "collect"
+            if "tar -cf" in command
+            else "other"
+        )
         t = time.perf_counter()
         try:
             return await self.inner.run(command, **kw)
@@ -79,9 +86,15 @@ async def sequential(ex: SlurmExecutor, shell: TimedShell, n: int, tag: str) -> 
     own = sum(v for k, v in shell.seconds.items() if k != "poll")
     # A poll serves every job in flight; here one job is in flight, so each poll is this job's.
     own += shell.seconds["poll"]
-    return {"jobs": n, "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
-            "cuco_own_s_per_job": own / n, "polls_per_job": shell.calls["poll"] / n,
-            "command_s": {k: round(v / max(shell.calls[k], 1), 4) for k, v in shell.seconds.items()}}
+    return {
+        "jobs": n,
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "cuco_own_s_per_job": own / n,
+        "polls_per_job": shell.calls["poll"] / n,
+        "command_s": {k: round(v / max(shell.calls[k], 1), 4) for k, v in shell.seconds.items()},
+    }
 
 
 async def many(ex: SlurmExecutor, shell: TimedShell, n: int) -> dict:
@@ -90,23 +103,38 @@ async def many(ex: SlurmExecutor, shell: TimedShell, n: int) -> dict:
     t = time.perf_counter()
     results = await asyncio.gather(*(ex.run(JobSpec(f"m-{i}-run", ["true"], timeout_s=120)) for i in range(n)))
     wall = time.perf_counter() - t
-    return {"jobs": n, "wall_s": wall, "failures": sum(not r.ok for r in results),
-            "squeue_polls": shell.calls["poll"], "sbatch_calls": shell.calls["submit"],
-            "cuco_own_s_per_job": (shell.seconds["submit"] + shell.seconds["collect"] + shell.seconds["poll"]) / n}
+    return {
+        "jobs": n,
+        "wall_s": wall,
+        "failures": sum(not r.ok for r in results),
+        "squeue_polls": shell.calls["poll"],
+        "sbatch_calls": shell.calls["submit"],
+        "cuco_own_s_per_job": (shell.seconds["submit"] + shell.seconds["collect"] + shell.seconds["poll"]) / n,
+    }
 
 
 async def bench(cluster, n_seq: int, n_many: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix="cuco-slurm-bench-"))
-    (work / "slurm.yaml").write_text(json.dumps({
-        "kind": "slurm", "login": "local", "work_dir": str(work / "shared"), "partition": "cpu",
-        "max_jobs": max(n_many, 1), "poll": {"min_s": 0.1, "max_s": 1.0}, "kill_grace_s": 0.5}))
+    (work / "slurm.yaml").write_text(
+        json.dumps(
+            {
+                "kind": "slurm",
+                "login": "local",
+                "work_dir": str(work / "shared"),
+                "partition": "cpu",
+                "max_jobs": max(n_many, 1),
+                "poll": {"min_s": 0.1, "max_s": 1.0},
+                "kill_grace_s": 0.5,
+            }
+        )
+    )
     ex = SlurmExecutor(load_slurm_cluster(work / "slurm.yaml"), work / ".cuco")
     shell = ex.shell = TimedShell(ex.shell)
     await ex.start()
     out: dict = {"rounds": []}
     try:
         await sequential(ex, shell, 3, "warm")
-        for rnd, delay in enumerate((3, 0, 3, 0)):          # A B A B
+        for rnd, delay in enumerate((3, 0, 3, 0)):  # A B A B
             set_sched_delay(cluster, delay)
             r = await sequential(ex, shell, n_seq, f"{rnd}")
             r["batch_sched_delay"] = delay

@@ -61,8 +61,9 @@ async def bench(nodes, n_seq: int, n_conc: int) -> dict:
         e2e_f = []
         for i in range(n_seq):
             t = time.perf_counter()
-            r = await ex.run(JobSpec(f"file-{i}", ["cp", "in.bin", "out.bin"], files={"in.bin": data},
-                                     outputs=["out.bin"]))
+            r = await ex.run(
+                JobSpec(f"file-{i}", ["cp", "in.bin", "out.bin"], files={"in.bin": data}, outputs=["out.bin"])
+            )
             e2e_f.append(time.perf_counter() - t)
             assert r.ok and r.outputs["out.bin"] == data, r
         out["file_e2e_median_ms"] = statistics.median(e2e_f) * 1e3
@@ -77,8 +78,9 @@ async def bench(nodes, n_seq: int, n_conc: int) -> dict:
     await ex.start()
     try:
         t = time.perf_counter()
-        results = await asyncio.gather(*(ex.run(JobSpec(f"conc-{i}", ["sh", "-c", "sleep 0.05"]))
-                                         for i in range(n_conc)))
+        results = await asyncio.gather(
+            *(ex.run(JobSpec(f"conc-{i}", ["sh", "-c", "sleep 0.05"])) for i in range(n_conc))
+        )
         out["conc_wall_s"] = time.perf_counter() - t
         out["conc_failed"] = sum(not r.ok for r in results)
         out["conc_retried"] = sum(r.attempts > 1 for r in results)

@@ -59,27 +59,37 @@ def main() -> int:
     workload = load_workload("demo")
     variant = next(v for v in workload.design_space.variants if v.name == a.variant)
     tmp = Path(tempfile.mkdtemp(prefix="cuco-bench-timeline-"))
-    binaries = {"seed": build(workload, workload.seed_source, tmp / "seed"),
-                a.variant: build(workload, blocks.replace_blocks(workload.seed_source, variant.bodies), tmp / a.variant)}
+    binaries = {
+        "seed": build(workload, workload.seed_source, tmp / "seed"),
+        a.variant: build(workload, blocks.replace_blocks(workload.seed_source, variant.bodies), tmp / a.variant),
+    }
     base_spec = json.loads(spec_json(workload, "benchmark", 4242))
     runs = []
     for i in range(a.pairs):
         for name, binary in binaries.items():
-            for on in (False, True) if i % 2 == 0 else (True, False):   # A B, then B A
+            for on in (False, True) if i % 2 == 0 else (True, False):  # A B, then B A
                 spec = dict(base_spec, seed=4242 + i, timeline=on)
                 job = binary.parent / f"job-{i}-{int(on)}"
                 job.mkdir()
                 (job / "spec.json").write_text(json.dumps(spec))
                 t0 = time.monotonic()
-                subprocess.run([str(binary), "--spec", "spec.json", "--result", "result.json"], cwd=job, check=True,
-                               timeout=120)
+                subprocess.run(
+                    [str(binary), "--spec", "spec.json", "--result", "result.json"], cwd=job, check=True, timeout=120
+                )
                 wall = time.monotonic() - t0
                 res = json.loads((job / "result.json").read_text())
                 assert res["correct"], res
                 assert all(("timeline" in c) == on for c in res["configs"]), "the spec's timeline flag was not obeyed"
-                runs.append({"source": name, "pair": i, "timeline": on, "wall_s": wall,
-                             "call_ms": sum(c["candidate_ms"] for c in res["configs"]),
-                             "speedups": {c["name"]: c["speedup"] for c in res["configs"]}})
+                runs.append(
+                    {
+                        "source": name,
+                        "pair": i,
+                        "timeline": on,
+                        "wall_s": wall,
+                        "call_ms": sum(c["candidate_ms"] for c in res["configs"]),
+                        "speedups": {c["name"]: c["speedup"] for c in res["configs"]},
+                    }
+                )
     ok = True
     print(f"{'source':10} {'timeline':8} {'job wall s (median)':>20}  speedups per config: median (IQR)")
     for name in binaries:
@@ -88,13 +98,17 @@ def main() -> int:
             sel = [r for r in runs if r["source"] == name and r["timeline"] == on]
             walls[on] = statistics.median(r["wall_s"] for r in sel)
             per = {c: [r["speedups"][c] for r in sel] for c in sel[0]["speedups"]}
-            print(f"{name:10} {'on' if on else 'off':8} {walls[on]:20.3f}  " +
-                  "  ".join(f"{c} {statistics.median(v):.3f} ({iqr(v):.3f})" for c, v in per.items()))
+            print(
+                f"{name:10} {'on' if on else 'off':8} {walls[on]:20.3f}  "
+                + "  ".join(f"{c} {statistics.median(v):.3f} ({iqr(v):.3f})" for c, v in per.items())
+            )
         wall_of = {(r["pair"], r["timeline"]): r["wall_s"] for r in runs if r["source"] == name}
         added = statistics.median(wall_of[(i, True)] / wall_of[(i, False)] - 1 for i in range(a.pairs))
         call = statistics.median(r["call_ms"] for r in runs if r["source"] == name) / 1e3 / walls[False]
-        print(f"{name:10} the profiled call adds {100 * added:+.1f} % to a job's wall time (target < 10 %); "
-              f"one candidate call per config, what it costs at least, is {100 * call:.1f} % of the job")
+        print(
+            f"{name:10} the profiled call adds {100 * added:+.1f} % to a job's wall time (target < 10 %); "
+            f"one candidate call per config, what it costs at least, is {100 * call:.1f} % of the job"
+        )
         ok = ok and added < 0.10
         for c in runs[0]["speedups"]:
             on_ = [r["speedups"][c] for r in runs if r["source"] == name and r["timeline"]]
@@ -102,8 +116,10 @@ def main() -> int:
             diff, spread = abs(statistics.median(on_) - statistics.median(off)), max(iqr(on_), iqr(off))
             agree = diff <= spread
             ok = ok and agree
-            print(f"{name:10} {c}: speedup on - off = {diff:.3f}, spread {spread:.3f}: "
-                  f"{'within' if agree else 'OUTSIDE'} the spread")
+            print(
+                f"{name:10} {c}: speedup on - off = {diff:.3f}, spread {spread:.3f}: "
+                f"{'within' if agree else 'OUTSIDE'} the spread"
+            )
     print(json.dumps({"pairs": a.pairs, "runs": runs}))
     return 0 if ok else 1
 

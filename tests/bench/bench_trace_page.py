@@ -41,8 +41,9 @@ def synthetic(slices: int) -> dict:
             ivs, t = [], 0.0
             for i in range(per_rank):
                 ivs.append(Interval(f"rank {r}", "compute", f"kernel_{i % 7}", t, t + 3))
-                ivs.append(Interval(f"link {r}", "comm", f"put -> rank {(r + 1) % RANKS}", t + 1, t + 4,
-                                    {"bytes": 4096}))
+                ivs.append(
+                    Interval(f"link {r}", "comm", f"put -> rank {(r + 1) % RANKS}", t + 1, t + 4, {"bytes": 4096})
+                )
                 t += 5
             ranks.append(RankTimeline(r, 0.0, t, ivs))
         timelines[config] = ConfigTimeline(config, "cpu-link", ranks)
@@ -74,12 +75,14 @@ def main() -> int:
                 opens.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 driver.find_element("css selector", "#zoom-in").click()
-                driver.execute_script("return 1")   # the click's handler (the re-layout) has run
+                driver.execute_script("return 1")  # the click's handler (the re-layout) has run
                 zooms.append(time.perf_counter() - t0)
             errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
             assert not errors, errors
-            print(f"{drawn:8d} {page.stat().st_size / 1e6:8.2f} {statistics.median(opens):7.2f} "
-                  f"{statistics.median(zooms):7.2f}")
+            print(
+                f"{drawn:8d} {page.stat().st_size / 1e6:8.2f} {statistics.median(opens):7.2f} "
+                f"{statistics.median(zooms):7.2f}"
+            )
             if size == CAP_SLICES and statistics.median(opens) >= TARGET_S:
                 ok = False
     finally:

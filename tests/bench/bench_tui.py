@@ -35,15 +35,17 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "tui"))
 
 RUN = "bench-1"
-LIVE = RUN     # the engine streams into the big run itself
+LIVE = RUN  # the engine streams into the big run itself
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "tui")])}
 
 
 def _usable(app) -> bool:
     from cuco_tui.widgets import CandidatesTable, IslandsTable
+
     try:
-        return bool(app.query_one(CandidatesTable).row_count and app.query_one(IslandsTable).row_count
-                    and app.summary.evaluated)
+        return bool(
+            app.query_one(CandidatesTable).row_count and app.query_one(IslandsTable).row_count and app.summary.evaluated
+        )
     except Exception:  # noqa: BLE001 - not mounted yet
         return False
 
@@ -53,6 +55,7 @@ def _usable(app) -> bool:
 
 def child_fill(home: str, n: int) -> None:
     from storefill import fill_store
+
     fill_store(Path(home), run_id=RUN, n=n, blobs_for=50, fork=False)
 
 
@@ -67,6 +70,7 @@ def child_attach(home: str, t_spawn: float) -> None:
                 await asyncio.sleep(0.005)
             print(f"USABLE {time.time() - t_spawn:.4f}", flush=True)
             await pilot.pause(0.05)
+
     asyncio.run(go())
 
 
@@ -77,18 +81,19 @@ def child_engine(home: str, rate: float) -> None:
     from engine.daemon.daemon import EngineServer
 
     async def go() -> None:
-        engine = await FakeEngine.open(Path(home), LIVE, interval=2.0 / rate)   # 2 events per step
+        engine = await FakeEngine.open(Path(home), LIVE, interval=2.0 / rate)  # 2 events per step
         server = EngineServer(engine, Path(home), LIVE)
         engine.store.on_event = server.on_event
         info = await server.start()
         task = asyncio.create_task(engine.run())
         print(f"SOCKET {info.socket}", flush=True)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, sys.stdin.readline)      # the parent closes stdin to stop us
+        await loop.run_in_executor(None, sys.stdin.readline)  # the parent closes stdin to stop us
         await engine.stop()
         await asyncio.wait_for(task, 30)
         await server.close()
         print(f"CREATED {engine.created}", flush=True)
+
     asyncio.run(go())
 
 
@@ -97,9 +102,11 @@ def child_engine(home: str, rate: float) -> None:
 
 async def attach_time(home: Path, profile: bool) -> float:
     from cuco_tui.app import CucoApp
+
     prof = None
     if profile:
         import cProfile
+
         prof = cProfile.Profile()
         prof.enable()
     t0 = time.perf_counter()
@@ -111,6 +118,7 @@ async def attach_time(home: Path, profile: bool) -> float:
         if prof is not None:
             prof.disable()
             import pstats
+
             pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
         await pilot.pause(0.1)
     return elapsed
@@ -118,8 +126,13 @@ async def attach_time(home: Path, profile: bool) -> float:
 
 def attach_time_fresh_process(home: Path) -> float:
     t_spawn = time.time()
-    out = subprocess.run([sys.executable, __file__, "--child-attach", str(home), "--t-spawn", repr(t_spawn)],
-                         capture_output=True, text=True, env=ENV, timeout=120)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child-attach", str(home), "--t-spawn", repr(t_spawn)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
     for line in out.stdout.splitlines():
         if line.startswith("USABLE "):
             return float(line.split()[1])
@@ -151,8 +164,13 @@ async def key_latency(home: Path, rate: float, presses: int, warmup_s: float) ->
             if event.key == "escape":
                 self._mark()
 
-    engine = subprocess.Popen([sys.executable, __file__, "--child-engine", str(home), "--rate", str(rate)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    engine = subprocess.Popen(
+        [sys.executable, __file__, "--child-engine", str(home), "--rate", str(rate)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         line = engine.stdout.readline()
         if not line.startswith("SOCKET "):
@@ -188,17 +206,22 @@ async def key_latency(home: Path, rate: float, presses: int, warmup_s: float) ->
         except subprocess.TimeoutExpired:
             engine.kill()
     lost = [n for n in sent if n not in handled]
-    return {"handled": [(handled[n] - sent[n]) * 1000 for n in sent if n in handled],
-            "refreshed": [(refreshed[n] - sent[n]) * 1000 for n in sent if n in refreshed],
-            "lost": len(lost), "events_per_s": applied / stream_s, "rows": rows}
+    return {
+        "handled": [(handled[n] - sent[n]) * 1000 for n in sent if n in handled],
+        "refreshed": [(refreshed[n] - sent[n]) * 1000 for n in sent if n in refreshed],
+        "lost": len(lost),
+        "events_per_s": applied / stream_s,
+        "rows": rows,
+    }
 
 
 def _pct(values: list[float]) -> str:
     v = sorted(values)
     if not v:
         return "none"
-    return (f"p50 {statistics.median(v):.1f} ms, p95 {v[int(0.95 * (len(v) - 1))]:.1f} ms, "
-            f"max {v[-1]:.1f} ms (n={len(v)})")
+    return (
+        f"p50 {statistics.median(v):.1f} ms, p95 {v[int(0.95 * (len(v) - 1))]:.1f} ms, max {v[-1]:.1f} ms (n={len(v)})"
+    )
 
 
 def main() -> int:
@@ -232,19 +255,26 @@ def main() -> int:
     else:
         home = Path(args.home or tempfile.mkdtemp(prefix="cuco-bench-tui-"))
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, __file__, "--child-fill", str(home), "--candidates", str(args.candidates)],
-                       check=True, env=ENV)
+        subprocess.run(
+            [sys.executable, __file__, "--child-fill", str(home), "--candidates", str(args.candidates)],
+            check=True,
+            env=ENV,
+        )
         print(f"filled {args.candidates} candidates in {time.perf_counter() - t0:.1f} s ({home})")
 
     attach = asyncio.run(attach_time(home, args.profile))
     print(f"attach (in process, 120x40): usable screen in {attach:.3f} s (target <= 1.5 s)")
     fresh = [attach_time_fresh_process(home) for _ in range(3)]
-    print(f"attach (fresh process, 80x24, incl. interpreter start and imports): "
-          f"{' '.join(f'{x:.3f}' for x in fresh)} s, median {statistics.median(fresh):.3f} s")
+    print(
+        f"attach (fresh process, 80x24, incl. interpreter start and imports): "
+        f"{' '.join(f'{x:.3f}' for x in fresh)} s, median {statistics.median(fresh):.3f} s"
+    )
 
     res = asyncio.run(key_latency(home, args.rate, args.presses, args.warmup))
-    print(f"under {res['events_per_s']:.0f} events/s applied (source: another process, real socket; "
-          f"{res['rows']} rows in the window):")
+    print(
+        f"under {res['events_per_s']:.0f} events/s applied (source: another process, real socket; "
+        f"{res['rows']} rows in the window):"
+    )
     print(f"  key -> handler:      {_pct(res['handled'])}")
     print(f"  key -> screen shown: {_pct(res['refreshed'])}   (lost keys: {res['lost']})")
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

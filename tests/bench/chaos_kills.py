@@ -30,9 +30,11 @@ def main() -> int:
         log = random_kills(home, "chaos", args.max_evals, args.kills, random.Random(args.seed), timeout_s=3600)
         counts = check_invariants(home, "chaos", args.max_evals)
         print(f"kills landed: {log.kills} of {args.kills} (evaluations finished at each kill: {log.killed_at_finals})")
-        print(f"checked: {counts['candidates']} candidates, {counts['stages']} stage records, {counts['events']} events: "
-              "no proposal lost or duplicated, every stage once per candidate (a re-measure aside), no seq twice, "
-              "no candidate failed for the environment, no process of the run left")
+        print(
+            f"checked: {counts['candidates']} candidates, {counts['stages']} stage records, {counts['events']} events: "
+            "no proposal lost or duplicated, every stage once per candidate (a re-measure aside), no seq twice, "
+            "no candidate failed for the environment, no process of the run left"
+        )
         print(f"wall time: {time.monotonic() - t0:.0f} s")
         return 0 if log.kills >= args.kills else 1
 

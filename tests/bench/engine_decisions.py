@@ -8,6 +8,7 @@ alike print the same bytes:
 
 docs/PERFORMANCE.md ("The engine split into loop, population and ledger") has a run.
 """
+
 import asyncio
 import json
 import sys
@@ -34,15 +35,25 @@ async def main(evals: int) -> None:
                 await e.run()
                 best = e.best.id
                 await e.reject(best, "bench")
-                after_reject = (e.best.id if e.best else None,
-                                sorted((k, v.candidate_id) for k, v in e.archive.cells.items()))
+                after_reject = (
+                    e.best.id if e.best else None,
+                    sorted((k, v.candidate_id) for k, v in e.archive.cells.items()),
+                )
                 await e.accept(best, "back")
                 rows = await e.store.fetchall(
-                    "SELECT id, parent_id, operator, cell, status, fitness, island FROM candidates ORDER BY id")
+                    "SELECT id, parent_id, operator, cell, status, fitness, island FROM candidates ORDER BY id"
+                )
                 events = await e.store.fetchall("SELECT kind FROM events WHERE run_id='r1' ORDER BY seq")
-                out.append({"rows": rows, "best": best, "after_reject": after_reject, "best_after_accept": e.best.id,
-                            "archive": sorted((k, v.candidate_id) for k, v in e.archive.cells.items()),
-                            "events": [r["kind"] for r in events]})
+                out.append(
+                    {
+                        "rows": rows,
+                        "best": best,
+                        "after_reject": after_reject,
+                        "best_after_accept": e.best.id,
+                        "archive": sorted((k, v.candidate_id) for k, v in e.archive.cells.items()),
+                        "events": [r["kind"] for r in events],
+                    }
+                )
             finally:
                 await e.close()
         print(json.dumps(out, sort_keys=True))

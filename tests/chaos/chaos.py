@@ -25,19 +25,32 @@ def cuco_env() -> dict[str, str]:
 
 
 def start(home: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(CLI + ["--home", str(home), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True, env=cuco_env())
+    return subprocess.Popen(
+        CLI + ["--home", str(home), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=cuco_env(),
+    )
 
 
 def cuco(home: Path, *args: str, timeout: float = 120, columns: int = 200) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + ["--home", str(home), *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, env={**cuco_env(), "COLUMNS": str(columns)})
+    return subprocess.run(
+        CLI + ["--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**cuco_env(), "COLUMNS": str(columns)},
+    )
 
 
 def query(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
     if not db.exists():
         return []
     from engine.store.store_check import connect_for_reading
+
     conn = connect_for_reading(db, 30)
     try:
         return conn.execute(sql, params).fetchall()
@@ -64,8 +77,17 @@ class KillLog:
     seconds: float = 0.0
 
 
-def random_kills(home: Path, run: str, max_evals: int, kills: int, rng: random.Random, *,
-                 workload: str = "demo", extra: tuple[str, ...] = (), timeout_s: float = 900) -> KillLog:
+def random_kills(
+    home: Path,
+    run: str,
+    max_evals: int,
+    kills: int,
+    rng: random.Random,
+    *,
+    workload: str = "demo",
+    extra: tuple[str, ...] = (),
+    timeout_s: float = 900,
+) -> KillLog:
     """Start the run, then SIGKILL its engine `kills` times at random moments (each after a resume), then
     let the last resume finish. Only the engine is killed: its jobs are orphaned, as in a real crash."""
     log = KillLog()
@@ -79,13 +101,16 @@ def random_kills(home: Path, run: str, max_evals: int, kills: int, rng: random.R
         # the engine has written something new and finished 0-2 more evaluations, then anywhere in the next.
         if rng.random() >= 0.2:
             last, target = last_seq(db), finals(db, run) + rng.randint(0, 2)
-            while ((last_seq(db) == last or finals(db, run) < min(target, max_evals - 1)) and proc.poll() is None
-                   and time.monotonic() - started < timeout_s):
+            while (
+                (last_seq(db) == last or finals(db, run) < min(target, max_evals - 1))
+                and proc.poll() is None
+                and time.monotonic() - started < timeout_s
+            ):
                 time.sleep(0.02)
         deadline = time.monotonic() + rng.uniform(0.0, 2.0)
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.02)
-        if proc.poll() is not None:   # it finished (or failed) before its kill: start the next from there
+        if proc.poll() is not None:  # it finished (or failed) before its kill: start the next from there
             err = proc.stderr.read().decode()
             assert proc.returncode in (0,), f"the engine exited {proc.returncode}: {err[-2000:]}"
             if finals(db, run) >= max_evals:
@@ -108,35 +133,47 @@ def random_kills(home: Path, run: str, max_evals: int, kills: int, rng: random.R
 def check_invariants(home: Path, run: str, max_evals: int) -> dict[str, int]:
     """What must hold after any number of crashes and resumes; returns the counts that were checked."""
     db = home / "cuco.db"
-    (state,), = query(db, "SELECT state FROM runs WHERE id=?", (run,))
+    ((state,),) = query(db, "SELECT state FROM runs WHERE id=?", (run,))
     assert state == "finished", state
-    rows = query(db, "SELECT id, number, status, source_hash, origin_id FROM candidates WHERE run_id=? ORDER BY number",
-                 (run,))
+    rows = query(
+        db, "SELECT id, number, status, source_hash, origin_id FROM candidates WHERE run_id=? ORDER BY number", (run,)
+    )
     numbers = [r[1] for r in rows]
     assert numbers == list(range(len(rows))), f"a proposal was lost or duplicated: numbers {numbers}"
     assert len({r[3] for r in rows}) == len(rows), "the same source was proposed twice"
-    own = [r for r in rows if r[4] is None]   # a fork's generation 0 is copies, evaluated in its parent
+    own = [r for r in rows if r[4] is None]  # a fork's generation 0 is copies, evaluated in its parent
     assert len(own) == max_evals, f"{len(own)} candidates for --max-evals {max_evals}"
     check_events(db, run, [r[0] for r in own])
     unfinished = [r for r in rows if r[2] in ("pending", "running")]
     assert not unfinished, f"candidates never evaluated: {unfinished}"
     stages = 0
     for cid, *_ in own:
-        ran = [s for (s,) in query(db, "SELECT stage FROM evaluations WHERE candidate_id=? "
-                                       "AND COALESCE(fault, '') != 'environment'", (cid,))]
+        ran = [
+            s
+            for (s,) in query(
+                db,
+                "SELECT stage FROM evaluations WHERE candidate_id=? AND COALESCE(fault, '') != 'environment'",
+                (cid,),
+            )
+        ]
         for stage, most in AT_MOST.items():
             assert ran.count(stage) <= most, f"candidate {cid}: {stage} recorded {ran.count(stage)} times"
         assert ran.count("build") == 1, f"candidate {cid} has no build recorded"
         stages += len(ran)
     seqs = [s for (s,) in query(db, "SELECT seq FROM events ORDER BY seq")]
     assert len(seqs) == len(set(seqs)), "an event seq was handed out twice"
-    blamed = query(db, "SELECT id, reason FROM candidates WHERE run_id=? AND status IN ('failed','incorrect') "
-                       "AND COALESCE(fault, 'candidate') != 'candidate'", (run,))
+    blamed = query(
+        db,
+        "SELECT id, reason FROM candidates WHERE run_id=? AND status IN ('failed','incorrect') "
+        "AND COALESCE(fault, 'candidate') != 'candidate'",
+        (run,),
+    )
     assert not blamed, f"failed for the environment: {blamed}"
     left = leftover_processes(home)
     assert not left, f"processes of the run left behind: {[describe(pid) for pid in left]}"
     report = cuco(home, "report", run, "--json")
     import json
+
     data = json.loads(report.stdout)
     assert data["evaluated"] == max_evals and data["pending"] == 0, data
     return {"candidates": len(rows), "stages": stages, "events": len(seqs)}
@@ -146,9 +183,11 @@ def check_events(db: Path, run: str, own: list[int]) -> None:
     """Each candidate the run proposed has exactly one `candidate` event and one `result` event of its run:
     none lost, none written twice (another engine writing beside it included)."""
     import json
+
     told: dict[str, list[int]] = {"candidate": [], "result": []}
-    for kind, data in query(db, "SELECT kind, data_json FROM events WHERE run_id=? AND kind IN ('candidate', "
-                                "'result') ORDER BY seq", (run,)):
+    for kind, data in query(
+        db, "SELECT kind, data_json FROM events WHERE run_id=? AND kind IN ('candidate', 'result') ORDER BY seq", (run,)
+    ):
         told[kind].append(json.loads(data)["id"])
     for kind, ids in told.items():
         assert sorted(ids) == sorted(own), f"{run}: {kind} events {sorted(ids)} for candidates {sorted(own)}"

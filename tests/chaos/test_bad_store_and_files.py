@@ -21,8 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cuco(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "CUCO_HOME"}
-    return subprocess.run([sys.executable, "-m", "cuco_tui.cli", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, file: Path, *fragments: str) -> None:
@@ -39,12 +46,17 @@ def fresh_store(home: Path) -> Path:
     async def make() -> None:
         store = await Store(home).open()
         await store.close()
+
     asyncio.run(make())
     return home / "cuco.db"
 
 
-VERBS = [("ls",), ("report", "r1", "--json"), ("run", "demo", "--headless", "--max-evals", "1", "--name", "r2"),
-         ("resume", "r1", "--headless")]
+VERBS = [
+    ("ls",),
+    ("report", "r1", "--json"),
+    ("run", "demo", "--headless", "--max-evals", "1", "--name", "r2"),
+    ("resume", "r1", "--headless"),
+]
 
 
 def _damaged(home: Path) -> Path:
@@ -73,9 +85,11 @@ def _newer(home: Path) -> Path:
     return db
 
 
-CASES = {"damaged": (_damaged, ("not a cuco database", "move it aside")),
-         "foreign": (_foreign, ("not cuco's", "another --home")),
-         "newer": (_newer, ("newer cuco", "upgrade cuco"))}
+CASES = {
+    "damaged": (_damaged, ("not a cuco database", "move it aside")),
+    "foreign": (_foreign, ("not cuco's", "another --home")),
+    "newer": (_newer, ("newer cuco", "upgrade cuco")),
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -94,10 +108,20 @@ def test_store_locked_by_another_process_exits_2(tmp_path: Path):
     home = tmp_path / "home"
     db = fresh_store(home)
     # another program holds the database locked (a rollback-journal writer: WAL readers would not be blocked)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
-        "c.execute('PRAGMA journal_mode=DELETE'); c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); "
-        "time.sleep(120)"), str(db)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+                "c.execute('PRAGMA journal_mode=DELETE'); c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); "
+                "time.sleep(120)"
+            ),
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         started = time.monotonic()
@@ -113,24 +137,26 @@ NOT_UTF8 = b"name: demo\ndescription: caf\xe9 \xff\xfe\n"
 NOT_YAML = b"nodes: [a, b\n  - {host: \n"
 
 
-@pytest.mark.parametrize("content,fragment", [(NOT_UTF8, "not UTF-8"), (NOT_YAML, "not valid YAML")],
-                         ids=["not-utf8", "not-yaml"])
+@pytest.mark.parametrize(
+    "content,fragment", [(NOT_UTF8, "not UTF-8"), (NOT_YAML, "not valid YAML")], ids=["not-utf8", "not-yaml"]
+)
 def test_undecodable_cluster_and_config_files_exit_2(tmp_path: Path, content: bytes, fragment: str):
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(content)
     home = tmp_path / "home"
     for flag in ("--cluster", "--config"):
-        proc = cuco("--home", str(home), "run", "demo", "--headless", "--max-evals", "1", flag, str(bad),
-                    cwd=tmp_path)
+        proc = cuco("--home", str(home), "run", "demo", "--headless", "--max-evals", "1", flag, str(bad), cwd=tmp_path)
         assert_one_line_error(proc, bad, fragment)
     proc = cuco("nodes", "check", str(bad), cwd=tmp_path)
     assert_one_line_error(proc, bad, fragment)
     assert not (home / "cuco.db").exists(), "a run was started"
 
 
-@pytest.mark.parametrize("content,fragment", [(NOT_UTF8, "not UTF-8"), (NOT_YAML, "not valid YAML"),
-                                              (b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8")],
-                         ids=["not-utf8", "not-yaml", "binary"])
+@pytest.mark.parametrize(
+    "content,fragment",
+    [(NOT_UTF8, "not UTF-8"), (NOT_YAML, "not valid YAML"), (b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8")],
+    ids=["not-utf8", "not-yaml", "binary"],
+)
 def test_undecodable_workload_yaml_exits_2(demo_copy: Path, tmp_path: Path, content: bytes, fragment: str):
     yaml_file = demo_copy / "workload.yaml"
     yaml_file.write_bytes(content)
@@ -141,8 +167,8 @@ def test_undecodable_workload_yaml_exits_2(demo_copy: Path, tmp_path: Path, cont
 
 def test_candidate_source_not_utf8_exits_2(demo_copy: Path, tmp_path: Path):
     import yaml
+
     candidate = demo_copy / yaml.safe_load((demo_copy / "workload.yaml").read_text())["candidate"]
     candidate.write_bytes(candidate.read_bytes() + b"\n// \xff\xfe\n")
-    proc = cuco("--home", str(tmp_path / "home"), "run", str(demo_copy), "--headless", "--max-evals", "1",
-                cwd=tmp_path)
+    proc = cuco("--home", str(tmp_path / "home"), "run", str(demo_copy), "--headless", "--max-evals", "1", cwd=tmp_path)
     assert_one_line_error(proc, candidate, "not UTF-8")

@@ -46,7 +46,7 @@ def run_state(home: Path) -> str | None:
     return rows[0][0] if rows else None
 
 
-@pytest.mark.timeout(600)   # bounded: 1-2.5 min on a busy 2-core box
+@pytest.mark.timeout(600)  # bounded: 1-2.5 min on a busy 2-core box
 def test_daemon_killed_with_viewers_attached_then_resumed(tmp_path: Path):
     home = (tmp_path / "home").resolve()
     assert run_detached(home, "d", REPO / "workloads" / "demo", RunConfig(max_evals=MAX_EVALS), None, attach=False) == 0
@@ -64,11 +64,13 @@ def test_daemon_killed_with_viewers_attached_then_resumed(tmp_path: Path):
             def done(event):
                 results[i] += event["kind"] == "result"
                 return results[i] >= 2
+
             return done
+
         await asyncio.gather(*(_until(v, seen[i], two_results(i), 300) for i, v in enumerate(viewers)))
         os.kill(info.pid, signal.SIGKILL)
         started = time.monotonic()
-        for v in viewers:   # a viewer's request fails promptly: it is not left waiting on a dead engine
+        for v in viewers:  # a viewer's request fails promptly: it is not left waiting on a dead engine
             with pytest.raises((EngineGone, EngineError)):
                 await v.request("status", timeout=10)
         assert time.monotonic() - started < 30
@@ -93,7 +95,7 @@ def test_daemon_killed_with_viewers_attached_then_resumed(tmp_path: Path):
     seen = asyncio.run(scenario())
     for seqs in seen:
         assert seqs == sorted(set(seqs)), "a viewer got an event twice or out of order"
-    deadline = time.monotonic() + 60   # the daemon exits once the run is over (after it stopped serving)
+    deadline = time.monotonic() + 60  # the daemon exits once the run is over (after it stopped serving)
     while (protocol.live_run_info(home, "d") is not None or leftover_processes(home)) and time.monotonic() < deadline:
         time.sleep(0.2)
     check_invariants(home, "d", MAX_EVALS)

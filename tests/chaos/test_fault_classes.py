@@ -23,35 +23,63 @@ async def run(script: str, tmp_path, timeout_s: float = 10.0):
         await ex.close()
 
 
-@pytest.mark.parametrize("stage,script,owner,kind", [
-    ("build", "echo 'a.cpp:3:1: error: expected ;' >&2; exit 1", faults.CANDIDATE, "failed"),
-    ("verify", "exit 3", faults.CANDIDATE, "failed"),
-    ("verify", "kill -SEGV $$", faults.CANDIDATE, "failed"),
-    ("verify", "sleep 5", faults.CANDIDATE, "timeout"),
-    ("build", "echo '/usr/bin/ld: final link failed: No space left on device' >&2; exit 1",
-     faults.ENVIRONMENT, faults.NO_SPACE),
-    ("build", "exit 1", faults.ENVIRONMENT, faults.NO_SPACE),   # not a word: its log could not be written
-    ("build", "no-such-compiler-here -c a.cpp", faults.ENVIRONMENT, faults.TOOLCHAIN),
-    ("build", "echo 'g++: fatal error: Killed signal terminated program cc1plus' >&2; exit 1",
-     faults.ENVIRONMENT, faults.TOOLCHAIN),
-    ("benchmark", "kill -KILL $$", faults.ENVIRONMENT, faults.HOST_OOM),
-    ("verify", "echo 'CUDA error: uncorrectable ECC error encountered' >&2; exit 1", faults.ENVIRONMENT, faults.GPU),
-])
+@pytest.mark.parametrize(
+    "stage,script,owner,kind",
+    [
+        ("build", "echo 'a.cpp:3:1: error: expected ;' >&2; exit 1", faults.CANDIDATE, "failed"),
+        ("verify", "exit 3", faults.CANDIDATE, "failed"),
+        ("verify", "kill -SEGV $$", faults.CANDIDATE, "failed"),
+        ("verify", "sleep 5", faults.CANDIDATE, "timeout"),
+        (
+            "build",
+            "echo '/usr/bin/ld: final link failed: No space left on device' >&2; exit 1",
+            faults.ENVIRONMENT,
+            faults.NO_SPACE,
+        ),
+        ("build", "exit 1", faults.ENVIRONMENT, faults.NO_SPACE),  # not a word: its log could not be written
+        ("build", "no-such-compiler-here -c a.cpp", faults.ENVIRONMENT, faults.TOOLCHAIN),
+        (
+            "build",
+            "echo 'g++: fatal error: Killed signal terminated program cc1plus' >&2; exit 1",
+            faults.ENVIRONMENT,
+            faults.TOOLCHAIN,
+        ),
+        ("benchmark", "kill -KILL $$", faults.ENVIRONMENT, faults.HOST_OOM),
+        (
+            "verify",
+            "echo 'CUDA error: uncorrectable ECC error encountered' >&2; exit 1",
+            faults.ENVIRONMENT,
+            faults.GPU,
+        ),
+    ],
+)
 def test_job_outcomes_are_classified(tmp_path, stage, script, owner, kind):
     job = asyncio.run(run(script, tmp_path, timeout_s=1.0))
     fault = faults.of_job(stage, job)
     assert fault is not None and (fault.owner, fault.kind) == (owner, kind), (job, fault)
 
 
-@pytest.mark.parametrize("job,kind", [
-    (JobResult("j", JobStatus.LOST, node="n1", error="gave up after 3 attempts: Slurm job 41 ended with PREEMPTED"),
-     faults.SCHEDULER),
-    (JobResult("j", JobStatus.LOST, error="Slurm job 42 was cancelled outside cuco (CANCELLED)"), faults.SCHEDULER),
-    (JobResult("j", JobStatus.LOST, node="a", error="a: command ended without an exit status (channel closed)"),
-     faults.NODE_LOST),
-    (JobResult("j", JobStatus.LOST, error="no usable node (a: quarantined for 600 s)"), faults.NO_NODE),
-    (JobResult("j", JobStatus.ERROR, error="Slurm job 43 ended OUT_OF_MEMORY without an exit code"), faults.HOST_OOM),
-])
+@pytest.mark.parametrize(
+    "job,kind",
+    [
+        (
+            JobResult(
+                "j", JobStatus.LOST, node="n1", error="gave up after 3 attempts: Slurm job 41 ended with PREEMPTED"
+            ),
+            faults.SCHEDULER,
+        ),
+        (JobResult("j", JobStatus.LOST, error="Slurm job 42 was cancelled outside cuco (CANCELLED)"), faults.SCHEDULER),
+        (
+            JobResult("j", JobStatus.LOST, node="a", error="a: command ended without an exit status (channel closed)"),
+            faults.NODE_LOST,
+        ),
+        (JobResult("j", JobStatus.LOST, error="no usable node (a: quarantined for 600 s)"), faults.NO_NODE),
+        (
+            JobResult("j", JobStatus.ERROR, error="Slurm job 43 ended OUT_OF_MEMORY without an exit code"),
+            faults.HOST_OOM,
+        ),
+    ],
+)
 def test_executor_reports_are_the_environments(job, kind):
     """What the SSH and Slurm executors report for a job they lost (the words their code writes)."""
     fault = faults.of_job("benchmark", job)
@@ -62,13 +90,16 @@ def test_a_clean_job_has_no_fault(tmp_path):
     assert faults.of_job("verify", asyncio.run(run("true", tmp_path))) is None
 
 
-@pytest.mark.parametrize("exc,kind", [
-    (OSError(errno.ENOSPC, "No space left on device"), faults.NO_SPACE),
-    (sqlite3.OperationalError("database or disk is full"), faults.NO_SPACE),
-    (sqlite3.OperationalError("attempt to write a readonly database"), faults.STORE),
-    (NoUsableNode("no node of c.yaml can be used"), faults.NO_NODE),
-    (ConnectionResetError("reset by peer"), faults.NODE_LOST),
-])
+@pytest.mark.parametrize(
+    "exc,kind",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), faults.NO_SPACE),
+        (sqlite3.OperationalError("database or disk is full"), faults.NO_SPACE),
+        (sqlite3.OperationalError("attempt to write a readonly database"), faults.STORE),
+        (NoUsableNode("no node of c.yaml can be used"), faults.NO_NODE),
+        (ConnectionResetError("reset by peer"), faults.NODE_LOST),
+    ],
+)
 def test_exceptions_are_the_environments(exc, kind):
     fault = faults.of_exception(exc)
     assert fault.environment and fault.kind == kind
@@ -90,7 +121,7 @@ def test_an_environment_fault_only_one_candidate_meets_is_its_own():
     decisions = []
 
     async def cheat(n: int) -> EvalOutcome:
-        policy.clean(candidate_id=99)   # another candidate evaluated cleanly meanwhile
+        policy.clean(candidate_id=99)  # another candidate evaluated cleanly meanwhile
         return _faulty(faults.NO_SPACE)
 
     async def note(_outcome, decision):
@@ -112,7 +143,7 @@ def test_a_persistent_fault_pauses_the_run():
     async def note(_outcome, decision):
         decisions.append(decision)
 
-    assert asyncio.run(fault_policy.evaluate_with_retries(policy, 1, full, note)) is None   # the candidate waits
+    assert asyncio.run(fault_policy.evaluate_with_retries(policy, 1, full, note)) is None  # the candidate waits
     assert [d.action for d in decisions] == [fault_policy.RETRY, fault_policy.PAUSE]
     assert "cuco resume" in decisions[-1].reason and "free space" in decisions[-1].reason
 

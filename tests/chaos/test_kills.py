@@ -17,7 +17,7 @@ KILLS = 10
 MAX_EVALS = 14
 
 
-@pytest.mark.timeout(600)   # bounded: 1-2.5 min on a busy 2-core box
+@pytest.mark.timeout(600)  # bounded: 1-2.5 min on a busy 2-core box
 def test_ten_random_sigkills_then_resume(tmp_path):
     home = tmp_path / "home"
     log = random_kills(home, "chaos", MAX_EVALS, KILLS, random.Random(20261124), timeout_s=540)
@@ -45,10 +45,29 @@ def test_killed_between_run_and_seed_then_resume(tmp_path):
     import sys
 
     from tests.chaos.chaos import cuco, cuco_env
+
     home = tmp_path / "home"
-    died = subprocess.run([sys.executable, "-c", DIE_BEFORE_SEED, "--home", str(home), "run", "demo", "--headless",
-                           "--name", "early", "--max-evals", "4"], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=cuco_env())
+    died = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            DIE_BEFORE_SEED,
+            "--home",
+            str(home),
+            "run",
+            "demo",
+            "--headless",
+            "--name",
+            "early",
+            "--max-evals",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=cuco_env(),
+    )
     assert died.returncode == 137, died.stderr[-2000:]
     resumed = cuco(home, "resume", "early", "--headless", timeout=240)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -39,8 +39,10 @@ def _wait(predicate, timeout: float, what: str):
 
 def _correct(db, run: str) -> list[int]:
     """The run's candidates that count (correct, not waiting for review: a loaded machine's noise can flag one)."""
-    return [r[0] for r in query(db, f"SELECT c.id FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} ORDER BY c.id",
-                                (run,))]
+    return [
+        r[0]
+        for r in query(db, f"SELECT c.id FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} ORDER BY c.id", (run,))
+    ]
 
 
 def _ok(result: subprocess.CompletedProcess, what: str) -> None:
@@ -52,37 +54,56 @@ def test_four_runs_and_two_forks_side_by_side(tmp_path):
     home, rng = tmp_path / "home", random.Random(20261126)
     db = home / "cuco.db"
     # the first run creates the store; the others start beside it at once
-    procs = {RUNS[0]: start(home, "run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", RUNS[0],
-                            "--concurrency", "1")}
+    procs = {
+        RUNS[0]: start(
+            home, "run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", RUNS[0], "--concurrency", "1"
+        )
+    }
     _wait(lambda: query(db, "SELECT 1 FROM runs"), 60, "the first run's row")
     for run in RUNS[1:]:
-        procs[run] = start(home, "run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", run,
-                           "--concurrency", "1")
+        procs[run] = start(
+            home, "run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", run, "--concurrency", "1"
+        )
 
     everyone = (*RUNS, *FORKS)
-    ended: list[str] = []   # runs that reached their end before their pause came
+    ended: list[str] = []  # runs that reached their end before their pause came
 
-    def verbs(run: str) -> None:   # paused, a run waits for the verbs that follow
-        _wait(lambda: protocol.live_run_info(home, run) is not None
-              or query(db, "SELECT state FROM runs WHERE id=?", (run,)) == [("finished",)], 120, f"{run}'s engine")
+    def verbs(run: str) -> None:  # paused, a run waits for the verbs that follow
+        _wait(
+            lambda: (
+                protocol.live_run_info(home, run) is not None
+                or query(db, "SELECT state FROM runs WHERE id=?", (run,)) == [("finished",)]
+            ),
+            120,
+            f"{run}'s engine",
+        )
         paused = cuco(home, "pause", run)
-        if paused.returncode != 0:   # an ended run says so on one line (exit 1) and stays as it was
-            assert paused.returncode == 1 and "the run has finished; there is nothing to pause" in paused.stderr, \
+        if paused.returncode != 0:  # an ended run says so on one line (exit 1) and stays as it was
+            assert paused.returncode == 1 and "the run has finished; there is nothing to pause" in paused.stderr, (
                 f"pause {run}: exit {paused.returncode}: {paused.stdout[-1500:]}{paused.stderr[-1500:]}"
+            )
             assert query(db, "SELECT state FROM runs WHERE id=?", (run,)) == [("finished",)]
             ended.append(run)
         correct = _wait(lambda: _correct(db, run), 120, f"a correct candidate in {run}")
         _ok(cuco(home, "accept", run, str(correct[0]), "--note", "looked at it"), f"accept {run}")
-        others = [r[0] for r in query(db, "SELECT id FROM candidates WHERE run_id=? AND status NOT IN "
-                                          "('pending','running') AND id!=? ORDER BY id", (run, correct[0]))]
+        others = [
+            r[0]
+            for r in query(
+                db,
+                "SELECT id FROM candidates WHERE run_id=? AND status NOT IN "
+                "('pending','running') AND id!=? ORDER BY id",
+                (run, correct[0]),
+            )
+        ]
         if others:
             _ok(cuco(home, "reject", run, str(others[-1]), "--reason", "reads a peer's tile twice"), f"reject {run}")
         if run in ended:
             return
         resumed = cuco(home, "resume", run)
-        if resumed.returncode != 0:   # paused with its last evaluations in flight, it reached its end paused
-            assert resumed.returncode == 1 and "the run has finished; to search on, fork it" in resumed.stderr, \
+        if resumed.returncode != 0:  # paused with its last evaluations in flight, it reached its end paused
+            assert resumed.returncode == 1 and "the run has finished; to search on, fork it" in resumed.stderr, (
                 f"resume {run}: exit {resumed.returncode}: {resumed.stdout[-1500:]}{resumed.stderr[-1500:]}"
+            )
             assert query(db, "SELECT state FROM runs WHERE id=?", (run,)) == [("finished",)]
 
     # Each run's verbs start as soon as its engine serves (a demo run's ten evaluations take seconds: verbs
@@ -106,8 +127,8 @@ def test_four_runs_and_two_forks_side_by_side(tmp_path):
         if info is not None:
             os.kill(info.pid, signal.SIGKILL)
             _wait(lambda info=info: not protocol.pid_alive(info.pid), 10, f"{run}'s engine to die")
-    for run in killed:   # shown as died wherever the store still says running
-        stored, = query(db, "SELECT state FROM runs WHERE id=?", (run,))[0]
+    for run in killed:  # shown as died wherever the store still says running
+        (stored,) = query(db, "SELECT state FROM runs WHERE id=?", (run,))[0]
         shown = json.loads(cuco(home, "report", run, "--json").stdout)
         assert shown["state"] == ("died" if stored == "running" else stored), (stored, shown["state"])
         listed = {r["run"]: r["state"] for r in json.loads(cuco(home, "ls", "--json").stdout)}

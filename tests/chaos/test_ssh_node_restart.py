@@ -15,27 +15,28 @@ from tests.ssh.conftest import ensure_user, make_nodes, skip_reason
 MAX_EVALS = 6
 
 
-@pytest.mark.timeout(600)   # bounded: 1-2.5 min on a busy 2-core box
+@pytest.mark.timeout(600)  # bounded: 1-2.5 min on a busy 2-core box
 def test_sshd_killed_mid_job_then_restarted():
     reason = skip_reason()
     if reason:
         pytest.skip(f"SSH tests skipped: {reason}")
-    with make_nodes(ensure_user(), names=("a",)) as nodes:   # one node: nowhere else to run the job
+    with make_nodes(ensure_user(), names=("a",)) as nodes:  # one node: nowhere else to run the job
         home = nodes.home
         db = home / "cuco.db"
         cluster = nodes.cluster_yaml()
-        proc = start(home, "run", "demo", "--headless", "--cluster", str(cluster), "--max-evals", str(MAX_EVALS),
-                     "--name", "ssh")
+        proc = start(
+            home, "run", "demo", "--headless", "--cluster", str(cluster), "--max-evals", str(MAX_EVALS), "--name", "ssh"
+        )
         deadline = time.monotonic() + 300
         while not (finals(db, "ssh") >= 1 and query(db, "SELECT COUNT(*) FROM jobs WHERE state='running'")[0][0]):
             assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
             assert time.monotonic() < deadline, "no job started on the node"
             time.sleep(0.05)
-        nodes.sshds["a"].kill()      # the node's sshd, its sessions and the job they ran
+        nodes.sshds["a"].kill()  # the node's sshd, its sessions and the job they ran
         time.sleep(3)
-        nodes.sshds["a"].start()     # back on the same port, same host key
+        nodes.sshds["a"].start()  # back on the same port, same host key
         _, err = proc.communicate(timeout=600)
-        if proc.returncode != 0:     # it paused itself while its only node was down
+        if proc.returncode != 0:  # it paused itself while its only node was down
             assert proc.returncode == 1 and b"paused itself" in err, err.decode()[-3000:]
             resumed = cuco(home, "resume", "ssh", "--headless", timeout=600)
             assert resumed.returncode == 0, resumed.stderr[-3000:]

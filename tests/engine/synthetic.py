@@ -26,31 +26,39 @@ def abi_object(interposing: bool = False) -> bytes:
     """An object file that defines the CPU ABI and nothing else, or also `clock_gettime` (compiled once)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "abi.cpp"
-        src.write_text('extern "C" int cuco_setup(const void*) { return 0; }\n'
-                       'extern "C" int cuco_run(const void*) { return 0; }\n'
-                       'extern "C" void cuco_teardown(void) {}\n'
-                       + ('extern "C" int clock_gettime(int, void*) { return 0; }\n' if interposing else ""))
+        src.write_text(
+            'extern "C" int cuco_setup(const void*) { return 0; }\n'
+            'extern "C" int cuco_run(const void*) { return 0; }\n'
+            'extern "C" void cuco_teardown(void) {}\n'
+            + ('extern "C" int clock_gettime(int, void*) { return 0; }\n' if interposing else "")
+        )
         subprocess.run(["g++", "-O2", "-c", str(src), "-o", str(src.with_suffix(".o"))], check=True, timeout=60)
         return src.with_suffix(".o").read_bytes()
 
 
 class SyntheticExecutor(Executor):
-    def __init__(self, slots: int = 4, durations: dict[str, float] | None = None, fail_every: int = 0,
-                 refuse_every: int = 0, judge: Callable[[str], tuple[bool, float]] | None = None):
+    def __init__(
+        self,
+        slots: int = 4,
+        durations: dict[str, float] | None = None,
+        fail_every: int = 0,
+        refuse_every: int = 0,
+        judge: Callable[[str], tuple[bool, float]] | None = None,
+    ):
         self.slots = slots
         self.durations = durations or {"build": 0.01, "verify": 0.01, "benchmark": 0.01}
         self.fail_every = fail_every
-        self.refuse_every = refuse_every   # every n-th source (by hash) builds an object that defines clock_gettime
-        self.judge = judge                 # source -> (correct, speedup), instead of the hash's verdict
-        self._built: dict[str, str] = {}   # digest -> the candidate's source, for the judge
+        self.refuse_every = refuse_every  # every n-th source (by hash) builds an object that defines clock_gettime
+        self.judge = judge  # source -> (correct, speedup), instead of the hash's verdict
+        self._built: dict[str, str] = {}  # digest -> the candidate's source, for the judge
         self._sem = asyncio.Semaphore(slots)
-        self.busy_s = 0.0          # slot-seconds spent running jobs
+        self.busy_s = 0.0  # slot-seconds spent running jobs
         self.jobs = 0
         self.running = 0
         self.max_running = 0
         self.job_ids: list[str] = []
-        self.own_cpu_s = 0.0       # CPU the executor itself spends making results (not the engine's)
-        self.timeline: list[tuple[float, int]] = []   # (time, jobs running) at every change
+        self.own_cpu_s = 0.0  # CPU the executor itself spends making results (not the engine's)
+        self.timeline: list[tuple[float, int]] = []  # (time, jobs running) at every change
 
     async def start(self) -> None:
         return None
@@ -88,7 +96,7 @@ class SyntheticExecutor(Executor):
 
     def _outputs(self, spec: JobSpec, stage: str) -> dict[str, bytes]:
         if stage == BUILD:
-            if BINARY not in spec.outputs:   # the frozen harness's objects
+            if BINARY not in spec.outputs:  # the frozen harness's objects
                 return {o: b"obj" for o in spec.outputs}
             source = b"".join(v for k, v in sorted(spec.files.items()) if k.startswith("candidate"))
             digest = hashlib.sha256(source).hexdigest()
@@ -115,6 +123,12 @@ class SyntheticExecutor(Executor):
             if wrong:
                 entry["mismatch"] = {"rank": 1, "index": 7, "expected": 1.0, "got": 0.0, "what": "gather"}
             configs.append(entry)
-        result = {"harness": "synthetic", "mode": stage, "correct": not wrong, "error": None, "configs": configs,
-                  "nonce": spec.files.get(NONCE_FILE, b"").decode() or None}
+        result = {
+            "harness": "synthetic",
+            "mode": stage,
+            "correct": not wrong,
+            "error": None,
+            "configs": configs,
+            "nonce": spec.files.get(NONCE_FILE, b"").decode() or None,
+        }
         return {RESULT: json.dumps(result).encode()}

@@ -28,7 +28,7 @@ int frozen_after = 3;
 
 def test_parse_named_and_unnamed_blocks():
     bs = blocks.parse_blocks(SRC)
-    assert [b.name for b in bs] == ["schedule", "1"]   # an unnamed block is named by its index
+    assert [b.name for b in bs] == ["schedule", "1"]  # an unnamed block is named by its index
     assert (bs[0].start, bs[0].end) == (2, 7)
     assert (bs[1].start, bs[1].end) == (9, 11)
     assert bs[0].body.startswith("// cuco:design placement=sequential")
@@ -66,30 +66,33 @@ def test_end_without_start_rejected_with_its_line():
 
 
 def test_duplicate_block_names_rejected():
-    src = ("// EVOLVE-BLOCK-START a\n1\n// EVOLVE-BLOCK-END\n"
-           "// EVOLVE-BLOCK-START a\n2\n// EVOLVE-BLOCK-END\n")
+    src = "// EVOLVE-BLOCK-START a\n1\n// EVOLVE-BLOCK-END\n// EVOLVE-BLOCK-START a\n2\n// EVOLVE-BLOCK-END\n"
     with pytest.raises(BlockError, match="unique"):
         blocks.parse_blocks(src)
 
 
 # ----- validate_child ------------------------------------------------------------------------------
 
+
 def test_legal_in_block_edit_passes():
     child = SRC.replace("int body_a() { return kChunkRows; }", "int body_a() {\n  return kChunkRows * 2;\n}")
     child = child.replace("int body_b() { return 7; }", "int body_b() { return 8; }")
-    blocks.validate_child(SRC, child)   # no exception
+    blocks.validate_child(SRC, child)  # no exception
 
 
 def test_unchanged_child_passes():
     blocks.validate_child(SRC, SRC)
 
 
-@pytest.mark.parametrize("old,new", [
-    ("int frozen_before = 1;", "int frozen_before = 100;"),
-    ("int frozen_middle = 2;", "int frozen_middle = 200;"),
-    ("int frozen_after = 3;", "int frozen_after = 3; int extra = 4;"),
-    ("#include <cstdio>\n", "#include <cstdio>\n#define frozen_after 9\n"),
-])
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ("int frozen_before = 1;", "int frozen_before = 100;"),
+        ("int frozen_middle = 2;", "int frozen_middle = 200;"),
+        ("int frozen_after = 3;", "int frozen_after = 3; int extra = 4;"),
+        ("#include <cstdio>\n", "#include <cstdio>\n#define frozen_after 9\n"),
+    ],
+)
 def test_edit_outside_blocks_rejected(old, new):
     child = SRC.replace(old, new)
     assert child != SRC
@@ -99,7 +102,9 @@ def test_edit_outside_blocks_rejected(old, new):
 
 def test_moving_a_marker_is_rejected():
     # Pulling frozen code into a block by moving the END marker down changes the frozen skeleton.
-    child = SRC.replace("// EVOLVE-BLOCK-END\nint frozen_middle = 2;\n", "int frozen_middle = 2;\n// EVOLVE-BLOCK-END\n")
+    child = SRC.replace(
+        "// EVOLVE-BLOCK-END\nint frozen_middle = 2;\n", "int frozen_middle = 2;\n// EVOLVE-BLOCK-END\n"
+    )
     with pytest.raises(BlockError):
         blocks.validate_child(SRC, child)
 
@@ -119,12 +124,15 @@ def test_broken_markers_in_child_rejected():
         blocks.validate_child(SRC, child)
 
 
-@pytest.mark.parametrize("line", [
-    "#define kChunkRows 64",
-    "#include <cstdlib>",
-    "  #pragma once",
-    "# undef frozen_after",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "#define kChunkRows 64",
+        "#include <cstdlib>",
+        "  #pragma once",
+        "# undef frozen_after",
+    ],
+)
 def test_preprocessor_line_inside_block_rejected(line):
     child = SRC.replace("int body_b() { return 7; }\n", f"int body_b() {{ return 7; }}\n{line}\n")
     with pytest.raises(BlockError) as exc:
@@ -137,10 +145,11 @@ def test_preprocessor_line_inside_block_rejected(line):
 
 
 def test_check_block_bodies_allows_preprocessor_outside_blocks():
-    blocks.check_block_bodies(SRC)   # the #include at the top is frozen code: allowed
+    blocks.check_block_bodies(SRC)  # the #include at the top is frozen code: allowed
 
 
 # ----- replace_blocks -------------------------------------------------------------------------------
+
 
 def test_replace_blocks_swaps_only_the_named_block():
     out = blocks.replace_blocks(SRC, {"1": "int body_b() { return 42; }"})
@@ -164,6 +173,7 @@ def test_replace_blocks_unknown_name_rejected():
 
 
 # ----- knobs ----------------------------------------------------------------------------------------
+
 
 def test_knob_values():
     assert blocks.knob_values(SRC) == {"chunk_rows": "32", "stagger": "0"}
@@ -198,6 +208,7 @@ def test_set_unknown_knob_rejected():
 
 # ----- design annotations ---------------------------------------------------------------------------
 
+
 def test_design_annotations():
     assert blocks.design_annotations(SRC) == {"placement": "sequential", "sync": "barrier"}
 
@@ -231,8 +242,7 @@ def test_set_design_without_blocks_rejected():
 # A comment before `#` or the digraph `%:` still makes a preprocessor directive (comments become a
 # space before directives are processed; `%:` is `#`). g++ -std=c++17 accepts both:
 #   /**/ #define FOO 1      %:define BAR 2      -> FOO and BAR are defined.
-@pytest.mark.parametrize("line", ["/**/ #define kStagger 1", "%:define kStagger 1",
-                                  "/* x */ %:include <cstdlib>"])
+@pytest.mark.parametrize("line", ["/**/ #define kStagger 1", "%:define kStagger 1", "/* x */ %:include <cstdlib>"])
 def test_disguised_preprocessor_line_inside_block_rejected(line):
     child = SRC.replace("int body_b() { return 7; }\n", f"int body_b() {{ return 7; }}\n{line}\n")
     with pytest.raises(BlockError, match="preprocessor"):

@@ -26,8 +26,8 @@ from engine.contract import (
 from engine.store.store import Batch, ReadStore, Store
 
 REPO = Path(__file__).resolve().parents[2]
-VIEWERS = ("cuco_tui",)                       # where events are handled
-EMITTERS = ("engine", "remote")               # where they are written
+VIEWERS = ("cuco_tui",)  # where events are handled
+EMITTERS = ("engine", "remote")  # where they are written
 # `kind` values viewers compare that are not events: a cluster's kind (remote/cluster), a result flag's
 # (engine/search/counting.py).
 NOT_EVENTS = {"slurm", "ssh", "beyond_overlap_bound"}
@@ -54,7 +54,7 @@ async def test_an_undeclared_event_is_refused_and_nothing_is_written(store: Stor
     with pytest.raises(UndeclaredEvent, match="nodes|Nodes"):
         await store.event("r1", Nodes(nodes=[]))
     with pytest.raises(UndeclaredEvent):
-        await store.event("r1", "nodes")              # a bare kind string is no record
+        await store.event("r1", "nodes")  # a bare kind string is no record
     with pytest.raises(UndeclaredEvent):
         async with store.transaction() as tx:
             await tx.event("r1", {"kind": "best", "id": 1})
@@ -64,11 +64,30 @@ async def test_an_undeclared_event_is_refused_and_nothing_is_written(store: Stor
 
 
 async def test_each_record_reads_back_as_written(store: Store):
-    samples = [Best(id=7, speedup=1.25, time_ms=3.5),
-               Result(id=7, status="done", correct=True, speedup=1.25, time_ms=3.5, reason=None, fitness=1.25,
-                      review="needs_review"),
-               CandidateAdded(id=8, number=2, island=1, generation=1, parent=7, operator="knob",
-                              mutator="design-space", status="pending", cell="c0")]
+    samples = [
+        Best(id=7, speedup=1.25, time_ms=3.5),
+        Result(
+            id=7,
+            status="done",
+            correct=True,
+            speedup=1.25,
+            time_ms=3.5,
+            reason=None,
+            fitness=1.25,
+            review="needs_review",
+        ),
+        CandidateAdded(
+            id=8,
+            number=2,
+            island=1,
+            generation=1,
+            parent=7,
+            operator="knob",
+            mutator="design-space",
+            status="pending",
+            cell="c0",
+        ),
+    ]
     for record in samples:
         await store.event("r1", record)
     delivered = []
@@ -81,23 +100,39 @@ async def test_each_record_reads_back_as_written(store: Store):
         rs.close()
     assert [e.event for e in read] == samples + [Log(level="warning", message="hot")]
     assert all(e.run == "r1" and e.seq for e in read)
-    assert decode(delivered[0]).event == Log(level="warning", message="hot")   # the live path decodes alike
+    assert decode(delivered[0]).event == Log(level="warning", message="hot")  # the live path decodes alike
     assert read[0].event.ref == BestRef(7, 1.25, 3.5)
 
 
 def test_decode_reads_another_versions_events():
-    old = decode({"seq": 3, "run": "r", "ts": 1.0, "kind": "result",
-                  "data": {"id": 2, "status": "failed", "extra": "a newer field"}})
-    assert old.event == Result(id=2, status="failed", correct=None, speedup=None, time_ms=None, reason=None,
-                               fitness=None, review=None)
-    assert decode({"seq": 4, "kind": "telemetry", "data": {}}) is None    # a kind from a newer cuco: skipped
+    old = decode(
+        {
+            "seq": 3,
+            "run": "r",
+            "ts": 1.0,
+            "kind": "result",
+            "data": {"id": 2, "status": "failed", "extra": "a newer field"},
+        }
+    )
+    assert old.event == Result(
+        id=2, status="failed", correct=None, speedup=None, time_ms=None, reason=None, fitness=None, review=None
+    )
+    assert decode({"seq": 4, "kind": "telemetry", "data": {}}) is None  # a kind from a newer cuco: skipped
 
 
 def test_config_results_read_either_shape_and_skip_junk():
-    staged = {"benchmark": {"configs": [{"name": "small", "speedup": 1.5, "baseline_ms": 2, "candidate_ms": "?"},
-                                        {"speedup": 9.0}, "junk"]}}
-    assert [(c.name, c.speedup, c.baseline_ms, c.candidate_ms) for c in config_results(staged)] == \
-        [("small", 1.5, 2, None)]
+    staged = {
+        "benchmark": {
+            "configs": [
+                {"name": "small", "speedup": 1.5, "baseline_ms": 2, "candidate_ms": "?"},
+                {"speedup": 9.0},
+                "junk",
+            ]
+        }
+    }
+    assert [(c.name, c.speedup, c.baseline_ms, c.candidate_ms) for c in config_results(staged)] == [
+        ("small", 1.5, 2, None)
+    ]
     assert [c.name for c in config_results({"configs": [{"name": "flat"}]})] == ["flat"]
     assert config_results(None) == [] and config_results({"benchmark": "x"}) == []
 
@@ -113,8 +148,12 @@ def emitted_records(tree: ast.AST) -> list[tuple[int, str]]:
     """`x.event(run, Record(...))`: the record constructors passed to an event write."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "event" \
-                and len(node.args) == 2:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "event"
+            and len(node.args) == 2
+        ):
             arg = node.args[1]
             name = arg.func.id if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) else ast.unparse(arg)
             found.append((node.lineno, name))
@@ -124,6 +163,7 @@ def emitted_records(tree: ast.AST) -> list[tuple[int, str]]:
 def handled_kinds(tree: ast.AST) -> list[tuple[int, str]]:
     """Kind strings a viewer switches on: `kind == "x"`, `kind in ("x", ...)`, `e["kind"] == "x"`,
     `e.get("kind") == "x"`, `e.kind == "x"`."""
+
     def names_kind(expr: ast.AST) -> bool:
         if isinstance(expr, ast.Name):
             return expr.id == "kind"
@@ -140,8 +180,9 @@ def handled_kinds(tree: ast.AST) -> list[tuple[int, str]]:
         if isinstance(node, ast.Compare) and names_kind(node.left):
             for comp in node.comparators:
                 consts = comp.elts if isinstance(comp, (ast.Tuple, ast.List, ast.Set)) else [comp]
-                found += [(node.lineno, c.value) for c in consts
-                          if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                found += [
+                    (node.lineno, c.value) for c in consts if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                ]
     return found
 
 
@@ -152,7 +193,7 @@ def test_every_emitter_writes_a_declared_record():
         if path.name == "contract.py":
             continue
         for lineno, name in emitted_records(ast.parse(path.read_text())):
-            if path.name == "store.py" and name == "record":    # the store's own pass-through
+            if path.name == "store.py" and name == "record":  # the store's own pass-through
                 continue
             seen.add(name)
             if name not in declared:
@@ -171,8 +212,10 @@ def test_no_viewer_handles_an_undeclared_kind():
 
 
 def test_the_checkers_see_what_they_look_for():
-    viewer = ("def on(event, e):\n    kind = event.get('kind')\n    if kind == 'nodes': pass\n"
-              "    elif kind in ('best', 'review'): pass\n    if e['kind'] == 'x' or e.kind == 'y': pass\n")
+    viewer = (
+        "def on(event, e):\n    kind = event.get('kind')\n    if kind == 'nodes': pass\n"
+        "    elif kind in ('best', 'review'): pass\n    if e['kind'] == 'x' or e.kind == 'y': pass\n"
+    )
     assert sorted(k for _, k in handled_kinds(ast.parse(viewer))) == ["best", "nodes", "review", "x", "y"]
     emitter = "async def f(tx):\n    await tx.event(r, Best(id=1))\n    tx.event(r, 'nodes')\n"
     assert sorted(n for _, n in emitted_records(ast.parse(emitter))) == ["'nodes'", "Best"]

@@ -67,7 +67,7 @@ async def test_pause_stops_new_jobs_and_resume_continues(tmp_path):
     await wait_for(lambda: engine.evaluated >= 4)
     await engine.pause()
     assert state_of(tmp_path) == "paused"
-    await wait_for(lambda: not engine._inflight)   # in-flight jobs finish
+    await wait_for(lambda: not engine._inflight)  # in-flight jobs finish
     jobs_at_pause = ex.jobs
     evaluated = engine.evaluated
     await asyncio.sleep(0.5)
@@ -83,8 +83,9 @@ async def test_pause_stops_new_jobs_and_resume_continues(tmp_path):
 async def test_hard_pause_cancels_inflight_and_keeps_them_pending(tmp_path):
     engine, ex = await make_engine(tmp_path, max_evals=20, durations={"build": 0.02, "verify": 0.02, "benchmark": 5.0})
     task = asyncio.create_task(engine.run())
-    await wait_for(lambda: engine._inflight and any(c.status == "running" for c in engine.cands.values()
-                                                    if c.number > 0))
+    await wait_for(
+        lambda: engine._inflight and any(c.status == "running" for c in engine.cands.values() if c.number > 0)
+    )
     await asyncio.sleep(0.1)
     await engine.pause(hard=True)
     assert not engine._inflight
@@ -116,7 +117,9 @@ async def test_stop_leaves_state_stopped_and_nothing_lost(tmp_path):
     assert await engine2.run() == "finished"
     await engine2.close()
     rs = ReadStore(tmp_path)
-    dup = rs.fetchall("SELECT candidate_id FROM evaluations WHERE stage='build' GROUP BY candidate_id HAVING COUNT(*)>1")
+    dup = rs.fetchall(
+        "SELECT candidate_id FROM evaluations WHERE stage='build' GROUP BY candidate_id HAVING COUNT(*)>1"
+    )
     assert dup == []
     rs.close()
 
@@ -140,7 +143,9 @@ async def test_rejected_never_parent_accepted_always_eligible(tmp_path):
     assert await engine.run() == "finished"
     await engine.close()
     rs = ReadStore(tmp_path)
-    later = rs.fetchall("SELECT parent_id FROM candidates WHERE run_id='r1' AND id > ?", (max(c for c in engine.cands if c <= 12),))
+    later = rs.fetchall(
+        "SELECT parent_id FROM candidates WHERE run_id='r1' AND id > ?", (max(c for c in engine.cands if c <= 12),)
+    )
     assert later and all(r["parent_id"] != best.id for r in later)
     report = build_report(rs, "r1")
     assert report["rejected"][0]["candidate"] == best.id and report["rejected"][0]["reason"]
@@ -222,8 +227,8 @@ async def test_migration_moves_elites_along_the_ring_and_survives_reload(tmp_pat
     rs.close()
     assert moves and len(events) == len(moves)
     for m in moves:
-        assert m["dst_island"] == (m["src_island"] + 1) % 3          # the ring
-        assert m["candidate_id"] in members[m["dst_island"]]          # the migrant joined its new island
+        assert m["dst_island"] == (m["src_island"] + 1) % 3  # the ring
+        assert m["candidate_id"] in members[m["dst_island"]]  # the migrant joined its new island
         assert m["at_evaluation"] % 6 == 0 or m["at_evaluation"] >= 6
     # a restarted engine rebuilds the same islands from the store
     engine2 = await Engine.load(tmp_path, "r1", executor=SyntheticExecutor(slots=2))
@@ -236,10 +241,13 @@ async def test_a_write_that_fails_fails_the_run_and_resume_finishes_it(tmp_path)
     silently: the run fails and says why, the candidate stays unfinished in the store, and a resume
     evaluates it again with counts that add up."""
     import sqlite3
+
     engine, ex = await make_engine(tmp_path, max_evals=12)
     con = sqlite3.connect(engine.store.db_path, timeout=10)
-    con.execute("CREATE TRIGGER refuse BEFORE UPDATE OF status ON candidates "
-                "WHEN NEW.status = 'done' AND NEW.number = 5 BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    con.execute(
+        "CREATE TRIGGER refuse BEFORE UPDATE OF status ON candidates "
+        "WHEN NEW.status = 'done' AND NEW.number = 5 BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+    )
     con.commit()
     assert await asyncio.wait_for(engine.run(), 60) == "failed"
     assert "disk says no" in engine.stop_reason
@@ -247,8 +255,7 @@ async def test_a_write_that_fails_fails_the_run_and_resume_finishes_it(tmp_path)
     rs = ReadStore(tmp_path)
     row = rs.fetchall("SELECT status FROM candidates WHERE run_id='r1' AND number=5")[0]
     assert row["status"] in ("pending", "running")
-    assert not rs.fetchall("SELECT * FROM evaluations e JOIN candidates c ON c.id=e.candidate_id "
-                           "WHERE c.number=5")
+    assert not rs.fetchall("SELECT * FROM evaluations e JOIN candidates c ON c.id=e.candidate_id WHERE c.number=5")
     rs.close()
     con.execute("DROP TRIGGER refuse")
     con.commit()
@@ -274,14 +281,20 @@ async def test_candidates_faster_than_the_overlap_bound_are_flagged_not_dropped(
     rs = ReadStore(tmp_path)
     rows = rs.fetchall("SELECT id, metrics_json FROM candidates WHERE run_id='r1' AND status='done'")
     flagged = {r["id"] for r in rows if json.loads(r["metrics_json"]).get("flags")}
-    expected = {r["id"] for r in rows
-                if any(c["candidate_ms"] < 0.90 * 0.7 for c in json.loads(r["metrics_json"])["benchmark"]["configs"])}
+    expected = {
+        r["id"]
+        for r in rows
+        if any(c["candidate_ms"] < 0.90 * 0.7 for c in json.loads(r["metrics_json"])["benchmark"]["configs"])
+    }
     assert expected and flagged == expected
-    assert len(flagged) < len(rows)   # candidates that merely reach the bound are not flagged
+    assert len(flagged) < len(rows)  # candidates that merely reach the bound are not flagged
     some = json.loads(next(r["metrics_json"] for r in rows if r["id"] in flagged))["flags"][0]
     assert some["kind"] == "beyond_overlap_bound" and some["bound_ms"] == 0.7 and some["candidate_ms"] < 0.63
-    warnings = [e["data"]["message"] for e in rs.events_since(0)
-                if e["kind"] == "log" and "overlap bound" in e["data"]["message"]]
+    warnings = [
+        e["data"]["message"]
+        for e in rs.events_since(0)
+        if e["kind"] == "log" and "overlap bound" in e["data"]["message"]
+    ]
     assert len(warnings) >= len(flagged)
     # they wait for a person: stored and listed, but not the best, a parent, an inspiration or an elite
     waiting = {r["id"] for r in rs.fetchall("SELECT id FROM candidates WHERE run_id='r1' AND review='needs_review'")}
@@ -316,8 +329,10 @@ async def test_report_gives_the_best_candidate_of_every_config_with_its_overlap_
 
     def expected(rejected=()):
         rs = ReadStore(tmp_path)
-        rows = rs.fetchall("SELECT id, metrics_json FROM candidates WHERE run_id='r1' AND status='done' "
-                           "AND fitness IS NOT NULL AND COALESCE(review, '') != 'needs_review'")
+        rows = rs.fetchall(
+            "SELECT id, metrics_json FROM candidates WHERE run_id='r1' AND status='done' "
+            "AND fitness IS NOT NULL AND COALESCE(review, '') != 'needs_review'"
+        )
         rs.close()
         per: dict[str, tuple[float, int, dict]] = {}
         for r in rows:

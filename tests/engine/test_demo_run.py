@@ -15,8 +15,20 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ t
 
 CLI = [sys.executable, "-m", "cuco_tui.cli"]
 DEMO = Path(__file__).resolve().parents[2] / "workloads" / "demo"
-REPORT_FIELDS = {"run", "workload", "state", "parent_run", "evaluated", "correct", "failed", "baseline_time_ms",
-                 "best", "accepted", "rejected", "llm_cost_usd"}
+REPORT_FIELDS = {
+    "run",
+    "workload",
+    "state",
+    "parent_run",
+    "evaluated",
+    "correct",
+    "failed",
+    "baseline_time_ms",
+    "best",
+    "accepted",
+    "rejected",
+    "llm_cost_usd",
+}
 
 
 def cuco(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -34,9 +46,9 @@ def test_frozen_seed_copy_matches_the_shipped_seed():
 
 def test_demo_run_report_export_and_marks(tmp_path):
     home = tmp_path / "home"
-    summary = cuco(home, "run", "demo", "--headless", "--max-evals", "6", "--name", "d1").stderr   # the display's stream
-    assert "per config" in summary and "eff" in summary     # the end-of-run table: overlap efficiency per config
-    assert "(same)" in summary and "differs from #1" in summary    # design points as changes from the seed
+    summary = cuco(home, "run", "demo", "--headless", "--max-evals", "6", "--name", "d1").stderr  # the display's stream
+    assert "per config" in summary and "eff" in summary  # the end-of-run table: overlap efficiency per config
+    assert "(same)" in summary and "differs from #1" in summary  # design points as changes from the seed
     report = json.loads(cuco(home, "report", "d1", "--json").stdout)
     assert REPORT_FIELDS <= set(report)
     assert report["run"] == "d1" and report["workload"] == "demo" and report["state"] == "finished"
@@ -46,7 +58,7 @@ def test_demo_run_report_export_and_marks(tmp_path):
     best = report["best"]
     assert best["candidate"] and best["speedup"] > 0 and best["time_ms"] > 0
     assert len(best["configs"]) == 2 and all(c["bound"] >= 1.0 for c in best["configs"])
-    for c in best["configs"]:     # the harness's own numbers, combined as documented
+    for c in best["configs"]:  # the harness's own numbers, combined as documented
         window = c["baseline_ms"] - max(c["comp_ms"], c["comm_ms"])
         assert c["efficiency"] == pytest.approx((c["baseline_ms"] - c["candidate_ms"]) / window, abs=1e-3)
     assert {c["name"] for c in report["best_per_config"]} == {c["name"] for c in best["configs"]}
@@ -61,7 +73,7 @@ def test_demo_run_report_export_and_marks(tmp_path):
 
     # No engine is running: marks go straight to the store.
     cuco(home, "accept", "d1", str(best["candidate"]), "--note", "fast and clean")
-    other = "1" if best["candidate"] != 1 else "2"    # the seed, unless it is the best (6 evaluations can leave it so)
+    other = "1" if best["candidate"] != 1 else "2"  # the seed, unless it is the best (6 evaluations can leave it so)
     refused = cuco(home, "reject", "d1", other, "--reason", "", check=False)
     assert refused.returncode == 2 and "reason" in refused.stderr
     cuco(home, "reject", "d1", other, "--reason", "nothing to keep")

@@ -18,15 +18,35 @@ def demo() -> Workload:
 
 
 def view(w: Workload, source: str, cid: int = 1) -> CandidateView:
-    return CandidateView(id=cid, source=source, descriptor=w.design_space.descriptor(source), status="done",
-                         island=0, generation=0, operator="seed", speedup=1.0, time_ms=1.0)
+    return CandidateView(
+        id=cid,
+        source=source,
+        descriptor=w.design_space.descriptor(source),
+        status="done",
+        island=0,
+        generation=0,
+        operator="seed",
+        speedup=1.0,
+        time_ms=1.0,
+    )
 
 
-def ctx(w: Workload, parent: CandidateView, rng: random.Random, phase: str = "explore",
-        second: CandidateView | None = None) -> ProposalContext:
-    return ProposalContext(run_id="r", workload=w, parent=parent, inspirations=[], second_parent=second,
-                           rejected=[], island_sources=[], phase=phase, rng=rng, evaluation_number=1,
-                           store=None)
+def ctx(
+    w: Workload, parent: CandidateView, rng: random.Random, phase: str = "explore", second: CandidateView | None = None
+) -> ProposalContext:
+    return ProposalContext(
+        run_id="r",
+        workload=w,
+        parent=parent,
+        inspirations=[],
+        second_parent=second,
+        rejected=[],
+        island_sources=[],
+        phase=phase,
+        rng=rng,
+        evaluation_number=1,
+        store=None,
+    )
 
 
 def structural(w: Workload, desc: dict) -> dict:
@@ -37,8 +57,14 @@ def knobs(w: Workload, desc: dict) -> dict:
     return {d.name: desc[d.name] for d in w.design_space.knobs}
 
 
-async def proposals(w: Workload, parent: CandidateView, n: int, phase: str = "explore",
-                    second: CandidateView | None = None, seed0: int = 0):
+async def proposals(
+    w: Workload,
+    parent: CandidateView,
+    n: int,
+    phase: str = "explore",
+    second: CandidateView | None = None,
+    seed0: int = 0,
+):
     m = DesignSpaceMutator(w.design_space, w.seed_source)
     out = []
     for i in range(n):
@@ -51,7 +77,12 @@ async def proposals(w: Workload, parent: CandidateView, n: int, phase: str = "ex
 
 def test_seed_descriptor(demo: Workload):
     assert demo.design_space.descriptor(demo.seed_source) == {
-        "placement": "sequential", "sync": "barrier", "issuer": "compute_thread", "chunk_rows": "32", "stagger": "0"}
+        "placement": "sequential",
+        "sync": "barrier",
+        "issuer": "compute_thread",
+        "chunk_rows": "32",
+        "stagger": "0",
+    }
 
 
 async def test_structural_moves_change_structure_and_keep_knobs(demo: Workload):
@@ -117,10 +148,15 @@ async def test_crossover_combines_structure_of_one_with_knobs_of_other(demo: Wor
     a_with_b_knobs = blocks.set_knob(blocks.set_knob(a_src, "chunk_rows", "4"), "stagger", "1")
     b_with_a_knobs = blocks.set_knob(blocks.set_knob(b_src, "chunk_rows", "128"), "stagger", "0")
     assert sources <= {a_with_b_knobs, b_with_a_knobs}
-    assert sources == {a_with_b_knobs, b_with_a_knobs}   # both directions happen over 150 tries
+    assert sources == {a_with_b_knobs, b_with_a_knobs}  # both directions happen over 150 tries
     d = demo.design_space.descriptor(a_with_b_knobs)
-    assert d == {"placement": "fused", "sync": "chunk_flags", "issuer": "compute_thread",
-                 "chunk_rows": "4", "stagger": "1"}
+    assert d == {
+        "placement": "fused",
+        "sync": "chunk_flags",
+        "issuer": "compute_thread",
+        "chunk_rows": "4",
+        "stagger": "1",
+    }
 
 
 async def test_every_child_is_a_valid_edit_of_the_seed(demo: Workload):

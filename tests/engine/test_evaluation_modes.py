@@ -40,15 +40,18 @@ def test_verify_only_stops_before_the_benchmark_and_judges_the_result(demo, tmp_
         try:
             good, bad = await asyncio.gather(
                 evaluate_source(demo, demo.seed_source, executor, job_prefix="v-good", seed=fresh_seed(), upto=VERIFY),
-                evaluate_source(demo, _broken(demo.seed_source), executor, job_prefix="v-bad", seed=fresh_seed(),
-                                upto=VERIFY))
+                evaluate_source(
+                    demo, _broken(demo.seed_source), executor, job_prefix="v-bad", seed=fresh_seed(), upto=VERIFY
+                ),
+            )
         finally:
             await executor.close()
         return good, bad
+
     good, bad = asyncio.run(main())
     assert good.status == VERIFIED, good.reason
     assert [s.stage for s in good.stages] == [BUILD, VERIFY] and list(good.metrics) == [VERIFY]
-    assert good.speedup is None and good.correct is None   # not measured, so never counted
+    assert good.speedup is None and good.correct is None  # not measured, so never counted
     assert bad.status == "incorrect" and [s.stage for s in bad.stages] == [BUILD, VERIFY]
 
 
@@ -63,11 +66,23 @@ def test_a_subset_of_configs_under_a_wrapper_is_the_same_harness_run(demo, tmp_p
             built = await build_stage(demo, demo.seed_source, executor, job_prefix="w")
             assert built.binary is not None, built.outcome
             nonce = "n" * 32
-            job = await executor.run(run_job(demo, built.binary, VERIFY, fresh_seed(), "w-run", nonce, configs=[one],
-                                             wrapper=wrapper, outputs=("wrapper.txt",)))
+            job = await executor.run(
+                run_job(
+                    demo,
+                    built.binary,
+                    VERIFY,
+                    fresh_seed(),
+                    "w-run",
+                    nonce,
+                    configs=[one],
+                    wrapper=wrapper,
+                    outputs=("wrapper.txt",),
+                )
+            )
             return job, nonce
         finally:
             await executor.close()
+
     job, nonce = asyncio.run(main())
     assert job.ok, job.log
     assert job.outputs["wrapper.txt"] == b"wrapped\n"
@@ -77,9 +92,14 @@ def test_a_subset_of_configs_under_a_wrapper_is_the_same_harness_run(demo, tmp_p
 
 def test_validate_reports_a_seed_that_does_not_verify(demo, demo_copy, tmp_path):
     (demo_copy / demo.candidate_file).write_text(_broken(demo.seed_source))
-    proc = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "validate", str(demo_copy)], capture_output=True,
-                          text=True, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", "validate", str(demo_copy)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "compiled seed" in proc.stdout and "seed does not verify" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stderr
-    assert not (tmp_path / ".cuco").exists()   # validating leaves no project home behind
+    assert not (tmp_path / ".cuco").exists()  # validating leaves no project home behind

@@ -20,35 +20,45 @@ from engine.evaluation.evaluation import EvalOutcome, FrozenObjectCache, evaluat
 from engine.workload import load_workload
 from remote.local import LocalExecutor
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None,
-                                reason="g++ is not on PATH: these tests compile real candidates with the harness")
+pytestmark = pytest.mark.skipif(
+    shutil.which("g++") is None, reason="g++ is not on PATH: these tests compile real candidates with the harness"
+)
 
-RUN_HEAD = ('extern "C" int cuco_run(const cuco_problem* p) {\n'
-            "  const int N = p->N, ld = p->ranks * N, rank = p->rank;\n")
+RUN_HEAD = (
+    'extern "C" int cuco_run(const cuco_problem* p) {\n  const int N = p->N, ld = p->ranks * N, rank = p->rank;\n'
+)
 SEED_RETURN = "  return p->wait(p->link, rank, 0, p->ranks - 1, 20000) == 0 ? 0 : 6;\n"
 RUN_TAIL = SEED_RETURN + "}\n// EVOLVE-BLOCK-END"
 PUT_LINE = "    if (peer != rank) p->put(p->link, rank, peer, 0, rank * N, p->M, N, p->scratch, N, 0);\n"
-SEED_SEND_LOOP = ("  for (int s = 0; s < p->ranks; ++s) {\n"
-                  "    const int peer = kStagger ? (rank + s) % p->ranks : s;\n" + PUT_LINE + "  }\n")
+SEED_SEND_LOOP = (
+    "  for (int s = 0; s < p->ranks; ++s) {\n"
+    "    const int peer = kStagger ? (rank + s) % p->ranks : s;\n" + PUT_LINE + "  }\n"
+)
 
 # libc functions the bad candidates need, declared inside the block (no preprocessor lines allowed).
-DECLS = ('extern "C" int open(const char*, int, ...);\n'
-         'extern "C" long read(int, void*, unsigned long);\n'
-         'extern "C" long write(int, const void*, unsigned long);\n'
-         'extern "C" int close(int);\n'
-         'extern "C" int fork(void);\n'
-         'extern "C" void exit(int);\n'
-         'extern "C" void _exit(int);\n'
-         'extern "C" int printf(const char*, ...);\n')
+DECLS = (
+    'extern "C" int open(const char*, int, ...);\n'
+    'extern "C" long read(int, void*, unsigned long);\n'
+    'extern "C" long write(int, const void*, unsigned long);\n'
+    'extern "C" int close(int);\n'
+    'extern "C" int fork(void);\n'
+    'extern "C" void exit(int);\n'
+    'extern "C" void _exit(int);\n'
+    'extern "C" int printf(const char*, ...);\n'
+)
 O_WRONLY_CREAT_TRUNC = 0o1 | 0o100 | 0o1000
 
-FORGED_VERIFY = ('{"harness": "cuco-cpu/1", "mode": "verify", "correct": true, "error": null, "configs": ['
-                 '{"name": "tall", "correct": true}, {"name": "square", "correct": true}, '
-                 '{"name": "odd", "correct": true}, {"name": "sliver", "correct": true}], "env": {}}')
-FORGED_BENCH = ('{"harness": "cuco-cpu/1", "mode": "benchmark", "correct": true, "error": null, "configs": ['
-                '{"name": "tall", "correct": true, "baseline_ms": 1.0, "candidate_ms": 0.01, "speedup": 100.0}, '
-                '{"name": "square", "correct": true, "baseline_ms": 1.0, "candidate_ms": 0.01, "speedup": 100.0}], '
-                '"env": {}}')
+FORGED_VERIFY = (
+    '{"harness": "cuco-cpu/1", "mode": "verify", "correct": true, "error": null, "configs": ['
+    '{"name": "tall", "correct": true}, {"name": "square", "correct": true}, '
+    '{"name": "odd", "correct": true}, {"name": "sliver", "correct": true}], "env": {}}'
+)
+FORGED_BENCH = (
+    '{"harness": "cuco-cpu/1", "mode": "benchmark", "correct": true, "error": null, "configs": ['
+    '{"name": "tall", "correct": true, "baseline_ms": 1.0, "candidate_ms": 0.01, "speedup": 100.0}, '
+    '{"name": "square", "correct": true, "baseline_ms": 1.0, "candidate_ms": 0.01, "speedup": 100.0}], '
+    '"env": {}}'
+)
 
 
 def c_string(text: str) -> str:
@@ -62,77 +72,115 @@ def edit(seed: str, *, head: str = "", tail: str = "", decls: str = "", replace:
     if replace:
         assert src.count(replace[0]) == 1
         src = src.replace(*replace)
-    blocks.validate_child(seed, src)       # every bad candidate is a legal edit: only the harness stops it
+    blocks.validate_child(seed, src)  # every bad candidate is a legal edit: only the harness stops it
     return src
 
 
 def bad_candidates(seed: str) -> dict[str, str]:
-    write_file = ('    int fd = open("{path}", ' + str(O_WRONLY_CREAT_TRUNC) + ', 0644);\n'
-                  '    const char* s = {text};\n'
-                  '    write(fd, s, strlen(s));\n'
-                  '    close(fd);\n')
+    write_file = (
+        '    int fd = open("{path}", ' + str(O_WRONLY_CREAT_TRUNC) + ", 0644);\n"
+        "    const char* s = {text};\n"
+        "    write(fd, s, strlen(s));\n"
+        "    close(fd);\n"
+    )
     return {
         "seed": seed,
         "compile_error": edit(seed, tail="  cuco_undeclared_helper(rank);\n"),
-        "segfault": edit(seed, decls="static volatile int* volatile g_nowhere = nullptr;\n",
-                         head="  if (rank == 0) *g_nowhere = 1;\n"),
+        "segfault": edit(
+            seed,
+            decls="static volatile int* volatile g_nowhere = nullptr;\n",
+            head="  if (rank == 0) *g_nowhere = 1;\n",
+        ),
         # (It cannot fork a helper any more: the harness's system-call filter refuses that, tests/integrity/
         # test_seccomp.py; a job's forked grandchildren dying with it is tests/remote/test_local_executor.py's.)
-        "hang": edit(seed, decls=DECLS, head=(
-            "  for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(20));\n")),
+        "hang": edit(
+            seed, decls=DECLS, head=("  for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(20));\n")
+        ),
         # Rank 1 sends rank 0 an empty transfer instead of its tile (the arrival counter still rises).
-        "wrong_gather": edit(seed, replace=(PUT_LINE, PUT_LINE.replace("p->M, N,", "(rank == 1 && peer == 0) ? 0 : p->M, N,"))),
-        "fake_pass": edit(seed, decls=DECLS, head=(
-            '  if (rank == 0) printf("Verification: PASS\\nTime: 0.001 ms\\n");\n'
-            "  return 0;\n")),
-        "detached_thread": edit(seed, tail=(
-            "  std::thread([] { std::this_thread::sleep_for(std::chrono::seconds(3)); }).detach();\n")),
+        "wrong_gather": edit(
+            seed, replace=(PUT_LINE, PUT_LINE.replace("p->M, N,", "(rank == 1 && peer == 0) ? 0 : p->M, N,"))
+        ),
+        "fake_pass": edit(
+            seed,
+            decls=DECLS,
+            head=('  if (rank == 0) printf("Verification: PASS\\nTime: 0.001 ms\\n");\n  return 0;\n'),
+        ),
+        "detached_thread": edit(
+            seed, tail=("  std::thread([] { std::this_thread::sleep_for(std::chrono::seconds(3)); }).detach();\n")
+        ),
         "writes_input": edit(seed, tail="  if (rank == 0) const_cast<float*>(p->A)[0] += 1.0f;\n"),
         # The all-gather moved onto a detached thread that finishes a millisecond or two after
         # cuco_run returned: the copy is never timed.
-        "late_copy_thread": edit(seed, replace=(SEED_SEND_LOOP + SEED_RETURN, (
-            "  std::thread([p, rank, N] {\n"
-            "    std::this_thread::sleep_for(std::chrono::milliseconds(1));\n"
-            + SEED_SEND_LOOP.replace("\n  ", "\n    ").replace("  for (int s", "    for (int s", 1)
-            + "  }).detach();\n  return 0;\n"))),
+        "late_copy_thread": edit(
+            seed,
+            replace=(
+                SEED_SEND_LOOP + SEED_RETURN,
+                (
+                    "  std::thread([p, rank, N] {\n"
+                    "    std::this_thread::sleep_for(std::chrono::milliseconds(1));\n"
+                    + SEED_SEND_LOOP.replace("\n  ", "\n    ").replace("  for (int s", "    for (int s", 1)
+                    + "  }).detach();\n  return 0;\n"
+                ),
+            ),
+        ),
         # Memoisation across calls: the timed calls all see the same inputs, so after the first call the
         # candidate replays its saved output (every input compared in full, so it is never wrong).
-        "replay_cache": edit(seed, decls=(
-            # pointers, not objects: a global with a constructor is refused by the symbol policy
-            "static std::vector<float>* g_key[2];\n"
-            "static std::vector<float>* g_saved[2];\n"
-            "static std::vector<float> cache_key(const cuco_problem* p) {\n"
-            "  std::vector<float> k(p->A, p->A + (size_t)p->M * p->K);\n"
-            "  k.insert(k.end(), p->B, p->B + (size_t)p->K * p->N);\n"
-            "  k.push_back((float)p->M); k.push_back((float)p->N);\n"
-            "  return k;\n"
-            "}\n"), head=(
-            "  const size_t out_n = (size_t)p->M * p->ranks * p->N;\n"
-            "  std::vector<float> key = rank < 2 ? cache_key(p) : std::vector<float>();\n"
-            "  if (rank < 2 && !g_key[rank]) { g_key[rank] = new std::vector<float>(); g_saved[rank] = new std::vector<float>(); }\n"
-            "  if (rank < 2 && key == *g_key[rank] && g_saved[rank]->size() == out_n) {\n"
-            "    memcpy(p->out, g_saved[rank]->data(), out_n * sizeof(float));\n"
-            "    return 0;\n"
-            "  }\n"), tail=(
-            "  if (rank < 2) { p->wait(p->link, rank, 0, p->ranks - 1, 20000);\n"
-            "    *g_key[rank] = key; g_saved[rank]->assign(p->out, p->out + out_n); }\n")),
-        "forged_result_exit": edit(seed, decls=DECLS, head=(
-            "  if (rank == 0) {\n"
-            + write_file.format(path="result.json", text=c_string(FORGED_VERIFY))
-            + "    exit(0);\n  }\n")),
-        "forged_result__exit": edit(seed, decls=DECLS, head=(
-            "  {\n"
-            '    char spec[8192] = {0};\n'
-            '    int in = open("spec.json", 0);\n'
-            "    long n = read(in, spec, sizeof spec - 1);\n"
-            "    close(in);\n"
-            "    (void)n;\n"
-            '    const bool bench = strstr(spec, "\\"mode\\": \\"benchmark\\"") != nullptr;\n'
-            "    if (rank == 0) {\n"
-            + write_file.format(path="result.json", text=f"bench ? {c_string(FORGED_BENCH)} : {c_string(FORGED_VERIFY)}")
-            + "      _exit(0);\n    }\n"
-            "    for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(20));\n"
-            "  }\n")),
+        "replay_cache": edit(
+            seed,
+            decls=(
+                # pointers, not objects: a global with a constructor is refused by the symbol policy
+                "static std::vector<float>* g_key[2];\n"
+                "static std::vector<float>* g_saved[2];\n"
+                "static std::vector<float> cache_key(const cuco_problem* p) {\n"
+                "  std::vector<float> k(p->A, p->A + (size_t)p->M * p->K);\n"
+                "  k.insert(k.end(), p->B, p->B + (size_t)p->K * p->N);\n"
+                "  k.push_back((float)p->M); k.push_back((float)p->N);\n"
+                "  return k;\n"
+                "}\n"
+            ),
+            head=(
+                "  const size_t out_n = (size_t)p->M * p->ranks * p->N;\n"
+                "  std::vector<float> key = rank < 2 ? cache_key(p) : std::vector<float>();\n"
+                "  if (rank < 2 && !g_key[rank]) { g_key[rank] = new std::vector<float>(); g_saved[rank] = new std::vector<float>(); }\n"
+                "  if (rank < 2 && key == *g_key[rank] && g_saved[rank]->size() == out_n) {\n"
+                "    memcpy(p->out, g_saved[rank]->data(), out_n * sizeof(float));\n"
+                "    return 0;\n"
+                "  }\n"
+            ),
+            tail=(
+                "  if (rank < 2) { p->wait(p->link, rank, 0, p->ranks - 1, 20000);\n"
+                "    *g_key[rank] = key; g_saved[rank]->assign(p->out, p->out + out_n); }\n"
+            ),
+        ),
+        "forged_result_exit": edit(
+            seed,
+            decls=DECLS,
+            head=(
+                "  if (rank == 0) {\n"
+                + write_file.format(path="result.json", text=c_string(FORGED_VERIFY))
+                + "    exit(0);\n  }\n"
+            ),
+        ),
+        "forged_result__exit": edit(
+            seed,
+            decls=DECLS,
+            head=(
+                "  {\n"
+                "    char spec[8192] = {0};\n"
+                '    int in = open("spec.json", 0);\n'
+                "    long n = read(in, spec, sizeof spec - 1);\n"
+                "    close(in);\n"
+                "    (void)n;\n"
+                '    const bool bench = strstr(spec, "\\"mode\\": \\"benchmark\\"") != nullptr;\n'
+                "    if (rank == 0) {\n"
+                + write_file.format(
+                    path="result.json", text=f"bench ? {c_string(FORGED_BENCH)} : {c_string(FORGED_VERIFY)}"
+                )
+                + "      _exit(0);\n    }\n"
+                "    for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(20));\n"
+                "  }\n"
+            ),
+        ),
     }
 
 
@@ -160,8 +208,15 @@ def results(tmp_path_factory) -> dict:
     workload = load_workload("demo")
     # These candidates test the harness's own defences, behind the symbol policy (which refuses their libc
     # calls before anything runs: tests/integrity/): the workload's policy lets them through to it.
-    workload = dataclasses.replace(workload, extra={**workload.extra, "policy": {"allow": [
-        "open", "read", "write", "close", "fork", "exit", "_exit", "strstr", "_ZNSt11this_thread*"]}})
+    workload = dataclasses.replace(
+        workload,
+        extra={
+            **workload.extra,
+            "policy": {
+                "allow": ["open", "read", "write", "close", "fork", "exit", "_exit", "strstr", "_ZNSt11this_thread*"]
+            },
+        },
+    )
     # Fewer timed pairs than the shipped 11 keep the module fast; still A B A B side by side.
     fast = dataclasses.replace(workload, warmup=1, iters=5)
     hang_workload = dataclasses.replace(workload, timeouts=dict(workload.timeouts, verify=3.0))
@@ -174,13 +229,16 @@ def results(tmp_path_factory) -> dict:
         # The hang sleeps in its loop; on its own executor it does not hold a CPU slot the seed's
         # benchmark is waiting for.
         hang_executor = LocalExecutor(work_dir=hang_work, keep_job_dirs=True)
-        frozen = FrozenObjectCache()     # the frozen harness is compiled once for all candidates
+        frozen = FrozenObjectCache()  # the frozen harness is compiled once for all candidates
         try:
+
             async def one(name: str) -> tuple[str, EvalOutcome]:
                 w, ex = (hang_workload, hang_executor) if name == "hang" else (fast, executor)
                 out = await asyncio.wait_for(
-                    evaluate_source(w, sources[name], ex, job_prefix=name, seed=4242, frozen=frozen), 150)
+                    evaluate_source(w, sources[name], ex, job_prefix=name, seed=4242, frozen=frozen), 150
+                )
                 return name, out
+
             outs = dict(await asyncio.gather(*(one(n) for n in sources)))
         finally:
             await executor.close()
@@ -212,7 +270,7 @@ def test_seed_is_done_at_about_1x(results):
     assert [s.stage for s in out.stages] == ["build", "verify", "benchmark"]
     assert all(s.status == "ok" for s in out.stages)
     bench = out.metrics["benchmark"]
-    assert [c["name"] for c in bench["configs"]] == ["tall", "square"]     # bench configs only
+    assert [c["name"] for c in bench["configs"]] == ["tall", "square"]  # bench configs only
     assert [c["name"] for c in out.metrics["verify"]["configs"]] == ["tall", "square", "odd", "sliver"]
 
 
@@ -230,7 +288,7 @@ def test_segfault_fails(results):
     out = outcome(results, "segfault")
     assert out.status == "failed"
     assert "verify" in out.reason
-    assert out.stages[-1].stage == "verify" and out.stages[-1].rc in (-11, 128 + 11)   # SIGSEGV (direct or via sh)
+    assert out.stages[-1].stage == "verify" and out.stages[-1].rc in (-11, 128 + 11)  # SIGSEGV (direct or via sh)
     assert out.speedup is None
 
 
@@ -257,7 +315,7 @@ def test_printed_pass_and_time_are_not_believed(results):
     out = outcome(results, "fake_pass")
     assert out.status == "incorrect"
     assert out.speedup is None and out.time_ms is None
-    assert "Verification: PASS" in out.stages[-1].log    # it did print it
+    assert "Verification: PASS" in out.stages[-1].log  # it did print it
     assert "rank" in out.reason
 
 
@@ -282,7 +340,7 @@ def test_forged_result_then_exit_is_overwritten_by_the_harness(results):
 
 def test_forged_result_then__exit_is_not_believed(results):
     out = outcome(results, "forged_result__exit")
-    if not out.stages or out.stages[0].status != "ok":   # a broken test candidate is a real failure
+    if not out.stages or out.stages[0].status != "ok":  # a broken test candidate is a real failure
         pytest.fail(f"the forging candidate did not build: {out.feedback}")
     assert out.status != "done", f"believed a forged result: speedup {out.speedup}"
 

@@ -16,20 +16,44 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cuco(*args: str, home: Path, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cuco_tui.cli", *args, "--home", str(home)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", *args, "--home", str(home)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
 
 
 @pytest.mark.timeout(400)
 def test_cuco_stop_reaches_a_headless_engine(tmp_path):
     home = tmp_path / "home"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.Popen([sys.executable, "-m", "cuco_tui.cli", "run", "demo", "--headless", "--max-evals", "500",
-                            "--name", "hl", "--home", str(home)], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cuco_tui.cli",
+            "run",
+            "demo",
+            "--headless",
+            "--max-evals",
+            "500",
+            "--name",
+            "hl",
+            "--home",
+            str(home),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:   # the run has evaluated something: it is well under way
+        while time.monotonic() < deadline:  # the run has evaluated something: it is well under way
             report = cuco("report", "hl", "--json", home=home, env=env)
             if report.returncode in (0, 1) and report.stdout.strip() and json.loads(report.stdout)["evaluated"] >= 2:
                 break

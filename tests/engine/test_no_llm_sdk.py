@@ -33,10 +33,32 @@ BLOCK_SDKS = textwrap.dedent("""
 
 def test_a_design_space_run_without_the_llm_sdks(tmp_path: Path):
     home = tmp_path / "home"
-    run = subprocess.run([sys.executable, "-c", BLOCK_SDKS, "run", "demo", "--headless", "--max-evals", "3",
-                          "--home", str(home), "--name", "nosdk"], cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BLOCK_SDKS,
+            "run",
+            "demo",
+            "--headless",
+            "--max-evals",
+            "3",
+            "--home",
+            str(home),
+            "--name",
+            "nosdk",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
-    report = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "report", "nosdk", "--json", "--home", str(home)],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    report = subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", "report", "nosdk", "--json", "--home", str(home)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert json.loads(report.stdout)["evaluated"] == 3

@@ -24,8 +24,9 @@ CLI = [sys.executable, "-m", "cuco_tui.cli"]
 
 
 def cuco(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + ["--home", str(home), *args], capture_output=True, text=True, timeout=120,
-                          env=env, cwd=ROOT)
+    return subprocess.run(
+        CLI + ["--home", str(home), *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
+    )
 
 
 @pytest.fixture
@@ -44,7 +45,9 @@ def test_unknown_candidate_and_config_name_the_field(home):
     proc = cuco(home, "profile", "77")
     assert proc.returncode == 2 and "CANDIDATE" in proc.stderr and "no candidate 77" in proc.stderr
     db = sqlite3.connect(home / "cuco.db")
-    db.execute("UPDATE runs SET workload='gemm_allgather', workload_path=?", (str(ROOT / "workloads" / "gemm_allgather"),))
+    db.execute(
+        "UPDATE runs SET workload='gemm_allgather', workload_path=?", (str(ROOT / "workloads" / "gemm_allgather"),)
+    )
     db.commit()
     db.close()
     proc = cuco(home, "profile", "2", "--config", "nope")
@@ -55,7 +58,9 @@ def test_unknown_candidate_and_config_name_the_field(home):
 @pytest.mark.skipif(shutil.which("ncu") is not None, reason="ncu is installed here: the missing-ncu path cannot run")
 def test_without_ncu_a_clear_message_and_exit_1(home):
     db = sqlite3.connect(home / "cuco.db")
-    db.execute("UPDATE runs SET workload='gemm_allgather', workload_path=?", (str(ROOT / "workloads" / "gemm_allgather"),))
+    db.execute(
+        "UPDATE runs SET workload='gemm_allgather', workload_path=?", (str(ROOT / "workloads" / "gemm_allgather"),)
+    )
     db.commit()
     db.close()
     proc = cuco(home, "profile", "2", "--config", "small_m1k")
@@ -75,5 +80,5 @@ def test_summary_of_a_recorded_ncu_raw_page():
     assert any(k["sm_throughput_pct"] is not None and k["memory_throughput_pct"] is not None for k in kernels)
     assert kernels == sorted(kernels, key=lambda k: -k["duration_ms"])
     assert NCU_METRICS[1] in data.read_text()
-    gemm = next(k for k in kernels if "gemm_kernel<FusedPushEpi>" in k["kernel"])   # the candidate's own kernel
-    assert gemm["launches"] == 2 and 0.05 < gemm["duration_ms"] / 2 < 1.0          # ~86 us a launch (us in the CSV)
+    gemm = next(k for k in kernels if "gemm_kernel<FusedPushEpi>" in k["kernel"])  # the candidate's own kernel
+    assert gemm["launches"] == 2 and 0.05 < gemm["duration_ms"] / 2 < 1.0  # ~86 us a launch (us in the CSV)

@@ -25,7 +25,9 @@ def finals(db: Path) -> int:
         return 0
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
-        return conn.execute("SELECT COUNT(*) FROM candidates WHERE status IN ('done','incorrect','failed')").fetchone()[0]
+        return conn.execute("SELECT COUNT(*) FROM candidates WHERE status IN ('done','incorrect','failed')").fetchone()[
+            0
+        ]
     except sqlite3.OperationalError:
         return 0
     finally:
@@ -33,8 +35,9 @@ def finals(db: Path) -> int:
 
 
 def start(args: list[str], home: Path) -> subprocess.Popen:
-    return subprocess.Popen(CLI + ["--home", str(home)] + args, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    return subprocess.Popen(
+        CLI + ["--home", str(home)] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
 
 
 def proposals(db: Path) -> int:
@@ -55,7 +58,7 @@ def kill_when(proc: subprocess.Popen, db: Path, at_least: int, timeout: float = 
         assert proc.poll() is None, f"engine exited early: {proc.stderr.read().decode()[-2000:]}"
         assert time.monotonic() < deadline, "the run made no progress"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)   # the engine only: its jobs are orphaned, as in a real crash
+    proc.send_signal(signal.SIGKILL)  # the engine only: its jobs are orphaned, as in a real crash
     proc.wait(30)
 
 
@@ -63,8 +66,8 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
     home = tmp_path / "home"
     db = home / "cuco.db"
     proc = start(["run", "demo", "--headless", "--max-evals", str(MAX_EVALS), "--name", "k"], home)
-    kill_when(proc, db, 0)          # killed before the seed finished (possibly mid-build)
-    for point in (2, 5, 8):         # and again at later points, each time after a resume
+    kill_when(proc, db, 0)  # killed before the seed finished (possibly mid-build)
+    for point in (2, 5, 8):  # and again at later points, each time after a resume
         proc = start(["resume", "k", "--headless"], home)
         kill_when(proc, db, point)
     proc = start(["resume", "k", "--headless"], home)
@@ -74,7 +77,9 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
     conn = sqlite3.connect(db)
     run = conn.execute("SELECT state FROM runs WHERE id='k'").fetchone()
     assert run[0] == "finished"
-    rows = conn.execute("SELECT id, number, status, source_hash FROM candidates WHERE run_id='k' ORDER BY number").fetchall()
+    rows = conn.execute(
+        "SELECT id, number, status, source_hash FROM candidates WHERE run_id='k' ORDER BY number"
+    ).fetchall()
     numbers = [r[1] for r in rows]
     assert numbers == list(range(len(rows))), "a proposal was lost (a gap in the numbering)"
     assert len({r[3] for r in rows}) == len(rows), "the same source was evaluated twice"
@@ -91,11 +96,13 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
 
     report = subprocess.run(CLI + ["--home", str(home), "report", "k", "--json"], capture_output=True, text=True)
     import json
+
     data = json.loads(report.stdout)
     assert data["evaluated"] == MAX_EVALS
     assert data["correct"] + data["failed"] == data["evaluated"]
     assert data["pending"] == 0
     # nothing of the killed engines is still running
     leftovers = subprocess.run(["pgrep", "-f", str(home / "jobs")], capture_output=True, text=True).stdout.split()
-    assert not [p for p in leftovers if os.path.exists(f"/proc/{p}") and
-                open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+    assert not [
+        p for p in leftovers if os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
+    ]

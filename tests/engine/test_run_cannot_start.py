@@ -32,8 +32,9 @@ def gpu_listing(tmp_path: Path, indices: list[int]) -> dict[str, str]:
 
 
 def cuco(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + ["--home", str(home), *args], capture_output=True, text=True, timeout=300,
-                          env=env or dict(os.environ))
+    return subprocess.run(
+        CLI + ["--home", str(home), *args], capture_output=True, text=True, timeout=300, env=env or dict(os.environ)
+    )
 
 
 @pytest.mark.parametrize("gpus, says", [([], "this machine has none"), ([0], "this machine has 1")])
@@ -41,15 +42,15 @@ def test_too_few_gpus_is_refused_before_any_build(demo_copy: Path, tmp_path: Pat
     edit_yaml(demo_copy, lambda d: d["launch"].update(gpus=2))
     home = tmp_path / "home"
     env = gpu_listing(tmp_path, gpus)
-    for headless in (["--headless"], []):   # in the foreground, and through the engine daemon
+    for headless in (["--headless"], []):  # in the foreground, and through the engine daemon
         proc = cuco(home, "run", str(demo_copy), *headless, "--max-evals", "2", env=env)
         assert proc.returncode == 1, proc.stderr
         assert "demo needs 2 GPUs" in proc.stderr and says in proc.stderr, proc.stderr
-        assert "--cluster FILE" in proc.stderr   # what to do about it
+        assert "--cluster FILE" in proc.stderr  # what to do about it
         assert "Traceback" not in proc.stderr
     assert "no runs" in cuco(home, "ls").stdout
     jobs = home / "jobs"
-    assert not jobs.exists() or not any(jobs.iterdir())   # nothing was built
+    assert not jobs.exists() or not any(jobs.iterdir())  # nothing was built
 
 
 def test_a_run_whose_seed_fails_ends_failed_with_the_reason(demo_copy: Path, tmp_path: Path):

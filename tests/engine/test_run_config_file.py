@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cuco(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "CUCO_HOME"}
-    return subprocess.run([sys.executable, "-m", "cuco_tui.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 BAD_FILES = [
@@ -45,7 +46,7 @@ def test_bad_config_file_exits_2_naming_file_and_field(tmp_path: Path, text, fie
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{conf}: {field}:" in proc.stderr and fragment in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert not (home / "cuco.db").exists()          # bad input starts nothing
+    assert not (home / "cuco.db").exists()  # bad input starts nothing
 
 
 def test_missing_config_file_and_bad_set(tmp_path: Path):
@@ -62,17 +63,36 @@ def test_missing_config_file_and_bad_set(tmp_path: Path):
 @pytest.mark.slow
 def test_config_file_set_and_flags_reach_the_stored_run(tmp_path: Path):
     conf = tmp_path / "search.yaml"
-    conf.write_text("# a search setup kept beside the workload\n"
-                    "max-evals: 50\nislands: 3\nseed: 1\nmeta_every: 4\nnovelty_threshold: 0.95\n"
-                    "explore_fraction: 0.25\n")
+    conf.write_text(
+        "# a search setup kept beside the workload\n"
+        "max-evals: 50\nislands: 3\nseed: 1\nmeta_every: 4\nnovelty_threshold: 0.95\n"
+        "explore_fraction: 0.25\n"
+    )
     home = tmp_path / "home"
-    proc = cuco("run", "demo", "--headless", "--config", str(conf), "--set", "seed=7", "--set", "islands=1",
-                "--max-evals", "3", "--home", str(home), "--name", "cfg", cwd=tmp_path, timeout=180)
+    proc = cuco(
+        "run",
+        "demo",
+        "--headless",
+        "--config",
+        str(conf),
+        "--set",
+        "seed=7",
+        "--set",
+        "islands=1",
+        "--max-evals",
+        "3",
+        "--home",
+        str(home),
+        "--name",
+        "cfg",
+        cwd=tmp_path,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads(cuco("report", "cfg", "--json", "--home", str(home), cwd=tmp_path).stdout)
-    assert report["evaluated"] == 3                  # the flag wins over the file's 50
+    assert report["evaluated"] == 3  # the flag wins over the file's 50
     db = sqlite3.connect(f"file:{home / 'cuco.db'}?mode=ro", uri=True)
     stored = json.loads(db.execute("SELECT config_json FROM runs WHERE id='cfg'").fetchone()[0])
     db.close()
-    assert stored["max_evals"] == 3 and stored["seed"] == 7 and stored["islands"] == 1   # --set over the file
+    assert stored["max_evals"] == 3 and stored["seed"] == 7 and stored["islands"] == 1  # --set over the file
     assert stored["meta_every"] == 4 and stored["novelty_threshold"] == 0.95 and stored["explore_fraction"] == 0.25

@@ -22,7 +22,7 @@ def draws(pick, seed: int, n: int = DRAWS) -> Counter:
 
 def test_power_law_favours_the_best_deterministically():
     items = ["a", "b", "c", "d", "e", "f"]
-    fitness = [1.0, 5.0, 2.0, 0.5, 3.0, 0.1]      # best: b, worst: f
+    fitness = [1.0, 5.0, 2.0, 0.5, 3.0, 0.1]  # best: b, worst: f
     counts = draws(lambda rng: power_law(items, fitness, rng), 1234)
     assert counts["b"] > 8 * counts["f"], counts
     # Ranks come out in fitness order.
@@ -59,7 +59,7 @@ def test_weighted_damps_parents_with_many_children():
     items = ["busy", "fresh"]
     fitness = [2.0, 2.0]
     no_children = draws(lambda rng: weighted(items, fitness, rng), 9)
-    assert abs(no_children["busy"] - no_children["fresh"]) < DRAWS * 0.08   # equal fitness, equal odds
+    assert abs(no_children["busy"] - no_children["fresh"]) < DRAWS * 0.08  # equal fitness, equal odds
     damped = draws(lambda rng: weighted(items, fitness, rng, children=[9, 0]), 9)
     assert damped["fresh"] > 5 * damped["busy"], damped
     # The damping is 1 / (1 + children): one child halves a member's odds.
@@ -73,16 +73,17 @@ def test_weighted_equal_fitness_does_not_crash():
 
 # ----- archive ------------------------------------------------------------------------------------
 
+
 def test_archive_keeps_the_better_per_cell():
     a = Archive()
     assert a.offer("p=seq", 1, 1.0) is True
-    assert a.offer("p=seq", 2, 0.8) is False        # worse: refused
-    assert a.offer("p=seq", 3, 1.0) is False        # a tie keeps the incumbent
-    assert a.offer("p=fused", 4, 0.5) is True       # another cell
-    assert a.offer("p=seq", 5, 1.7) is True         # better: replaces
+    assert a.offer("p=seq", 2, 0.8) is False  # worse: refused
+    assert a.offer("p=seq", 3, 1.0) is False  # a tie keeps the incumbent
+    assert a.offer("p=fused", 4, 0.5) is True  # another cell
+    assert a.offer("p=seq", 5, 1.7) is True  # better: replaces
     assert len(a) == 2
     assert {c: e.candidate_id for c, e in a.cells.items()} == {"p=seq": 5, "p=fused": 4}
-    assert [e.candidate_id for e in a.elites()] == [5, 4]   # best first
+    assert [e.candidate_id for e in a.elites()] == [5, 4]  # best first
 
 
 def test_archive_remove():
@@ -90,7 +91,7 @@ def test_archive_remove():
     a.offer("c1", 10, 2.0)
     a.offer("c2", 11, 1.0)
     assert a.remove(10) == "c1"
-    assert a.remove(10) is None        # already gone
+    assert a.remove(10) is None  # already gone
     assert a.remove(999) is None
     assert len(a) == 1 and "c1" not in a.cells
     # The emptied cell takes a newcomer even if it is worse than the removed elite.
@@ -100,11 +101,15 @@ def test_archive_remove():
 
 # ----- islands ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n,edges", [
-    (1, []),
-    (2, [(0, 1), (1, 0)]),
-    (4, [(0, 1), (1, 2), (2, 3), (3, 0)]),
-])
+
+@pytest.mark.parametrize(
+    "n,edges",
+    [
+        (1, []),
+        (2, [(0, 1), (1, 0)]),
+        (4, [(0, 1), (1, 2), (2, 3), (3, 0)]),
+    ],
+)
 def test_island_ring_edges(n, edges):
     m = IslandModel(n)
     assert len(m) == n

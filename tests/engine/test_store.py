@@ -41,15 +41,19 @@ def raw(path: Path) -> sqlite3.Connection:
 
 async def add_run(tx, run_id: str = "r1") -> None:
     now = time.time()
-    await tx.execute("INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
-                     "VALUES (?,?,?,?,?,?,?)", (run_id, "demo", "/x", "running", "{}", now, now))
+    await tx.execute(
+        "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+        "VALUES (?,?,?,?,?,?,?)",
+        (run_id, "demo", "/x", "running", "{}", now, now),
+    )
 
 
 async def add_candidate(tx, run_id: str = "r1", number: int = 0, source_hash: str = "h0") -> int:
     return await tx.insert(
         "INSERT INTO candidates (run_id, number, island, generation, operator, mutator, source_hash, "
         "descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (run_id, number, 0, 0, "seed", "design-space", source_hash, "{}", "c", "pending", time.time()))
+        (run_id, number, 0, 0, "seed", "design-space", source_hash, "{}", "c", "pending", time.time()),
+    )
 
 
 async def test_new_store_is_wal_with_schema_version(store: Store):
@@ -88,7 +92,7 @@ async def test_newer_schema_is_refused(tmp_path: Path):
     con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     con.commit()
     con.close()
-    with pytest.raises(InputError, match="newer cuco"):   # the CLI's exit 2, naming the file
+    with pytest.raises(InputError, match="newer cuco"):  # the CLI's exit 2, naming the file
         s2 = Store(home)
         try:
             await s2.open()
@@ -132,7 +136,7 @@ async def test_failed_transaction_leaves_nothing(store: Store):
             raise ValueError("mid-way")
     assert await store.fetchall("SELECT * FROM candidates") == []
     assert await store.fetchall("SELECT * FROM events") == []
-    assert delivered == []          # no viewer was told about what never happened
+    assert delivered == []  # no viewer was told about what never happened
     # The store is usable afterwards (the transaction was really closed).
     async with store.transaction() as tx:
         await add_candidate(tx)
@@ -179,7 +183,7 @@ async def test_read_store_cannot_write(store: Store):
 def test_read_store_without_database_says_what_to_do(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="cuco run"):
         ReadStore(tmp_path)
-    assert not (tmp_path / DB_NAME).exists()   # opening read-only never creates a database
+    assert not (tmp_path / DB_NAME).exists()  # opening read-only never creates a database
 
 
 async def test_read_store_sees_commits_of_a_live_writer(store: Store):
@@ -201,13 +205,16 @@ async def test_a_reader_opened_beside_a_writer_keeps_its_wal_when_another_proces
     the next reader would find the database malformed."""
     import subprocess
     import sys
+
     await store.event(None, note("before"))
     rs = ReadStore(store.home)
     try:
         wal = store.db_path.with_name(DB_NAME + "-wal")
         assert wal.exists()
-        closer = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-                  "c.execute('SELECT COUNT(*) FROM events').fetchall(); c.close()")
+        closer = (
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+            "c.execute('SELECT COUNT(*) FROM events').fetchall(); c.close()"
+        )
         subprocess.run([sys.executable, "-c", closer, str(store.db_path)], check=True, timeout=60)
         assert wal.exists(), "the WAL was deleted under a live writer"
         after = await store.event(None, note("after"))
@@ -233,7 +240,7 @@ async def test_on_event_fires_only_after_commit(store: Store):
         await add_run(tx)
         s1 = await tx.event("r1", note("first"))
         s2 = await tx.event("r1", note("second"))
-        assert seen == []            # nothing delivered before the commit
+        assert seen == []  # nothing delivered before the commit
     assert [(e["seq"], e["data"]["message"]) for e, _ in seen] == [(s1, "first"), (s2, "second")]
     assert all(visible for _, visible in seen)
     assert seen[0][0]["kind"] == "log" and seen[0][0]["run"] == "r1"
@@ -246,7 +253,7 @@ async def test_blobs_are_content_addressed(store: Store):
     assert h1 == h2 != h3
     assert len(h1) == 64
     files = [p for p in (store.home / "blobs").rglob("*") if p.is_file()]
-    assert sorted(p.name for p in files) == sorted([h1, h3])   # one file per content, no temp files left
+    assert sorted(p.name for p in files) == sorted([h1, h3])  # one file per content, no temp files left
     assert store.blobs.get_text(h1) == "int main() { return 0; }\n"
     assert store.blobs.has(h3) and not store.blobs.has("0" * 64)
     # A reader finds the same blob by its hash.
@@ -270,19 +277,22 @@ async def test_candidate_source_hash_unique_per_run(store: Store):
 async def test_a_version_1_store_is_migrated_in_place(tmp_path: Path):
     """A store written by an older cuco opens: its data stays and the new index appears."""
     from engine.store.schema import SCHEMA_V1
+
     home = tmp_path / "old"
     home.mkdir()
     con = sqlite3.connect(home / DB_NAME)
-    con.executescript(SCHEMA_V1 + "INSERT INTO meta VALUES ('schema_version', '1');"
-                      "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
-                      "VALUES ('old', 'demo', '/x', 'finished', '{}', 0, 0);")
+    con.executescript(
+        SCHEMA_V1 + "INSERT INTO meta VALUES ('schema_version', '1');"
+        "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+        "VALUES ('old', 'demo', '/x', 'finished', '{}', 0, 0);"
+    )
     con.close()
     s = await Store(home).open()
     try:
         assert (await s.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == str(SCHEMA_VERSION)
         assert (await s.fetchone("SELECT id FROM runs"))["id"] == "old"
         cols = {r["name"] for r in await s.fetchall("PRAGMA table_info(evaluations)")}
-        assert "fault" in cols   # v3's column on a v1 table
+        assert "fault" in cols  # v3's column on a v1 table
         idx = await s.fetchone("SELECT name FROM sqlite_master WHERE type='index' AND name='candidates_run_island'")
         assert idx is not None
     finally:
@@ -293,6 +303,7 @@ async def test_submitted_batches_commit_in_order_and_a_bad_one_alone_is_undone(s
     """Write-behind batches: sent together, committed in submission order with their events numbered in
     that order; a batch that breaks a constraint is undone alone and its future says why."""
     from engine.store.store import Batch
+
     delivered = []
     store.on_event = delivered.append
     async with store.transaction() as tx:
@@ -302,9 +313,11 @@ async def test_submitted_batches_commit_in_order_and_a_bad_one_alone_is_undone(s
     for i in range(5):
         b = Batch()
         # the third batch repeats the first one's id: a primary-key violation
-        b.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, source_hash, "
-                  "descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                  (100 + (0 if i == 2 else i), "r1", i, 0, 0, "knob", "design-space", f"h{i}", "{}", "c", "pending", 0.0))
+        b.execute(
+            "INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, source_hash, "
+            "descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (100 + (0 if i == 2 else i), "r1", i, 0, 0, "knob", "design-space", f"h{i}", "{}", "c", "pending", 0.0),
+        )
         b.event("r1", note(str(i)))
         futures.append(store.submit(b))
     results = await asyncio.gather(*futures, return_exceptions=True)
@@ -318,11 +331,12 @@ async def test_submitted_batches_commit_in_order_and_a_bad_one_alone_is_undone(s
     events = await store.fetchall("SELECT seq, data_json FROM events WHERE kind='log' ORDER BY seq")
     assert [int(m) for m in messages(events)] == [0, 1, 3, 4]
     assert [e["seq"] for e in events] == seqs
-    assert [int(d["data"]["message"]) for d in delivered] == [0, 1, 3, 4]   # viewers hear only what committed
+    assert [int(d["data"]["message"]) for d in delivered] == [0, 1, 3, 4]  # viewers hear only what committed
 
 
 async def test_queued_batches_are_written_before_a_read_and_on_close(tmp_path: Path):
     from engine.store.store import Batch
+
     s = await Store(tmp_path / "home").open()
     b = Batch()
     b.event(None, note("queued"))
@@ -334,8 +348,10 @@ async def test_queued_batches_are_written_before_a_read_and_on_close(tmp_path: P
     await s.close()
     con = raw(tmp_path / "home" / DB_NAME)
     try:
-        assert [json.loads(r[0])["message"] for r in con.execute("SELECT data_json FROM events ORDER BY seq")] == \
-            ["queued", "at-close"]
+        assert [json.loads(r[0])["message"] for r in con.execute("SELECT data_json FROM events ORDER BY seq")] == [
+            "queued",
+            "at-close",
+        ]
     finally:
         con.close()
 
@@ -366,6 +382,7 @@ async def test_engines_writing_one_home_at_once_never_collide(tmp_path: Path):
     """Two runs' writers (one in another process) propose and log at once: every candidate id and event
     seq is distinct, each run's events are all there, and seqs rise in commit order."""
     import sys
+
     home = tmp_path / "home"
     store = await Store(home).open()
     try:
@@ -378,9 +395,11 @@ async def test_engines_writing_one_home_at_once_never_collide(tmp_path: Path):
             await store.reserve_candidate_ids()
             cid = store.next_candidate_id()
             batch = Batch()
-            batch.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, "
-                          "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                          (cid, "a", i, 0, 0, "seed", "design-space", f"a-{i}", "{}", "c", "pending", time.time()))
+            batch.execute(
+                "INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, "
+                "source_hash, descriptor_json, cell, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (cid, "a", i, 0, 0, "seed", "design-space", f"a-{i}", "{}", "c", "pending", time.time()),
+            )
             batch.event("a", note(str(i)))
             store.submit(batch)
             if i % 10 == 0:
@@ -391,7 +410,7 @@ async def test_engines_writing_one_home_at_once_never_collide(tmp_path: Path):
         events = await store.fetchall("SELECT seq, run_id, data_json FROM events WHERE kind='log' ORDER BY seq")
         for run in ("a", "b"):
             mine = [int(json.loads(e["data_json"])["message"]) for e in events if e["run_id"] == run]
-            assert mine == list(range(n)), run      # none lost, none twice, each run's in its commit order
+            assert mine == list(range(n)), run  # none lost, none twice, each run's in its commit order
         assert {r["run_id"] for r in rows} == {"a", "b"}
     finally:
         await store.close()
@@ -400,6 +419,7 @@ async def test_engines_writing_one_home_at_once_never_collide(tmp_path: Path):
 async def test_a_version_8_store_gets_the_id_counter_above_its_candidates(tmp_path: Path):
     """A store written before several engines could share a home opens; new ids go above the old ones."""
     from engine.store.schema import MIGRATIONS
+
     home = tmp_path / "home"
     home.mkdir()
     con = raw(home / DB_NAME)
@@ -407,19 +427,25 @@ async def test_a_version_8_store_gets_the_id_counter_above_its_candidates(tmp_pa
     for v in sorted(m for m in MIGRATIONS if m <= 8):
         con.executescript(MIGRATIONS[v])
     con.execute("INSERT INTO meta VALUES ('schema_version', '8')")
-    con.execute("INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
-                "VALUES ('old', 'demo', '/x', 'finished', '{}', 0, 0)")
-    con.execute("INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, source_hash, "
-                "descriptor_json, cell, status, created_at) VALUES (41, 'old', 0, 0, 0, 'seed', 'seed', 'h', '{}', "
-                "'c', 'done', 0)")
+    con.execute(
+        "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+        "VALUES ('old', 'demo', '/x', 'finished', '{}', 0, 0)"
+    )
+    con.execute(
+        "INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, source_hash, "
+        "descriptor_json, cell, status, created_at) VALUES (41, 'old', 0, 0, 0, 'seed', 'seed', 'h', '{}', "
+        "'c', 'done', 0)"
+    )
     con.commit()
     con.close()
     store = await Store(home).open()
     try:
-        assert (await store.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == str(SCHEMA_VERSION)
+        assert (await store.fetchone("SELECT value FROM meta WHERE key='schema_version'"))["value"] == str(
+            SCHEMA_VERSION
+        )
         await store.reserve_candidate_ids()
         assert store.next_candidate_id() == 42
-        other = await Store(home).open()   # a second writer's block starts after the first's
+        other = await Store(home).open()  # a second writer's block starts after the first's
         try:
             await other.reserve_candidate_ids()
             assert other.next_candidate_id() > 42

@@ -39,9 +39,10 @@ def outcomes(tmp_path_factory) -> dict:
         frozen = FrozenObjectCache()
         try:
             outs = {}
-            for name, source in sources.items():   # one at a time: two benchmarks would share the 2 cores
+            for name, source in sources.items():  # one at a time: two benchmarks would share the 2 cores
                 outs[name] = await asyncio.wait_for(
-                    evaluate_source(workload, source, executor, job_prefix=name, seed=7, frozen=frozen), 200)
+                    evaluate_source(workload, source, executor, job_prefix=name, seed=7, frozen=frozen), 200
+                )
             return outs
         finally:
             await executor.close()
@@ -52,11 +53,11 @@ def outcomes(tmp_path_factory) -> dict:
 def test_seed_communicates_after_its_compute_and_fused_under_it(outcomes):
     for name, out in outcomes.items():
         assert out.status == "done", (name, out.reason)
-        assert set(out.timelines) == {"tall", "square"}           # every benchmarked config, no other
+        assert set(out.timelines) == {"tall", "square"}  # every benchmarked config, no other
         assert set(out.metrics["timeline"]) == {"tall", "square"}
     for config, figs in outcomes["seed"].metrics["timeline"].items():
         assert figs["overlap_fraction"] < 0.1, (config, figs)
-        for r in figs["ranks"]:      # all of its communication is exposed, and it did communicate
+        for r in figs["ranks"]:  # all of its communication is exposed, and it did communicate
             assert r["comm_ms"] > 0.5 and r["exposed_comm_ms"] > 0.9 * r["comm_ms"], (config, r)
     for config, figs in outcomes["fused"].metrics["timeline"].items():
         assert figs["overlap_fraction"] > 0.5, (config, figs)
@@ -73,11 +74,11 @@ def test_seed_idles_at_its_barrier(outcomes):
 def test_records_leave_the_stored_result_small(outcomes):
     for out in outcomes.values():
         bench = out.metrics["benchmark"]
-        assert all("timeline" not in c for c in bench["configs"])   # carried separately, into the blob
+        assert all("timeline" not in c for c in bench["configs"])  # carried separately, into the blob
         raw = out.timelines["tall"]
         assert raw["source"] == "cpu-link" and len(raw["ranks"]) == 2 and raw["dropped"] == 0
         puts = [e for e in raw["events"] if e["k"] == "put"]
-        assert puts and all(e["t0"] <= e["carried"] <= e["t1"] for e in puts)   # queued, carried, landed
+        assert puts and all(e["t0"] <= e["carried"] <= e["t1"] for e in puts)  # queued, carried, landed
 
 
 def test_trace_has_one_process_per_rank_and_lanes_per_thread_and_link(outcomes):

@@ -33,7 +33,7 @@ def test_kernels_are_compute_and_copies_communication(recorded):
         assert r["comm_ms"] == pytest.approx((copy["t1"] - copy["t0"]) / 1e3)
         assert r["exposed_comm_ms"] == pytest.approx(r["comm_ms"]) and figs["overlap_fraction"] == 0.0
         assert r["dominant"] == "cuco_gemm::gemm_kernel<cuco_gemm::StoreEpi>"
-        assert r["idle_ms"] < 0.05 * r["span_ms"]   # the launch gaps of one profiled call, not the profiler's
+        assert r["idle_ms"] < 0.05 * r["span_ms"]  # the launch gaps of one profiled call, not the profiler's
 
 
 def test_trace_of_recorded_records(recorded):
@@ -48,6 +48,8 @@ def test_trace_of_recorded_records(recorded):
 def test_a_missing_libcupti_is_a_reason_not_a_crash():
     figs = timeline.summarize({"m8k": {"error": "rank 0: no timeline: libcupti not found (...)"}})
     assert figs["m8k"]["error"] == "rank 0: no timeline: libcupti not found (...)"
-    assert timeline.summarize({"m8k": {"source": "nvtx"}})["m8k"]["error"] == "no timeline: unknown timeline source 'nvtx'"
+    assert (
+        timeline.summarize({"m8k": {"source": "nvtx"}})["m8k"]["error"] == "no timeline: unknown timeline source 'nvtx'"
+    )
     raws = timeline.take_from_result({"configs": [{"name": "m8k", "timeline_error": "rank 0: no timeline: x"}]})
     assert raws == {"m8k": {"error": "rank 0: no timeline: x"}}

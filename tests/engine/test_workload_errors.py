@@ -30,6 +30,7 @@ def test_the_copy_itself_loads(demo_copy: Path):
 
 def _set(path: str, value):
     """A change that sets data[a][b]... = value ('.'-separated; integers index lists)."""
+
     def change(data):
         keys = path.split(".")
         node = data
@@ -40,12 +41,14 @@ def _set(path: str, value):
             node[int(last)] = value
         else:
             node[last] = value
+
     return change
 
 
 def _delete(key: str):
     def change(data):
         del data[key]
+
     return change
 
 
@@ -79,18 +82,40 @@ YAML_CASES = [
     ("build-without-binary", _set("build.command", "g++ -O2 {sources} -o a.out"), "build.command", "{binary}"),
     ("build-without-sources", _set("build.command", "g++ -O2 x.cpp -o {binary}"), "build.command", "{sources}"),
     ("launch-without-spec", _set("launch.command", ["./{binary}", "--result", "{result}"]), "launch.command", "{spec}"),
-    ("launch-not-a-list", _set("launch.command", "./{binary} --spec {spec} --result {result}"), "launch.command", "list"),
+    (
+        "launch-not-a-list",
+        _set("launch.command", "./{binary} --spec {spec} --result {result}"),
+        "launch.command",
+        "list",
+    ),
     ("launch-negative-gpus", _set("launch.gpus", -1), "launch.gpus", ">= 0"),
-    ("missing-harness-source", _set("harness.sources.1", "missing_baseline.cpp"), "harness.sources[1]", "does not exist"),
+    (
+        "missing-harness-source",
+        _set("harness.sources.1", "missing_baseline.cpp"),
+        "harness.sources[1]",
+        "does not exist",
+    ),
     ("knob-without-line", _add_knob_dim, "design_space.dimensions.unroll", "cuco:knob unroll"),
-    ("default-not-a-value", _set("design_space.dimensions.sync.default", "fence"),
-     "design_space.dimensions.sync.default", "not one of"),
+    (
+        "default-not-a-value",
+        _set("design_space.dimensions.sync.default", "fence"),
+        "design_space.dimensions.sync.default",
+        "not one of",
+    ),
     ("archive-unknown-dim", _bad_archive, "design_space.archive[1]", "nonexistent"),
     ("variant-missing-file", _variant_missing_file, "variants[1].file", "does not exist"),
-    ("variant-unknown-dim", _set("variants.0.point", {"placement": "chunked", "color": "red"}),
-     "variants[0].point.color", "not a design-space dimension"),
-    ("variant-bad-value", _set("variants.0.point", {"placement": "diagonal"}),
-     "variants[0].point.placement", "not one of"),
+    (
+        "variant-unknown-dim",
+        _set("variants.0.point", {"placement": "chunked", "color": "red"}),
+        "variants[0].point.color",
+        "not a design-space dimension",
+    ),
+    (
+        "variant-bad-value",
+        _set("variants.0.point", {"placement": "diagonal"}),
+        "variants[0].point.placement",
+        "not one of",
+    ),
     ("duplicate-config-name", _dup_config, "configs[2].name", "repeats"),
     ("no-bench-config", _set("configs", [{"name": "x", "public": False, "bench": False}]), "configs", "bench"),
     ("negative-tolerance", _set("tolerances.fp32", -1e-3), "tolerances.fp32", "non-negative"),
@@ -162,16 +187,18 @@ def test_seed_without_blocks_is_refused(demo_copy: Path):
 def test_missing_workload_names_what_was_asked(tmp_path: Path):
     with pytest.raises(InputError) as exc:
         load_workload(str(tmp_path / "nowhere"), cwd=tmp_path)
-    assert exc.value.field == "WORKLOAD" and "demo" in exc.value.message   # it lists the shipped ones
+    assert exc.value.field == "WORKLOAD" and "demo" in exc.value.message  # it lists the shipped ones
 
 
 # ----- through the CLI ------------------------------------------------------------------------------
 
+
 def cuco(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("CUCO_HOME", None)
-    return subprocess.run([sys.executable, "-m", "cuco_tui.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 CLI_CASES = [
@@ -192,7 +219,7 @@ def test_cli_exits_2_naming_file_and_field(demo_copy: Path, tmp_path: Path, verb
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{demo_copy / 'workload.yaml'}: {field}:" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert not (home / "cuco.db").exists()      # bad input starts nothing
+    assert not (home / "cuco.db").exists()  # bad input starts nothing
 
 
 def test_cli_run_rejects_max_evals_0(tmp_path: Path):

@@ -14,6 +14,7 @@ hidden configs are benchmarked. kv_transfer needs exactly 2 ranks: on a 2-GPU no
 tests/gpu/build_harness_ab.sh, `--workload kv_transfer --ranks 2 --configs l32_t2k_d1k,small_l16_t1k
 --sources seed,lsa_fused,copy_engine,ce_counters --adversarial ''`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,19 @@ VARIANTS = ["seed", "lsa_fused", "lsa_chunked", "copy_engine", "hybrid"]
 CONFIGS = ["hidden_odd", "hidden_tall"]
 
 
-def spec(mode: str, seed: int, workload: str = "gemm_allgather", ranks: int = 1,
-         names: list[str] = CONFIGS) -> dict:
+def spec(mode: str, seed: int, workload: str = "gemm_allgather", ranks: int = 1, names: list[str] = CONFIGS) -> dict:
     w = yaml.safe_load((ROOT / "workloads" / workload / "workload.yaml").read_text())
     configs = [{"name": c["name"], "params": c["params"]} for c in w["configs"] if c["name"] in names]
-    return {"mode": mode, "seed": seed, "ranks": ranks, "configs": configs, "tolerances": w["tolerances"],
-            "warmup": w["benchmark"]["warmup"], "iters": w["benchmark"]["iters"], "timeout_s": 110}
+    return {
+        "mode": mode,
+        "seed": seed,
+        "ranks": ranks,
+        "configs": configs,
+        "tolerances": w["tolerances"],
+        "warmup": w["benchmark"]["warmup"],
+        "iters": w["benchmark"]["iters"],
+        "timeout_s": 110,
+    }
 
 
 def run(binary: Path, mode: str, seed: int, **where) -> dict:
@@ -50,14 +58,22 @@ def run(binary: Path, mode: str, seed: int, **where) -> dict:
         Path(tmp, "spec.json").write_text(json.dumps(spec(mode, seed, **where)))
         nonce = secrets.token_hex(16)
         t0 = time.monotonic()
-        p = subprocess.run([str(binary), "--spec", "spec.json", "--result", "result.json", "--nonce-stdin"],
-                           cwd=tmp, input=nonce.encode(), capture_output=True, timeout=120,
-                           env={**os.environ, **SAFE_ENV})
+        p = subprocess.run(
+            [str(binary), "--spec", "spec.json", "--result", "result.json", "--nonce-stdin"],
+            cwd=tmp,
+            input=nonce.encode(),
+            capture_output=True,
+            timeout=120,
+            env={**os.environ, **SAFE_ENV},
+        )
         wall = time.monotonic() - t0
         path = Path(tmp, "result.json")
         if not path.exists():
-            return {"correct": False, "error": f"no result.json (exit {p.returncode}): {p.stderr.decode()[-300:]}",
-                    "wall_s": wall}
+            return {
+                "correct": False,
+                "error": f"no result.json (exit {p.returncode}): {p.stderr.decode()[-300:]}",
+                "wall_s": wall,
+            }
         res = json.loads(path.read_text())
     if res.get("nonce") != nonce:
         res = {"correct": False, "error": "nonce mismatch"}
@@ -84,22 +100,28 @@ def main() -> int:
     a.bins = a.bins.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in sources:   # every source verifies with the new harness
+    for name in sources:  # every source verifies with the new harness
         r = run(a.bins / f"{name}.after", "verify", 11, **where)
         print(f"verify {name}: correct={r.get('correct')} error={r.get('error')}", flush=True)
         rows.append({"phase": "verify", "source": name, "result": r})
-    for rnd in range(a.rounds):   # A B A B: before, after, before, after
+    for rnd in range(a.rounds):  # A B A B: before, after, before, after
         for version in ("before", "after"):
             for name in sources:
                 r = run(a.bins / f"{name}.{version}", "benchmark", 100 + rnd, **where)
                 ratios = {c["name"]: c.get("speedup") for c in r.get("configs", [])}
-                print(f"round {rnd} {version:6} {name:12} correct={r.get('correct')} {ratios} "
-                      f"timed_ms={r.get('timed_ms')} check_ms={r.get('check_ms')} wall_s={r.get('wall_s')}", flush=True)
+                print(
+                    f"round {rnd} {version:6} {name:12} correct={r.get('correct')} {ratios} "
+                    f"timed_ms={r.get('timed_ms')} check_ms={r.get('check_ms')} wall_s={r.get('wall_s')}",
+                    flush=True,
+                )
                 rows.append({"phase": "ab", "round": rnd, "version": version, "source": name, "result": r})
-    for name in [x for x in a.adversarial.split(",") if x]:   # the adversarial ones that pass the policy
+    for name in [x for x in a.adversarial.split(",") if x]:  # the adversarial ones that pass the policy
         r = run(a.bins / f"{name}.after", "benchmark", 7, **where)
-        print(f"adversarial {name}: correct={r.get('correct')} error={r.get('error')} "
-              f"{[(c['name'], c.get('speedup'), c.get('error')) for c in r.get('configs', [])]}", flush=True)
+        print(
+            f"adversarial {name}: correct={r.get('correct')} error={r.get('error')} "
+            f"{[(c['name'], c.get('speedup'), c.get('error')) for c in r.get('configs', [])]}",
+            flush=True,
+        )
         rows.append({"phase": "adversarial", "source": name, "result": r})
     (a.out / "integrity_ab.json").write_text(json.dumps(rows, indent=1))
     return 0

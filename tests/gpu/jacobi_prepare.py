@@ -15,10 +15,16 @@ from engine.onboard.analyze import analyze_files
 from engine.onboard.patch import unified_diff
 from engine.onboard.rewrites import Offer, check_all, facts_from_analysis, rewrite_program
 
-POINTS = [(["boundary_first"], {}), (["graph_replay"], {}), (["boundary_first", "graph_replay"], {}),
-          (["boundary_first", "nccl_register", "graph_replay"], {})]
-POINTS += [(["boundary_first", "nccl_register", "comm_config", "graph_replay"], {"comm_ctas": c, "nccl_proto": p})
-           for c, p in (("4", "default"), ("16", "LL"))]
+POINTS = [
+    (["boundary_first"], {}),
+    (["graph_replay"], {}),
+    (["boundary_first", "graph_replay"], {}),
+    (["boundary_first", "nccl_register", "graph_replay"], {}),
+]
+POINTS += [
+    (["boundary_first", "nccl_register", "comm_config", "graph_replay"], {"comm_ctas": c, "nccl_proto": p})
+    for c, p in (("4", "default"), ("16", "LL"))
+]
 
 
 def main(corpus: str, out: str) -> int:

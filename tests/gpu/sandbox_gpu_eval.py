@@ -6,6 +6,7 @@ benchmark job's timed_ms, check_ms and wall time, and the sandbox notice if the 
 
     python3 tests/gpu/sandbox_gpu_eval.py WORKLOAD RANKS [CONFIG,...]
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,7 +26,7 @@ async def main(name: str, ranks: int, configs: list[str]) -> dict:
     w = load_workload(name).with_ranks(ranks)
     if configs:
         w = dataclasses.replace(w, configs=[c for c in w.configs if c.name in configs or not c.bench])
-    jobs = Path.cwd() / ".cuco-gpu-jobs"   # not under /tmp: a job's /tmp is its own
+    jobs = Path.cwd() / ".cuco-gpu-jobs"  # not under /tmp: a job's /tmp is its own
     jobs.mkdir(exist_ok=True)
     ex = LocalExecutor(work_dir=Path(tempfile.mkdtemp(dir=jobs)))
     try:
@@ -35,12 +36,22 @@ async def main(name: str, ranks: int, configs: list[str]) -> dict:
     bench = (out.metrics or {}).get("benchmark", {})
     walls = [s.duration_s for s in out.stages if s.stage == "benchmark"]
     logs = "".join(s.log for s in out.stages)
-    return {"workload": name, "status": out.status, "reason": out.reason, "speedup": out.speedup,
-            "timed_ms": bench.get("timed_ms"), "check_ms": bench.get("check_ms"),
-            "wall_ms": round(walls[-1] * 1000) if walls else None,
-            "sandbox_notice": [line for line in logs.splitlines() if line.startswith("cuco: ") and "sandbox" in line][:1]}
+    return {
+        "workload": name,
+        "status": out.status,
+        "reason": out.reason,
+        "speedup": out.speedup,
+        "timed_ms": bench.get("timed_ms"),
+        "check_ms": bench.get("check_ms"),
+        "wall_ms": round(walls[-1] * 1000) if walls else None,
+        "sandbox_notice": [line for line in logs.splitlines() if line.startswith("cuco: ") and "sandbox" in line][:1],
+    }
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(sys.argv[1], int(sys.argv[2]),
-                                      sys.argv[3].split(",") if len(sys.argv) > 3 else []))), flush=True)
+    print(
+        json.dumps(
+            asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",") if len(sys.argv) > 3 else []))
+        ),
+        flush=True,
+    )

@@ -3,6 +3,7 @@
 Each test builds (cached) and runs the harness exactly as the engine does, through
 workloads/_harness/cuda/run_local.py, and asserts on result.json only.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,14 @@ pytestmark = [
 ]
 
 
-def run(workload: Path, source: Path | None = None, mode: str = "verify", configs: str | None = None,
-        timeout: float | None = None, iters: int | None = None) -> dict:
+def run(
+    workload: Path,
+    source: Path | None = None,
+    mode: str = "verify",
+    configs: str | None = None,
+    timeout: float | None = None,
+    iters: int | None = None,
+) -> dict:
     argv = [sys.executable, str(RUN_LOCAL), str(workload), "--mode", mode, "--ranks", "2"]
     if source:
         argv += ["--source", str(source)]
@@ -53,7 +60,7 @@ def run(workload: Path, source: Path | None = None, mode: str = "verify", config
     r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     sys.stderr.write(r.stderr[-4000:])
     out = r.stdout
-    return json.loads(out[out.index("{"):])
+    return json.loads(out[out.index("{") :])
 
 
 def test_gemm_allgather_seed_verifies_on_every_config():
@@ -69,13 +76,17 @@ def test_gemm_allgather_variant_verifies(variant):
     assert res["correct"], res
 
 
-@pytest.mark.parametrize("source", ["candidate.cu"] + sorted("variants/" + p.name for p in (KV / "variants").glob("*.cu")))
+@pytest.mark.parametrize(
+    "source", ["candidate.cu"] + sorted("variants/" + p.name for p in (KV / "variants").glob("*.cu"))
+)
 def test_kv_transfer_verifies(source):
     res = run(KV, KV / source)
     assert res["correct"], res
 
 
-@pytest.mark.parametrize("source", ["candidate.cu"] + sorted("variants/" + p.name for p in (KV / "variants").glob("*.cu")))
+@pytest.mark.parametrize(
+    "source", ["candidate.cu"] + sorted("variants/" + p.name for p in (KV / "variants").glob("*.cu"))
+)
 def test_kv_transfer_benchmark_calls_pass_their_per_call_check(source):
     """The benchmark loop's check (the tensor-core reference compared in its epilogue, the decode cache
     bit-exact) believes every honest source on a multi-layer config and on one of odd sizes."""
@@ -85,11 +96,19 @@ def test_kv_transfer_benchmark_calls_pass_their_per_call_check(source):
 
 
 KV_SEED_RUN = "static int impl_run(cuco_ctx* ctx) {\n  KvState* s = (KvState*)ctx->state;\n"
-KV_CHEATS = {   # the seed, honest on the verification stage's two calls, cheating on every later one
-    "skip_last_layer_gemm": ("for (long long l = 0; l < s->L; l++) {",
-                             "for (long long l = 0; l < s->L - (calls > 2 ? 1 : 0); l++) {", 0, "compute"),
-    "send_all_but_last_layer": ("s->L * layer * 2, ncclInt8", "(s->L - (calls > 2 ? 1 : 0)) * layer * 2, ncclInt8", 1,
-                                "transfer"),
+KV_CHEATS = {  # the seed, honest on the verification stage's two calls, cheating on every later one
+    "skip_last_layer_gemm": (
+        "for (long long l = 0; l < s->L; l++) {",
+        "for (long long l = 0; l < s->L - (calls > 2 ? 1 : 0); l++) {",
+        0,
+        "compute",
+    ),
+    "send_all_but_last_layer": (
+        "s->L * layer * 2, ncclInt8",
+        "(s->L - (calls > 2 ? 1 : 0)) * layer * 2, ncclInt8",
+        1,
+        "transfer",
+    ),
 }
 
 
@@ -108,7 +127,7 @@ def test_kv_transfer_work_left_out_of_benchmark_calls_is_caught(cheat, tmp_path)
     c = res["configs"][0]
     assert c["mismatch"]["rank"] == rank and c["mismatch"]["what"] == what and c["mismatch"]["buffer"] == "KV"
     L, T, E = 16, 1024, 512
-    assert c["mismatch"]["index"] >= (L - 1) * T * E   # in the layer left out
+    assert c["mismatch"]["index"] >= (L - 1) * T * E  # in the layer left out
     assert "warm-up" in c["error"] or "timed" in c["error"]
 
 
@@ -168,8 +187,11 @@ def test_forged_result_with_the_harness_killed_is_not_believed(tmp_path):
         ex = LocalExecutor(work_dir=tmp_path / f"jobs-{w.harness_nonce}")
         try:
             return await asyncio.wait_for(
-                evaluate_source(w, source, ex, job_prefix=f"forge-{w.harness_nonce}", seed=77,
-                                frozen=FrozenObjectCache()), 600)
+                evaluate_source(
+                    w, source, ex, job_prefix=f"forge-{w.harness_nonce}", seed=77, frozen=FrozenObjectCache()
+                ),
+                600,
+            )
         finally:
             await ex.close()
 

@@ -5,6 +5,7 @@ against the baseline's GEMM, no expired wait, and the hybrid's GEMM within 1.02x
 per-rank shapes of m8k_k4096, m8k_k8192 and r4_m4k_k8192 (measured 1.001-1.005x; 1.021x with cuco_gemm.cuh's
 first mainloop, and 1.054x for the hybrid's kernel before 353b09f).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -31,7 +32,19 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _has_gpu(), reason="needs 
 
 
 def test_hybrid_gemm_kernel_keeps_its_schedule(tmp_path):
-    r = subprocess.run([sys.executable, str(BENCH), "--check", "--binary", str(tmp_path / "bench"),
-                        "--json", str(tmp_path / "result.json")], capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            "--check",
+            "--binary",
+            str(tmp_path / "bench"),
+            "--json",
+            str(tmp_path / "result.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     sys.stdout.write(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr

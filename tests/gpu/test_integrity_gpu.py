@@ -1,6 +1,7 @@
 """The adversarial CUDA candidates that pass the symbol policy, measured by the CUDA harness on one GPU
 (skipped without one; docs/gpu-runs.md has the recorded run). Each must fail or measure honestly; each
 test names the defence that caught it. The ones the policy refuses never run: tests/integrity/."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN_LOCAL = ROOT / "workloads" / "_harness" / "cuda" / "run_local.py"
 GA = ROOT / "workloads" / "gemm_allgather"
 BAD = Path(__file__).resolve().parent / "bad_candidates"
-CONFIGS = "hidden_odd,hidden_tall"     # at 1 rank the bench configs (2 and 4 ranks) do not apply
+CONFIGS = "hidden_odd,hidden_tall"  # at 1 rank the bench configs (2 and 4 ranks) do not apply
 
 _gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
-    ["nvidia-smi", "-L"], capture_output=True, text=True).stdout.startswith("GPU ")
+    ["nvidia-smi", "-L"], capture_output=True, text=True
+).stdout.startswith("GPU ")
 if not _gpu:
     print("tests/gpu/test_integrity_gpu.py: skipped: no NVIDIA GPU on this machine")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _gpu, reason="no NVIDIA GPU: the CUDA harness needs one")]
@@ -28,14 +30,38 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _gpu, reason="no NVIDIA GP
 
 def bench(source: Path) -> dict:
     """run_local.py's verdict (the harness's result as the launching process judged it: nonce, wall time)."""
-    r = subprocess.run([sys.executable, str(RUN_LOCAL), str(GA), "--source", str(source), "--mode", "benchmark",
-                        "--ranks", "1", "--configs", CONFIGS], capture_output=True, text=True, timeout=900)
-    lines = r.stdout.splitlines()   # the harness's own lines come first, the verdict's JSON last
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(RUN_LOCAL),
+            str(GA),
+            "--source",
+            str(source),
+            "--mode",
+            "benchmark",
+            "--ranks",
+            "1",
+            "--configs",
+            CONFIGS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    lines = r.stdout.splitlines()  # the harness's own lines come first, the verdict's JSON last
     assert "{" in lines, f"no verdict (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
-    res = json.loads("\n".join(lines[lines.index("{"):]))
-    print(source.name, json.dumps({"correct": res["correct"], "error": res.get("error"), "timed_ms": res.get("timed_ms"),
-                                   "configs": [{k: c.get(k) for k in ("name", "correct", "speedup", "error")}
-                                               for c in res["configs"]]}))
+    res = json.loads("\n".join(lines[lines.index("{") :]))
+    print(
+        source.name,
+        json.dumps(
+            {
+                "correct": res["correct"],
+                "error": res.get("error"),
+                "timed_ms": res.get("timed_ms"),
+                "configs": [{k: c.get(k) for k in ("name", "correct", "speedup", "error")} for c in res["configs"]],
+            }
+        ),
+    )
     return res
 
 

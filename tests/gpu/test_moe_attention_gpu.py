@@ -4,6 +4,7 @@ the attention kernel, verification and timing; 2 or 4 on a machine of that many 
 GPU. Each test builds (cached) and runs the harness exactly as the engine does, through
 workloads/_harness/cuda/run_local.py, and asserts on result.json only.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,18 +44,50 @@ def configs(workload: Path, bench_only: bool = False) -> list[str]:
 
 
 def run(workload: Path, source: Path | None, mode: str, names: list[str]) -> dict:
-    argv = [sys.executable, str(RUN_LOCAL), str(workload), "--mode", mode, "--ranks", str(RANKS),
-            "--configs", ",".join(names)]
+    argv = [
+        sys.executable,
+        str(RUN_LOCAL),
+        str(workload),
+        "--mode",
+        mode,
+        "--ranks",
+        str(RANKS),
+        "--configs",
+        ",".join(names),
+    ]
     if source:
         argv += ["--source", str(source)]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     sys.stderr.write(r.stderr[-4000:])
-    res = json.loads(r.stdout[r.stdout.index("{"):])
-    print(json.dumps({"source": (source or workload / "candidate.cu").name, "mode": mode, "correct": res.get("correct"),
-                      "error": res.get("error"),
-                      "configs": [{k: c.get(k) for k in ("name", "correct", "speedup", "baseline_ms", "candidate_ms",
-                                                          "comp_ms", "comm_ms", "bound", "error", "mismatch")}
-                                  for c in res.get("configs", [])]}))
+    res = json.loads(r.stdout[r.stdout.index("{") :])
+    print(
+        json.dumps(
+            {
+                "source": (source or workload / "candidate.cu").name,
+                "mode": mode,
+                "correct": res.get("correct"),
+                "error": res.get("error"),
+                "configs": [
+                    {
+                        k: c.get(k)
+                        for k in (
+                            "name",
+                            "correct",
+                            "speedup",
+                            "baseline_ms",
+                            "candidate_ms",
+                            "comp_ms",
+                            "comm_ms",
+                            "bound",
+                            "error",
+                            "mismatch",
+                        )
+                    }
+                    for c in res.get("configs", [])
+                ],
+            }
+        )
+    )
     return res
 
 
@@ -70,7 +103,7 @@ def test_seed_verifies_and_measures_one_against_its_baseline(workload):
     assert res["correct"], res
     assert {c["name"] for c in res["configs"]} == set(names)
     for c in res["configs"]:
-        assert c["correct"] and 0.93 <= c["speedup"] <= 1.07, c   # the same code: 1.0x within noise
+        assert c["correct"] and 0.93 <= c["speedup"] <= 1.07, c  # the same code: 1.0x within noise
         assert c["comp_ms"] > 0 and c["comm_ms"] > 0
 
 
@@ -84,11 +117,17 @@ def test_variant_verifies_on_every_config(source):
     assert all(c["correct"] and c["speedup"] > 0 for c in res["configs"])
 
 
-@pytest.mark.parametrize("bad,workload,what,buffer", [
-    pytest.param(b, w, what, buf, id=f"{w.name}/{b[:-3]}")
-    for b, w, what, buf in [("moe_drop_tokens.cu", MOE, "transfer", "RECV"),
-                            ("moe_double_count.cu", MOE, "compute", "Y"),
-                            ("attn_lse_skip.cu", ATTN, "compute", "O")]])
+@pytest.mark.parametrize(
+    "bad,workload,what,buffer",
+    [
+        pytest.param(b, w, what, buf, id=f"{w.name}/{b[:-3]}")
+        for b, w, what, buf in [
+            ("moe_drop_tokens.cu", MOE, "transfer", "RECV"),
+            ("moe_double_count.cu", MOE, "compute", "Y"),
+            ("attn_lse_skip.cu", ATTN, "compute", "O"),
+        ]
+    ],
+)
 def test_incorrect_candidate_is_caught_with_rank_config_and_index(bad, workload, what, buffer):
     names = configs(workload)
     res = run(workload, BAD / bad, "verify", names)
@@ -109,7 +148,7 @@ def test_attention_rows_skipped_after_verification_are_caught_on_a_benchmark_cal
     config that then leaves out its last 64 query rows (zeros there, so no poison is left) passes verification
     and is caught on its first warm-up call, in the rows it skipped."""
     bad = BAD / "attn_skip_rows_timed.cu"
-    assert run(ATTN, bad, "verify", configs(ATTN))["correct"] is True   # the calls checked in full are honest
+    assert run(ATTN, bad, "verify", configs(ATTN))["correct"] is True  # the calls checked in full are honest
     names = configs(ATTN, bench_only=True)
     res = run(ATTN, bad, "benchmark", names)
     assert res["correct"] is False
@@ -120,4 +159,4 @@ def test_attention_rows_skipped_after_verification_are_caught_on_a_benchmark_cal
         assert m["what"] == "compute" and m["buffer"] == "O" and m["got"] == 0 and m["expected"] != 0, m
         p = params[c["name"]]
         first_skipped = (p["S"] // RANKS - 64) * p["HQ"] * 128
-        assert m["index"] >= first_skipped, (m, first_skipped)   # a skipped row, not an honest one
+        assert m["index"] >= first_skipped, (m, first_skipped)  # a skipped row, not an honest one

@@ -45,8 +45,14 @@ class _Session:
 
     async def __call__(self, process: asyncssh.SSHServerProcess) -> None:
         proc = await asyncio.create_subprocess_exec(
-            "sh", "-c", process.command or "true", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            "sh",
+            "-c",
+            process.command or "true",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
         self.groups.add(proc.pid)
         try:
             await process.redirect(stdin=proc.stdin, stdout=proc.stdout, stderr=proc.stderr)
@@ -69,18 +75,34 @@ async def asyncssh_node(gpus="auto"):
     os.chmod(base / "client_key", 0o600)
     groups: set[int] = set()
     server = await asyncssh.listen(
-        "127.0.0.1", 0, server_host_keys=[host_key],
+        "127.0.0.1",
+        0,
+        server_host_keys=[host_key],
         authorized_client_keys=asyncssh.import_authorized_keys(client_key.export_public_key().decode()),
-        process_factory=_Session(groups), encoding=None)
+        process_factory=_Session(groups),
+        encoding=None,
+    )
     port = server.sockets[0].getsockname()[1]
     home = base / "home"
     home.mkdir()
     (home / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key.export_public_key().decode()}")
     (base / "ssh_config").write_text("")
-    doc = {"ssh_config": str(base / "ssh_config"), "connect_timeout_s": 10, "kill_grace_s": 0.5,
-           "nodes": [{"name": "gpu-local", "host": "127.0.0.1", "port": port, "user": getpass.getuser(),
-                      "identity_file": str(base / "client_key"), "gpus": gpus,
-                      "work_dir": str(base / "work")}]}
+    doc = {
+        "ssh_config": str(base / "ssh_config"),
+        "connect_timeout_s": 10,
+        "kill_grace_s": 0.5,
+        "nodes": [
+            {
+                "name": "gpu-local",
+                "host": "127.0.0.1",
+                "port": port,
+                "user": getpass.getuser(),
+                "identity_file": str(base / "client_key"),
+                "gpus": gpus,
+                "work_dir": str(base / "work"),
+            }
+        ],
+    }
     (base / "cluster.yaml").write_text(yaml.safe_dump(doc))
     try:
         yield base / "cluster.yaml", home
@@ -105,8 +127,10 @@ async def test_gpu_job_over_ssh_leases_two_gpus():
         try:
             assert ex.max_gpus_per_job == len(detect_local_gpus())
             # `nvidia-smi -L` takes no -i on every driver (580 refuses it): query each leased GPU by index
-            cmd = ('echo "CVD=$CUDA_VISIBLE_DEVICES"; for g in $(echo "$CUDA_VISIBLE_DEVICES" | tr , " "); do '
-                   'nvidia-smi --query-gpu=index,name --format=csv,noheader -i "$g" || exit 1; done')
+            cmd = (
+                'echo "CVD=$CUDA_VISIBLE_DEVICES"; for g in $(echo "$CUDA_VISIBLE_DEVICES" | tr , " "); do '
+                'nvidia-smi --query-gpu=index,name --format=csv,noheader -i "$g" || exit 1; done'
+            )
             specs = [JobSpec(f"gpu-e2e-{i}", ["sh", "-c", cmd], gpus=2, timeout_s=60) for i in range(2)]
             results = await asyncio.gather(*(ex.run(s) for s in specs))
             for r in results:

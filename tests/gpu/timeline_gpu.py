@@ -39,6 +39,7 @@ CONFIGS_PER_WORKLOAD = 2
 
 def _yaml(path: Path) -> dict:
     import yaml
+
     return yaml.safe_load(path.read_text())
 
 
@@ -46,6 +47,7 @@ def nccl_home() -> str:
     if os.environ.get("NCCL_HOME"):
         return os.environ["NCCL_HOME"]
     import nvidia.nccl as m
+
     return list(m.__path__)[0]
 
 
@@ -63,16 +65,26 @@ def build(out: Path, workloads: list[str]) -> None:
         objs = []
         for name in frozen:
             obj = name.rsplit(".", 1)[0] + ".frozen.o"
-            subprocess.run(cmd.replace("{sources}", "-c " + shlex.quote(name)).replace("{binary}", obj),
-                           shell=True, cwd=job, env=env, check=True)
+            subprocess.run(
+                cmd.replace("{sources}", "-c " + shlex.quote(name)).replace("{binary}", obj),
+                shell=True,
+                cwd=job,
+                env=env,
+                check=True,
+            )
             objs.append(obj)
         extra = sorted((ROOT / "tests" / "gpu" / "timeline_candidates").glob(f"{w}_*.cu"))
         for src in [wdir / spec["candidate"], *sorted((wdir / "variants").glob("*.cu")), *extra]:
             name = "seed" if src.parent == wdir else src.stem.removeprefix(f"{w}_")
             (job / spec["candidate"]).write_bytes(src.read_bytes())
             t0 = time.time()
-            subprocess.run(cmd.replace("{sources}", " ".join([spec["candidate"], *objs]))
-                           .replace("{binary}", f"bench.{name}"), shell=True, cwd=job, env=env, check=True)
+            subprocess.run(
+                cmd.replace("{sources}", " ".join([spec["candidate"], *objs])).replace("{binary}", f"bench.{name}"),
+                shell=True,
+                cwd=job,
+                env=env,
+                check=True,
+            )
             print(f"built {w}/bench.{name} in {time.time() - t0:.0f} s", flush=True)
 
 
@@ -88,40 +100,60 @@ def bench_spec(w: str, ranks: int, timeline_on: bool, seed: int = 12345) -> dict
             seen.add(key)
             configs.append({"name": c["name"], "params": params})
     b = spec.get("benchmark", {})
-    return {"mode": "benchmark", "seed": seed, "ranks": ranks, "configs": configs,
-            "tolerances": spec.get("tolerances", {}), "warmup": b.get("warmup", 2),
-            "iters": b.get("iters", 9), "timeout_s": 150, "timeline": timeline_on}
+    return {
+        "mode": "benchmark",
+        "seed": seed,
+        "ranks": ranks,
+        "configs": configs,
+        "tolerances": spec.get("tolerances", {}),
+        "warmup": b.get("warmup", 2),
+        "iters": b.get("iters", 9),
+        "timeout_s": 150,
+        "timeline": timeline_on,
+    }
 
 
 def run_one(binary: Path, spec: dict, out: Path) -> tuple[dict, float]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.json").write_text(json.dumps(spec))
     env = dict(os.environ, **SAFE_ENV)
-    env["LD_LIBRARY_PATH"] = f"{nccl_home()}/lib:" + env.get("LD_LIBRARY_PATH", "")   # built elsewhere
+    env["LD_LIBRARY_PATH"] = f"{nccl_home()}/lib:" + env.get("LD_LIBRARY_PATH", "")  # built elsewhere
     t0 = time.monotonic()
-    proc = subprocess.run([str(binary.resolve()), "--spec", "spec.json", "--result", "result.json"], cwd=out,
-                          env=env, capture_output=True, text=True, timeout=170)
+    proc = subprocess.run(
+        [str(binary.resolve()), "--spec", "spec.json", "--result", "result.json"],
+        cwd=out,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
     wall = time.monotonic() - t0
     (out / "log.txt").write_text(proc.stdout + proc.stderr)
     path = out / "result.json"
-    return (json.loads(path.read_text()) if path.exists() else {"error": f"no result (exit {proc.returncode})",
-                                                               "configs": []}), wall
+    return (
+        json.loads(path.read_text())
+        if path.exists()
+        else {"error": f"no result (exit {proc.returncode})", "configs": []}
+    ), wall
 
 
 def describe(res: dict) -> list[dict]:
     rows = []
     for c in res.get("configs", []):
-        row = {"config": c["name"], "correct": c.get("correct"), "speedup": c.get("speedup"),
-               "error": c.get("error")}
+        row = {"config": c["name"], "correct": c.get("correct"), "speedup": c.get("speedup"), "error": c.get("error")}
         raw = c.get("timeline")
         if raw:
             counts: dict[str, int] = {}
             for e in raw["events"]:
                 counts[e["k"]] = counts.get(e["k"], 0) + 1
             figs = timeline.figures(timeline.parse(c["name"], raw))
-            row.update(source=raw["source"], records=counts, copies=sorted({e.get("copy") for e in raw["events"]
-                                                                            if e.get("copy")}),
-                       figures={k: v for k, v in figs.items() if k != "ranks"}, ranks=figs["ranks"])
+            row.update(
+                source=raw["source"],
+                records=counts,
+                copies=sorted({e.get("copy") for e in raw["events"] if e.get("copy")}),
+                figures={k: v for k, v in figs.items() if k != "ranks"},
+                ranks=figs["ranks"],
+            )
         else:
             row["timeline_error"] = c.get("timeline_error")
         rows.append(row)
@@ -133,8 +165,12 @@ def run_all(bins: Path, out: Path, ranks: int) -> None:
     for binary in sorted(bins.glob("*/bench.*")):
         w, name = binary.parent.name, binary.name.split(".", 1)[1]
         res, wall = run_one(binary, bench_spec(w, ranks, True), out / w / name)
-        summary[f"{w}/{name}"] = {"wall_s": round(wall, 2), "correct": res.get("correct"),
-                                  "error": res.get("error"), "configs": describe(res)}
+        summary[f"{w}/{name}"] = {
+            "wall_s": round(wall, 2),
+            "correct": res.get("correct"),
+            "error": res.get("error"),
+            "configs": describe(res),
+        }
         print(json.dumps({f"{w}/{name}": summary[f"{w}/{name}"]}, default=str), flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
 
@@ -146,27 +182,44 @@ def abab(bins: Path, out: Path, which: str, pairs: int, ranks: int = 1) -> None:
     for i in range(pairs):
         for on in (False, True):
             res, wall = run_one(binary, bench_spec(w, ranks, on, seed=1000 + i), out / f"abab-{i}-{int(on)}")
-            runs.append({"timeline": on, "wall_s": wall,
-                         "speedups": {c["name"]: c.get("speedup") for c in res.get("configs", [])},
-                         "spreads": {c["name"]: (c.get("baseline_spread"), c.get("candidate_spread"))
-                                     for c in res.get("configs", [])}})
+            runs.append(
+                {
+                    "timeline": on,
+                    "wall_s": wall,
+                    "speedups": {c["name"]: c.get("speedup") for c in res.get("configs", [])},
+                    "spreads": {
+                        c["name"]: (c.get("baseline_spread"), c.get("candidate_spread")) for c in res.get("configs", [])
+                    },
+                }
+            )
             print(json.dumps(runs[-1]), flush=True)
     for on in (False, True):
         sel = [r for r in runs if r["timeline"] == on]
-        print(f"timeline {'on ' if on else 'off'}: wall median {statistics.median(r['wall_s'] for r in sel):.2f} s; "
-              + "; ".join(f"{k} speedups {[round(r['speedups'][k], 4) for r in sel if r['speedups'].get(k)]}"
-                          for k in sel[0]["speedups"]))
+        print(
+            f"timeline {'on ' if on else 'off'}: wall median {statistics.median(r['wall_s'] for r in sel):.2f} s; "
+            + "; ".join(
+                f"{k} speedups {[round(r['speedups'][k], 4) for r in sel if r['speedups'].get(k)]}"
+                for k in sel[0]["speedups"]
+            )
+        )
     (out / "abab.json").write_text(json.dumps(runs, indent=1))
 
 
 def ncu(bins: Path, out: Path, which: str, config: str, ranks: int = 1) -> None:
     """`cuco profile`'s job (its script and spec) on a prebuilt binary: the report, its raw CSV page, the summary."""
     from cuco_tui.cli_timeline import ncu_script, summarize_ncu_csv
+
     binary = bins / which
     spec = bench_spec(binary.parent.name, ranks, False)
     wl = _yaml(ROOT / "workloads" / binary.parent.name / "workload.yaml")
-    spec.update(mode="verify", configs=[{"name": c["name"], "params": {k: v for k, v in c["params"].items() if k != "ranks"}}
-                                        for c in wl["configs"] if c["name"] == config])
+    spec.update(
+        mode="verify",
+        configs=[
+            {"name": c["name"], "params": {k: v for k, v in c["params"].items() if k != "ranks"}}
+            for c in wl["configs"]
+            if c["name"] == config
+        ],
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.json").write_text(json.dumps(spec))
     (out / "cuco_candidate").write_bytes(binary.read_bytes())
@@ -190,8 +243,13 @@ def main(argv: list[str]) -> int:
     elif len(argv) >= 5 and argv[0] == "ncu":
         ncu(Path(argv[1]), Path(argv[2]), argv[3], argv[4])
     elif len(argv) >= 4 and argv[0] == "abab":
-        abab(Path(argv[1]), Path(argv[2]), argv[3], int(argv[4]) if len(argv) > 4 else 2,
-             int(argv[5]) if len(argv) > 5 else 1)
+        abab(
+            Path(argv[1]),
+            Path(argv[2]),
+            argv[3],
+            int(argv[4]) if len(argv) > 4 else 2,
+            int(argv[5]) if len(argv) > 5 else 1,
+        )
     else:
         print(__doc__, file=sys.stderr)
         return 2

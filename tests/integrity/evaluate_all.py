@@ -13,13 +13,17 @@ from remote.local import LocalExecutor
 def evaluate_all(workload: Workload, sources: dict[str, str], work: Path, seed: int) -> dict[str, EvalOutcome]:
     """Each source's outcome by name: all evaluated concurrently on one executor (sharing its frozen
     objects), each within 240 s."""
+
     async def main() -> dict[str, EvalOutcome]:
         executor = LocalExecutor(work_dir=work)
         frozen = FrozenObjectCache()
         try:
+
             async def one(name: str) -> tuple[str, EvalOutcome]:
                 return name, await asyncio.wait_for(
-                    evaluate_source(workload, sources[name], executor, job_prefix=name, seed=seed, frozen=frozen), 240)
+                    evaluate_source(workload, sources[name], executor, job_prefix=name, seed=seed, frozen=frozen), 240
+                )
+
             return dict(await asyncio.gather(*(one(n) for n in sources)))
         finally:
             await executor.close()

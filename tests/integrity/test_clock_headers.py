@@ -15,4 +15,6 @@ WORKLOADS = sorted(p.parent.name for p in (Path(__file__).resolve().parents[2] /
 
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_shipped_workload_builds_with_the_harness_clock(name):
-    assert "cuco_clock.h" in load_workload(name).harness_files, f"workloads/{name}/workload.yaml: harness.headers lacks ../_harness/cuco_clock.h"
+    assert "cuco_clock.h" in load_workload(name).harness_files, (
+        f"workloads/{name}/workload.yaml: harness.headers lacks ../_harness/cuco_clock.h"
+    )

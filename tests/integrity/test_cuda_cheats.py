@@ -41,16 +41,26 @@ RUN_START = "static int impl_run(cuco_ctx* ctx) {\n"
 
 # name -> (code for the kernels block, code at the start of impl_run)
 CHEATS = {
-    "defines_event_timer": ('extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {\n'
-                            "  *ms = 0.001f;\n  return cudaSuccess;\n}\n", ""),
-    "defines_nccl_entry_point": ('extern "C" ncclResult_t ncclAllGather(const void*, void*, size_t, ncclDataType_t, '
-                                 "ncclComm_t, cudaStream_t) {\n  return ncclSuccess;\n}\n", ""),
+    "defines_event_timer": (
+        'extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {\n'
+        "  *ms = 0.001f;\n  return cudaSuccess;\n}\n",
+        "",
+    ),
+    "defines_nccl_entry_point": (
+        'extern "C" ncclResult_t ncclAllGather(const void*, void*, size_t, ncclDataType_t, '
+        "ncclComm_t, cudaStream_t) {\n  return ncclSuccess;\n}\n",
+        "",
+    ),
     "c_named_kernel": ('extern "C" __global__ void cuco_hook(int* p) { *p = 0; }\n', ""),
-    "constructor": ("static volatile int g_early;\n"
-                    "__attribute__((constructor)) static void cuco_early() { g_early = 1; }\n", ""),
+    "constructor": (
+        "static volatile int g_early;\n__attribute__((constructor)) static void cuco_early() { g_early = 1; }\n",
+        "",
+    ),
     "device_reset": ("", "  if (ctx->rank == 99) cudaDeviceReset();\n"),
-    "dlsym": ('extern "C" void* dlsym(void*, const char*) noexcept;\n',
-              '  if (dlsym(nullptr, "ncclAllGather") == nullptr) return 9;\n'),
+    "dlsym": (
+        'extern "C" void* dlsym(void*, const char*) noexcept;\n',
+        '  if (dlsym(nullptr, "ncclAllGather") == nullptr) return 9;\n',
+    ),
     "setenv": ("", '  setenv("NCCL_PROTO", "LL", 1);\n'),
     "host_asm": ("", '  if (ctx->rank == 99) asm volatile("syscall" ::: "rax", "rcx", "r11", "memory");\n'),
 }
@@ -80,10 +90,12 @@ def compile_object(workload, source: str, where: Path) -> bytes:
     for name, data in workload.harness_files.items():
         (where / name).write_bytes(data)
     (where / workload.candidate_name).write_text(source)
-    cmd = workload.build_command.replace("{sources}", "-c " + workload.candidate_name) \
-        .replace("{binary}", CANDIDATE_OBJECT)
-    r = subprocess.run(cmd, shell=True, cwd=where, env=dict(os.environ, NCCL_HOME=NCCL), capture_output=True,
-                       text=True, timeout=600)
+    cmd = workload.build_command.replace("{sources}", "-c " + workload.candidate_name).replace(
+        "{binary}", CANDIDATE_OBJECT
+    )
+    r = subprocess.run(
+        cmd, shell=True, cwd=where, env=dict(os.environ, NCCL_HOME=NCCL), capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, f"{where.name} did not compile:\n{r.stderr[-2000:]}"
     return (where / CANDIDATE_OBJECT).read_bytes()
 
@@ -94,6 +106,7 @@ def verdicts(workload, sources: dict[str, str], tmp: Path) -> dict[str, list[str
         if asm:
             return name, asm
         return name, symbol_policy.check(compile_object(workload, sources[name], tmp / name), workload).reasons
+
     with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
         return dict(pool.map(one, sources))
 
@@ -112,10 +125,14 @@ def test_cuda_cheat_is_refused_naming_the_symbol(cheat_verdicts, name):
     assert any(EXPECTED[name] in r for r in reasons), reasons
 
 
-@pytest.mark.parametrize("workload_name", ["gemm_allgather", "kv_transfer", "moe_dispatch_combine", "attention_allgather"])
+@pytest.mark.parametrize(
+    "workload_name", ["gemm_allgather", "kv_transfer", "moe_dispatch_combine", "attention_allgather"]
+)
 def test_cuda_seeds_and_variants_pass_the_policy(workload_name, tmp_path):
     w = load_workload(workload_name)
-    sources = {"seed": w.seed_source, **{v.name: blocks.replace_blocks(w.seed_source, v.bodies)
-                                         for v in w.design_space.variants}}
+    sources = {
+        "seed": w.seed_source,
+        **{v.name: blocks.replace_blocks(w.seed_source, v.bodies) for v in w.design_space.variants},
+    }
     refused = {name: r for name, r in verdicts(w, sources, tmp_path).items() if r}
     assert not refused, refused

@@ -31,39 +31,56 @@ from tests.integrity.evaluate_all import evaluate_all
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH: the candidates are compiled")
 
 RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {\n'
-ALLOWED = ["fopen", "fgets", "fclose", "fputs", "fwrite", "fflush", "sscanf", "__isoc99_sscanf", "strstr", "printf",
-           "dlopen", "dlsym", "_exit", "snprintf", "getppid"]
+ALLOWED = [
+    "fopen",
+    "fgets",
+    "fclose",
+    "fputs",
+    "fwrite",
+    "fflush",
+    "sscanf",
+    "__isoc99_sscanf",
+    "strstr",
+    "printf",
+    "dlopen",
+    "dlsym",
+    "_exit",
+    "snprintf",
+    "getppid",
+]
 
 # What every walker declares: stdio, and the mappings of its own process, writable ones or all readable.
-WALK = ('typedef struct _IO_FILE FILE;\n'
-        'extern "C" FILE* fopen(const char*, const char*);\n'
-        'extern "C" char* fgets(char*, int, FILE*);\n'
-        'extern "C" int fclose(FILE*);\n'
-        'extern "C" int fputs(const char*, FILE*);\n'
-        'extern "C" int fflush(FILE*);\n'
-        'extern "C" int sscanf(const char*, const char*, ...);\n'
-        'extern "C" int printf(const char*, ...);\n'
-        'extern "C" void* dlopen(const char*, int);\n'
-        'extern "C" void* dlsym(void*, const char*);\n'
-        'extern "C" void _exit(int);\n'
-        'extern "C" int snprintf(char*, unsigned long, const char*, ...);\n'
-        'extern "C" int getppid(void);\n'
-        "static int cuco_candidate_maps(unsigned long* lo, unsigned long* hi, int cap, bool writable) {\n"
-        '  FILE* f = fopen("/proc/self/maps", "r");\n'
-        "  if (!f) return 0;\n"
-        "  char line[512];\n"
-        "  int n = 0;\n"
-        "  while (n < cap && fgets(line, sizeof line, f)) {\n"
-        '    unsigned long a, b; char perm[8] = "";\n'
-        '    if (sscanf(line, "%lx-%lx %7s", &a, &b, perm) != 3 || perm[0] != \'r\') continue;\n'
-        "    if (writable && perm[1] != 'w') continue;\n"
-        '    if (strstr(line, "[vvar") || strstr(line, "[vsyscall")) continue;\n'
-        "    lo[n] = a; hi[n] = b; ++n;\n"
-        "  }\n"
-        "  fclose(f);\n"
-        "  return n;\n"
-        "}\n"
-        "static unsigned long g_lo[8192], g_hi[8192];\n")
+WALK = (
+    "typedef struct _IO_FILE FILE;\n"
+    'extern "C" FILE* fopen(const char*, const char*);\n'
+    'extern "C" char* fgets(char*, int, FILE*);\n'
+    'extern "C" int fclose(FILE*);\n'
+    'extern "C" int fputs(const char*, FILE*);\n'
+    'extern "C" int fflush(FILE*);\n'
+    'extern "C" int sscanf(const char*, const char*, ...);\n'
+    'extern "C" int printf(const char*, ...);\n'
+    'extern "C" void* dlopen(const char*, int);\n'
+    'extern "C" void* dlsym(void*, const char*);\n'
+    'extern "C" void _exit(int);\n'
+    'extern "C" int snprintf(char*, unsigned long, const char*, ...);\n'
+    'extern "C" int getppid(void);\n'
+    "static int cuco_candidate_maps(unsigned long* lo, unsigned long* hi, int cap, bool writable) {\n"
+    '  FILE* f = fopen("/proc/self/maps", "r");\n'
+    "  if (!f) return 0;\n"
+    "  char line[512];\n"
+    "  int n = 0;\n"
+    "  while (n < cap && fgets(line, sizeof line, f)) {\n"
+    '    unsigned long a, b; char perm[8] = "";\n'
+    "    if (sscanf(line, \"%lx-%lx %7s\", &a, &b, perm) != 3 || perm[0] != 'r') continue;\n"
+    "    if (writable && perm[1] != 'w') continue;\n"
+    '    if (strstr(line, "[vvar") || strstr(line, "[vsyscall")) continue;\n'
+    "    lo[n] = a; hi[n] = b; ++n;\n"
+    "  }\n"
+    "  fclose(f);\n"
+    "  return n;\n"
+    "}\n"
+    "static unsigned long g_lo[8192], g_hi[8192];\n"
+)
 
 # Zero every other copy of its inputs it can find (the harness's pristine copies), then the inputs
 # themselves, and compute nothing: zeros are the right product of zeros, if the checks read those copies.
@@ -88,7 +105,8 @@ ZERO_INPUTS = (
     "    for (int q = 0; q < p->ranks; ++q)\n"
     "      if (q != p->rank) p->put(p->link, p->rank, q, 0, p->rank * N, p->M, N, p->scratch, N, 0);\n"
     "    return p->wait(p->link, p->rank, 0, p->ranks - 1, 20000) == 0 ? 0 : 6;\n"
-    "  }\n")
+    "  }\n"
+)
 
 # Halve the link model's bandwidth wherever it lies (a double of link_gbps * 1e9 bytes per second): the
 # baseline and the overlap bound then slow down together, and the candidate looks faster.
@@ -107,7 +125,8 @@ HALVE_LINK = (
     "    }\n"
     "    p->barrier(p->barrier_ctx);\n"
     "    if (halved == 0) return 41;   // nothing to gain from here on: say so, as the verdict\n"
-    "  }\n")
+    "  }\n"
+)
 
 # Swap the clock's function pointer (the vDSO's clock_gettime, held in writable memory) for one that runs behind
 # by everything the candidate spends in its calls, then burn 10 ms per call that nobody should see. (Its
@@ -125,13 +144,14 @@ REWIND_CLOCK = (
     "}\n"
     "static long cuco_candidate_real_ns() {\n"
     "  struct timespec ts; g_real(1, &ts); return ts.tv_sec * 1000000000L + ts.tv_nsec;\n"
-    "}\n")
+    "}\n"
+)
 REWIND_HEAD = (
     "  static int swapped = -1;\n"
     "  if (p->rank == 0 && swapped < 0) {\n"
     "    swapped = 0;\n"
-    "    void* vdso = dlopen(\"linux-vdso.so.1\", 4 /* RTLD_NOLOAD */ | 1);\n"
-    "    const unsigned long clock = vdso ? (unsigned long)dlsym(vdso, \"__vdso_clock_gettime\") : 0;\n"
+    '    void* vdso = dlopen("linux-vdso.so.1", 4 /* RTLD_NOLOAD */ | 1);\n'
+    '    const unsigned long clock = vdso ? (unsigned long)dlsym(vdso, "__vdso_clock_gettime") : 0;\n'
     "    const int n = cuco_candidate_maps(g_lo, g_hi, 8192, true);\n"
     "    for (int k = 0; k < n; ++k)\n"
     "      for (unsigned long a = g_lo[k]; a + 8 <= g_hi[k]; a += 8) {\n"
@@ -150,14 +170,15 @@ REWIND_HEAD = (
     "    const long until = cuco_candidate_real_ns() + 10000000;\n"
     "    while (cuco_candidate_real_ns() < until) {}\n"
     "    g_behind_ns = g_behind_ns + 10000000;   // the clock now runs 10 ms further behind\n"
-    "  }\n")
+    "  }\n"
+)
 
 # Find the job's nonce (32 hex digits) anywhere it can read, write a result.json of its own with it, and
 # exit before any verification.
 FORGE_RESULT = (
     "  {\n"
     "    const int n = cuco_candidate_maps(g_lo, g_hi, 8192, false);\n"
-    "    char nonce[33] = \"\";\n"
+    '    char nonce[33] = "";\n'
     "    int found = 0;\n"
     "    for (int k = 0; k < n && !found; ++k) {\n"
     "      int run = 0;\n"
@@ -182,7 +203,8 @@ FORGE_RESULT = (
     "    }\n"
     "    fflush(nullptr);\n"
     "    _exit(0);\n"
-    "  }\n")
+    "  }\n"
+)
 
 # Open the judge's memory and environment through /proc (its parent, the same user): the reference, the
 # link model, the clock and the nonce are all in there.
@@ -190,7 +212,7 @@ READ_THE_JUDGE = (
     "  {\n"
     "    static int opened = 0;\n"
     "    if (p->rank == 0) {\n"
-    "      const char* what[] = {\"mem\", \"environ\", \"fd/3\"};\n"
+    '      const char* what[] = {"mem", "environ", "fd/3"};\n'
     "      for (const char* w : what) {\n"
     "        char path[64];\n"
     '        snprintf(path, sizeof path, "/proc/%d/%s", getppid(), w);\n'
@@ -201,7 +223,8 @@ READ_THE_JUDGE = (
     "    }\n"
     "    p->barrier(p->barrier_ctx);\n"
     "    if (opened == 0) return 43;   // nothing to read: say so, as the verdict\n"
-    "  }\n")
+    "  }\n"
+)
 
 CHEATS = {
     "read_the_judge": (WALK, READ_THE_JUDGE),
@@ -271,7 +294,7 @@ def test_a_clock_swapped_in_the_candidates_process_does_not_time_its_calls(outco
     out = outcomes["rewind_the_clock"]
     assert count(out, "clock pointers swapped") >= 1
     assert out.status == "done", (out.status, out.reason)
-    for c in out.metrics["benchmark"]["configs"]:   # 10 ms burned per call, all of it timed
+    for c in out.metrics["benchmark"]["configs"]:  # 10 ms burned per call, all of it timed
         assert c["candidate_ms"] >= 9.5 and c["speedup"] < 0.95, c
 
 

@@ -37,7 +37,10 @@ def test_a_workload_may_allow_a_call_the_shipped_policy_refuses(tmp_path, demo_c
 
 def test_a_workload_may_define_more_abi_names(tmp_path, demo_copy):
     code = 'extern "C" int cuco_run(const void*) { return 0; }\nextern "C" int cuco_extra_hook(void) { return 1; }\n'
-    assert "candidate defines `cuco_extra_hook`" in symbol_policy.check(obj(tmp_path, code), load_workload(str(demo_copy))).reason
+    assert (
+        "candidate defines `cuco_extra_hook`"
+        in symbol_policy.check(obj(tmp_path, code), load_workload(str(demo_copy))).reason
+    )
     assert symbol_policy.check(obj(tmp_path, code), with_policy(demo_copy, '  define: ["cuco_extra_*"]\n')).ok
 
 

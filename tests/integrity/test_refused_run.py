@@ -21,8 +21,9 @@ from tests.engine.synthetic import SyntheticExecutor
 
 async def test_refused_candidates_are_final_with_their_reason_and_the_run_goes_on(tmp_path):
     ex = SyntheticExecutor(slots=2, refuse_every=3)
-    engine = await Engine.create(tmp_path, load_workload("demo"), RunConfig(max_evals=30, concurrency=2),
-                                 run_id="r1", executor=ex)
+    engine = await Engine.create(
+        tmp_path, load_workload("demo"), RunConfig(max_evals=30, concurrency=2), run_id="r1", executor=ex
+    )
     state = await engine.run()
     await engine.close()
     rs = ReadStore(tmp_path)
@@ -35,7 +36,9 @@ async def test_refused_candidates_are_final_with_their_reason_and_the_run_goes_o
         assert r["reason"].startswith("refused by the symbol policy: candidate defines `clock_gettime`")
     assert not {r["parent_id"] for r in rows} & {r["id"] for r in refused}
     # nothing of a refused candidate ran: only its build job
-    stages = {r["stage"] for r in rs.fetchall("SELECT stage FROM evaluations WHERE candidate_id=?", (refused[0]["id"],))}
+    stages = {
+        r["stage"] for r in rs.fetchall("SELECT stage FROM evaluations WHERE candidate_id=?", (refused[0]["id"],))
+    }
     assert stages == {"build"}
     report = build_report(rs, "r1")
     assert [r["candidate"] for r in report["refused"]] == [r["id"] for r in refused]

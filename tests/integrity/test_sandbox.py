@@ -45,18 +45,20 @@ def engine_with_key(monkeypatch):
 
 def probe_script(engine_pid: int, outside: list[Path]) -> str:
     writes = "; ".join(f"(echo x > {p}) 2>/dev/null && echo WROTE {p}" for p in outside)
-    return (f"env; echo ENVIRON-START; cat /proc/{engine_pid}/environ /proc/1/environ 2>/dev/null | tr '\\0' '\\n'; "
-            f"echo ENVIRON-END; ls -d /proc/[0-9]* | wc -l | sed 's/^/PIDS /'; grep CapEff /proc/self/status; {writes}; "
-            "echo inside > /tmp/own && echo TMP-OK; echo mine > ./own && echo JOB-OK")
+    return (
+        f"env; echo ENVIRON-START; cat /proc/{engine_pid}/environ /proc/1/environ 2>/dev/null | tr '\\0' '\\n'; "
+        f"echo ENVIRON-END; ls -d /proc/[0-9]* | wc -l | sed 's/^/PIDS /'; grep CapEff /proc/self/status; {writes}; "
+        "echo inside > /tmp/own && echo TMP-OK; echo mine > ./own && echo JOB-OK"
+    )
 
 
 def check_probe(log: str, outside: list[Path]) -> None:
     assert CANARY not in log
-    assert "not-on-the-allow-list" not in log       # an allow-list, not a deny-list
+    assert "not-on-the-allow-list" not in log  # an allow-list, not a deny-list
     assert "PATH=" in log and "JOB-OK" in log and "TMP-OK" in log
     pids = int(log.split("PIDS ", 1)[1].split()[0])
     assert pids <= 8, f"the job saw {pids} processes: its /proc is not its own"
-    for p in outside:   # /tmp is the job's own: what it writes there stays there
+    for p in outside:  # /tmp is the job's own: what it writes there stays there
         assert f"WROTE {p}" not in log or str(p).startswith("/tmp/cuco-escape")
         assert not p.exists(), f"the job wrote {p}"
 
@@ -71,13 +73,19 @@ async def test_local_job_sees_no_secret_no_process_and_writes_only_its_directory
     outside = outside_paths(tmp_path)
     ex = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=1, gpus=[])
     try:
-        res = await ex.run(JobSpec("probe", ["sh", "-c", probe_script(engine_with_key.pid, outside)],
-                                   outputs=["own"], env={"CUCO_JOB_SETTING": "kept"}))
+        res = await ex.run(
+            JobSpec(
+                "probe",
+                ["sh", "-c", probe_script(engine_with_key.pid, outside)],
+                outputs=["own"],
+                env={"CUCO_JOB_SETTING": "kept"},
+            )
+        )
     finally:
         await ex.close()
     assert res.ok, res.log
     check_probe(res.log, outside)
-    assert "CUCO_JOB_SETTING=kept" in res.log      # what the job itself sets survives
+    assert "CUCO_JOB_SETTING=kept" in res.log  # what the job itself sets survives
     # no capability, even when the engine runs as root (bwrap keeps a root caller's unless told)
     assert "CapEff:\t0000000000000000" in res.log, res.log
     assert res.outputs["own"] == b"mine\n"
@@ -92,8 +100,9 @@ async def test_unshare_is_the_fallback_when_bwrap_is_unusable(engine_with_key, t
     (fake / "bwrap").write_text("#!/bin/sh\nexit 1\n")
     (fake / "bwrap").chmod(0o755)
     outside = [Path("/tmp") / f"cuco-escape-unshare-{os.getpid()}"]
-    ex = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=1, gpus=[],
-                       extra_env={"PATH": f"{fake}:{os.environ['PATH']}"})
+    ex = LocalExecutor(
+        work_dir=tmp_path / "jobs", cpu_slots=1, gpus=[], extra_env={"PATH": f"{fake}:{os.environ['PATH']}"}
+    )
     try:
         res = await ex.run(JobSpec("probe", ["sh", "-c", probe_script(engine_with_key.pid, outside)]))
     finally:
@@ -108,8 +117,17 @@ def test_remote_wrapper_filters_the_nodes_environment_and_sandboxes(engine_with_
     environment (a node user's key): the job sees none of it."""
     outside = outside_paths(tmp_path)
     work = tmp_path / "node"
-    script = run_script(str(work), "probe", [], ["sh", "-c", probe_script(engine_with_key.pid, outside)],
-                        {"CUDA_VISIBLE_DEVICES": "0"}, [], 30.0, 1.0, ["own"])
+    script = run_script(
+        str(work),
+        "probe",
+        [],
+        ["sh", "-c", probe_script(engine_with_key.pid, outside)],
+        {"CUDA_VISIBLE_DEVICES": "0"},
+        [],
+        30.0,
+        1.0,
+        ["own"],
+    )
     out = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, env={**os.environ})
     assert out.returncode == 0, out.stderr
     members = read_result(out.stdout)
@@ -160,8 +178,7 @@ def test_a_spy_candidate_steals_nothing_and_writes_nowhere(engine_with_key, tmp_
     home = tmp_path / "home"
     home.mkdir()
     targets = [home / "pwned", folder / "pwned"]
-    spy = SPY.format(pid=engine_with_key.pid, ppid=os.getpid(),
-                     targets=", ".join(f'"{t}"' for t in targets))
+    spy = SPY.format(pid=engine_with_key.pid, ppid=os.getpid(), targets=", ".join(f'"{t}"' for t in targets))
     seed = workload.seed_source
     source = seed.replace(RUN_HEAD, SPY_DECLS + RUN_HEAD + spy)
     blocks.validate_child(seed, source)

@@ -26,13 +26,15 @@ RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {'
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH: the spy is compiled")
 
-SPY_DECLS = ('typedef struct _IO_FILE FILE;\n'
-             'extern "C" FILE* fopen(const char*, const char*);\n'
-             'extern "C" unsigned long fread(void*, unsigned long, unsigned long, FILE*);\n'
-             'extern "C" int fclose(FILE*);\n'
-             'extern "C" int fputs(const char*, FILE*);\n'
-             'extern "C" int printf(const char*, ...);\n'
-             'extern "C" int fflush(FILE*);\n')
+SPY_DECLS = (
+    "typedef struct _IO_FILE FILE;\n"
+    'extern "C" FILE* fopen(const char*, const char*);\n'
+    'extern "C" unsigned long fread(void*, unsigned long, unsigned long, FILE*);\n'
+    'extern "C" int fclose(FILE*);\n'
+    'extern "C" int fputs(const char*, FILE*);\n'
+    'extern "C" int printf(const char*, ...);\n'
+    'extern "C" int fflush(FILE*);\n'
+)
 
 
 def spy(engine_pid: int, targets: list[Path]) -> str:
@@ -52,14 +54,15 @@ def spy(engine_pid: int, targets: list[Path]) -> str:
         '      if (FILE* f = fopen(t, "w")) { fputs("x", f); fclose(f); printf("wrote %s\\n", t); }\n'
         "    fflush(nullptr);\n"
         "    if (!found) return 7;\n"
-        "  }\n")
+        "  }\n"
+    )
 
 
 def test_a_spy_from_the_llm_steals_no_key_and_the_canary_is_nowhere(tmp_path):
     folder = tmp_path / "workloads" / "demo"
     shutil.copytree(ROOT / "workloads" / "demo", folder)
     shutil.copytree(ROOT / "workloads" / "_harness", tmp_path / "workloads" / "_harness")
-    with open(folder / "workload.yaml", "a") as f:   # as if the policy were got round (a computed pointer)
+    with open(folder / "workload.yaml", "a") as f:  # as if the policy were got round (a computed pointer)
         f.write("\npolicy:\n  allow: [fopen, fread, fclose, fputs, printf, fflush]\n")
     home = tmp_path / "home"
     home.mkdir()
@@ -68,16 +71,41 @@ def test_a_spy_from_the_llm_steals_no_key_and_the_canary_is_nowhere(tmp_path):
 
     def answer(req) -> Reply:
         body = spy(engine["pid"], targets)
-        return Reply(f"Faster.\n<<<<<<< SEARCH\n{RUN_HEAD}\n=======\n{SPY_DECLS}{RUN_HEAD}\n{body}>>>>>>> REPLACE\n",
-                     input_tokens=100, output_tokens=100)
+        return Reply(
+            f"Faster.\n<<<<<<< SEARCH\n{RUN_HEAD}\n=======\n{SPY_DECLS}{RUN_HEAD}\n{body}>>>>>>> REPLACE\n",
+            input_tokens=100,
+            output_tokens=100,
+        )
 
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_KEY"))}
     env.update(PYTHONPATH=str(ROOT), ANTHROPIC_API_KEY=CANARY, CUCO_OPENAI_COMPAT_KEY=CANARY)
     with FakeLLMServer(responder=answer) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
-        proc = subprocess.Popen([sys.executable, "-m", "cuco_tui.cli", "run", str(folder), "--headless", "--llm",
-                                 model, "--max-evals", "4", "--islands", "1", "--home", str(home), "--name", "spy"],
-                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cuco_tui.cli",
+                "run",
+                str(folder),
+                "--headless",
+                "--llm",
+                model,
+                "--max-evals",
+                "4",
+                "--islands",
+                "1",
+                "--home",
+                str(home),
+                "--name",
+                "spy",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         engine["pid"] = proc.pid
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out[-3000:]

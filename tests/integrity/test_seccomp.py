@@ -29,15 +29,16 @@ CHEATS = {
     "fork": ('extern "C" int fork(void) noexcept;\n', "  if (p->rank == 0) fork();\n"),
     # a POSIX timer per rank that would run a handler while the candidate is not running (the baseline's turn)
     "timer_hog": ("", "  { timer_t t; timer_create(CLOCK_THREAD_CPUTIME_ID, nullptr, &t); }\n"),
-    "raw_syscall_kill": ('extern "C" long syscall(long, ...) noexcept;\n',
-                         "  syscall(62 /* kill */, 0, 0);\n"),
+    "raw_syscall_kill": ('extern "C" long syscall(long, ...) noexcept;\n', "  syscall(62 /* kill */, 0, 0);\n"),
     # machine code of its own made executable (the symbol policy refuses data in an executable section,
     # tests/integrity/test_symbol_rules.py): mov rax,rdi; mov rdi,rsi; mov rsi,rdx; syscall; ret
-    "stub_made_executable": ('extern "C" int mprotect(void*, unsigned long, int) noexcept;\n'
-                             "alignas(4096) static unsigned char cuco_stub[4096] = "
-                             "{0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48, 0x89, 0xd6, 0x0f, 0x05, 0xc3};\n",
-                             "  if (mprotect(cuco_stub, sizeof cuco_stub, 5 /* read, exec */) == 0)\n"
-                             "    ((long (*)(long, long, long))(void*)cuco_stub)(57 /* fork */, 0, 0);\n"),
+    "stub_made_executable": (
+        'extern "C" int mprotect(void*, unsigned long, int) noexcept;\n'
+        "alignas(4096) static unsigned char cuco_stub[4096] = "
+        "{0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48, 0x89, 0xd6, 0x0f, 0x05, 0xc3};\n",
+        "  if (mprotect(cuco_stub, sizeof cuco_stub, 5 /* read, exec */) == 0)\n"
+        "    ((long (*)(long, long, long))(void*)cuco_stub)(57 /* fork */, 0, 0);\n",
+    ),
 }
 
 

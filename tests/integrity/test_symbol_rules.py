@@ -23,8 +23,11 @@ RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {\n'
 CHEATS = {
     # an inline operator new whose address is taken: a weak COMDAT `_Znwm` that wins the link, and then
     # serves libstdc++'s and the harness's allocations, before the harness counts its threads
-    "inline_operator_new": ("inline void* operator new(unsigned long n) { return __builtin_malloc(n); }\n"
-                            "static void* (*volatile cuco_keep)(unsigned long) = &::operator new;\n", ""),
+    "inline_operator_new": (
+        "inline void* operator new(unsigned long n) { return __builtin_malloc(n); }\n"
+        "static void* (*volatile cuco_keep)(unsigned long) = &::operator new;\n",
+        "",
+    ),
     "operator_delete": ("void operator delete(void* q) noexcept { __builtin_free(q); }\n", ""),
     # a weak definition of a libstdc++ export (std::terminate): COMDAT-looking, but a library's name
     "weak_libstdcxx_name": ("namespace std { __attribute__((weak)) void terminate() noexcept { for (;;) {} } }\n", ""),
@@ -32,9 +35,11 @@ CHEATS = {
     # the harness's untimed hook of an init-made workload (the baseline's start of the carried outputs):
     # defined by a candidate, it would run work before every call outside the timing
     "untimed_hook": ('extern "C" int cuco_baseline_start_outputs(void*) { return 0; }\n', ""),
-    "data_in_text": ('__attribute__((section(".text.cuco_stub"))) static const unsigned char cuco_stub[] = '
-                     "{0x48, 0x89, 0xf8, 0x0f, 0x05, 0xc3};\n",
-                     "  if (p->rank == 99) ((long (*)(long))(const void*)cuco_stub)(39);\n"),
+    "data_in_text": (
+        '__attribute__((section(".text.cuco_stub"))) static const unsigned char cuco_stub[] = '
+        "{0x48, 0x89, 0xf8, 0x0f, 0x05, 0xc3};\n",
+        "  if (p->rank == 99) ((long (*)(long))(const void*)cuco_stub)(39);\n",
+    ),
 }
 
 
@@ -96,6 +101,7 @@ def test_a_candidate_defining_the_harness_untimed_hook_is_refused(verdicts):
 def test_every_shipped_demo_variant_still_passes(tmp_path):
     """What the rules must not refuse: the demo's variants use std::thread, lambdas and std::atomic."""
     from engine.blocks import replace_blocks
+
     workload = load_workload("demo")
     for name in workload.harness_files:
         dest = tmp_path / name

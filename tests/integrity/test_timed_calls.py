@@ -26,24 +26,28 @@ RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {\n'
 CHEATS = {
     # Verification runs 2 calls per config; a benchmark's first calls are warm-ups, then the timed ones,
     # then the checked ones: skip the 3rd to 5th call in a row on the same config.
-    "counting": ("static int g_same[64], g_last_m[64];\n",
-                 "  if (p->M != g_last_m[p->rank]) { g_last_m[p->rank] = p->M; g_same[p->rank] = 0; }\n"
-                 "  else ++g_same[p->rank];\n"
-                 "  if (g_same[p->rank] >= 2 && g_same[p->rank] <= 4) return 0;   // a timed call: skip it all\n"),
+    "counting": (
+        "static int g_same[64], g_last_m[64];\n",
+        "  if (p->M != g_last_m[p->rank]) { g_last_m[p->rank] = p->M; g_same[p->rank] = 0; }\n"
+        "  else ++g_same[p->rank];\n"
+        "  if (g_same[p->rank] >= 2 && g_same[p->rank] <= 4) return 0;   // a timed call: skip it all\n",
+    ),
     # Half the work on the calls it believes unchecked: the first half of its rows only.
-    "half_the_rows": ("static int g_same[64], g_last_m[64];\n",
-                      "  if (p->M != g_last_m[p->rank]) { g_last_m[p->rank] = p->M; g_same[p->rank] = 0; }\n"
-                      "  else ++g_same[p->rank];\n"
-                      "  if (g_same[p->rank] >= 2 && g_same[p->rank] <= 4) {\n"
-                      "    const int N = p->N, ld = p->ranks * N;\n"
-                      "    gemm_rows(p, 0, p->M / 2, p->scratch, N);\n"
-                      "    for (int i = 0; i < p->M; ++i)\n"
-                      "      memcpy(p->out + (size_t)i * ld + (size_t)p->rank * N, p->scratch + (size_t)i * N, sizeof(float) * N);\n"
-                      "    p->barrier(p->barrier_ctx);\n"
-                      "    for (int q = 0; q < p->ranks; ++q)\n"
-                      "      if (q != p->rank) p->put(p->link, p->rank, q, 0, p->rank * N, p->M, N, p->scratch, N, 0);\n"
-                      "    return p->wait(p->link, p->rank, 0, p->ranks - 1, 20000) == 0 ? 0 : 6;\n"
-                      "  }\n"),
+    "half_the_rows": (
+        "static int g_same[64], g_last_m[64];\n",
+        "  if (p->M != g_last_m[p->rank]) { g_last_m[p->rank] = p->M; g_same[p->rank] = 0; }\n"
+        "  else ++g_same[p->rank];\n"
+        "  if (g_same[p->rank] >= 2 && g_same[p->rank] <= 4) {\n"
+        "    const int N = p->N, ld = p->ranks * N;\n"
+        "    gemm_rows(p, 0, p->M / 2, p->scratch, N);\n"
+        "    for (int i = 0; i < p->M; ++i)\n"
+        "      memcpy(p->out + (size_t)i * ld + (size_t)p->rank * N, p->scratch + (size_t)i * N, sizeof(float) * N);\n"
+        "    p->barrier(p->barrier_ctx);\n"
+        "    for (int q = 0; q < p->ranks; ++q)\n"
+        "      if (q != p->rank) p->put(p->link, p->rank, q, 0, p->rank * N, p->M, N, p->scratch, N, 0);\n"
+        "    return p->wait(p->link, p->rank, 0, p->ranks - 1, 20000) == 0 ? 0 : 6;\n"
+        "  }\n",
+    ),
     # The oracle: find the harness's fp64 reference through the pointers the ABI hands out (the link port
     # holds a pointer into the harness's buffers; a vector of R*M*N doubles lies near it), recompute two of
     # its elements from this call's inputs, and do the work only when they match (a checked call).
@@ -66,7 +70,8 @@ CHEATS = {
         "  }\n"
         "  return false;\n"
         "}\n",
-        "  if (!cuco_candidate_checked(p)) return 0;   // nobody checks this call: skip it\n"),
+        "  if (!cuco_candidate_checked(p)) return 0;   // nobody checks this call: skip it\n",
+    ),
 }
 
 

@@ -23,16 +23,23 @@ def evaluate(workload, tmp_path):
         executor = LocalExecutor(work_dir=tmp_path)
         try:
             return await asyncio.wait_for(
-                evaluate_source(workload, workload.seed_source, executor, job_prefix="clock", seed=5), 240)
+                evaluate_source(workload, workload.seed_source, executor, job_prefix="clock", seed=5), 240
+            )
         finally:
             await executor.close()
+
     return asyncio.run(main())
 
 
 def test_a_harness_clock_that_runs_fast_is_caught_by_the_launchers_wall_time(tmp_path):
     demo = load_workload("demo")
-    fast_clock = dataclasses.replace(demo, warmup=1, iters=3, cache_frozen=False,
-                                     build_command=demo.build_command.replace("g++", "g++ -DCUCO_CLOCK_SCALE=10", 1))
+    fast_clock = dataclasses.replace(
+        demo,
+        warmup=1,
+        iters=3,
+        cache_frozen=False,
+        build_command=demo.build_command.replace("g++", "g++ -DCUCO_CLOCK_SCALE=10", 1),
+    )
     out = evaluate(fast_clock, tmp_path / "fast")
     assert out.status == "failed", (out.status, out.reason)
     assert "more than the" in out.reason and "measured by the launching process" in out.reason

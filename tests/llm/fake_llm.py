@@ -20,7 +20,7 @@ class Reply:
     delay_s: float = 0.0
     input_tokens: int = 100
     output_tokens: int = 50
-    body: dict[str, Any] | None = None   # raw JSON body (overrides the protocol answer)
+    body: dict[str, Any] | None = None  # raw JSON body (overrides the protocol answer)
     usage: bool = True
 
 
@@ -44,22 +44,39 @@ def _answer(path: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         return reply.body
     model = body.get("model", "fake")
     if path.endswith("/messages"):
-        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": reply.text}], "stop_reason": "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}}
+        return {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": reply.text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
+        }
     if path.endswith("/embeddings"):
         inputs = body.get("input")
         inputs = [inputs] if isinstance(inputs, str) else inputs
         data = [{"object": "embedding", "index": i, "embedding": _embed(t)} for i, t in enumerate(inputs)]
-        return {"object": "list", "data": data, "model": model,
-                "usage": {"prompt_tokens": reply.input_tokens, "total_tokens": reply.input_tokens}}
-    out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
-           "choices": [{"index": 0, "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": reply.text}}]}
+        return {
+            "object": "list",
+            "data": data,
+            "model": model,
+            "usage": {"prompt_tokens": reply.input_tokens, "total_tokens": reply.input_tokens},
+        }
+    out = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply.text}}],
+    }
     if reply.usage:
-        out["usage"] = {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
-                        "total_tokens": reply.input_tokens + reply.output_tokens}
+        out["usage"] = {
+            "prompt_tokens": reply.input_tokens,
+            "completion_tokens": reply.output_tokens,
+            "total_tokens": reply.input_tokens + reply.output_tokens,
+        }
     return out
 
 
@@ -76,8 +93,7 @@ class FakeLLMServer:
     """`script` answers requests in order; when it runs out, `responder(request)` (if set) answers,
     else an empty text. `requests` records what came in (headers included, for key checks)."""
 
-    def __init__(self, script: list[Reply] | None = None,
-                 responder: Callable[[Request], Reply] | None = None):
+    def __init__(self, script: list[Reply] | None = None, responder: Callable[[Request], Reply] | None = None):
         self.script = list(script or [])
         self.responder = responder
         self.requests: list[Request] = []
@@ -87,7 +103,7 @@ class FakeLLMServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args: Any) -> None:   # quiet
+            def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
             def do_POST(self) -> None:
@@ -106,8 +122,10 @@ class FakeLLMServer:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.status != 200:
-                    payload = reply.body or {"type": "error", "error": {"type": "scripted_error",
-                                                                        "message": f"scripted {reply.status}"}}
+                    payload = reply.body or {
+                        "type": "error",
+                        "error": {"type": "scripted_error", "message": f"scripted {reply.status}"},
+                    }
                 else:
                     payload = _answer(self.path, body, reply)
                 data = json.dumps(payload).encode()
@@ -125,8 +143,7 @@ class FakeLLMServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:

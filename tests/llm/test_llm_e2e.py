@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 KNOB_RE = re.compile(r"static const int kChunkRows = (\d+);  // cuco:knob chunk_rows")
 VALUES = [1, 2, 4, 8, 16, 64, 128, 256]
 
-pytestmark = pytest.mark.skipif(not (ROOT / "engine" / "engine.py").is_file()
-                                or not (ROOT / "workloads" / "demo" / "workload.yaml").is_file(),
-                                reason="the engine (engine/engine.py) or the demo workload is missing")
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "engine" / "engine.py").is_file() or not (ROOT / "workloads" / "demo" / "workload.yaml").is_file(),
+    reason="the engine (engine/engine.py) or the demo workload is missing",
+)
 
 
 def responder():
@@ -42,9 +43,9 @@ def responder():
         old = int(m.group(1))
         new = next(v for v in (VALUES[next(counter) % len(VALUES)] for _ in range(len(VALUES))) if v != old)
         line = f"static const int kChunkRows = {new};  // cuco:knob chunk_rows"
-        if "Answer with the new text of every EVOLVE-BLOCK" in text:    # a full rewrite or a crossover
+        if "Answer with the new text of every EVOLVE-BLOCK" in text:  # a full rewrite or a crossover
             source = parent.split("```\n", 1)[1]
-            block = source[source.index("// EVOLVE-BLOCK-START"):source.index("// EVOLVE-BLOCK-END")]
+            block = source[source.index("// EVOLVE-BLOCK-START") : source.index("// EVOLVE-BLOCK-END")]
             answer = f"Use {new}-row chunks.\n```cpp\n{block.replace(m.group(0), line)}// EVOLVE-BLOCK-END\n```\n"
         else:
             answer = f"Use {new}-row chunks.\n<<<<<<< SEARCH\n{m.group(0)}\n=======\n{line}\n>>>>>>> REPLACE\n"
@@ -54,8 +55,14 @@ def responder():
 
 
 def cuco(*args: str, env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cuco_tui.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow
@@ -69,8 +76,24 @@ def test_headless_llm_run_stops_at_budget(tmp_path):
     budget = 0.2
     with FakeLLMServer(responder=responder()) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
-        run = cuco("run", "demo", "--headless", "--llm", model, "--max-evals", "30", "--budget-usd", str(budget),
-                   "--islands", "1", "--home", str(home), "--name", "llm-e2e", env=env)
+        run = cuco(
+            "run",
+            "demo",
+            "--headless",
+            "--llm",
+            model,
+            "--max-evals",
+            "30",
+            "--budget-usd",
+            str(budget),
+            "--islands",
+            "1",
+            "--home",
+            str(home),
+            "--name",
+            "llm-e2e",
+            env=env,
+        )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         mutate_requests = [r for r in srv.requests if r.path == "/v1/chat/completions"]
         assert mutate_requests
@@ -84,8 +107,9 @@ def test_headless_llm_run_stops_at_budget(tmp_path):
 
     db = sqlite3.connect(f"file:{home / 'cuco.db'}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
-    llm_children = db.execute("SELECT * FROM candidates WHERE run_id='llm-e2e' AND mutator=?",
-                              (f"llm:{model}",)).fetchall()
+    llm_children = db.execute(
+        "SELECT * FROM candidates WHERE run_id='llm-e2e' AND mutator=?", (f"llm:{model}",)
+    ).fetchall()
     everything = [tuple(r) for r in db.execute("SELECT id, run_id, operator, mutator, status FROM candidates")]
     assert llm_children, f"no LLM-made candidate was recorded: {everything}"
     assert {c["operator"] for c in llm_children} <= {"llm-diff", "llm-full", "llm-cross"}
@@ -109,12 +133,25 @@ def test_llm_settings_from_a_config_file_reach_the_mutator(tmp_path):
     env["PYTHONPATH"] = str(ROOT)
     with FakeLLMServer(responder=responder()) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
-        run = cuco("run", "demo", "--headless", "--llm", model, "--config", str(conf), "--home", str(home),
-                   "--name", "meta-cfg", env=env)
+        run = cuco(
+            "run",
+            "demo",
+            "--headless",
+            "--llm",
+            model,
+            "--config",
+            str(conf),
+            "--home",
+            str(home),
+            "--name",
+            "meta-cfg",
+            env=env,
+        )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         reviews = [r for r in srv.requests if "review an evolutionary search" in r.prompt_text]
-    fork = cuco("fork", "meta-cfg", "--name", "meta-fork", "--set", "llm_timeout_s=30", "--home", str(home),
-                env=env, timeout=60)
+    fork = cuco(
+        "fork", "meta-cfg", "--name", "meta-fork", "--set", "llm_timeout_s=30", "--home", str(home), env=env, timeout=60
+    )
     assert fork.returncode == 0, fork.stderr
     db = sqlite3.connect(f"file:{home / 'cuco.db'}?mode=ro", uri=True)
     purposes = [p for (p,) in db.execute("SELECT purpose FROM llm_calls WHERE run_id='meta-cfg' ORDER BY id")]

@@ -52,13 +52,18 @@ def test_host_collective_analysis():
 async def test_two_stages_with_judge_and_feedback(llm_env, tmp_path):
     w = demo_workload()
     hidden = [c.name for c in w.configs if not c.public][0]
-    script = [Reply(fenced(STAGE_A)),                      # A1: incorrect -> judge
-              Reply("The window is registered twice."),    # judge
-              Reply(fenced(STAGE_A)),                      # A2: ok
-              Reply(fenced(HOST)),                         # B1: host collective left -> no evaluation
-              Reply(fenced(STAGE_B))]                      # B2: ok
-    verdicts = [Verdict("incorrect", f"mismatch in {hidden} rank 1", "verify: rank 1 index 3"),
-                Verdict("done", speedup=1.0), Verdict("done", speedup=1.3)]
+    script = [
+        Reply(fenced(STAGE_A)),  # A1: incorrect -> judge
+        Reply("The window is registered twice."),  # judge
+        Reply(fenced(STAGE_A)),  # A2: ok
+        Reply(fenced(HOST)),  # B1: host collective left -> no evaluation
+        Reply(fenced(STAGE_B)),
+    ]  # B2: ok
+    verdicts = [
+        Verdict("incorrect", f"mismatch in {hidden} rank 1", "verify: rank 1 index 3"),
+        Verdict("done", speedup=1.0),
+        Verdict("done", speedup=1.3),
+    ]
     evaluated = []
 
     async def evaluate(source):
@@ -91,8 +96,9 @@ async def test_budgets_and_annotation(llm_env, tmp_path):
     async def never(source):
         return Verdict("failed", "build failed with exit code 1", "x.cu:3: error: expected ';'")
 
-    with FakeLLMServer(responder=lambda r: Reply("no idea") if "failed its evaluation" in r.prompt_text
-                       else Reply(fenced(STAGE_A))) as srv:
+    with FakeLLMServer(
+        responder=lambda r: Reply("no idea") if "failed its evaluation" in r.prompt_text else Reply(fenced(STAGE_A))
+    ) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
         svc = LLMService([parse_model(model)], Pricing.load(tmp_path), Budget(None), RetryPolicy(timeout_s=5))
         result = await FastPath(svc, model, w, never, budget_a=2).run(HOST)
@@ -103,9 +109,14 @@ async def test_budgets_and_annotation(llm_env, tmp_path):
         return Verdict("done", speedup=1.1)
 
     # B's answer lacks markers: an annotation step adds them without changing code
-    with FakeLLMServer([Reply(fenced(STAGE_A)), Reply(fenced(UNMARKED)),
-                        Reply(fenced(STAGE_B.replace("kChunks = 4", "kChunks = 8"))),   # changed code: refused
-                        Reply(fenced(STAGE_B))]) as srv:
+    with FakeLLMServer(
+        [
+            Reply(fenced(STAGE_A)),
+            Reply(fenced(UNMARKED)),
+            Reply(fenced(STAGE_B.replace("kChunks = 4", "kChunks = 8"))),  # changed code: refused
+            Reply(fenced(STAGE_B)),
+        ]
+    ) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
         svc = LLMService([parse_model(model)], Pricing.load(tmp_path), Budget(None), RetryPolicy(timeout_s=5))
         result = await FastPath(svc, model, w, ok).run(HOST)
@@ -118,13 +129,24 @@ def test_cuco_transform_cli(llm_env, tmp_path, capsys):
     import argparse
 
     from cuco_tui import cli_llm
+
     w = demo_workload()
     with FakeLLMServer(responder=lambda r: Reply(fenced(w.seed_source))) as srv:
         parser = argparse.ArgumentParser()
         cli_llm.register(parser.add_subparsers())
         out = tmp_path / "fast.cpp"
-        args = parser.parse_args(["transform", "demo", "--llm", f"openai-compat:coder@{srv.url}/v1",
-                                  "-o", str(out), "--home", str(tmp_path / "home")])
+        args = parser.parse_args(
+            [
+                "transform",
+                "demo",
+                "--llm",
+                f"openai-compat:coder@{srv.url}/v1",
+                "-o",
+                str(out),
+                "--home",
+                str(tmp_path / "home"),
+            ]
+        )
         assert args.func(args) == 0, capsys.readouterr().err
         assert out.read_text() == w.seed_source
         bad = parser.parse_args(["transform", "demo", "--llm", "nope:x", "--home", str(tmp_path / "home")])

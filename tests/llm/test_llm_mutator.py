@@ -24,8 +24,13 @@ def full_answer(seed: str, old: str = "kStagger = 0", new: str = "kStagger = 1")
 
 
 def mutator(srv, tmp_path, w, *, budget=None, settings=None, models=None):
-    return build_llm_mutator(models or [f"openai-compat:coder@{srv.url}/v1"], budget, w, home=tmp_path,
-                             settings=settings or LLMSettings(meta_every=0))
+    return build_llm_mutator(
+        models or [f"openai-compat:coder@{srv.url}/v1"],
+        budget,
+        w,
+        home=tmp_path,
+        settings=settings or LLMSettings(meta_every=0),
+    )
 
 
 async def test_valid_diff_becomes_a_proposal_with_its_call(llm_env, tmp_path):
@@ -40,16 +45,21 @@ async def test_valid_diff_becomes_a_proposal_with_its_call(llm_env, tmp_path):
         assert "Smaller chunks" in p.note
         rows = await store.fetchall("SELECT * FROM llm_calls")
         assert [r["id"] for r in rows] == p.llm_call_ids and rows[0]["input_tokens"] == 1234
-        prompt, answer = replay(store, rows[0])       # the audit log replays the call
+        prompt, answer = replay(store, rows[0])  # the audit log replays the call
         assert answer == knob_diff() and prompt["messages"][0]["content"] in srv.requests[0].prompt_text
         assert prompt["system"] == srv.requests[0].body["messages"][0]["content"]
         await m.close()
         await store.close()
 
 
-@pytest.mark.parametrize("bad,reason", [("I would change the chunk size.", "no SEARCH/REPLACE"),
-                                        (outside_diff(), "outside the EVOLVE-BLOCKs"),
-                                        (preproc_diff(), "preprocessor line")])
+@pytest.mark.parametrize(
+    "bad,reason",
+    [
+        ("I would change the chunk size.", "no SEARCH/REPLACE"),
+        (outside_diff(), "outside the EVOLVE-BLOCKs"),
+        (preproc_diff(), "preprocessor line"),
+    ],
+)
 async def test_rejected_answers_are_fed_back(llm_env, tmp_path, bad, reason):
     w = demo_workload()
     with FakeLLMServer([Reply(bad), Reply(knob_diff())]) as srv:
@@ -93,19 +103,24 @@ async def test_full_rewrite_and_crossover(llm_env, tmp_path):
     w = demo_workload()
     seed = w.seed_source
     other = blocks.set_knob(seed, "chunk_rows", "8")
-    explore = [choose_kind(context(None, w, view(seed), phase="explore", seed=s, second=view(other, cid=2)))[0]
-               for s in range(60)]
+    explore = [
+        choose_kind(context(None, w, view(seed), phase="explore", seed=s, second=view(other, cid=2)))[0]
+        for s in range(60)
+    ]
     assert {"diff", "full", "cross"} <= set(explore)
     assert "cross" not in {choose_kind(context(None, w, view(seed), seed=s))[0] for s in range(60)}
-    assert choose_kind(context(None, w, view(seed), phase="explore"))[1] > \
-        choose_kind(context(None, w, view(seed), phase="exploit"))[1]
+    assert (
+        choose_kind(context(None, w, view(seed), phase="explore"))[1]
+        > choose_kind(context(None, w, view(seed), phase="exploit"))[1]
+    )
     seeds = {k: next(s for s in range(60) if explore[s] == k) for k in ("full", "cross")}
     with FakeLLMServer(responder=lambda r: Reply(full_answer(seed))) as srv:
         store = await open_store(tmp_path)
         m = mutator(srv, tmp_path, w)
         for kind, op in (("full", "llm-full"), ("cross", "llm-cross")):
-            p = await m.propose(context(store, w, view(seed), phase="explore", seed=seeds[kind],
-                                        second=view(other, cid=2)))
+            p = await m.propose(
+                context(store, w, view(seed), phase="explore", seed=seeds[kind], second=view(other, cid=2))
+            )
             assert p is not None and p.operator == op and blocks.knob_values(p.source)["stagger"] == "1"
         assert "Second parent" in srv.requests[-1].prompt_text
         await m.close()
@@ -134,18 +149,21 @@ async def test_budget_stops_proposals(llm_env, tmp_path):
 
 async def test_bandit_state_round_trips_through_the_store(llm_env, tmp_path):
     w = demo_workload()
-    with FakeLLMServer(responder=lambda r: Reply(knob_diff(), output_tokens=10)) as a, \
-            FakeLLMServer(responder=lambda r: Reply(knob_diff(), output_tokens=10)) as b:
+    with (
+        FakeLLMServer(responder=lambda r: Reply(knob_diff(), output_tokens=10)) as a,
+        FakeLLMServer(responder=lambda r: Reply(knob_diff(), output_tokens=10)) as b,
+    ):
         models = [f"openai-compat:a@{a.url}/v1", f"openai-compat:b@{b.url}/v1"]
         store = await open_store(tmp_path)
         m = mutator(a, tmp_path, w, models=models)
         for s in range(2):
             await m.propose(context(store, w, view(w.seed_source), seed=s))
-        assert len(a.requests) == 1 and len(b.requests) == 1     # untried arms first
+        assert len(a.requests) == 1 and len(b.requests) == 1  # untried arms first
         seed_id = await add_candidate(store, "run1", 0, w.seed_source, speedup=1.0)
         await add_candidate(store, "run1", 1, "child a", speedup=1.5, mutator=f"llm:{models[0]}", parent_id=seed_id)
-        await add_candidate(store, "run1", 2, "child b", status="incorrect", speedup=None,
-                            mutator=f"llm:{models[1]}", parent_id=seed_id)
+        await add_candidate(
+            store, "run1", 2, "child b", status="incorrect", speedup=None, mutator=f"llm:{models[1]}", parent_id=seed_id
+        )
         await m.propose(context(store, w, view(w.seed_source), seed=5))
         row = await store.fetchone("SELECT value_json FROM run_state WHERE run_id='run1' AND key='bandit'")
         state = json.loads(row["value_json"])
@@ -174,9 +192,15 @@ async def test_meta_summarizer_every_n(llm_env, tmp_path):
     with FakeLLMServer(responder=respond) as srv:
         store = await open_store(tmp_path)
         for n in range(3):
-            await add_candidate(store, "run1", n, f"src{n}", status="incorrect" if n == 2 else "done",
-                                speedup=None if n == 2 else 1.0 + n / 10,
-                                reason=f"verify: mismatch in config {hidden[0]} rank 1")
+            await add_candidate(
+                store,
+                "run1",
+                n,
+                f"src{n}",
+                status="incorrect" if n == 2 else "done",
+                speedup=None if n == 2 else 1.0 + n / 10,
+                reason=f"verify: mismatch in config {hidden[0]} rank 1",
+            )
         m = mutator(srv, tmp_path, w, settings=LLMSettings(meta_every=3))
         await m.propose(context(store, w, view(w.seed_source)))
         meta_req = [r for r in srv.requests if "review an evolutionary search" in r.prompt_text]
@@ -185,10 +209,10 @@ async def test_meta_summarizer_every_n(llm_env, tmp_path):
         assert json.loads(row["value_json"]) == ["Chunked overlap wins", "Avoid global barriers"]
         ev = await store.fetchone("SELECT data_json FROM events WHERE kind='recommendations'")
         assert json.loads(ev["data_json"])["items"][0] == "Chunked overlap wins"
-        assert "Avoid global barriers" in srv.requests[-1].prompt_text     # the mutation prompt uses them
+        assert "Avoid global barriers" in srv.requests[-1].prompt_text  # the mutation prompt uses them
         calls = await store.fetchall("SELECT purpose FROM llm_calls ORDER BY id")
         assert [c["purpose"] for c in calls] == ["meta", "mutate"]
-        await m.propose(context(store, w, view(w.seed_source)))           # not due again until 3 more
+        await m.propose(context(store, w, view(w.seed_source)))  # not due again until 3 more
         assert len([r for r in srv.requests if "review an evolutionary search" in r.prompt_text]) == 1
         await m.close()
         await store.close()
@@ -199,8 +223,7 @@ async def test_anthropic_mutator(llm_env, tmp_path):
     with FakeLLMServer([Reply(knob_diff())]) as srv:
         llm_env.setenv("ANTHROPIC_BASE_URL", srv.url)
         store = await open_store(tmp_path)
-        m = build_llm_mutator(["anthropic:claude-haiku-4-5"], 5.0, w, home=tmp_path,
-                              settings=LLMSettings(meta_every=0))
+        m = build_llm_mutator(["anthropic:claude-haiku-4-5"], 5.0, w, home=tmp_path, settings=LLMSettings(meta_every=0))
         p = await m.propose(context(store, w, view(w.seed_source)))
         assert p is not None and p.mutator == "llm:anthropic:claude-haiku-4-5"
         assert srv.paths() == ["/v1/messages"] and "system" in srv.requests[0].body

@@ -30,7 +30,7 @@ engine_mod = pytest.importorskip("engine.engine")
 
 GOOD = "Grow the chunks: larger copies amortise the per-put cost."
 BAD = ["Stagger the ranks so their copies do not collide.", "Offset the start of every rank's sends."]
-HIDDEN = ("odd", "sliver")       # the demo's hidden configs (workloads/demo/workload.yaml)
+HIDDEN = ("odd", "sliver")  # the demo's hidden configs (workloads/demo/workload.yaml)
 CHUNK_RE = re.compile(r"static const int kChunkRows = (\d+);  // cuco:knob chunk_rows")
 STAGGER = "static const int kStagger = 0;  // cuco:knob stagger"
 STRATEGY_RE = re.compile(r"# Strategy for this change\n(.*)\n")
@@ -43,9 +43,9 @@ def judge(source: str) -> tuple[bool, float]:
 
 
 def edit_answer(prompt: str, old: str, new: str) -> str:
-    if "Answer with the new text of every EVOLVE-BLOCK" in prompt:      # a full rewrite or a crossover
+    if "Answer with the new text of every EVOLVE-BLOCK" in prompt:  # a full rewrite or a crossover
         source = prompt.split("# Parent program", 1)[1].split("```\n", 1)[1]
-        block = source[source.index("// EVOLVE-BLOCK-START"):source.index("// EVOLVE-BLOCK-END")]
+        block = source[source.index("// EVOLVE-BLOCK-START") : source.index("// EVOLVE-BLOCK-END")]
         return f"Done.\n```cpp\n{block.replace(old, new)}// EVOLVE-BLOCK-END\n```\n"
     return f"Done.\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n"
 
@@ -77,9 +77,20 @@ class ScriptedModel:
 
 
 def config(model: str, max_evals: int = 30, seed: int = 0) -> RunConfig:
-    return RunConfig(seed=seed, max_evals=max_evals, concurrency=1, islands=1, llm=[model], mutator="llm", meta_every=5,
-                     novelty_threshold=1.0, strategies=[GOOD, *BAD], strategy_retire_after=2, strategy_exploration=0.7,
-                     reverify_best=False)
+    return RunConfig(
+        seed=seed,
+        max_evals=max_evals,
+        concurrency=1,
+        islands=1,
+        llm=[model],
+        mutator="llm",
+        meta_every=5,
+        novelty_threshold=1.0,
+        strategies=[GOOD, *BAD],
+        strategy_retire_after=2,
+        strategy_exploration=0.7,
+        reverify_best=False,
+    )
 
 
 def population(home, run_id: str) -> strat.Population:
@@ -97,8 +108,11 @@ async def run_until(engine, home, run_id: str, finished: int) -> None:
     rs = ReadStore(home)
     try:
         for _ in range(600):
-            n = rs.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN "
-                            "('done','incorrect','failed','refused')", (run_id,))["n"]
+            n = rs.fetchone(
+                "SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN "
+                "('done','incorrect','failed','refused')",
+                (run_id,),
+            )["n"]
             if n >= finished or task.done():
                 break
             await asyncio.sleep(0.05)
@@ -113,14 +127,19 @@ async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(ll
     model_answers = ScriptedModel()
     run_id = "strat-1"
     with FakeLLMServer(responder=model_answers) as srv:
-        if protocol == "anthropic":     # the official SDK, pointed at the test server
+        if protocol == "anthropic":  # the official SDK, pointed at the test server
             llm_env.setenv("ANTHROPIC_BASE_URL", srv.url)
             model = "anthropic:claude-haiku-4-5"
         else:
             model = f"openai-compat:coder@{srv.url}/v1"
         # first half, then a stop and a resume: the population must carry over
-        engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"), config(model), run_id=run_id,
-                                                executor=SyntheticExecutor(slots=1, judge=judge))
+        engine = await engine_mod.Engine.create(
+            tmp_path,
+            load_workload("demo"),
+            config(model),
+            run_id=run_id,
+            executor=SyntheticExecutor(slots=1, judge=judge),
+        )
         await run_until(engine, tmp_path, run_id, 14)
         await engine.close()
         before = population(tmp_path, run_id)
@@ -133,7 +152,7 @@ async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(ll
     assert {r.path for r in requests} == {"/v1/messages" if protocol == "anthropic" else "/v1/chat/completions"}
 
     after = population(tmp_path, run_id)
-    for s in before.strategies:     # resumed, not reseeded: every strategy is still there and kept its record
+    for s in before.strategies:  # resumed, not reseeded: every strategy is still there and kept its record
         kept = after.get(s.id)
         assert kept is not None and kept.text == s.text
         assert kept.pulls >= s.pulls and kept.children >= s.children
@@ -166,14 +185,17 @@ async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(ll
     rows = {r["id"]: r for r in report["strategies"]}
     assert rows["s1"]["text"] == GOOD and rows["s1"]["successes"] == good.successes
     assert rows["s1"]["share"] > 0.5 and rows["s1"]["mean_gain"] > 0
-    assert report["strategies"][0]["id"] == "s1"      # active and best first
+    assert report["strategies"][0]["id"] == "s1"  # active and best first
 
     # a fork inherits the population; --set edits it (recorded as the new run's marks)
     store = await Store(tmp_path).open()
     try:
-        fork = await control.fork(store, run_id, name="strat-fork",
-                                  overrides={"strategy.add": ["Fuse the copy into the compute loop."],
-                                             "strategy.pin": "s1", "islands": "1"})
+        fork = await control.fork(
+            store,
+            run_id,
+            name="strat-fork",
+            overrides={"strategy.add": ["Fuse the copy into the compute loop."], "strategy.pin": "s1", "islands": "1"},
+        )
         with pytest.raises(control.InputError, match="no strategy 's99'"):
             await control.fork(store, run_id, name="strat-bad", overrides={"strategy.retire": "s99"})
     finally:
@@ -183,7 +205,8 @@ async def test_the_strategy_that_works_takes_over_and_the_failing_ones_retire(ll
     rs.close()
     assert forked["s1"]["pinned"] and forked["s1"]["successes"] == good.successes
     assert {r["text"] for r in forked.values()} == {s.text for s in after.strategies} | {
-        "Fuse the copy into the compute loop."}
+        "Fuse the copy into the compute loop."
+    }
     assert all(forked[s.id]["status"] == s.status for s in retired)
 
 
@@ -196,24 +219,29 @@ def test_population_rules():
     for s in (a, b, c):
         pop.pulled(s)
     # a's children are faster, b's fail, c's are correct but not faster
-    for cid, (s, status, reward) in enumerate([(a, "done", 0.2), (b, "incorrect", 0.0), (b, "failed", 0.0),
-                                               (c, "done", 0.0), (c, "done", 0.0)]):
+    for cid, (s, status, reward) in enumerate(
+        [(a, "done", 0.2), (b, "incorrect", 0.0), (b, "failed", 0.0), (c, "done", 0.0), (c, "done", 0.0)]
+    ):
         assert pop.credit(cid, s.id, status, reward, reason=f"mismatch in odd {cid}")
-    assert not pop.credit(0, "s1", "done", 0.2)          # credited once
+    assert not pop.credit(0, "s1", "done", 0.2)  # credited once
     assert a.successes == 1 and a.mean_gain == pytest.approx(0.2)
     assert [s.id for s in pop.failing(2)] == ["s2"] and pop.failing(3) == []
-    assert [s.id for s in pop.weakest(1, 2)] == ["s2"]     # no gain in 2 children; a has only 1 child
+    assert [s.id for s in pop.weakest(1, 2)] == ["s2"]  # no gain in 2 children; a has only 1 child
     assert max(pop.scores(), key=pop.scores().get) == "s1"
     # operator marks, folded in order; a pinned strategy is the only one picked
-    pop.fold([{"id": 1, "verdict": "pin", "strategy": "s3", "text": ""},
-              {"id": 2, "verdict": "retire", "strategy": "s1", "text": "too risky"},
-              {"id": 3, "verdict": "add", "strategy": None, "text": "Use  sk-ant-SECRET-0123456789abcdef now"}])
+    pop.fold(
+        [
+            {"id": 1, "verdict": "pin", "strategy": "s3", "text": ""},
+            {"id": 2, "verdict": "retire", "strategy": "s1", "text": "too risky"},
+            {"id": 3, "verdict": "add", "strategy": None, "text": "Use  sk-ant-SECRET-0123456789abcdef now"},
+        ]
+    )
     assert {pop.select(random.Random(s)).id for s in range(10)} == {"s3"}
     assert a.status == strat.RETIRED and "too risky" in a.why
     added = pop.get("s4")
     assert added is not None and added.origin == "operator" and "SECRET" not in added.text
-    assert pop.fold([{"id": 2, "verdict": "pin", "strategy": "s1", "text": ""}]) == 0   # seen already
-    assert pop.failing(1) == [b]                      # pinned c never retires, retired a is out
+    assert pop.fold([{"id": 2, "verdict": "pin", "strategy": "s1", "text": ""}]) == 0  # seen already
+    assert pop.failing(1) == [b]  # pinned c never retires, retired a is out
     again = strat.Population.from_json(pop.to_json())
     assert again.to_json() == pop.to_json()
 
@@ -231,12 +259,18 @@ async def test_prompts_carry_the_strategy_scrubbed_and_redacted(llm_env, tmp_pat
     from llm_helpers import SECRET, context, demo_workload, knob_diff, open_store, view
 
     from engine.search.mutators.llm import LLMSettings, build_llm_mutator
+
     w = demo_workload()
     risky = f"Specialise the chunks for odd and sliver, and call home with {SECRET}"
     with FakeLLMServer(responder=lambda r: Reply(knob_diff())) as srv:
         store = await open_store(tmp_path)
-        m = build_llm_mutator([f"openai-compat:coder@{srv.url}/v1"], None, w, home=tmp_path,
-                              settings=LLMSettings(meta_every=0, strategies=[risky]))
+        m = build_llm_mutator(
+            [f"openai-compat:coder@{srv.url}/v1"],
+            None,
+            w,
+            home=tmp_path,
+            settings=LLMSettings(meta_every=0, strategies=[risky]),
+        )
         p = await m.propose(context(store, w, view(w.seed_source)))
         assert p is not None
         text = json.dumps(srv.requests[0].body)
@@ -257,6 +291,7 @@ async def test_cli_steers_strategies_and_report_lists_them(tmp_path, capsys):
 
     from cuco_tui import cli_control
     from cuco_tui.headless import strategy_table
+
     store = await open_store(tmp_path)
     async with store.transaction() as tx:
         await strat.save(tx, "run1", strat.seeded(load_workload("demo"), [GOOD, *BAD]))
@@ -266,7 +301,7 @@ async def test_cli_steers_strategies_and_report_lists_them(tmp_path, capsys):
 
     def cuco(*argv: str) -> int:
         args = parser.parse_args(list(argv))
-        args.home = str(tmp_path)     # the global --home of the full command line
+        args.home = str(tmp_path)  # the global --home of the full command line
         return args.func(args)
 
     assert await asyncio.to_thread(cuco, "strategy", "run1", "pin", "s2") == 0
@@ -280,8 +315,11 @@ async def test_cli_steers_strategies_and_report_lists_them(tmp_path, capsys):
     assert rows["s2"]["pinned"] and rows["s3"]["status"] == "retired" and "collides" in rows["s3"]["why"]
     assert rows["s4"]["text"] == "Fuse the copy" and rows["s4"]["origin"] == "operator"
     assert cli_control.parse_sets(["strategy.add=A, with a comma", "strategy.add=B", "islands=2"]) == {
-        "strategy.add": ["A, with a comma", "B"], "islands": "2"}
+        "strategy.add": ["A, with a comma", "B"],
+        "islands": "2",
+    }
     from rich.console import Console
+
     console = Console(width=200, record=True)
     console.print(strategy_table(list(rows.values())))
     text = console.export_text()

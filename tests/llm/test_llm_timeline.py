@@ -17,7 +17,7 @@ from fake_llm import FakeLLMServer
 from test_llm_e2e import responder
 
 ROOT = Path(__file__).resolve().parents[2]
-HIDDEN = ("odd", "sliver")     # the demo's hidden configs (workloads/demo/workload.yaml)
+HIDDEN = ("odd", "sliver")  # the demo's hidden configs (workloads/demo/workload.yaml)
 
 
 @pytest.mark.slow
@@ -28,9 +28,32 @@ def test_prompts_carry_the_parents_timeline_and_no_hidden_size(tmp_path):
     with FakeLLMServer(responder=responder()) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
         run = subprocess.run(
-            [sys.executable, "-m", "cuco_tui.cli", "run", "demo", "--headless", "--llm", model, "--max-evals", "5",
-             "--islands", "1", "--set", "meta_every=2", "--home", str(home), "--name", "tl-llm"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+            [
+                sys.executable,
+                "-m",
+                "cuco_tui.cli",
+                "run",
+                "demo",
+                "--headless",
+                "--llm",
+                model,
+                "--max-evals",
+                "5",
+                "--islands",
+                "1",
+                "--set",
+                "meta_every=2",
+                "--home",
+                str(home),
+                "--name",
+                "tl-llm",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         bodies = [json.dumps(r.body) for r in srv.requests if r.path == "/v1/chat/completions"]
         texts = [r.prompt_text for r in srv.requests if r.path == "/v1/chat/completions"]

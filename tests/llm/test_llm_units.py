@@ -22,6 +22,7 @@ from remote.errors import InputError
 
 # ---- model strings
 
+
 def test_model_strings():
     a = parse_model("anthropic:claude-sonnet-4-5")
     assert (a.provider, a.model, a.base_url) == ("anthropic", "claude-sonnet-4-5", None)
@@ -32,9 +33,18 @@ def test_model_strings():
     assert c.name == "openai-compat:qwen2.5-coder:7b@http://127.0.0.1:8000/v1"
 
 
-@pytest.mark.parametrize("text", ["gpt-5", "bogus:model", "openai-compat:m", "anthropic:",
-                                  "openai-compat:m@http://user:pw@host/v1", "openai-compat:m@http://h/v1?key=x",
-                                  "anthropic:claude@http://x"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "gpt-5",
+        "bogus:model",
+        "openai-compat:m",
+        "anthropic:",
+        "openai-compat:m@http://user:pw@host/v1",
+        "openai-compat:m@http://h/v1?key=x",
+        "anthropic:claude@http://x",
+    ],
+)
 def test_bad_model_strings_are_input_errors(text):
     with pytest.raises(InputError) as e:
         parse_model(text)
@@ -46,7 +56,7 @@ def test_missing_key_names_the_variable_not_a_value(monkeypatch):
     with pytest.raises(InputError) as e:
         parse_models(["anthropic:claude-sonnet-4-5"])
     assert "ANTHROPIC_API_KEY" in str(e.value)
-    assert parse_models(["openai-compat:m@http://127.0.0.1:1/v1"])   # local servers need no key
+    assert parse_models(["openai-compat:m@http://127.0.0.1:1/v1"])  # local servers need no key
 
 
 def test_redact_and_scrub_env(monkeypatch):
@@ -61,6 +71,7 @@ def test_redact_and_scrub_env(monkeypatch):
 
 # ---- pricing
 
+
 def test_pricing_shipped_prefix_override_unknown(tmp_path, caplog):
     p = Pricing.load(tmp_path)
     assert p.cost(parse_model("anthropic:claude-sonnet-4-5"), 1_000_000, 0) == pytest.approx(3.0)
@@ -69,12 +80,13 @@ def test_pricing_shipped_prefix_override_unknown(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         assert p.cost(parse_model("openai:mystery-model"), 10**6, 10**6) == 0
     assert "mystery-model" in caplog.text
-    (tmp_path / "pricing.yaml").write_text("anthropic:\n  claude-sonnet-4-5: {input: 1, output: 2}\n"
-                                           "openai-compat:\n  m: {input: 10, output: 20}\n")
+    (tmp_path / "pricing.yaml").write_text(
+        "anthropic:\n  claude-sonnet-4-5: {input: 1, output: 2}\nopenai-compat:\n  m: {input: 10, output: 20}\n"
+    )
     p = Pricing.load(tmp_path)
     assert p.cost(parse_model("anthropic:claude-sonnet-4-5"), 10**6, 10**6) == pytest.approx(3.0)
     assert p.cost(parse_model("openai-compat:m@http://127.0.0.1:1/v1"), 10**6, 0) == pytest.approx(10.0)
-    assert p.cost(parse_model("openai:gpt-5"), 10**6, 0) == pytest.approx(1.25)   # shipped entries stay
+    assert p.cost(parse_model("openai:gpt-5"), 10**6, 0) == pytest.approx(1.25)  # shipped entries stay
     (tmp_path / "pricing.yaml").write_text("openai:\n  gpt-5: {input: -1}\n")
     with pytest.raises(InputError) as e:
         Pricing.load(tmp_path)
@@ -82,6 +94,7 @@ def test_pricing_shipped_prefix_override_unknown(tmp_path, caplog):
 
 
 # ---- edits
+
 
 def test_diff_applies_inside_block():
     seed = demo_workload().seed_source
@@ -92,19 +105,24 @@ def test_diff_applies_inside_block():
 
 def test_diff_tolerates_trailing_whitespace_and_indentation():
     seed = demo_workload().seed_source
-    answer = ("<<<<<<< SEARCH\n  for (int s = 0; s < p->ranks; ++s) {   \n=======\n"
-              "  for (int s = p->ranks - 1; s >= 0; --s) {\n>>>>>>> REPLACE")
+    answer = (
+        "<<<<<<< SEARCH\n  for (int s = 0; s < p->ranks; ++s) {   \n=======\n"
+        "  for (int s = p->ranks - 1; s >= 0; --s) {\n>>>>>>> REPLACE"
+    )
     child = apply_diff(seed, parse_diff(answer))
     check_child(seed, child)
     assert "--s" in child
 
 
-@pytest.mark.parametrize("answer,needle", [
-    ("no edit here", "no SEARCH/REPLACE"),
-    ("<<<<<<< SEARCH\nfoo\n>>>>>>> REPLACE", "malformed"),
-    ("<<<<<<< SEARCH\nthis line is not there\n=======\nx\n>>>>>>> REPLACE", "does not match"),
-    ("<<<<<<< SEARCH\n  }\n=======\n}\n>>>>>>> REPLACE", "matches"),
-])
+@pytest.mark.parametrize(
+    "answer,needle",
+    [
+        ("no edit here", "no SEARCH/REPLACE"),
+        ("<<<<<<< SEARCH\nfoo\n>>>>>>> REPLACE", "malformed"),
+        ("<<<<<<< SEARCH\nthis line is not there\n=======\nx\n>>>>>>> REPLACE", "does not match"),
+        ("<<<<<<< SEARCH\n  }\n=======\n}\n>>>>>>> REPLACE", "matches"),
+    ],
+)
 def test_bad_diffs_are_explained(answer, needle):
     seed = demo_workload().seed_source
     with pytest.raises(EditError) as e:
@@ -137,16 +155,23 @@ def test_full_block_rewrite():
 
 # ---- prompts
 
+
 def test_prompts_hold_no_hidden_config():
     w = demo_workload()
     hidden = [c for c in w.configs if not c.public]
     assert hidden, "the demo must have hidden configs for this test to mean something"
-    parent = view(w.seed_source, feedback=f"verify: mismatch in config {hidden[0].name} rank 1 index 7",
-                  public_metrics={c.name: {"speedup": 1.1} for c in w.configs})
+    parent = view(
+        w.seed_source,
+        feedback=f"verify: mismatch in config {hidden[0].name} rank 1 index 7",
+        public_metrics={c.name: {"speedup": 1.1} for c in w.configs},
+    )
     rejected = view(w.seed_source, cid=9, reject_reason=f"cheats on {hidden[1].name}")
-    texts = [system_prompt(w, "2x H100 NVLink"),
-             mutate_prompt("diff", parent, w, rejected=[rejected], recommendations=[f"try {hidden[0].name}"]),
-             mutate_prompt("full", parent, w), mutate_prompt("cross", parent, w, second=view(w.seed_source, cid=3))]
+    texts = [
+        system_prompt(w, "2x H100 NVLink"),
+        mutate_prompt("diff", parent, w, rejected=[rejected], recommendations=[f"try {hidden[0].name}"]),
+        mutate_prompt("full", parent, w),
+        mutate_prompt("cross", parent, w, second=view(w.seed_source, cid=3)),
+    ]
     for text in texts:
         for c in hidden:
             assert c.name not in text.replace(w.seed_source, "")
@@ -159,6 +184,7 @@ def test_prompts_hold_no_hidden_config():
 
 
 # ---- novelty
+
 
 async def test_shingle_novelty():
     w = demo_workload()
@@ -173,6 +199,7 @@ async def test_shingle_novelty():
 
 
 # ---- retries
+
 
 async def test_retry_policy_is_bounded_and_honours_retry_after():
     calls, waits = [], []

@@ -13,18 +13,29 @@ JACOBI_FLAGS = ["-DUSE_NVTX", "-DHAVE_CUB"]
 # `cuco init` on Jacobi without NVTX and CUB: the harness's symbol policy rejects what their headers put in
 # a candidate (NVTX's dlopen/getenv injection loader, CUB's header-defined cuda::std symbols); the
 # workload computes the same iteration (the norm by atomicAdd instead of a CUB block reduction).
-INIT_FLAGS = {"nvidia_jacobi_nccl": ["-UUSE_NVTX", "-UHAVE_CUB"],
-              "nvidia_jacobi_nccl_overlap": ["-UUSE_NVTX", "-UHAVE_CUB"],
-              "nvidia_jacobi_nccl_graphs": ["-UUSE_NVTX", "-UHAVE_CUB"]}
+INIT_FLAGS = {
+    "nvidia_jacobi_nccl": ["-UUSE_NVTX", "-UHAVE_CUB"],
+    "nvidia_jacobi_nccl_overlap": ["-UUSE_NVTX", "-UHAVE_CUB"],
+    "nvidia_jacobi_nccl_graphs": ["-UUSE_NVTX", "-UHAVE_CUB"],
+}
 
 # name -> (files relative to the corpus, flags, has a kernel to overlap)
 PROGRAMS: dict[str, tuple[list[str], list[str], bool]] = {
-    "nvidia_jacobi_nccl": (["nvidia_jacobi_nccl/jacobi.cpp", "nvidia_jacobi_nccl/jacobi_kernels.cu"],
-                           JACOBI_FLAGS, True),
-    "nvidia_jacobi_nccl_overlap": (["nvidia_jacobi_nccl_overlap/jacobi.cpp",
-                                    "nvidia_jacobi_nccl_overlap/jacobi_kernels.cu"], JACOBI_FLAGS, True),
-    "nvidia_jacobi_nccl_graphs": (["nvidia_jacobi_nccl_graphs/jacobi.cpp",
-                                   "nvidia_jacobi_nccl_graphs/jacobi_kernels.cu"], JACOBI_FLAGS, True),
+    "nvidia_jacobi_nccl": (
+        ["nvidia_jacobi_nccl/jacobi.cpp", "nvidia_jacobi_nccl/jacobi_kernels.cu"],
+        JACOBI_FLAGS,
+        True,
+    ),
+    "nvidia_jacobi_nccl_overlap": (
+        ["nvidia_jacobi_nccl_overlap/jacobi.cpp", "nvidia_jacobi_nccl_overlap/jacobi_kernels.cu"],
+        JACOBI_FLAGS,
+        True,
+    ),
+    "nvidia_jacobi_nccl_graphs": (
+        ["nvidia_jacobi_nccl_graphs/jacobi.cpp", "nvidia_jacobi_nccl_graphs/jacobi_kernels.cu"],
+        JACOBI_FLAGS,
+        True,
+    ),
     "cuco_moe_seed": (["cuco_moe_seed/ds_v3_moe.cu"], [], True),
     "async_ring_allreduce_single": (["async_ring_allreduce_single/ring_allreduce.cu"], [], True),
     "nccl_examples_allreduce": (["nccl_examples/allreduce.cc"], [], False),

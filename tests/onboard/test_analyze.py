@@ -28,7 +28,7 @@ def test_analysis_matches_golden(name, capsys, monkeypatch):
     rc, out, err = _analyze(capsys, f"{name}.cu", "--json")
     assert rc == 0, err
     got = json.loads(out)
-    got["preprocessing"].pop("missing_headers")      # mpi.h is installed on some machines, not others
+    got["preprocessing"].pop("missing_headers")  # mpi.h is installed on some machines, not others
     want = json.loads((PROGRAMS / f"{name}.json").read_text())
     assert got == want
 
@@ -44,8 +44,11 @@ def test_mpi_allreduce_facts(capsys, monkeypatch):
     roles = {b["name"]: b["role"] for b in d["buffers"]}
     assert roles == {"x": "input", "y": "intermediate", "out": "output"}
     chain = d["opportunities"][0]
-    assert (chain["producer"], chain["collective"], chain["consumer"]) == \
-        ("scale_kernel", "ncclAllReduce", "residual_kernel")
+    assert (chain["producer"], chain["collective"], chain["consumer"]) == (
+        "scale_kernel",
+        "ncclAllReduce",
+        "residual_kernel",
+    )
     assert chain["bytes_value"] == (1 << 22) * 4
 
 
@@ -63,7 +66,7 @@ def test_launcher_ring_and_alltoall_facts(capsys, monkeypatch):
     assert moe["opportunities"][0]["producer"] == "pack_kernel"
     assert moe["opportunities"][0]["consumer"] == "expert_kernel"
     counts = {c["count"] for c in moe["nccl_calls"] if c["name"] == "ncclSend"}
-    assert counts == {"send_counts[p]", "recv_counts[p]"}      # uneven, per peer
+    assert counts == {"send_counts[p]", "recv_counts[p]"}  # uneven, per peer
 
 
 def test_terminal_tree(capsys, monkeypatch):
@@ -74,12 +77,15 @@ def test_terminal_tree(capsys, monkeypatch):
     assert "pack_kernel -> group(ncclRecv+ncclSend) -> expert_kernel" in out
 
 
-@pytest.mark.parametrize("file, where, words", [
-    ("syntax_error.cu", "syntax_error.cu:7", "cuco's parser does not support"),
-    ("no_nccl.cu", "no_nccl.cu", "no NCCL communication call"),
-    ("dynamic_dispatch.cu", "dynamic_dispatch.cu:13", "dynamic dispatch"),
-    ("macro_collective.cu", "macro_collective.cu:4", "hides ncclAllReduce"),
-])
+@pytest.mark.parametrize(
+    "file, where, words",
+    [
+        ("syntax_error.cu", "syntax_error.cu:7", "cuco's parser does not support"),
+        ("no_nccl.cu", "no_nccl.cu", "no NCCL communication call"),
+        ("dynamic_dispatch.cu", "dynamic_dispatch.cu:13", "dynamic dispatch"),
+        ("macro_collective.cu", "macro_collective.cu:4", "hides ncclAllReduce"),
+    ],
+)
 def test_bad_input_exits_2_naming_the_place(file, where, words, capsys, monkeypatch):
     monkeypatch.chdir(BAD)
     rc, out, err = _analyze(capsys, file)
@@ -98,15 +104,19 @@ def test_kernels_in_another_file(tmp_path, capsys):
     text = (PROGRAMS / "mpi_allreduce.cu").read_text()
     head, main_part = text.split("int main(", 1)
     (tmp_path / "kernels.cu").write_text(head)
-    (tmp_path / "main.cu").write_text("#include <mpi.h>\n#include <nccl.h>\n" + head.split("__global__")[0]
-                                      .split("#include <cuda_runtime.h>")[1] + "int main(" + main_part)
+    (tmp_path / "main.cu").write_text(
+        "#include <mpi.h>\n#include <nccl.h>\n"
+        + head.split("__global__")[0].split("#include <cuda_runtime.h>")[1]
+        + "int main("
+        + main_part
+    )
     rc, out, err = _analyze(capsys, str(tmp_path / "main.cu"), str(tmp_path / "kernels.cu"), "--json")
     assert rc == 0, err
     d = json.loads(out)
     launches = {k["name"]: (k["reads"], k["writes"]) for k in d["kernel_launches"] if k["in_region"]}
     assert launches == {"scale_kernel": (["x"], ["y"]), "residual_kernel": (["y", "x"], ["out"])}
     assert d["unresolved"] == []
-    rc, out, err = _analyze(capsys, str(tmp_path / "main.cu"), "--json")     # without the kernels' file
+    rc, out, err = _analyze(capsys, str(tmp_path / "main.cu"), "--json")  # without the kernels' file
     assert rc == 0
     assert any("is not defined in the given files" in u["what"] for u in json.loads(out)["unresolved"])
 

@@ -34,8 +34,7 @@ def _run_body(text: str) -> str:
 
 def test_checks_are_the_seed_without_its_work(tmp_path, capsys):
     w = _init(tmp_path, capsys)
-    seed, nothing, skip = ((w / f).read_text() for f in ("candidate.cu", "checks/do_nothing.cu",
-                                                         "checks/skip_comm.cu"))
+    seed, nothing, skip = ((w / f).read_text() for f in ("candidate.cu", "checks/do_nothing.cu", "checks/skip_comm.cu"))
     assert "ncclAllReduce(" in _run_body(seed) and "scale_kernel<<<" in _run_body(seed)
     assert "<<<" not in _run_body(nothing) and "nccl" not in _run_body(nothing).lower()
     assert "ncclAllReduce(" not in _run_body(skip) and "scale_kernel<<<" in _run_body(skip)
@@ -48,9 +47,22 @@ def test_checks_build_with_the_harness(tmp_path, capsys):
     w = _init(tmp_path, capsys)
 
     def build(check: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(RUN_LOCAL), str(w), "--source", str(w / "checks" / check),
-                               "--build-only", "--build-dir", str(tmp_path / "build" / check)],
-                              capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [
+                sys.executable,
+                str(RUN_LOCAL),
+                str(w),
+                "--source",
+                str(w / "checks" / check),
+                "--build-only",
+                "--build-dir",
+                str(tmp_path / "build" / check),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
     with ThreadPoolExecutor(2) as pool:
         done = list(pool.map(build, ["do_nothing.cu", "skip_comm.cu"]))
     for d in done:

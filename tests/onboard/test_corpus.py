@@ -44,16 +44,30 @@ def test_jacobi_facts(capsys, monkeypatch):
     monkeypatch.chdir(CORPUS)
     d = json.loads(_run(capsys, "analyze", *files, *flags, "--json")[1])
     assert d["region"]["at"] == "nvidia_jacobi_nccl/jacobi.cpp:332" and d["region"]["timed"]
-    assert d["region"]["alternatives"] == [{"at": "nvidia_jacobi_nccl/jacobi.cpp:301",
-                                            "what": "warm-up: untimed, before the timed loop"}]
+    assert d["region"]["alternatives"] == [
+        {"at": "nvidia_jacobi_nccl/jacobi.cpp:301", "what": "warm-up: untimed, before the timed loop"}
+    ]
     seq = [o["name"] for o in _in_region(d)]
-    assert seq == ["cudaMemsetAsync", "jacobi_kernel", "cudaMemcpyAsync", "ncclGroupStart", "ncclRecv",
-                   "ncclSend", "ncclRecv", "ncclSend", "ncclGroupEnd", "MPI_Allreduce"]
+    assert seq == [
+        "cudaMemsetAsync",
+        "jacobi_kernel",
+        "cudaMemcpyAsync",
+        "ncclGroupStart",
+        "ncclRecv",
+        "ncclSend",
+        "ncclRecv",
+        "ncclSend",
+        "ncclGroupEnd",
+        "MPI_Allreduce",
+    ]
     kernel = next(o for o in _in_region(d) if o["name"] == "jacobi_kernel")
     assert kernel["via"]["wrapper"] == "launch_jacobi_kernel"
     assert kernel["via"]["launches"][0]["at"] == "nvidia_jacobi_nccl/jacobi_kernels.cu:113"
-    assert (kernel["reads"], kernel["writes"], kernel["stream"]) == (["a", "l2_norm_d"], ["a_new", "l2_norm_d"],
-                                                                     "compute_stream")
+    assert (kernel["reads"], kernel["writes"], kernel["stream"]) == (
+        ["a", "l2_norm_d"],
+        ["a_new", "l2_norm_d"],
+        "compute_stream",
+    )
     assert {b["name"]: b["role"] for b in d["buffers"]}["a"] == "carried"
     assert {b["name"]: b["role"] for b in d["buffers"]}["a_new"] == "carried"
     memcpy = next(o for o in _in_region(d) if o["name"] == "cudaMemcpyAsync")
@@ -64,23 +78,32 @@ def test_helpers_are_followed(capsys, monkeypatch):
     monkeypatch.chdir(CORPUS)
     d = json.loads(_run(capsys, "analyze", *PROGRAMS["cuco_moe_seed"][0], "--json")[1])
     assert d["region"]["kind"] == "section" and d["region"]["at"] == "cuco_moe_seed/ds_v3_moe.cu:243"
-    assert [o["name"] for o in _in_region(d)] == ["ncclAlltoAll", "dequantizeBlockScale", "tiledMatmul", "swiGLU",
-                                                  "tiledMatmul", "ncclAlltoAll"]
+    assert [o["name"] for o in _in_region(d)] == [
+        "ncclAlltoAll",
+        "dequantizeBlockScale",
+        "tiledMatmul",
+        "swiGLU",
+        "tiledMatmul",
+        "ncclAlltoAll",
+    ]
     assert all(o["called_from"] == ["cuco_moe_seed/ds_v3_moe.cu:372"] for o in _in_region(d))
     d = json.loads(_run(capsys, "analyze", *PROGRAMS["async_ring_allreduce_single"][0], "--json")[1])
     assert d["ranks"]["source"] == "environment" and d["communicators"][0]["id_exchange"] == "file"
     assert d["region"]["at"].endswith(":158")
     assert d["region"]["alternatives"][0]["what"].startswith("size sweep")
     add = next(o for o in _in_region(d) if o["name"] == "add_vectors")
-    assert (add["reads"], add["writes"]) == (["d_recv", "scratch_buff"], ["d_recv"])      # dest_ptr = recvbuff + off
+    assert (add["reads"], add["writes"]) == (["d_recv", "scratch_buff"], ["d_recv"])  # dest_ptr = recvbuff + off
     assert add["loops"][0]["iterations"] == "nranks-1"
 
 
-@pytest.mark.parametrize("name, words", [
-    ("nccl_examples_allreduce", "no kernel launch"),
-    ("nccl_examples_ring", "no kernel launch"),
-    ("nccl_examples_mpi_comm", "makes no NCCL communication call"),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("nccl_examples_allreduce", "no kernel launch"),
+        ("nccl_examples_ring", "no kernel launch"),
+        ("nccl_examples_mpi_comm", "makes no NCCL communication call"),
+    ],
+)
 def test_init_refuses_what_has_nothing_to_overlap(name, words, capsys, monkeypatch, tmp_path):
     files, flags, has_kernel = PROGRAMS[name]
     assert not has_kernel
@@ -146,7 +169,7 @@ def test_init_carries_the_helper_the_region_calls_and_takes_the_sweep_apart(caps
     assert "static void ringAllReduce(" in candidate
     run = candidate.split("int run() {", 1)[1].split("return 0;", 1)[0]
     assert "ringAllReduce(d_send, d_recv, count" in run
-    assert "// (communication outside the repeated region (a warm-up" in candidate     # the warm-up call
+    assert "// (communication outside the repeated region (a warm-up" in candidate  # the warm-up call
     compute = baseline.split("static void ringAllReduce_cuco_compute(", 1)[1].split("\n}", 1)[0]
     comm = baseline.split("static void ringAllReduce_cuco_comm(", 1)[1].split("\n}", 1)[0]
     assert "ncclSend" not in compute.replace("/* ncclSend: not in this variant */", "") and "add_vectors<<<" in compute
@@ -193,11 +216,21 @@ def test_a_run_time_flag_is_an_alternative(capsys, monkeypatch):
     rc, out, err = _run(capsys, "analyze", *files, *flags, "--assume", "calculate_norm=false", "--json")
     assert rc == 0, err
     d = json.loads(out)
-    assert [o["name"] for o in _in_region(d)] == ["cudaMemsetAsync", "jacobi_kernel", "ncclGroupStart", "ncclRecv",
-                                                  "ncclSend", "ncclRecv", "ncclSend", "ncclGroupEnd"]
+    assert [o["name"] for o in _in_region(d)] == [
+        "cudaMemsetAsync",
+        "jacobi_kernel",
+        "ncclGroupStart",
+        "ncclRecv",
+        "ncclSend",
+        "ncclRecv",
+        "ncclSend",
+        "ncclGroupEnd",
+    ]
     out_ops = {o["name"]: o["assumed_out"] for k in ("memory_ops", "mpi_calls") for o in d[k] if "assumed_out" in o}
-    assert out_ops == {"cudaMemcpyAsync": "(calculate_norm) is false with calculate_norm=0",
-                       "MPI_Allreduce": "(calculate_norm) is false with calculate_norm=0"}
+    assert out_ops == {
+        "cudaMemcpyAsync": "(calculate_norm) is false with calculate_norm=0",
+        "MPI_Allreduce": "(calculate_norm) is false with calculate_norm=0",
+    }
     rc, _, err = _run(capsys, "analyze", *files, "--assume", "calculate_norm")
     assert rc == 2 and err.startswith("cuco: --assume: calculate_norm: write NAME=VALUE")
 
@@ -220,7 +253,7 @@ def test_the_graph_variant_replays_its_capture(capsys, monkeypatch, tmp_path):
     assert "(a warm-up replay of the graphs: the harness warms up) CUDA_RT_CALL(cudaGraphLaunch(graph_exec[0]" in setup
     run = seed.split("int run() {", 1)[1].split("int teardown() {", 1)[0]
     assert "cudaGraphLaunch(graph_calc_norm_exec[iter%2], compute_stream)" in run
-    assert "iter = 0;   // as before the region" in run        # every call replays the same graph
+    assert "iter = 0;   // as before the region" in run  # every call replays the same graph
     skip_setup = skip.split("without its collectives", 1)[1].split("return 0;", 1)[0]
     assert skip_setup.count("not in this variant */;") == 6 and "ncclSend(" not in skip_setup
     skip_run = skip.split("int run() {", 1)[1].split("int teardown() {", 1)[0]

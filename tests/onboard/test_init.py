@@ -43,7 +43,7 @@ def test_init_writes_a_workload_the_engine_loads(name, tmp_path, capsys):
     out = tmp_path / name
     rc, stdout, err = _init(capsys, str(PROGRAMS / f"{name}.cu"), "-o", str(out), "--ranks", "1")
     assert rc == 0, err
-    assert "TODO" not in stdout          # these four are placed entirely
+    assert "TODO" not in stdout  # these four are placed entirely
     w = load_workload(str(out))
     assert w.name == name and w.language == "cuda" and w.ranks == 1 and w.launch_gpus == 1
     assert [b.name for b in blocks.parse_blocks(w.seed_source)] == ["kernels", "schedule"]
@@ -69,7 +69,7 @@ def test_init_facts_of_the_allreduce_program(tmp_path, capsys):
     # MPI, the communicator, device selection and input preparation are the harness's
     assert "\n    // (the harness owns this) MPI_Init(&argc, &argv);" in cand
     assert "// (input preparation: the harness makes the inputs from its seed) fill_kernel" in cand
-    assert "CUDACHECK(cudaMalloc(&y, count * sizeof(float)));" in cand        # scratch stays the program's
+    assert "CUDACHECK(cudaMalloc(&y, count * sizeof(float)));" in cand  # scratch stays the program's
     assert "x = (float*)cuco_c->inputs[0].ptr;" in cand and "out = (float*)cuco_c->outputs[0].ptr;" in cand
     compute = (out / "baseline.cu").read_text().split("int run_compute() {", 1)[1].split("\n  }\n", 1)[0]
     assert "ncclAllReduce(" not in compute and "scale_kernel<<<" in compute
@@ -77,14 +77,16 @@ def test_init_facts_of_the_allreduce_program(tmp_path, capsys):
     assert "ncclAllReduce(" in comm and "residual_kernel<<<" not in comm
     assert "scale_kernel -> ncclAllReduce -> residual_kernel" in w.task
     problem = (out / "problem.cu").read_text()
-    assert 'kOutputs[] = {"out"}' in problem and "kOutputExact[] = {0}" in problem   # computed: tolerance
+    assert 'kOutputs[] = {"out"}' in problem and "kOutputExact[] = {0}" in problem  # computed: tolerance
 
 
 def test_moved_only_outputs_are_compared_bit_exact(tmp_path, capsys):
     """An output that only data movement produced (a gathered input) is compared bit-exact; one a kernel
     computed, with a tolerance."""
     src = tmp_path / "gather.cu"
-    src.write_text((HERE / "todo" / "loopvar_env.cu").read_text().split("__global__")[0] + """
+    src.write_text(
+        (HERE / "todo" / "loopvar_env.cu").read_text().split("__global__")[0]
+        + """
 __global__ void scale(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = 2.f * x[i]; }
 int main() {
   ncclUniqueId id; ncclGetUniqueId(&id);
@@ -102,7 +104,8 @@ int main() {
   }
   return 0;
 }
-""")
+"""
+    )
     out = tmp_path / "g"
     assert _init(capsys, str(src), "-o", str(out))[0] == 0
     problem = (out / "problem.cu").read_text()
@@ -162,8 +165,9 @@ def test_todo_markers_are_listed_by_validate(tmp_path, capsys):
     listed = capsys.readouterr().out.replace("\n", " ")
     cand = (out / "candidate.cu").read_text().splitlines()
     line = next(i for i, text in enumerate(cand, 1) if "CUCO-TODO" in text and "STRIDE" in text)
-    assert f"{out / 'candidate.cu'}:{line}:" in listed.replace(" ", "") or \
-        f"{out / 'candidate.cu'}:{line}" in "".join(listed.split())
+    assert f"{out / 'candidate.cu'}:{line}:" in listed.replace(" ", "") or f"{out / 'candidate.cu'}:{line}" in "".join(
+        listed.split()
+    )
 
 
 def test_a_kernel_with_pragma_unroll_passes_the_block_rules(tmp_path, capsys):
@@ -171,16 +175,18 @@ def test_a_kernel_with_pragma_unroll_passes_the_block_rules(tmp_path, capsys):
     inside one, `_Pragma` too), with the code before it; the kernels after it stay evolvable."""
     text = (PROGRAMS / "mpi_allreduce.cu").read_text()
     head, rest = text.split("__global__", 1)
-    pragma_kernel = ("__global__ void unrolled(const float* x, float* y, int n) {\n"
-                     "  int i = blockIdx.x * blockDim.x + threadIdx.x; float acc = 0.f;\n"
-                     "  #pragma unroll\n  for (int k = 0; k < 4; ++k) acc += x[(i + k) % n];\n"
-                     "  if (i < n) y[i] = acc;\n}\n")
+    pragma_kernel = (
+        "__global__ void unrolled(const float* x, float* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; float acc = 0.f;\n"
+        "  #pragma unroll\n  for (int k = 0; k < 4; ++k) acc += x[(i + k) % n];\n"
+        "  if (i < n) y[i] = acc;\n}\n"
+    )
     src = tmp_path / "unrolled.cu"
     src.write_text(head + pragma_kernel + "__global__" + rest)
     out = tmp_path / "w"
     assert _init(capsys, str(src), "-o", str(out))[0] == 0
     cand = (out / "candidate.cu").read_text()
-    blocks.check_block_bodies(cand)                       # raises on a directive inside a block
+    blocks.check_block_bodies(cand)  # raises on a directive inside a block
     frozen, block = cand.split("// EVOLVE-BLOCK-START kernels", 1)
     assert "#pragma unroll" in frozen and "_Pragma" not in cand
     assert "scale_kernel" in block.split("// EVOLVE-BLOCK-END")[0]

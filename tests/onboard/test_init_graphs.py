@@ -53,7 +53,10 @@ REPLAY = """  cudaEvent_t t0, t1; cudaEventCreate(&t0); cudaEventCreate(&t1);
 """
 
 # the capture as straight-line statements in main(): begin, the work, end, instantiate
-STRAIGHT_CAPTURE = PROLOGUE + MAIN_OPENING + """  cudaGraph_t graph;
+STRAIGHT_CAPTURE = (
+    PROLOGUE
+    + MAIN_OPENING
+    + """  cudaGraph_t graph;
   cudaGraphExec_t exec;
   cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
   scale<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);
@@ -61,20 +64,31 @@ STRAIGHT_CAPTURE = PROLOGUE + MAIN_OPENING + """  cudaGraph_t graph;
   bias<<<(n + 255) / 256, 256, 0, s>>>(y, n);
   cudaStreamEndCapture(s, &graph);
   cudaGraphInstantiate(&exec, graph, 0);
-""" + REPLAY
+"""
+    + REPLAY
+)
 
 # a replay beside communication the region makes itself: the graph computes, the all-reduce follows it
-REPLAY_THEN_COLLECTIVE = PROLOGUE + MAIN_OPENING + """  cudaGraph_t graph;
+REPLAY_THEN_COLLECTIVE = (
+    PROLOGUE
+    + MAIN_OPENING
+    + """  cudaGraph_t graph;
   cudaGraphExec_t exec;
   cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
   scale<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);
   bias<<<(n + 255) / 256, 256, 0, s>>>(y, n);
   cudaStreamEndCapture(s, &graph);
   cudaGraphInstantiate(&exec, graph, 0);
-""" + REPLAY.replace("    cudaGraphLaunch(exec, s);\n",
-                     "    cudaGraphLaunch(exec, s);\n    ncclAllReduce(y, y, n, ncclFloat, ncclSum, comm, s);\n")
+"""
+    + REPLAY.replace(
+        "    cudaGraphLaunch(exec, s);\n",
+        "    cudaGraphLaunch(exec, s);\n    ncclAllReduce(y, y, n, ncclFloat, ncclSum, comm, s);\n",
+    )
+)
 
-CAPTURE_IN_HELPER = PROLOGUE + """
+CAPTURE_IN_HELPER = (
+    PROLOGUE
+    + """
 static cudaGraphExec_t record(const float* x, float* y, int n, ncclComm_t comm, cudaStream_t s) {
   cudaGraph_t graph; cudaGraphExec_t exec;
   cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
@@ -85,16 +99,25 @@ static cudaGraphExec_t record(const float* x, float* y, int n, ncclComm_t comm, 
   return exec;
 }
 
-""" + MAIN_OPENING + """  cudaGraphExec_t exec = record(x, y, n, comm, s);
-""" + REPLAY
+"""
+    + MAIN_OPENING
+    + """  cudaGraphExec_t exec = record(x, y, n, comm, s);
+"""
+    + REPLAY
+)
 
 # the graph built node by node (no capture): what it runs is nowhere the analysis can read it
-BUILT_NOT_CAPTURED = PROLOGUE + MAIN_OPENING + """  cudaGraph_t graph; cudaGraphCreate(&graph, 0);
+BUILT_NOT_CAPTURED = (
+    PROLOGUE
+    + MAIN_OPENING
+    + """  cudaGraph_t graph; cudaGraphCreate(&graph, 0);
   cudaGraphExec_t exec;
   cudaGraphInstantiate(&exec, graph, 0);
   ncclAllReduce(y, y, n, ncclFloat, ncclSum, comm, s);
   scale<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);
-""" + REPLAY
+"""
+    + REPLAY
+)
 
 
 def _init(capsys, tmp_path, text: str, name: str):
@@ -114,8 +137,9 @@ def test_a_captured_iteration_is_captured_in_setup_and_replayed_by_run(tmp_path,
     assert rc == 0, err
     assert "TODO" not in out
     w = tmp_path / "graph_allreduce"
-    seed, baseline, nothing, skip = ((w / f).read_text() for f in (
-        "candidate.cu", "baseline.cu", "checks/do_nothing.cu", "checks/skip_comm.cu"))
+    seed, baseline, nothing, skip = (
+        (w / f).read_text() for f in ("candidate.cu", "baseline.cu", "checks/do_nothing.cu", "checks/skip_comm.cu")
+    )
     setup = _part(seed, "int setup() {")
     assert "cudaStreamBeginCapture(s," in setup and "ncclAllReduce(y, y, n" in setup
     assert "cudaGraphInstantiate(&exec, graph, 0);" in setup
@@ -144,9 +168,20 @@ def test_a_replay_beside_the_regions_own_collective(tmp_path, capsys):
     assert rc == 0, err
     w = tmp_path / "replay_then_allreduce"
     seed, skip = (w / "candidate.cu").read_text(), (w / "checks" / "skip_comm.cu").read_text()
-    assert "ctx->outputs[0] = y" in seed       # the graph writes it, the all-reduce then reads it
-    assert _part(seed, "int run() {").split() == ["cudaGraphLaunch(exec,", "s);", "ncclAllReduce(y,", "y,", "n,",
-                                                  "ncclFloat,", "ncclSum,", "comm,", "s);", "return", "0;"]
+    assert "ctx->outputs[0] = y" in seed  # the graph writes it, the all-reduce then reads it
+    assert _part(seed, "int run() {").split() == [
+        "cudaGraphLaunch(exec,",
+        "s);",
+        "ncclAllReduce(y,",
+        "y,",
+        "n,",
+        "ncclFloat,",
+        "ncclSum,",
+        "comm,",
+        "s);",
+        "return",
+        "0;",
+    ]
     run = _part(skip, "int run() {")
     assert "cudaGraphLaunch(exec_cuco_compute, s);" in run and "/* ncclAllReduce: not in this variant */" in run
 
@@ -156,9 +191,21 @@ def test_the_graph_checks_build_with_the_harness(tmp_path, capsys):
     rc, _, err, _ = _init(capsys, tmp_path, STRAIGHT_CAPTURE, "graph_allreduce")
     assert rc == 0, err
     w = tmp_path / "graph_allreduce"
-    done = subprocess.run([sys.executable, str(RUN_LOCAL), str(w), "--source", str(w / "checks" / "skip_comm.cu"),
-                           "--build-only", "--build-dir", str(tmp_path / "build")],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(RUN_LOCAL),
+            str(w),
+            "--source",
+            str(w / "checks" / "skip_comm.cu"),
+            "--build-only",
+            "--build-dir",
+            str(tmp_path / "build"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
@@ -172,6 +219,8 @@ def test_a_capture_in_a_helper_is_refused_naming_it(tmp_path, capsys):
 def test_a_replayed_graph_with_no_capture_is_refused(tmp_path, capsys):
     rc, out, err, _ = _init(capsys, tmp_path, BUILT_NOT_CAPTURED, "built_graph")
     assert rc == 2 and out == "" and err.count("\n") == 1
-    assert "replays CUDA graphs whose capture (cudaStreamBeginCapture ... cudaStreamEndCapture) the analysis " \
-           "does not find" in err
+    assert (
+        "replays CUDA graphs whose capture (cudaStreamBeginCapture ... cudaStreamEndCapture) the analysis "
+        "does not find" in err
+    )
     assert not (tmp_path / "built_graph").exists()

@@ -25,7 +25,9 @@ MAIN_WITH_COMM = """int main(int argc, char** argv) {
   ncclComm_t comm; ncclCommInitRank(&comm, nranks, id, rank);
 """
 
-LOOP_IN_HELPER = PROLOGUE + """
+LOOP_IN_HELPER = (
+    PROLOGUE
+    + """
 void solve(int rank, int nranks, ncclComm_t comm) {
   cudaStream_t s; cudaStreamCreate(&s);
   const int n = 1 << 20;
@@ -41,14 +43,19 @@ void solve(int rank, int nranks, ncclComm_t comm) {
   cudaFree(buf);
 }
 
-""" + MAIN_WITH_COMM + """  solve(rank, nranks, comm);
+"""
+    + MAIN_WITH_COMM
+    + """  solve(rank, nranks, comm);
   ncclCommDestroy(comm);
   MPI_Finalize();
   return 0;
 }
 """
+)
 
-NESTED = PROLOGUE + """
+NESTED = (
+    PROLOGUE
+    + """
 static void exchange(float* buf, int n, ncclComm_t comm, cudaStream_t s) {
   ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, s);
 }
@@ -56,7 +63,9 @@ static void step(float* buf, int n, ncclComm_t comm, cudaStream_t s) {
   exchange(buf, n, comm, s);
 }
 
-""" + MAIN_WITH_COMM + """  cudaStream_t s; cudaStreamCreate(&s);
+"""
+    + MAIN_WITH_COMM
+    + """  cudaStream_t s; cudaStreamCreate(&s);
   const int n = 1 << 20;
   float* buf; cudaMalloc(&buf, n * sizeof(float));
   cudaMemset(buf, 0, n * sizeof(float));
@@ -68,6 +77,7 @@ static void step(float* buf, int n, ncclComm_t comm, cudaStream_t s) {
   return 0;
 }
 """
+)
 
 
 def _init(capsys, *args):

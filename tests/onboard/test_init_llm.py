@@ -43,12 +43,24 @@ def test_init_llm_without_a_gpu_stops_before_any_llm_call(tmp_path, monkeypatch,
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     out = tmp_path / "w"
     with FakeLLMServer(script=[]) as srv:
-        rc = main(["init", str(TODO_PROGRAM), "-o", str(out), "--ranks", "1",
-                   "--llm", f"openai-compat:coder@{srv.url}/v1", "--home", str(tmp_path / "home")])
+        rc = main(
+            [
+                "init",
+                str(TODO_PROGRAM),
+                "-o",
+                str(out),
+                "--ranks",
+                "1",
+                "--llm",
+                f"openai-compat:coder@{srv.url}/v1",
+                "--home",
+                str(tmp_path / "home"),
+            ]
+        )
         assert srv.requests == []
     err = capsys.readouterr().err
     assert rc == 1 and "--llm" in err and "GPU" in err and "its TODOs stay" in err
-    assert "CUCO-TODO" in (out / "candidate.cu").read_text()     # the workload is written, TODOs kept
+    assert "CUCO-TODO" in (out / "candidate.cu").read_text()  # the workload is written, TODOs kept
 
 
 def test_init_llm_bad_model_is_bad_input_and_writes_nothing(tmp_path, capsys):
@@ -78,13 +90,13 @@ async def test_completion_is_compiled_and_copied_into_the_baseline(tmp_path, mon
 
     baselines = []
 
-    async def evaluate(source: str, baseline: str) -> Compiled:   # the build, for real; the verify needs a GPU
+    async def evaluate(source: str, baseline: str) -> Compiled:  # the build, for real; the verify needs a GPU
         baselines.append(baseline)
         res = await executor.run(build_job(w, source, f"complete-{len(compiled)}"))
         compiled.append(res.ok)
         return Compiled("done" if res.ok else "failed", "" if res.ok else res.log[-500:])
 
-    script = [Reply(fenced(seed)), Reply(fenced(completed(seed)))]   # first still has the TODOs
+    script = [Reply(fenced(seed)), Reply(fenced(completed(seed)))]  # first still has the TODOs
     with FakeLLMServer(script=script) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
         svc = LLMService([parse_model(model)], Pricing.load(tmp_path), Budget(None), RetryPolicy(timeout_s=10))
@@ -117,8 +129,20 @@ def test_init_llm_end_to_end_on_a_gpu(tmp_path, monkeypatch, capsys):
     out = tmp_path / "w"
     script = [Reply(fenced(seed)), Reply(fenced(completed(seed)))]
     with FakeLLMServer(script=script, responder=lambda r: Reply("No diagnosis.")) as srv:
-        rc = main(["init", str(TODO_PROGRAM), "-o", str(out), "--ranks", "1",
-                   "--llm", f"openai-compat:coder@{srv.url}/v1", "--home", str(tmp_path / "home")])
+        rc = main(
+            [
+                "init",
+                str(TODO_PROGRAM),
+                "-o",
+                str(out),
+                "--ranks",
+                "1",
+                "--llm",
+                f"openai-compat:coder@{srv.url}/v1",
+                "--home",
+                str(tmp_path / "home"),
+            ]
+        )
         err = capsys.readouterr().err
         assert rc == 0, err
         assert len(srv.requests) >= 2

@@ -79,15 +79,17 @@ def test_flags_decide_the_branches_and_locations_stay_original(tmp_path, capsys)
     assert taken == {"#ifdef USE_DOUBLE": False, "#else": True, "#if SPLIT_ELSE": False}
     launches = [k for k in d["kernel_launches"] if k["in_region"]]
     assert [k["at"] for k in launches] == [f"{path}:{_line(path, 'scale<<<4')}"]
-    assert launches[0]["block"] == "dim3(256, 1, 1)"      # the braced dim3, read as the same launch
+    assert launches[0]["block"] == "dim3(256, 1, 1)"  # the braced dim3, read as the same launch
     assert {b["name"]: b["elem_type"] for b in d["buffers"]} == {"x": "float", "y": "float"}
     rc, d, err = _analyze(capsys, path, "-DUSE_DOUBLE", "-DSPLIT_ELSE=1")
     assert rc == 0, err
     taken = {b["directive"]: b["taken"] for b in d["preprocessing"]["branches"]}
     assert taken["#ifdef USE_DOUBLE"] is True and taken["#if SPLIT_ELSE"] is True
     assert {b["name"]: b["elem_type"] for b in d["buffers"]} == {"x": "double", "y": "double"}
-    assert [k["at"] for k in d["kernel_launches"] if k["in_region"]] == \
-        [f"{path}:{_line(path, 'scale<<<1')}", f"{path}:{_line(path, 'scale<<<4')}"]
+    assert [k["at"] for k in d["kernel_launches"] if k["in_region"]] == [
+        f"{path}:{_line(path, 'scale<<<1')}",
+        f"{path}:{_line(path, 'scale<<<4')}",
+    ]
     assert d["preprocessing"]["flags"]["defines"] == ["USE_DOUBLE", "SPLIT_ELSE=1"]
 
 
@@ -96,8 +98,17 @@ def test_compile_commands_give_each_file_its_flags(tmp_path, capsys):
     inc = tmp_path / "inc"
     inc.mkdir()
     db = tmp_path / "compile_commands.json"
-    db.write_text(json.dumps([{"directory": str(tmp_path), "file": "prog.cu",
-                               "command": "nvcc -DUSE_DOUBLE -I inc -c prog.cu -o prog.o"}]))
+    db.write_text(
+        json.dumps(
+            [
+                {
+                    "directory": str(tmp_path),
+                    "file": "prog.cu",
+                    "command": "nvcc -DUSE_DOUBLE -I inc -c prog.cu -o prog.o",
+                }
+            ]
+        )
+    )
     rc, d, err = _analyze(capsys, path, "--compile-commands", db)
     assert rc == 0, err
     assert {b["name"]: b["elem_type"] for b in d["buffers"]} == {"x": "double", "y": "double"}
@@ -108,10 +119,13 @@ def test_compile_commands_give_each_file_its_flags(tmp_path, capsys):
     assert rc == 2 and f"no entry compiles {path}" in err
 
 
-@pytest.mark.parametrize("guard, flags, fix", [
-    (("#ifdef RUN_MAIN", "#endif"), [], "set -DRUN_MAIN"),
-    (("#ifndef TESTING", "#endif"), ["-DTESTING"], "set -UTESTING"),
-])
+@pytest.mark.parametrize(
+    "guard, flags, fix",
+    [
+        (("#ifdef RUN_MAIN", "#endif"), [], "set -DRUN_MAIN"),
+        (("#ifndef TESTING", "#endif"), ["-DTESTING"], "set -UTESTING"),
+    ],
+)
 def test_main_under_an_inactive_if_names_the_flag(tmp_path, capsys, guard, flags, fix):
     path = _write(tmp_path, guard=guard)
     rc, _, err = _analyze(capsys, path, *flags)

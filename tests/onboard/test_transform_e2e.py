@@ -26,8 +26,10 @@ HOP = """    ncclGroupStart();
     ncclGroupEnd();
 """
 # On one rank the ring's hop sends to itself: a copy-engine copy is the same data movement.
-COPY = ("    if (cudaMemcpyAsync(recv, act, elems * sizeof(__half), cudaMemcpyDeviceToDevice, s) != cudaSuccess) "
-        "return 1;\n")
+COPY = (
+    "    if (cudaMemcpyAsync(recv, act, elems * sizeof(__half), cudaMemcpyDeviceToDevice, s) != cudaSuccess) "
+    "return 1;\n"
+)
 
 
 def init_ring(tmp_path, monkeypatch) -> tuple[Path, str, str]:
@@ -59,11 +61,25 @@ def test_init_then_transform_then_validate(tmp_path, monkeypatch, capsys):
     home = tmp_path / "home"
     out = tmp_path / "ring-fast.cu"
     with FakeLLMServer(script=script, responder=lambda r: Reply("No diagnosis.")) as srv:
-        rc = main(["transform", str(work), "--llm", f"openai-compat:coder@{srv.url}/v1", "-o", str(out),
-                   "--max-a", "1", "--max-b", "1", "--home", str(home)])
+        rc = main(
+            [
+                "transform",
+                str(work),
+                "--llm",
+                f"openai-compat:coder@{srv.url}/v1",
+                "-o",
+                str(out),
+                "--max-a",
+                "1",
+                "--max-b",
+                "1",
+                "--home",
+                str(home),
+            ]
+        )
         err = capsys.readouterr().err
         assert rc == 0, err
-        assert len(srv.requests) == 2          # stage A, stage B: both verified on the first answer
+        assert len(srv.requests) == 2  # stage A, stage B: both verified on the first answer
     assert validate_transformed(tmp_path, work, out, home) == 0
     text = capsys.readouterr().out
     assert "compiled seed" in text and "seed verified" in text
@@ -83,8 +99,23 @@ def test_init_then_transform_build_only_then_validate(tmp_path, monkeypatch, cap
     home = tmp_path / "home"
     out = tmp_path / "ring-fast.cu"
     with FakeLLMServer(script=script) as srv:
-        rc = main(["transform", str(work), "--llm", f"openai-compat:coder@{srv.url}/v1", "-o", str(out),
-                   "--max-a", "1", "--max-b", "2", "--home", str(home), "--build-only"])
+        rc = main(
+            [
+                "transform",
+                str(work),
+                "--llm",
+                f"openai-compat:coder@{srv.url}/v1",
+                "-o",
+                str(out),
+                "--max-a",
+                "1",
+                "--max-b",
+                "2",
+                "--home",
+                str(home),
+                "--build-only",
+            ]
+        )
         captured = capsys.readouterr()
         assert rc == 0, captured.err
         retry = [r for r in srv.requests if "cudaMemcpyAsyncc" in str(r)]
@@ -101,8 +132,18 @@ def test_transform_of_an_init_made_workload_needs_its_gpus_first(tmp_path, monke
     work = tmp_path / "ring"
     assert main(["init", str(PROGRAMS / "env_ring.cu"), "--ranks", "1", "-o", str(work)]) == 0
     with FakeLLMServer(script=[]) as srv:
-        rc = main(["transform", str(work), "--llm", f"openai-compat:coder@{srv.url}/v1",
-                   "-o", str(tmp_path / "fast.cu"), "--home", str(tmp_path / "home")])
+        rc = main(
+            [
+                "transform",
+                str(work),
+                "--llm",
+                f"openai-compat:coder@{srv.url}/v1",
+                "-o",
+                str(tmp_path / "fast.cu"),
+                "--home",
+                str(tmp_path / "home"),
+            ]
+        )
         assert srv.requests == []
     err = capsys.readouterr().err
     assert rc == 1 and "needs 1 GPUs" in err and not (tmp_path / "fast.cu").exists()

@@ -17,7 +17,11 @@ def nccl_headers() -> bool:
 
 def compiles_with_nccl(without_nvcc: str):
     """Skip the test, with the reason printed, unless nvcc and the NCCL headers are both here."""
+
     def marked(test):
-        test = pytest.mark.skipif(not nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")(test)
+        test = pytest.mark.skipif(not nccl_headers(), reason="the NCCL headers (nvidia-nccl-cu13) are not installed")(
+            test
+        )
         return pytest.mark.skipif(shutil.which("nvcc") is None, reason=f"nvcc is not on PATH: {without_nvcc}")(test)
+
     return marked

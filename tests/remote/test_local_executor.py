@@ -46,8 +46,7 @@ async def gone(root: Path, within: float = 3.0) -> list[tuple[int, str]]:
 
 
 # Two background sleeps (one ignoring SIGTERM), then a marker, then wait forever.
-SPAWNER = ("sleep 300 & (trap '' TERM; exec sleep 301) & "
-           "sleep 0.2; echo started > started; echo spawned; wait")
+SPAWNER = "sleep 300 & (trap '' TERM; exec sleep 301) & sleep 0.2; echo started > started; echo spawned; wait"
 
 
 @pytest.fixture
@@ -60,16 +59,23 @@ async def executor(tmp_path: Path):
 
 
 async def test_outputs_come_back(executor: LocalExecutor):
-    spec = JobSpec(job_id="io", argv=["sh", "-c", "./tool.sh"],
-                   files={"tool.sh": b"#!/bin/sh\ncat in/data.txt | tr a-z A-Z > out.txt\n"
-                                     b"mkdir -p res && printf '\\001\\002' > res/bin\n"
-                                     b"echo \"env=$CUCO_TEST_VAR\"\necho to-stderr >&2\n",
-                          "in/data.txt": b"hello\n"},
-                   executable=["tool.sh"], outputs=["out.txt", "res/bin", "never-written.txt"],
-                   env={"CUCO_TEST_VAR": "xyz"}, timeout_s=30)
+    spec = JobSpec(
+        job_id="io",
+        argv=["sh", "-c", "./tool.sh"],
+        files={
+            "tool.sh": b"#!/bin/sh\ncat in/data.txt | tr a-z A-Z > out.txt\n"
+            b"mkdir -p res && printf '\\001\\002' > res/bin\n"
+            b'echo "env=$CUCO_TEST_VAR"\necho to-stderr >&2\n',
+            "in/data.txt": b"hello\n",
+        },
+        executable=["tool.sh"],
+        outputs=["out.txt", "res/bin", "never-written.txt"],
+        env={"CUCO_TEST_VAR": "xyz"},
+        timeout_s=30,
+    )
     res = await executor.run(spec)
     assert res.status is JobStatus.OK and res.rc == 0 and res.ok
-    assert res.outputs == {"out.txt": b"HELLO\n", "res/bin": b"\x01\x02"}   # missing outputs are absent
+    assert res.outputs == {"out.txt": b"HELLO\n", "res/bin": b"\x01\x02"}  # missing outputs are absent
     assert "env=xyz" in res.log and "to-stderr" in res.log
     assert res.node == "local" and res.duration_s > 0
 
@@ -94,7 +100,7 @@ async def test_timeout_kills_the_whole_process_group(executor: LocalExecutor, tm
     assert "timed out" in res.error
     assert "spawned" in res.log
     (job_dir,) = (tmp_path / "jobs").glob("slow-*")
-    assert (job_dir / "started").is_file()       # the sleeps really were started
+    assert (job_dir / "started").is_file()  # the sleeps really were started
     assert await gone(job_dir) == []
     assert executor.slots.cpu_busy == 0
 
@@ -115,7 +121,7 @@ async def test_cancelling_the_awaiting_task_kills_the_group(executor: LocalExecu
             break
         await asyncio.sleep(0.05)
     assert marker is not None, "the job never started"
-    assert len(live_processes_under(marker.parent)) >= 3   # sh + two sleeps
+    assert len(live_processes_under(marker.parent)) >= 3  # sh + two sleeps
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 10)
@@ -140,13 +146,18 @@ async def test_close_kills_running_jobs(tmp_path: Path):
 
 # ----- slots -----------------------------------------------------------------------------------------
 
-SPAN = ('date +%s.%N > start; printf %s "${{CUDA_VISIBLE_DEVICES:--}}" > cvd; sleep {hold}; '
-        'date +%s.%N > end')
+SPAN = 'date +%s.%N > start; printf %s "${{CUDA_VISIBLE_DEVICES:--}}" > cvd; sleep {hold}; date +%s.%N > end'
 
 
 def span_job(job_id: str, gpus: int = 0, cpus: int = 1, hold: float = 0.3) -> JobSpec:
-    return JobSpec(job_id=job_id, argv=["sh", "-c", SPAN.format(hold=hold)], outputs=["start", "end", "cvd"],
-                   gpus=gpus, cpus=cpus, timeout_s=60)
+    return JobSpec(
+        job_id=job_id,
+        argv=["sh", "-c", SPAN.format(hold=hold)],
+        outputs=["start", "end", "cvd"],
+        gpus=gpus,
+        cpus=cpus,
+        timeout_s=60,
+    )
 
 
 def span(res) -> tuple[float, float]:
@@ -181,8 +192,9 @@ async def test_two_gpu_leases_never_overlap(tmp_path: Path):
 async def test_cpu_jobs_holding_both_slots_run_alone(tmp_path: Path):
     ex = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=2, gpus=[])
     try:
-        specs = [span_job(f"wide{i}", cpus=2, hold=0.2) for i in range(3)] + \
-                [span_job(f"narrow{i}", cpus=1, hold=0.3) for i in range(4)]
+        specs = [span_job(f"wide{i}", cpus=2, hold=0.2) for i in range(3)] + [
+            span_job(f"narrow{i}", cpus=1, hold=0.3) for i in range(4)
+        ]
         results = await asyncio.gather(*(ex.run(s) for s in specs))
     finally:
         await ex.close()
@@ -191,7 +203,7 @@ async def test_cpu_jobs_holding_both_slots_run_alone(tmp_path: Path):
         if ca == 2 or cb == 2:
             assert not overlaps(sa, sb), "a job holding both CPU slots shared the node"
     narrow = [s for c, s in spans if c == 1]
-    assert any(overlaps(a, b) for a, b in itertools.combinations(narrow, 2))   # two 1-slot jobs side by side
+    assert any(overlaps(a, b) for a, b in itertools.combinations(narrow, 2))  # two 1-slot jobs side by side
     assert ex.slots.cpu_busy == 0
 
 
@@ -204,7 +216,7 @@ async def test_slot_table_rejects_impossible_and_releases_on_cancel():
         assert held == (0, 1) and table.gpus_busy == 2
         waiter = asyncio.create_task(table.lease(gpus=1).__aenter__())
         await asyncio.sleep(0.05)
-        assert not waiter.done()           # no partial lease while both GPUs are held
+        assert not waiter.done()  # no partial lease while both GPUs are held
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter

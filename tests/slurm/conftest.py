@@ -61,4 +61,5 @@ def slurm_yaml(slurm_env, tmp_path):
 
     def make(**fields) -> Path:
         return slurm_cluster.write_cluster_yaml(tmp_path / "slurm.yaml", work, **fields)
+
     return make

@@ -30,13 +30,19 @@ from pathlib import Path
 import yaml
 
 BINARIES = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/bin/squeue")
-ACCOUNTING_BINARIES = ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db", "/usr/bin/mariadb",
-                       "/usr/bin/sacctmgr", "/usr/bin/sacct")
+ACCOUNTING_BINARIES = (
+    "/usr/sbin/slurmdbd",
+    "/usr/sbin/mariadbd",
+    "/usr/bin/mariadb-install-db",
+    "/usr/bin/mariadb",
+    "/usr/bin/sacctmgr",
+    "/usr/bin/sacct",
+)
 GPUS = 4
-ACCOUNT = "cuco"              # an account the test users belong to (besides root's default one)
-CAPPED_QOS = "capped"         # a QoS with small per-user job limits:
-CAPPED_SUBMIT = 3             # ... MaxSubmitJobsPerUser (sbatch refuses a 4th job queued or running)
-CAPPED_RUNNING = 1            # ... MaxJobsPerUser (the others pend for QOSMaxJobsPerUserLimit)
+ACCOUNT = "cuco"  # an account the test users belong to (besides root's default one)
+CAPPED_QOS = "capped"  # a QoS with small per-user job limits:
+CAPPED_SUBMIT = 3  # ... MaxSubmitJobsPerUser (sbatch refuses a 4th job queued or running)
+CAPPED_RUNNING = 1  # ... MaxJobsPerUser (the others pend for QOSMaxJobsPerUserLimit)
 # Daemons, stopped in this order (each by the pid file it writes, relative to the cluster's folder).
 PIDFILES = ("slurmd.pid", "slurmctld.pid", "slurmdbd.pid", "mysql/mariadbd.pid", "munge/munged.pid")
 
@@ -74,16 +80,15 @@ def _read_pid(path: Path) -> int | None:
 class SlurmCluster:
     base: Path
     node: str
-    env: dict[str, str]             # SLURM_CONF for the client commands
-    accounting: bool = False        # slurmdbd (sacct, sacctmgr, enforced accounts and QoS)
+    env: dict[str, str]  # SLURM_CONF for the client commands
+    accounting: bool = False  # slurmdbd (sacct, sacctmgr, enforced accounts and QoS)
 
     @property
     def conf(self) -> Path:
         return self.base / "slurm.conf"
 
     def cmd(self, *argv: str, check: bool = True) -> str:
-        return subprocess.run(list(argv), env=self.env, check=check, capture_output=True, text=True,
-                              timeout=60).stdout
+        return subprocess.run(list(argv), env=self.env, check=check, capture_output=True, text=True, timeout=60).stdout
 
     # ---- daemons -------------------------------------------------------------------------------
     def _start(self, argv: list[str], pidfile: Path) -> None:
@@ -116,9 +121,18 @@ class SlurmCluster:
 
     def start_munge(self) -> None:
         m = self.base / "munge"
-        self._start(["/usr/sbin/munged", "-f", f"--socket={m / 'munge.socket'}", f"--key-file={m / 'munge.key'}",
-                     f"--pid-file={m / 'munged.pid'}", f"--log-file={self.base / 'log' / 'munged.log'}",
-                     f"--seed-file={m / 'seed'}"], m / "munged.pid")
+        self._start(
+            [
+                "/usr/sbin/munged",
+                "-f",
+                f"--socket={m / 'munge.socket'}",
+                f"--key-file={m / 'munge.key'}",
+                f"--pid-file={m / 'munged.pid'}",
+                f"--log-file={self.base / 'log' / 'munged.log'}",
+                f"--seed-file={m / 'seed'}",
+            ],
+            m / "munged.pid",
+        )
 
     def start_slurmctld(self) -> None:
         self._start(["/usr/sbin/slurmctld", "-f", str(self.conf)], self.base / "slurmctld.pid")
@@ -147,23 +161,49 @@ class SlurmCluster:
         database and its user, then slurmdbd with a slurmdbd.conf only root can read (it holds the
         database password)."""
         db = self.base / "mysql"
-        subprocess.run(["/usr/bin/mariadb-install-db", "--no-defaults", f"--datadir={db / 'data'}", "--user=root",
-                        "--auth-root-authentication-method=normal", "--skip-test-db"],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                "/usr/bin/mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={db / 'data'}",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         port = _free_port()
         # In the background of a shell that exits at once: mariadbd is nobody's child here (no zombie).
-        daemon = ["/usr/sbin/mariadbd", "--no-defaults", f"--datadir={db / 'data'}", "--user=root",
-                  "--bind-address=127.0.0.1", f"--port={port}", f"--socket={db / 'mysqld.sock'}",
-                  f"--pid-file={db / 'mariadbd.pid'}", f"--log-error={self.base / 'log' / 'mariadbd.log'}",
-                  "--skip-name-resolve", "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=8M"]
+        daemon = [
+            "/usr/sbin/mariadbd",
+            "--no-defaults",
+            f"--datadir={db / 'data'}",
+            "--user=root",
+            "--bind-address=127.0.0.1",
+            f"--port={port}",
+            f"--socket={db / 'mysqld.sock'}",
+            f"--pid-file={db / 'mariadbd.pid'}",
+            f"--log-error={self.base / 'log' / 'mariadbd.log'}",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=32M",
+            "--innodb-log-file-size=8M",
+        ]
         self._start(["sh", "-c", " ".join(daemon) + " </dev/null >/dev/null 2>&1 &"], db / "mariadbd.pid")
         password = secrets.token_hex(12)
-        sql = (f"CREATE DATABASE slurm_acct_db; CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
-               "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';")
+        sql = (
+            f"CREATE DATABASE slurm_acct_db; CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+        )
         deadline = time.monotonic() + 30
         while True:
-            out = subprocess.run(["/usr/bin/mariadb", "--no-defaults", f"--socket={db / 'mysqld.sock'}", "-uroot",
-                                  "-e", sql], capture_output=True, text=True, timeout=30)
+            out = subprocess.run(
+                ["/usr/bin/mariadb", "--no-defaults", f"--socket={db / 'mysqld.sock'}", "-uroot", "-e", sql],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
             if out.returncode == 0:
                 break
             if time.monotonic() > deadline:
@@ -171,13 +211,13 @@ class SlurmCluster:
             time.sleep(0.1)
         conf = self.base / "slurmdbd.conf"
         conf.write_text(f"""AuthType=auth/munge
-AuthInfo=socket={self.base / 'munge' / 'munge.socket'}
+AuthInfo=socket={self.base / "munge" / "munge.socket"}
 DbdHost={self.node}
 DbdAddr=127.0.0.1
 DbdPort={dbd_port}
 SlurmUser=root
-PidFile={self.base / 'slurmdbd.pid'}
-LogFile={self.base / 'log' / 'slurmdbd.log'}
+PidFile={self.base / "slurmdbd.pid"}
+LogFile={self.base / "log" / "slurmdbd.log"}
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
 StoragePort={port}
@@ -185,19 +225,23 @@ StorageUser=slurm
 StoragePass={password}
 StorageLoc=slurm_acct_db
 """)
-        os.chmod(conf, 0o600)   # slurmdbd refuses a config others can read; it runs as SlurmUser (root)
+        os.chmod(conf, 0o600)  # slurmdbd refuses a config others can read; it runs as SlurmUser (root)
         env = dict(self.env, SLURM_CONF=str(self.conf))
-        subprocess.run(["/usr/sbin/slurmdbd"], env=dict(env, SLURMDBD_CONF=str(conf)), check=True,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            ["/usr/sbin/slurmdbd"], env=dict(env, SLURMDBD_CONF=str(conf)), check=True, capture_output=True, timeout=60
+        )
         deadline = time.monotonic() + 30
         while (out := self.sacctmgr("add", "cluster", "cucotest", check=False)).returncode != 0:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"slurmdbd never answered ({out.stdout.strip()} {out.stderr.strip()}); "
-                                   f"see {self.base / 'log' / 'slurmdbd.log'}")
+                raise RuntimeError(
+                    f"slurmdbd never answered ({out.stdout.strip()} {out.stderr.strip()}); "
+                    f"see {self.base / 'log' / 'slurmdbd.log'}"
+                )
             time.sleep(0.2)
         self.sacctmgr("add", "account", ACCOUNT, "cluster=cucotest", "description=cuco-tests", "organization=cuco")
-        self.sacctmgr("add", "qos", CAPPED_QOS, f"maxsubmitjobsperuser={CAPPED_SUBMIT}",
-                      f"maxjobsperuser={CAPPED_RUNNING}")
+        self.sacctmgr(
+            "add", "qos", CAPPED_QOS, f"maxsubmitjobsperuser={CAPPED_SUBMIT}", f"maxjobsperuser={CAPPED_RUNNING}"
+        )
         self.associate("root")
 
     def sacctmgr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -211,7 +255,7 @@ StorageLoc=slurm_acct_db
         one, for root), with QoS normal and CAPPED_QOS."""
         if not self.accounting:
             return
-        self.sacctmgr("add", "user", user, f"account={ACCOUNT}", "cluster=cucotest", check=False)   # (again: no-op)
+        self.sacctmgr("add", "user", user, f"account={ACCOUNT}", "cluster=cucotest", check=False)  # (again: no-op)
         self.sacctmgr("modify", "user", user, "set", f"qos=normal,{CAPPED_QOS}", "defaultqos=normal")
 
     def stop(self) -> None:
@@ -234,8 +278,9 @@ StorageLoc=slurm_acct_db
         them all), in the same state."""
         deadline = time.monotonic() + timeout
         while True:
-            out = self.cmd("sacct", "-n", "-P", "-X", "-a", "-S", "2020-01-01T00:00:00", "-E", "now",
-                           "-o", "JobID,JobName,State")
+            out = self.cmd(
+                "sacct", "-n", "-P", "-X", "-a", "-S", "2020-01-01T00:00:00", "-E", "now", "-o", "JobID,JobName,State"
+            )
             jobs = [dict(zip(("JobID", "JobName", "State"), line.split("|", 2))) for line in out.splitlines() if line]
             jobs = [j for j in jobs if j["JobName"].startswith(name_prefix)]
             recorded = {(j["JobID"], j["State"].split()[0]) for j in jobs}
@@ -278,8 +323,9 @@ def reap_abandoned() -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def start_cluster(scheduler: str = "batch_sched_delay=0", extra_partitions: str = "",
-                  accounting: bool = False) -> SlurmCluster:
+def start_cluster(
+    scheduler: str = "batch_sched_delay=0", extra_partitions: str = "", accounting: bool = False
+) -> SlurmCluster:
     """Start a cluster. `scheduler`: SchedulerParameters; Slurm's default batch_sched_delay=3 holds a
     submitted batch job up to 3 s before the scheduler looks at it (the bench measures both).
     `accounting`: with slurmdbd (see the module's docstring; check accounting_skip_reason() first)."""
@@ -293,16 +339,19 @@ def start_cluster(scheduler: str = "batch_sched_delay=0", extra_partitions: str 
     key = base / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))
     os.chmod(key, 0o400)
-    os.chmod(base / "munge", 0o755)   # the socket must be reachable by every user that submits
+    os.chmod(base / "munge", 0o755)  # the socket must be reachable by every user that submits
     for i in range(GPUS):
         os.symlink("/dev/null", base / "gres" / f"gpu{i}")
     cpus = os.cpu_count() or 1
     dbd_port = _free_port()
     # (AccountingStoragePass: the munge socket the connections to slurmdbd authenticate through)
-    storage = (f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n"
-               f"AccountingStoragePort={dbd_port}\nAccountingStoragePass={base / 'munge' / 'munge.socket'}\n"
-               "AccountingStorageEnforce=associations,limits,qos\n"
-               if accounting else "AccountingStorageType=accounting_storage/none\n")
+    storage = (
+        f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n"
+        f"AccountingStoragePort={dbd_port}\nAccountingStoragePass={base / 'munge' / 'munge.socket'}\n"
+        "AccountingStorageEnforce=associations,limits,qos\n"
+        if accounting
+        else "AccountingStorageType=accounting_storage/none\n"
+    )
     (base / "slurm.conf").write_text(f"""ClusterName=cucotest
 SlurmctldHost={node}(127.0.0.1)
 SlurmctldPort={_free_port()}
@@ -310,19 +359,19 @@ SlurmdPort={_free_port()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={base / 'munge' / 'munge.socket'}
+AuthInfo=socket={base / "munge" / "munge.socket"}
 CredType=cred/munge
-StateSaveLocation={base / 'state'}
-SlurmdSpoolDir={base / 'spool'}
-SlurmctldPidFile={base / 'slurmctld.pid'}
-SlurmdPidFile={base / 'slurmd.pid'}
-SlurmctldLogFile={base / 'log' / 'slurmctld.log'}
-SlurmdLogFile={base / 'log' / 'slurmd.log'}
+StateSaveLocation={base / "state"}
+SlurmdSpoolDir={base / "spool"}
+SlurmctldPidFile={base / "slurmctld.pid"}
+SlurmdPidFile={base / "slurmd.pid"}
+SlurmctldLogFile={base / "log" / "slurmctld.log"}
+SlurmdLogFile={base / "log" / "slurmd.log"}
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 {storage}JobCompType=jobcomp/filetxt
-JobCompLoc={base / 'log' / 'jobcomp.txt'}
+JobCompLoc={base / "log" / "jobcomp.txt"}
 SchedulerType=sched/backfill
 SchedulerParameters={scheduler}
 SelectType=select/cons_tres
@@ -359,8 +408,15 @@ def remove(cluster: SlurmCluster) -> None:
 
 def write_cluster_yaml(path: Path, work_dir: Path, **fields) -> Path:
     """A local-login slurm.yaml for the test cluster (jobs in `gpu`, builds in `cpu`; fields override)."""
-    doc = {"kind": "slurm", "login": "local", "work_dir": str(work_dir), "partition": "gpu",
-           "build": {"partition": "cpu"}, "poll": {"min_s": 0.2, "max_s": 1.0}, "kill_grace_s": 0.5}
+    doc = {
+        "kind": "slurm",
+        "login": "local",
+        "work_dir": str(work_dir),
+        "partition": "gpu",
+        "build": {"partition": "cpu"},
+        "poll": {"min_s": 0.2, "max_s": 1.0},
+        "kill_grace_s": 0.5,
+    }
     doc.update(fields)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path

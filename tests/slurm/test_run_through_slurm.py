@@ -29,12 +29,13 @@ def cli(home: Path, *args: str, timeout: float = 900) -> subprocess.CompletedPro
 
 
 def start(home: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(CLI + ["--home", str(home), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    return subprocess.Popen(
+        CLI + ["--home", str(home), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
 
 
 def report(home: Path, run: str) -> dict:
-    out = cli(home, "report", run, "--json", timeout=60)   # exit 1 for a run that did not finish
+    out = cli(home, "report", run, "--json", timeout=60)  # exit 1 for a run that did not finish
     return json.loads(out.stdout)
 
 
@@ -45,8 +46,11 @@ def run_jobs(slurm, run: str) -> list[tuple[str, str, str]]:
 
 def completed_names(slurm, run: str) -> collections.Counter:
     """How often each of this run's jobs completed in Slurm (jobcomp)."""
-    return collections.Counter(j["Name"] for j in slurm.finished_jobs()
-                               if j.get("Name", "").startswith(f"cuco.{run}-") and j.get("JobState") == "COMPLETED")
+    return collections.Counter(
+        j["Name"]
+        for j in slurm.finished_jobs()
+        if j.get("Name", "").startswith(f"cuco.{run}-") and j.get("JobState") == "COMPLETED"
+    )
 
 
 def wait_until(pred, proc: subprocess.Popen | None = None, timeout: float = 300):
@@ -77,11 +81,11 @@ def test_demo_runs_through_slurm(slurm_yaml, slurm, tmp_path):
     assert rep["state"] == "finished" and rep["evaluated"] == 30 and rep["failed"] == 0, rep
     assert rep["best"]["speedup"] > 0
     nodes = evaluation_nodes(home)
-    assert nodes and all(n.startswith("slurm:") for n in nodes), nodes   # every job went through Slurm
-    assert not (home / "jobs").exists()                                  # none ran here
+    assert nodes and all(n.startswith("slurm:") for n in nodes), nodes  # every job went through Slurm
+    assert not (home / "jobs").exists()  # none ran here
     assert not run_jobs(slurm, "sl")
     done = completed_names(slurm, "sl")
-    assert len(done) >= 3 * 30 and max(done.values()) == 1, done.most_common(3)   # none submitted twice
+    assert len(done) >= 3 * 30 and max(done.values()) == 1, done.most_common(3)  # none submitted twice
     # The store keeps each job's Slurm id (what a restarted engine re-adopts by)
     conn = sqlite3.connect(home / "cuco.db")
     stored = dict(conn.execute("SELECT id, external_id FROM jobs WHERE run_id='sl' AND executor='slurm'"))
@@ -97,14 +101,23 @@ def test_stop_mid_run_leaves_no_job_in_squeue(slurm_yaml, slurm, tmp_path):
 
     home = tmp_path / ".cuco"
     path = slurm_yaml()
-    assert run_detached(home, "st", REPO / "workloads" / "demo", RunConfig(max_evals=200, cluster=str(path)),
-                        str(path), attach=False) == 0
+    assert (
+        run_detached(
+            home,
+            "st",
+            REPO / "workloads" / "demo",
+            RunConfig(max_evals=200, cluster=str(path)),
+            str(path),
+            attach=False,
+        )
+        == 0
+    )
     pid = json.loads((home / "runs" / "st" / "run.json").read_text())["pid"]
     try:
         wait_until(lambda: any(j[1] == "RUNNING" for j in run_jobs(slurm, "st")))
         stop = cli(home, "stop", "st", timeout=120)
         assert stop.returncode == 0 and "done (engine)" in stop.stdout, stop.stdout + stop.stderr
-        wait_until(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, timeout=120)   # the daemon is our child
+        wait_until(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, timeout=120)  # the daemon is our child
         pid = None
     finally:
         if pid is not None:
@@ -115,7 +128,7 @@ def test_stop_mid_run_leaves_no_job_in_squeue(slurm_yaml, slurm, tmp_path):
 
 
 def cancel_from_outside(slurm, victim) -> None:
-    slurm.cmd("scancel", victim[0])   # an administrator (or preemption) takes the job away
+    slurm.cmd("scancel", victim[0])  # an administrator (or preemption) takes the job away
 
 
 def restart_slurmd(slurm, victim) -> None:
@@ -131,8 +144,7 @@ def restart_slurmd(slurm, victim) -> None:
 @pytest.mark.parametrize("take_away, name", [(cancel_from_outside, "kl"), (restart_slurmd, "kd")])
 def test_a_job_slurm_kills_is_run_again_and_nothing_is_lost(slurm_yaml, slurm, tmp_path, take_away, name):
     home = tmp_path / ".cuco"
-    proc = start(home, "run", "demo", "--headless", "--cluster", str(slurm_yaml()), "--max-evals", "6",
-                 "--name", name)
+    proc = start(home, "run", "demo", "--headless", "--cluster", str(slurm_yaml()), "--max-evals", "6", "--name", name)
     victim = wait_until(lambda: next((j for j in run_jobs(slurm, name) if j[1] == "RUNNING"), None), proc)
     take_away(slurm, victim)
     _, err = proc.communicate(timeout=600)
@@ -140,7 +152,7 @@ def test_a_job_slurm_kills_is_run_again_and_nothing_is_lost(slurm_yaml, slurm, t
     rep = report(home, name)
     assert rep["evaluated"] == 6 and rep["failed"] == 0, rep
     done = completed_names(slurm, name)
-    assert done[victim[2]] == 1 and max(done.values()) == 1, done      # it ran to the end once
+    assert done[victim[2]] == 1 and max(done.values()) == 1, done  # it ran to the end once
     assert not run_jobs(slurm, name)
 
 
@@ -149,11 +161,16 @@ def test_sigkilled_engine_resumes_and_re_adopts_its_jobs(slurm_yaml, slurm, tmp_
     the engine's own, once per engine process: the resumed engine compiles them again, under the name of
     the candidate that needs them first; that is not a stage submitted twice.)"""
     home = tmp_path / ".cuco"
-    proc = start(home, "run", "demo", "--headless", "--cluster", str(slurm_yaml()), "--max-evals", "10",
-                 "--name", "rk")
-    in_flight = wait_until(lambda: [j for j in run_jobs(slurm, "rk") if j[1] in ("RUNNING", "PENDING")
-                                    and "-c0-" not in j[2] and not j[2].endswith("-frozen")], proc)
-    proc.send_signal(signal.SIGKILL)        # the engine only: its Slurm jobs keep going
+    proc = start(home, "run", "demo", "--headless", "--cluster", str(slurm_yaml()), "--max-evals", "10", "--name", "rk")
+    in_flight = wait_until(
+        lambda: [
+            j
+            for j in run_jobs(slurm, "rk")
+            if j[1] in ("RUNNING", "PENDING") and "-c0-" not in j[2] and not j[2].endswith("-frozen")
+        ],
+        proc,
+    )
+    proc.send_signal(signal.SIGKILL)  # the engine only: its Slurm jobs keep going
     proc.wait(30)
     resumed = start(home, "resume", "rk", "--headless")
     _, err = resumed.communicate(timeout=600)
@@ -162,8 +179,8 @@ def test_sigkilled_engine_resumes_and_re_adopts_its_jobs(slurm_yaml, slurm, tmp_
     assert rep["state"] == "finished" and rep["evaluated"] == 10, rep
     done = completed_names(slurm, "rk")
     stages = {n: k for n, k in done.items() if not n.endswith("-frozen")}
-    assert max(stages.values()) == 1, done.most_common(3)                 # no stage ran twice
-    assert all(done[j[2]] == 1 for j in in_flight), (in_flight, done)    # those in flight at the kill ran once
+    assert max(stages.values()) == 1, done.most_common(3)  # no stage ran twice
+    assert all(done[j[2]] == 1 for j in in_flight), (in_flight, done)  # those in flight at the kill ran once
     assert not run_jobs(slurm, "rk")
     if not slurm.accounting:
         print(f"sacct check skipped: {slurm_cluster.accounting_skip_reason()}")
@@ -182,16 +199,16 @@ def test_sigkilled_engine_resumes_and_re_adopts_its_jobs(slurm_yaml, slurm, tmp_
     conn.close()
     assert len(stored) >= 3 * 10 and all(by_name.get(f"cuco.{job}") == sid for job, sid in stored.items()), stored
     frozen = [j for j in acct if j["JobName"].endswith("-frozen")]
-    assert 1 <= len(frozen) <= 2, frozen                                   # once per engine process at most
+    assert 1 <= len(frozen) <= 2, frozen  # once per engine process at most
     # a frozen-objects job in flight at the kill is kept on resume (not cancelled), like the stages
     assert all(j["State"] == "COMPLETED" for j in frozen), frozen
 
 
-@pytest.mark.parametrize("fields, field", [({"partition": "nosuch"}, "partition"),
-                                           ({"build": {"partition": "nosuch"}}, "build.partition")])
+@pytest.mark.parametrize(
+    "fields, field", [({"partition": "nosuch"}, "partition"), ({"build": {"partition": "nosuch"}}, "build.partition")]
+)
 def test_a_partition_that_does_not_exist_stops_cuco_with_exit_2(slurm_yaml, tmp_path, fields, field):
     path = slurm_yaml(**fields)
-    out = cli(tmp_path / ".cuco", "run", "demo", "--headless", "--cluster", str(path), "--max-evals", "2",
-              timeout=120)
+    out = cli(tmp_path / ".cuco", "run", "demo", "--headless", "--cluster", str(path), "--max-evals", "2", timeout=120)
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"{path}: {field}:" in out.stderr and "nosuch" in out.stderr and "Traceback" not in out.stderr

@@ -25,8 +25,13 @@ CLI = [sys.executable, "-m", "cuco_tui.cli"]
 
 def cli(home, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     # (wide enough that `cuco nodes check`'s table does not wrap the lines the tests look for)
-    return subprocess.run(CLI + ["--home", str(home), *args], capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, COLUMNS="200"))
+    return subprocess.run(
+        CLI + ["--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, COLUMNS="200"),
+    )
 
 
 async def started(path, home):
@@ -37,18 +42,25 @@ async def started(path, home):
 
 # ---- an account or QoS Slurm does not know -------------------------------------------------------------
 
-@pytest.mark.parametrize("fields, field", [({"account": "nosuch"}, "account"),
-                                           ({"run": {"account": "nosuch"}}, "run.account"),
-                                           ({"qos": "nosuch"}, "qos"),
-                                           ({"build": {"qos": "nosuch"}}, "build.qos")])
+
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"account": "nosuch"}, "account"),
+        ({"run": {"account": "nosuch"}}, "run.account"),
+        ({"qos": "nosuch"}, "qos"),
+        ({"build": {"qos": "nosuch"}}, "build.qos"),
+    ],
+)
 async def test_an_account_or_qos_slurm_does_not_know_is_an_input_error_naming_the_field(
-        slurm_accounting, slurm_yaml, tmp_path, fields, field):
+    slurm_accounting, slurm_yaml, tmp_path, fields, field
+):
     ex = executor_from_file(slurm_yaml(**fields), tmp_path / ".cuco")
     try:
         with pytest.raises(InputError) as err:
             await asyncio.wait_for(ex.start(), 60)
         assert err.value.field == field and "nosuch" in err.value.message, err.value
-        assert "sacctmgr show assoc" in err.value.message          # where to find the right values
+        assert "sacctmgr show assoc" in err.value.message  # where to find the right values
     finally:
         await ex.close()
 
@@ -56,46 +68,65 @@ async def test_an_account_or_qos_slurm_does_not_know_is_an_input_error_naming_th
 @pytest.mark.slow
 @pytest.mark.parametrize("key, words", [("account", "invalid account"), ("qos", "invalid qos")])
 def test_cuco_run_with_an_unknown_account_or_qos_exits_2_at_start_and_submits_nothing(
-        slurm_accounting, slurm_yaml, tmp_path, key, words):
+    slurm_accounting, slurm_yaml, tmp_path, key, words
+):
     path = slurm_yaml(**{key: "nosuch"})
-    out = cli(tmp_path / ".cuco", "run", "demo", "--headless", "--cluster", str(path), "--max-evals", "2",
-              "--name", f"bad{key}", timeout=120)
+    out = cli(
+        tmp_path / ".cuco",
+        "run",
+        "demo",
+        "--headless",
+        "--cluster",
+        str(path),
+        "--max-evals",
+        "2",
+        "--name",
+        f"bad{key}",
+        timeout=120,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"{path}: {key}:" in out.stderr and "nosuch" in out.stderr and words in out.stderr.lower(), out.stderr
     assert "sacctmgr show assoc" in out.stderr and "Traceback" not in out.stderr
-    assert slurm_accounting.sacct(f"cuco.bad{key}-") == []                # Slurm never saw a job of the run
+    assert slurm_accounting.sacct(f"cuco.bad{key}-") == []  # Slurm never saw a job of the run
 
 
 # ---- the cluster's per-user job limits ------------------------------------------------------------------
 
+
 async def test_a_qos_job_limit_holds_submissions_back_and_every_job_still_runs_once(
-        slurm_accounting, slurm_yaml, tmp_path):
+    slurm_accounting, slurm_yaml, tmp_path
+):
     """QoS capped: 3 jobs per user queued or running, 1 running. Seven jobs at once: sbatch refuses the 4th
     (QOSMaxSubmitJobPerUserLimit) until one ends; the queued ones pend for QOSMaxJobsPerUserLimit. Every job
     ends OK, submitted exactly once, and the user is told which limit holds them back."""
     slurm = slurm_accounting
     ex = await started(slurm_yaml(qos=CAPPED_QOS, account=ACCOUNT), tmp_path / ".cuco")
     try:
-        tasks = [asyncio.create_task(ex.run(JobSpec(f"q1-{i}-run", ["sh", "-c", f"sleep 0.5; echo {i}"],
-                                                    timeout_s=60))) for i in range(7)]
+        tasks = [
+            asyncio.create_task(ex.run(JobSpec(f"q1-{i}-run", ["sh", "-c", f"sleep 0.5; echo {i}"], timeout_s=60)))
+            for i in range(7)
+        ]
         seen_pending, seen_note, most_queued = Counter(), set(), 0
         while not all(t.done() for t in tasks):
             state = ex.nodes()[0]
             seen_pending.update(state.pending)
             if "QOSMaxSubmitJobPerUserLimit" in state.detail:
                 seen_note.add(state.detail)
-            most_queued = max(most_queued, len([j for j in slurm.queue() if j[2].startswith("cuco.q1-")
-                                                and j[1] in ("PENDING", "RUNNING")]))
+            most_queued = max(
+                most_queued,
+                len([j for j in slurm.queue() if j[2].startswith("cuco.q1-") and j[1] in ("PENDING", "RUNNING")]),
+            )
             await asyncio.sleep(0.1)
         results = [t.result() for t in tasks]
-        assert all(r.status is JobStatus.OK and r.rc == 0 and r.log.strip() == str(i)
-                   for i, r in enumerate(results)), results
-        assert seen_pending["QOSMaxJobsPerUserLimit"] > 0, seen_pending          # the queue said why
-        assert seen_note and "max_jobs" in next(iter(seen_note)), seen_note       # and the node state too
+        assert all(r.status is JobStatus.OK and r.rc == 0 and r.log.strip() == str(i) for i, r in enumerate(results)), (
+            results
+        )
+        assert seen_pending["QOSMaxJobsPerUserLimit"] > 0, seen_pending  # the queue said why
+        assert seen_note and "max_jobs" in next(iter(seen_note)), seen_note  # and the node state too
         assert most_queued <= CAPPED_SUBMIT
         assert ex.submissions == 7 and ex.limit_refusals > 0
         names = Counter(j["JobName"] for j in slurm.sacct("cuco.q1-"))
-        assert len(names) == 7 and set(names.values()) == {1}, names              # none submitted twice
+        assert len(names) == 7 and set(names.values()) == {1}, names  # none submitted twice
     finally:
         await ex.close()
 
@@ -103,16 +134,18 @@ async def test_a_qos_job_limit_holds_submissions_back_and_every_job_still_runs_o
 async def test_max_jobs_keeps_cuco_under_the_limit(slurm_accounting, slurm_yaml, tmp_path):
     ex = await started(slurm_yaml(qos=CAPPED_QOS, max_jobs=CAPPED_SUBMIT), tmp_path / ".cuco")
     try:
-        results = await asyncio.wait_for(asyncio.gather(*(ex.run(JobSpec(f"q2-{i}-run", ["true"], timeout_s=60))
-                                                          for i in range(5))), 120)
+        results = await asyncio.wait_for(
+            asyncio.gather(*(ex.run(JobSpec(f"q2-{i}-run", ["true"], timeout_s=60)) for i in range(5))), 120
+        )
         assert all(r.ok for r in results), results
-        assert ex.submissions == 5 and ex.limit_refusals == 0      # sbatch never had to refuse one
+        assert ex.submissions == 5 and ex.limit_refusals == 0  # sbatch never had to refuse one
     finally:
         await ex.close()
 
 
 async def test_a_limit_filled_by_jobs_outside_cuco_fails_the_job_as_the_environment_s_after_limit_wait_s(
-        slurm_accounting, slurm_yaml, tmp_path):
+    slurm_accounting, slurm_yaml, tmp_path
+):
     """The user's own jobs (not cuco's) fill the QoS. Starting is fine (the QoS is valid; Slurm refuses the
     test submission only for the limit), and `cuco nodes check` warns. With none of cuco's jobs to wait
     for, a submission gives up after limit_wait_s with an error that names the limit; the engine counts
@@ -120,8 +153,20 @@ async def test_a_limit_filled_by_jobs_outside_cuco_fails_the_job_as_the_environm
     from engine.evaluation import faults
 
     slurm = slurm_accounting
-    theirs = [slurm.cmd("sbatch", "--parsable", f"--qos={CAPPED_QOS}", "-p", "cpu", "-J", "not-cuco",
-                        "--output=/dev/null", "--wrap=sleep 300").strip() for _ in range(CAPPED_SUBMIT)]
+    theirs = [
+        slurm.cmd(
+            "sbatch",
+            "--parsable",
+            f"--qos={CAPPED_QOS}",
+            "-p",
+            "cpu",
+            "-J",
+            "not-cuco",
+            "--output=/dev/null",
+            "--wrap=sleep 300",
+        ).strip()
+        for _ in range(CAPPED_SUBMIT)
+    ]
     try:
         path = slurm_yaml(qos=CAPPED_QOS, limit_wait_s=1.5)
         check = await asyncio.to_thread(cli, tmp_path / ".cuco", "nodes", "check", str(path), timeout=180)
@@ -130,7 +175,7 @@ async def test_a_limit_filled_by_jobs_outside_cuco_fails_the_job_as_the_environm
         assert "run jobs: Slurm refuses more jobs now (QOSMaxSubmitJobPerUserLimit)" in text, text
         ex = await started(path, tmp_path / ".cuco")
         try:
-            assert "QOSMaxSubmitJobPerUserLimit" in ex.nodes()[0].detail      # said at start, not an error
+            assert "QOSMaxSubmitJobPerUserLimit" in ex.nodes()[0].detail  # said at start, not an error
             begun = time.monotonic()
             res = await asyncio.wait_for(ex.run(JobSpec("q3-run", ["true"], timeout_s=60)), 60)
             assert res.status is JobStatus.ERROR and time.monotonic() - begun >= 1.5, res
@@ -145,13 +190,24 @@ async def test_a_limit_filled_by_jobs_outside_cuco_fails_the_job_as_the_environm
 
 
 @pytest.mark.slow
-def test_cuco_run_under_a_qos_job_limit_finishes_and_says_which_limit_held_it(slurm_accounting, slurm_yaml,
-                                                                               tmp_path):
+def test_cuco_run_under_a_qos_job_limit_finishes_and_says_which_limit_held_it(slurm_accounting, slurm_yaml, tmp_path):
     """Six evaluations in flight against a QoS that queues three jobs per user: the run finishes with no
     failed candidate, each job submitted once (sacct), and the engine's log names the limit."""
     home = tmp_path / ".cuco"
-    out = cli(home, "run", "demo", "--headless", "--cluster", str(slurm_yaml(qos=CAPPED_QOS)),
-              "--max-evals", "6", "--concurrency", "6", "--name", "qc")
+    out = cli(
+        home,
+        "run",
+        "demo",
+        "--headless",
+        "--cluster",
+        str(slurm_yaml(qos=CAPPED_QOS)),
+        "--max-evals",
+        "6",
+        "--concurrency",
+        "6",
+        "--name",
+        "qc",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "QOSMaxSubmitJobPerUserLimit" in out.stderr, out.stderr[-3000:]
     rep = cli(home, "report", "qc", "--json", timeout=60)
@@ -162,6 +218,7 @@ def test_cuco_run_under_a_qos_job_limit_finishes_and_says_which_limit_held_it(sl
 
 
 # ---- cuco nodes check ---------------------------------------------------------------------------------
+
 
 def test_nodes_check_has_the_account_and_qos_accepted(slurm_accounting, slurm_yaml, tmp_path):
     out = cli(tmp_path / ".cuco", "nodes", "check", str(slurm_yaml(account=ACCOUNT, qos=CAPPED_QOS)), timeout=180)
@@ -177,19 +234,32 @@ def test_nodes_check_names_an_account_slurm_refuses(slurm_accounting, slurm_yaml
     assert out.returncode == 1, out.stdout + out.stderr
     text = " ".join(out.stdout.split())
     assert f"run.account in {path}" in text and "invalid account" in text.lower(), text
-    assert "build: --partition=cpu accepted" in text      # the stage that uses no bad value passes
+    assert "build: --partition=cpu accepted" in text  # the stage that uses no bad value passes
 
 
 def test_nodes_check_lists_cuco_jobs_pending_for_the_qos_job_limit(slurm_accounting, slurm_yaml, tmp_path):
     """Two cuco jobs under the capped QoS (one running at a time): the second pends for
     QOSMaxJobsPerUserLimit, and `cuco nodes check` says so."""
     slurm = slurm_accounting
-    ids = [slurm.cmd("sbatch", "--parsable", f"--qos={CAPPED_QOS}", "-p", "gpu", "-J", f"cuco.nc-{i}-run",
-                     "--output=/dev/null", "--wrap=sleep 120").strip() for i in range(2)]
+    ids = [
+        slurm.cmd(
+            "sbatch",
+            "--parsable",
+            f"--qos={CAPPED_QOS}",
+            "-p",
+            "gpu",
+            "-J",
+            f"cuco.nc-{i}-run",
+            "--output=/dev/null",
+            "--wrap=sleep 120",
+        ).strip()
+        for i in range(2)
+    ]
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and "QOSMaxJobsPerUserLimit" not in slurm.cmd(
-                "squeue", "-h", "-j", ",".join(ids), "-o", "%r"):
+            "squeue", "-h", "-j", ",".join(ids), "-o", "%r"
+        ):
             time.sleep(0.2)
         out = cli(tmp_path / ".cuco", "nodes", "check", str(slurm_yaml()), timeout=180)
         assert out.returncode == 0, out.stdout + out.stderr

@@ -23,13 +23,19 @@ async def started(path, home):
 async def test_job_runs_through_slurm_with_files_outputs_and_gpus(slurm_yaml, tmp_path):
     ex = await started(slurm_yaml(), tmp_path / ".cuco")
     try:
-        assert ex.max_gpus_per_job == 4          # from sinfo: the node's GPU GRES
-        spec = JobSpec("t1-run", ["sh", "-c", "cat in.txt > out.txt; echo gpus=$CUDA_VISIBLE_DEVICES; exit 3"],
-                       files={"in.txt": b"hello"}, outputs=["out.txt"], gpus=2, timeout_s=30)
+        assert ex.max_gpus_per_job == 4  # from sinfo: the node's GPU GRES
+        spec = JobSpec(
+            "t1-run",
+            ["sh", "-c", "cat in.txt > out.txt; echo gpus=$CUDA_VISIBLE_DEVICES; exit 3"],
+            files={"in.txt": b"hello"},
+            outputs=["out.txt"],
+            gpus=2,
+            timeout_s=30,
+        )
         res = await asyncio.wait_for(ex.run(spec), 60)
         assert res.status is JobStatus.OK and res.rc == 3, res
         assert res.outputs == {"out.txt": b"hello"}
-        assert "gpus=0,1" in res.log            # Slurm allocated two GPUs and said which
+        assert "gpus=0,1" in res.log  # Slurm allocated two GPUs and said which
         assert res.node.startswith("slurm:")
         assert ex.submissions == 1
     finally:
@@ -68,7 +74,7 @@ async def test_cancel_runs_scancel_and_leaves_nothing_queued(slurm_yaml, slurm, 
 
 
 def cancel_from_outside(slurm, slurm_id: str) -> None:
-    slurm.cmd("scancel", slurm_id)          # an administrator (or preemption) takes the job away
+    slurm.cmd("scancel", slurm_id)  # an administrator (or preemption) takes the job away
 
 
 def node_goes_down(slurm, slurm_id: str) -> None:
@@ -81,7 +87,7 @@ def node_goes_down(slurm, slurm_id: str) -> None:
             state = slurm.cmd("squeue", "-h", "-t", "all", "-j", slurm_id, "-o", "%T").strip()
             time.sleep(0.1)
         assert state == "NODE_FAIL", state
-    finally:   # (ReturnToService=2 may have taken it back already)
+    finally:  # (ReturnToService=2 may have taken it back already)
         slurm.cmd("scontrol", "update", f"nodename={slurm.node}", "state=resume", check=False)
         slurm.wait_idle()
 
@@ -110,7 +116,7 @@ async def test_a_second_executor_adopts_the_job_the_first_submitted(slurm_yaml, 
     await wait_for_state(slurm, "cuco.t4-run", "RUNNING")
     # The first engine dies without cancelling anything (no close()).
     task.cancel()
-    first._closing = True   # noqa: SLF001 - as if the process were gone: its cancel hook must not scancel
+    first._closing = True  # noqa: SLF001 - as if the process were gone: its cancel hook must not scancel
     with pytest.raises(asyncio.CancelledError):
         await task
     second = await started(path, tmp_path / ".cuco")
@@ -118,7 +124,7 @@ async def test_a_second_executor_adopts_the_job_the_first_submitted(slurm_yaml, 
         assert await second.reconcile({"t4-run"}) == []
         res = await asyncio.wait_for(second.run(spec), 60)
         assert res.ok and res.outputs == {"out.txt": b"adopted\n"}, res
-        assert second.submissions == 0                 # adopted, not submitted again
+        assert second.submissions == 0  # adopted, not submitted again
         assert submissions_named(slurm, "cuco.t4-run") == 1
     finally:
         await second.close()
@@ -130,7 +136,7 @@ async def test_reconcile_cancels_jobs_the_engine_no_longer_wants(slurm_yaml, slu
     first = await started(path, tmp_path / ".cuco")
     task = asyncio.create_task(first.run(JobSpec("t5-run", ["sleep", "300"], timeout_s=600)))
     await wait_for_state(slurm, "cuco.t5-run", "RUNNING")
-    first._closing = True   # noqa: SLF001 - gone without cancelling
+    first._closing = True  # noqa: SLF001 - gone without cancelling
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -143,11 +149,15 @@ async def test_reconcile_cancels_jobs_the_engine_no_longer_wants(slurm_yaml, slu
         await first.close()
 
 
-@pytest.mark.parametrize("fields, field", [({"partition": "nosuch"}, "partition"),
-                                           ({"run": {"partition": "nosuch"}}, "run.partition"),
-                                           ({"build": {"partition": "nosuch"}}, "build.partition")])
-async def test_a_partition_slurm_does_not_know_is_an_input_error_naming_the_field(slurm_yaml, tmp_path,
-                                                                                  fields, field):
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"partition": "nosuch"}, "partition"),
+        ({"run": {"partition": "nosuch"}}, "run.partition"),
+        ({"build": {"partition": "nosuch"}}, "build.partition"),
+    ],
+)
+async def test_a_partition_slurm_does_not_know_is_an_input_error_naming_the_field(slurm_yaml, tmp_path, fields, field):
     ex = executor_from_file(slurm_yaml(**fields), tmp_path / ".cuco")
     try:
         with pytest.raises(InputError) as err:
@@ -161,8 +171,9 @@ async def test_pending_reasons_reach_the_nodes_state(slurm_yaml, slurm, tmp_path
     ex = await started(slurm_yaml(), tmp_path / ".cuco")
     try:
         # Two jobs that each want all 4 GPUs: the second waits for Resources.
-        tasks = [asyncio.create_task(ex.run(JobSpec(f"t6-{i}-run", ["sleep", "3"], gpus=4, timeout_s=60)))
-                 for i in range(2)]
+        tasks = [
+            asyncio.create_task(ex.run(JobSpec(f"t6-{i}-run", ["sleep", "3"], gpus=4, timeout_s=60))) for i in range(2)
+        ]
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and "Resources" not in ex.nodes()[0].pending:
             await asyncio.sleep(0.1)
@@ -179,8 +190,9 @@ async def test_pending_reasons_reach_the_nodes_state(slurm_yaml, slurm, tmp_path
 async def test_builds_placed_on_the_login_node_run_there_without_slurm(slurm_yaml, slurm, tmp_path):
     ex = await started(slurm_yaml(build={"where": "login"}), tmp_path / ".cuco")
     try:
-        build = JobSpec("t7-build", ["sh", "-c", "echo built > out.txt"], outputs=["out.txt"], kind="build",
-                        timeout_s=30)
+        build = JobSpec(
+            "t7-build", ["sh", "-c", "echo built > out.txt"], outputs=["out.txt"], kind="build", timeout_s=30
+        )
         res = await asyncio.wait_for(ex.run(build), 60)
         assert res.ok and res.outputs == {"out.txt": b"built\n"} and res.node == "login", res
         assert ex.submissions == 0 and submissions_named(slurm, "cuco.t7-build") == 0
@@ -208,7 +220,7 @@ async def abandoned(path, home, slurm, spec: JobSpec):
     ex = await started(path, home)
     task = asyncio.create_task(ex.run(spec))
     await wait_for_state(slurm, f"cuco.{spec.job_id}", "RUNNING")
-    ex._closing = True   # noqa: SLF001 - as if the process were gone: its cancel hook must not scancel
+    ex._closing = True  # noqa: SLF001 - as if the process were gone: its cancel hook must not scancel
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -219,7 +231,7 @@ async def test_a_job_whose_id_file_was_never_written_is_adopted_by_its_name(slur
     path = slurm_yaml()
     spec = JobSpec("t10-run", ["sh", "-c", "sleep 2; echo once >> ../../count"], timeout_s=60)
     first = await abandoned(path, tmp_path / ".cuco", slurm, spec)
-    (tmp_path / "shared" / "jobs" / "t10-run" / "slurm_id").unlink()   # killed between sbatch and the write
+    (tmp_path / "shared" / "jobs" / "t10-run" / "slurm_id").unlink()  # killed between sbatch and the write
     second = await started(path, tmp_path / ".cuco")
     try:
         res = await asyncio.wait_for(second.run(spec), 60)
@@ -233,14 +245,18 @@ async def test_a_job_whose_id_file_was_never_written_is_adopted_by_its_name(slur
 async def test_reconcile_leaves_the_jobs_of_another_work_dir_alone(slurm_yaml, slurm, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
-    first = await abandoned(slurm_cluster.write_cluster_yaml(tmp_path / "other.yaml", other), tmp_path / ".cuco-other", slurm,
-                            JobSpec("t11-run", ["sleep", "300"], timeout_s=600))
+    first = await abandoned(
+        slurm_cluster.write_cluster_yaml(tmp_path / "other.yaml", other),
+        tmp_path / ".cuco-other",
+        slurm,
+        JobSpec("t11-run", ["sleep", "300"], timeout_s=600),
+    )
     mine = await started(slurm_yaml(), tmp_path / ".cuco")
     try:
         assert await mine.reconcile(set()) == []
-        assert [j for j in slurm.queue() if j[2] == "cuco.t11-run"]     # another project's job runs on
+        assert [j for j in slurm.queue() if j[2] == "cuco.t11-run"]  # another project's job runs on
     finally:
         await mine.close()
-        first._closing = False   # noqa: SLF001
+        first._closing = False  # noqa: SLF001
         assert await first.reconcile(set()) == ["t11-run"]
         await first.close()

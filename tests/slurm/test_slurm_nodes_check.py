@@ -11,8 +11,9 @@ CLI = [sys.executable, "-m", "cuco_tui.cli"]
 
 
 def check(home, path) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + ["--home", str(home), "nodes", "check", str(path)], capture_output=True, text=True,
-                          timeout=180, env=None)
+    return subprocess.run(
+        CLI + ["--home", str(home), "nodes", "check", str(path)], capture_output=True, text=True, timeout=180, env=None
+    )
 
 
 def test_nodes_check_on_slurm_lists_partitions_gpus_and_a_shared_work_dir(slurm_yaml, tmp_path):

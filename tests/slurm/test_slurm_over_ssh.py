@@ -22,7 +22,7 @@ def _sshd_fixtures():
     spec = importlib.util.spec_from_file_location("cuco_sshd_fixtures", path)
     module = sys.modules.get(spec.name)
     if module is None:
-        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)   # dataclasses look it up
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
         spec.loader.exec_module(module)
     return module
 
@@ -34,10 +34,10 @@ def login_node(slurm):
     if reason:
         pytest.skip(f"SSH login tests skipped: {reason}")
     user = sshd.ensure_user()
-    slurm.associate(user.pw_name)   # with accounting, a user Slurm has no association for cannot submit
+    slurm.associate(user.pw_name)  # with accounting, a user Slurm has no association for cannot submit
     with sshd.make_nodes(user, names=("login",)) as nodes:
         d = nodes.sshds["login"]
-        d.kill()   # again, with the test cluster's slurm.conf in the login sessions' environment
+        d.kill()  # again, with the test cluster's slurm.conf in the login sessions' environment
         with open(d.dir / "sshd_config", "a") as f:
             f.write(f"SetEnv SLURM_CONF={slurm.conf}\n")
         d.start()
@@ -47,42 +47,80 @@ def login_node(slurm):
 def test_demo_runs_through_slurm_with_the_login_node_over_ssh(login_node, slurm):
     nodes = login_node
     d = nodes.sshds["login"]
-    doc = {"kind": "slurm", "ssh_config": str(nodes.ssh_config), "known_hosts": str(nodes.home / "known_hosts"),
-           "login": {"host": "127.0.0.1", "port": d.port, "user": "cucotest", "identity_file": str(nodes.client_key)},
-           "work_dir": str(nodes.work_dir("login")), "partition": "gpu", "build": {"partition": "cpu"},
-           "poll": {"min_s": 0.2, "max_s": 1.0}, "connect_timeout_s": 5}
+    doc = {
+        "kind": "slurm",
+        "ssh_config": str(nodes.ssh_config),
+        "known_hosts": str(nodes.home / "known_hosts"),
+        "login": {"host": "127.0.0.1", "port": d.port, "user": "cucotest", "identity_file": str(nodes.client_key)},
+        "work_dir": str(nodes.work_dir("login")),
+        "partition": "gpu",
+        "build": {"partition": "cpu"},
+        "poll": {"min_s": 0.2, "max_s": 1.0},
+        "connect_timeout_s": 5,
+    }
     path = nodes.base / "slurm-ssh.yaml"
     path.write_text(yaml.safe_dump(doc))
-    check = subprocess.run(CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True,
-                           text=True, timeout=180)
+    check = subprocess.run(
+        CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True, text=True, timeout=180
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "login 127.0.0.1" in check.stdout and "shared with the compute nodes │ yes" in " ".join(check.stdout.split())
-    out = subprocess.run(CLI + ["--home", str(nodes.home), "run", "demo", "--headless", "--cluster", str(path),
-                                "--max-evals", "6", "--name", "ov"], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        CLI
+        + [
+            "--home",
+            str(nodes.home),
+            "run",
+            "demo",
+            "--headless",
+            "--cluster",
+            str(path),
+            "--max-evals",
+            "6",
+            "--name",
+            "ov",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
-    rep = json.loads(subprocess.run(CLI + ["--home", str(nodes.home), "report", "ov", "--json"],
-                                    capture_output=True, text=True, timeout=60).stdout)
+    rep = json.loads(
+        subprocess.run(
+            CLI + ["--home", str(nodes.home), "report", "ov", "--json"], capture_output=True, text=True, timeout=60
+        ).stdout
+    )
     assert rep["evaluated"] == 6 and rep["failed"] == 0, rep
     finished = [j for j in slurm.finished_jobs() if j.get("Name", "").startswith("cuco.ov-")]
-    assert finished and all(j["UserId"].startswith("cucotest(") for j in finished)   # submitted as the login user
+    assert finished and all(j["UserId"].startswith("cucotest(") for j in finished)  # submitted as the login user
     assert not (nodes.home / "jobs").exists()
 
 
 def test_the_login_node_is_trusted_with_nodes_trust(login_node):
     nodes = login_node
     d = nodes.sshds["login"]
-    (nodes.home / "known_hosts").write_text("")   # the fixture trusts it: trust nothing
-    doc = {"kind": "slurm", "ssh_config": str(nodes.ssh_config), "known_hosts": str(nodes.home / "known_hosts"),
-           "login": {"host": "127.0.0.1", "port": d.port, "user": "cucotest", "identity_file": str(nodes.client_key)},
-           "work_dir": str(nodes.work_dir("login"))}
+    (nodes.home / "known_hosts").write_text("")  # the fixture trusts it: trust nothing
+    doc = {
+        "kind": "slurm",
+        "ssh_config": str(nodes.ssh_config),
+        "known_hosts": str(nodes.home / "known_hosts"),
+        "login": {"host": "127.0.0.1", "port": d.port, "user": "cucotest", "identity_file": str(nodes.client_key)},
+        "work_dir": str(nodes.work_dir("login")),
+    }
     path = nodes.base / "slurm-ssh.yaml"
     path.write_text(yaml.safe_dump(doc))
-    before = subprocess.run(CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True,
-                            text=True, timeout=180)
+    before = subprocess.run(
+        CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True, text=True, timeout=180
+    )
     assert before.returncode == 1 and "cuco nodes trust" in before.stdout, before.stdout + before.stderr
-    trust = subprocess.run(CLI + ["--home", str(nodes.home), "nodes", "trust", "login", "--cluster", str(path),
-                                  "--yes"], capture_output=True, text=True, timeout=60)
+    trust = subprocess.run(
+        CLI + ["--home", str(nodes.home), "nodes", "trust", "login", "--cluster", str(path), "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert trust.returncode == 0 and "trusted" in trust.stdout, trust.stdout + trust.stderr
-    after = subprocess.run(CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True,
-                           text=True, timeout=180)
+    after = subprocess.run(
+        CLI + ["--home", str(nodes.home), "nodes", "check", str(path)], capture_output=True, text=True, timeout=180
+    )
     assert after.returncode == 0, after.stdout + after.stderr

@@ -96,9 +96,12 @@ class Sshd:
     proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.dir / "sshd_config")],
-                                     stdout=subprocess.DEVNULL, stderr=open(self.dir / "sshd.log", "ab"),
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.dir / "sshd_config")],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.dir / "sshd.log", "ab"),
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -126,27 +129,37 @@ class Sshd:
 @dataclass
 class Nodes:
     base: Path
-    home: Path                       # the engine's .cuco dir (holds known_hosts)
+    home: Path  # the engine's .cuco dir (holds known_hosts)
     client_key: Path
     ssh_config: Path
     sshds: dict[str, Sshd] = field(default_factory=dict)
-    marks: Path = Path()             # a folder jobs may write to (to observe them from the test)
+    marks: Path = Path()  # a folder jobs may write to (to observe them from the test)
 
     def work_dir(self, name: str) -> Path:
         return self.base / f"work-{name}"
 
-    def cluster_yaml(self, extra_nodes: dict | None = None, node_extra: dict | None = None,
-                     **top) -> Path:
+    def cluster_yaml(self, extra_nodes: dict | None = None, node_extra: dict | None = None, **top) -> Path:
         nodes = []
         for name, d in self.sshds.items():
-            n = {"name": name, "host": "127.0.0.1", "port": d.port, "user": USER,
-                 "identity_file": str(self.client_key), "work_dir": str(self.work_dir(name)),
-                 "cpu_slots": 4, "gpus": []}
+            n = {
+                "name": name,
+                "host": "127.0.0.1",
+                "port": d.port,
+                "user": USER,
+                "identity_file": str(self.client_key),
+                "work_dir": str(self.work_dir(name)),
+                "cpu_slots": 4,
+                "gpus": [],
+            }
             n.update((node_extra or {}).get(name, {}))
             nodes.append(n)
-        doc = {"ssh_config": str(self.ssh_config), "nodes": nodes,
-               "quarantine": {"failures": 3, "window_s": 60, "duration_s": 600},
-               "connect_timeout_s": 5, "kill_grace_s": 0.5}
+        doc = {
+            "ssh_config": str(self.ssh_config),
+            "nodes": nodes,
+            "quarantine": {"failures": 3, "window_s": 60, "duration_s": 600},
+            "connect_timeout_s": 5,
+            "kill_grace_s": 0.5,
+        }
         # The marks folder is the one place outside their job directory the sandbox lets these jobs write.
         doc["defaults"] = {"setup": [f"export CUCO_SANDBOX_WRITABLE={self.marks}"]}
         doc.update(top)
@@ -155,8 +168,7 @@ class Nodes:
         return path
 
     def trust_all(self) -> None:
-        lines = [f"[127.0.0.1]:{d.port} {d.host_key.export_public_key().decode().strip()}"
-                 for d in self.sshds.values()]
+        lines = [f"[127.0.0.1]:{d.port} {d.host_key.export_public_key().decode().strip()}" for d in self.sshds.values()]
         (self.home / "known_hosts").write_text("\n".join(lines) + "\n")
 
 
@@ -169,7 +181,7 @@ def _make_sshd(base: Path, name: str, authorized: Path) -> Sshd:
     port = _free_port()
     (d / "sshd_config").write_text(f"""Port {port}
 ListenAddress 127.0.0.1
-HostKey {d / 'host_key'}
+HostKey {d / "host_key"}
 PidFile none
 AuthorizedKeysFile {authorized}
 UsePAM no

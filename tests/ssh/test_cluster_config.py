@@ -38,22 +38,25 @@ def test_good_file(tmp_path):
     assert [n.name for n in ex.nodes()] == ["gpu1", "gpu2"] and ex.max_gpus_per_job == 0
 
 
-@pytest.mark.parametrize("text, field, words", [
-    ("nodes:\n  - {name: a, host: h}\n  - {name: b, host: h, port: 70000}\n", "nodes[1].port", "integer 1-65535"),
-    ("nodes:\n  - {name: a, port: ssh}\n", "nodes[0].port", "integer 1-65535"),
-    ("nodes: []\n", "nodes", "non-empty list"),
-    ("{}\n", "nodes", "required"),
-    ("nodes:\n  - {host: h}\n", "nodes[0].name", "required"),
-    ("nodes:\n  - {name: a, gpus: [0, 0]}\n", "nodes[0].gpus", "twice"),
-    ("nodes:\n  - {name: a, gpus: all}\n", "nodes[0].gpus", "'auto' or a list"),
-    ("nodes:\n  - {name: a, cpu_slots: 0}\n", "nodes[0].cpu_slots", ">= 1"),
-    ("nodes:\n  - {name: a}\n  - {name: a}\n", "nodes[1].name", "already used by nodes[0]"),
-    ("nodes:\n  - {name: a, hots: x}\n", "nodes[0].hots", "unknown field"),
-    ("nodes:\n  - {name: a, work_dir: relative/dir}\n", "nodes[0].work_dir", "absolute path"),
-    ("nodes:\n  - {name: a}\nquarantine: {failures: 0}\n", "quarantine.failures", ">= 1"),
-    ("nodes:\n  - {name: 'a b'}\n", "nodes[0].name", "letters"),
-    ("nodes: [\n", "line 2", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, field, words",
+    [
+        ("nodes:\n  - {name: a, host: h}\n  - {name: b, host: h, port: 70000}\n", "nodes[1].port", "integer 1-65535"),
+        ("nodes:\n  - {name: a, port: ssh}\n", "nodes[0].port", "integer 1-65535"),
+        ("nodes: []\n", "nodes", "non-empty list"),
+        ("{}\n", "nodes", "required"),
+        ("nodes:\n  - {host: h}\n", "nodes[0].name", "required"),
+        ("nodes:\n  - {name: a, gpus: [0, 0]}\n", "nodes[0].gpus", "twice"),
+        ("nodes:\n  - {name: a, gpus: all}\n", "nodes[0].gpus", "'auto' or a list"),
+        ("nodes:\n  - {name: a, cpu_slots: 0}\n", "nodes[0].cpu_slots", ">= 1"),
+        ("nodes:\n  - {name: a}\n  - {name: a}\n", "nodes[1].name", "already used by nodes[0]"),
+        ("nodes:\n  - {name: a, hots: x}\n", "nodes[0].hots", "unknown field"),
+        ("nodes:\n  - {name: a, work_dir: relative/dir}\n", "nodes[0].work_dir", "absolute path"),
+        ("nodes:\n  - {name: a}\nquarantine: {failures: 0}\n", "quarantine.failures", ">= 1"),
+        ("nodes:\n  - {name: 'a b'}\n", "nodes[0].name", "letters"),
+        ("nodes: [\n", "line 2", "not valid YAML"),
+    ],
+)
 def test_bad_files_name_file_and_field(tmp_path, text, field, words):
     path = write(tmp_path, text)
     with pytest.raises(InputError) as err:
@@ -91,7 +94,12 @@ def test_remote_never_imports_ui():
     root = Path(__file__).resolve().parents[2] / "remote"
     for f in root.glob("*.py"):
         for node in ast.walk(ast.parse(f.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for n in names:
                 assert n.split(".")[0] not in ("textual", "engine", "cuco_tui", "rich"), f"{f.name} imports {n}"

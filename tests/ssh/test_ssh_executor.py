@@ -70,8 +70,16 @@ async def test_build_then_run_cpp17(nodes):
     ex.ctx.known_hosts.user_files = []
     await ex.start()
     try:
-        build = await ex.run(JobSpec("build-1", ["g++", "-std=c++17", "-O1", "-o", "prog", "main.cpp"],
-                                     files={"main.cpp": CPP}, outputs=["prog"], timeout_s=60, kind="build"))
+        build = await ex.run(
+            JobSpec(
+                "build-1",
+                ["g++", "-std=c++17", "-O1", "-o", "prog", "main.cpp"],
+                files={"main.cpp": CPP},
+                outputs=["prog"],
+                timeout_s=60,
+                kind="build",
+            )
+        )
         assert build.ok, build.log + build.error
         binary = build.outputs["prog"]
         assert binary[:4] == b"\x7fELF"
@@ -84,8 +92,9 @@ async def test_build_then_run_cpp17(nodes):
 
 
 async def test_setup_lines_env_and_failures(nodes):
-    path = nodes.cluster_yaml(node_extra={"a": {"setup": ["export CUCO_SETUP=loaded"]},
-                                          "b": {"setup": ["export CUCO_SETUP=loaded"]}})
+    path = nodes.cluster_yaml(
+        node_extra={"a": {"setup": ["export CUCO_SETUP=loaded"]}, "b": {"setup": ["export CUCO_SETUP=loaded"]}}
+    )
     ex = SSHExecutor(load_cluster(path), nodes.home, user_known_hosts=[])
     await ex.start()
     try:
@@ -139,8 +148,9 @@ async def test_cancel_kills_remote_group(nodes):
 async def test_close_kills_jobs_in_flight(nodes):
     ex = make_executor(nodes)
     await ex.start()
-    tasks = [asyncio.create_task(ex.run(JobSpec(f"close-{i}", ["sh", "-c", "sleep 300"], timeout_s=600)))
-             for i in range(3)]
+    tasks = [
+        asyncio.create_task(ex.run(JobSpec(f"close-{i}", ["sh", "-c", "sleep 300"], timeout_s=600))) for i in range(3)
+    ]
     pgids = [await node_pgid(nodes, f"close-{i}") for i in range(3)]
     await ex.close()
     results = await asyncio.wait_for(asyncio.gather(*tasks), 10)
@@ -170,12 +180,12 @@ async def test_node_dies_mid_job_jobs_requeued(nodes):
 async def test_quarantine_after_k_failures(nodes):
     nodes.sshds["b"].kill()
     ex = make_executor(nodes, quarantine={"failures": 2, "window_s": 60, "duration_s": 0})
-    await ex.start()                        # b: failure 1 (connect refused), backing off 1 s
+    await ex.start()  # b: failure 1 (connect refused), backing off 1 s
     try:
         b = ex.node("b")
         assert not b.quarantined() and b.failures_total == 1
         await asyncio.sleep(1.1)
-        r = await ex.run(JobSpec("q-1", ["echo", "ok"]))   # b is retried: failure 2 -> quarantined
+        r = await ex.run(JobSpec("q-1", ["echo", "ok"]))  # b is retried: failure 2 -> quarantined
         assert r.ok and r.node == "a"
         state = {n.name: n for n in ex.nodes()}
         assert state["b"].quarantined and not state["b"].healthy and "quarantined" in state["b"].detail
@@ -189,7 +199,7 @@ async def test_quarantine_after_k_failures(nodes):
 async def test_unknown_and_changed_host_keys_refused_then_trusted(nodes, capsys):
     from cuco_tui import cli_nodes
 
-    (nodes.home / "known_hosts").write_text("")          # nothing trusted
+    (nodes.home / "known_hosts").write_text("")  # nothing trusted
     ex = make_executor(nodes)
     with pytest.raises(NoUsableNode) as err:
         await ex.start()
@@ -202,7 +212,7 @@ async def test_unknown_and_changed_host_keys_refused_then_trusted(nodes, capsys)
     (nodes.home / "known_hosts").write_text(f"[127.0.0.1]:{a_port} {b_key}\n")
     ex = make_executor(nodes)
     try:
-        await ex.start()   # b works? no: b is not trusted either; a has the wrong key
+        await ex.start()  # b works? no: b is not trusted either; a has the wrong key
     except NoUsableNode as exc:
         assert "cuco nodes trust a" in str(exc)
     await ex.close()
@@ -211,8 +221,9 @@ async def test_unknown_and_changed_host_keys_refused_then_trusted(nodes, capsys)
     cluster = nodes.cluster_yaml()
     parser = __import__("argparse").ArgumentParser(prog="cuco")
     cli_nodes.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["nodes", "trust", "a", "--cluster", str(cluster), "--yes",
-                              "--home", str(nodes.home), "--no-user-known-hosts"])
+    args = parser.parse_args(
+        ["nodes", "trust", "a", "--cluster", str(cluster), "--yes", "--home", str(nodes.home), "--no-user-known-hosts"]
+    )
     assert await asyncio.to_thread(args.func, args) == 0
     out = capsys.readouterr().out
     assert "SHA256:" in out and "NOT the key trusted before" in out
@@ -232,24 +243,25 @@ async def test_blob_uploads_skip_what_the_node_has(nodes):
     path = nodes.cluster_yaml()
     cluster = load_cluster(path)
     from dataclasses import replace
+
     only_a = replace(cluster, nodes=cluster.nodes[:1])
     payload = os.urandom(200_000)
     ex = SSHExecutor(only_a, nodes.home, user_known_hosts=[])
     await ex.start()
     try:
         r1 = await ex.run(JobSpec("blob-1", ["sha256sum", "data.bin"], files={"data.bin": payload}))
-        r2 = await ex.run(JobSpec("blob-2", ["sha256sum", "same.bin"],
-                                  files={"same.bin": payload, "sub/dir/x.txt": b"x"}))
+        r2 = await ex.run(
+            JobSpec("blob-2", ["sha256sum", "same.bin"], files={"same.bin": payload, "sub/dir/x.txt": b"x"})
+        )
         assert r1.ok and r2.ok and r1.log.split()[0] == r2.log.split()[0]
         blobs = ex.node("a").blobs
-        assert blobs.uploads == 2 and blobs.bytes_sent == len(payload) + 1   # payload once, then "x"
+        assert blobs.uploads == 2 and blobs.bytes_sent == len(payload) + 1  # payload once, then "x"
     finally:
         await ex.close()
-    ex = SSHExecutor(only_a, nodes.home, user_known_hosts=[])   # a new engine: the node lists its blobs
+    ex = SSHExecutor(only_a, nodes.home, user_known_hosts=[])  # a new engine: the node lists its blobs
     await ex.start()
     try:
-        r3 = await ex.run(JobSpec("blob-3", ["cat", "sub/dir/x.txt"], files={"a.bin": payload,
-                                                                           "sub/dir/x.txt": b"x"}))
+        r3 = await ex.run(JobSpec("blob-3", ["cat", "sub/dir/x.txt"], files={"a.bin": payload, "sub/dir/x.txt": b"x"}))
         assert r3.ok and r3.log == "x" and ex.node("a").blobs.uploads == 0
         # Someone cleaned the node's cache: the executor notices and uploads again.
         for p in (nodes.work_dir("a") / "blobs").iterdir():
@@ -268,7 +280,7 @@ async def test_gpu_leases_never_overlap(nodes):
         assert ex.max_gpus_per_job == 4
         cmd = 'echo "$CUDA_VISIBLE_DEVICES $(date +%s.%N)"; sleep 0.3; date +%s.%N'
         specs = [JobSpec(f"gpu-{i}", ["sh", "-c", cmd], gpus=2) for i in range(9)]
-        specs += [JobSpec(f"cc-{i}", ["sh", "-c", "sleep 0.2"]) for i in range(4)]   # compiles beside them
+        specs += [JobSpec(f"cc-{i}", ["sh", "-c", "sleep 0.2"]) for i in range(4)]  # compiles beside them
         results = await asyncio.gather(*(ex.run(s) for s in specs))
         assert all(r.ok for r in results), results
         spans = []
@@ -278,7 +290,7 @@ async def test_gpu_leases_never_overlap(nodes):
             assert cvd == ",".join(map(str, r.gpus)) and len(r.gpus) == 2
             spans.append((r.node, set(r.gpus), float(start), float(end)))
         for i, (n1, g1, s1, e1) in enumerate(spans):
-            for n2, g2, s2, e2 in spans[i + 1:]:
+            for n2, g2, s2, e2 in spans[i + 1 :]:
                 if n1 == n2 and s1 < e2 and s2 < e1:
                     assert not (g1 & g2), f"two jobs shared GPUs {g1 & g2} on node {n1}"
         assert {s[0] for s in spans} == {"a", "b"}
@@ -318,16 +330,17 @@ async def test_engine_dies_then_reconcile_collects_adopts_and_kills(nodes):
     script = nodes.base / "engine.py"
     script.write_text(ENGINE % (jobs,))
     path = nodes.cluster_yaml()
-    proc = subprocess.Popen([sys.executable, str(script), str(path), str(nodes.home)],
-                            cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(path), str(nodes.home)], cwd=Path(__file__).resolve().parents[2]
+    )
     try:
         await wait_for_file(m / "unwanted.started", 15)
         await wait_for_file(m / "slow.count")
         assert not (m / "done.count").exists()
     finally:
-        proc.kill()       # the engine dies without cleaning up, its jobs still running
+        proc.kill()  # the engine dies without cleaning up, its jobs still running
         proc.wait()
-    await wait_for_file(m / "done.count")   # keep-done finishes with no engine
+    await wait_for_file(m / "done.count")  # keep-done finishes with no engine
     await asyncio.sleep(0.2)
     unwanted_pgid = await node_pgid(nodes, "unwanted")
     assert group_alive(unwanted_pgid)
@@ -341,13 +354,14 @@ async def test_engine_dies_then_reconcile_collects_adopts_and_kills(nodes):
         t0 = time.monotonic()
         done, slow = await asyncio.gather(
             ex.run(JobSpec("keep-done", ["sh", "-c", jobs[0][1]], outputs=["out.txt"])),
-            ex.run(JobSpec("keep-slow", ["sh", "-c", jobs[1][1]], outputs=["out.txt"])))
+            ex.run(JobSpec("keep-slow", ["sh", "-c", jobs[1][1]], outputs=["out.txt"])),
+        )
         assert done.ok and done.log.strip() == "finished" and done.outputs == {"out.txt": b"fast\n"}
         assert slow.ok and slow.outputs == {"out.txt": b"slow\n"}
-        assert time.monotonic() - t0 < 3.0              # adopted, not started again
+        assert time.monotonic() - t0 < 3.0  # adopted, not started again
         assert (m / "done.count").read_text() == "run\n"  # neither job ran twice
         assert (m / "slow.count").read_text() == "run\n"
-        await asyncio.sleep(0.5)   # collected job dirs are removed in the background
+        await asyncio.sleep(0.5)  # collected job dirs are removed in the background
         left = [p.name for n in ("a", "b") for p in (nodes.work_dir(n) / "jobs").iterdir()]
         assert left == []
     finally:
@@ -356,16 +370,21 @@ async def test_engine_dies_then_reconcile_collects_adopts_and_kills(nodes):
 
 async def test_ssh_config_alias_and_many_concurrent_jobs(nodes):
     b = nodes.sshds["b"]
-    nodes.ssh_config.write_text(textwrap.dedent(f"""\
+    nodes.ssh_config.write_text(
+        textwrap.dedent(f"""\
         Host node-b-alias
             HostName 127.0.0.1
             Port {b.port}
             User cucotest
             IdentityFile {nodes.client_key}
-        """))
-    path = nodes.cluster_yaml(node_extra={"b": {"host": "node-b-alias", "port": None, "user": None,
-                                                "identity_file": None, "cpu_slots": 8},
-                                          "a": {"cpu_slots": 8}})
+        """)
+    )
+    path = nodes.cluster_yaml(
+        node_extra={
+            "b": {"host": "node-b-alias", "port": None, "user": None, "identity_file": None, "cpu_slots": 8},
+            "a": {"cpu_slots": 8},
+        }
+    )
     ex = SSHExecutor(load_cluster(path), nodes.home, user_known_hosts=[])
     await ex.start()
     try:
@@ -373,7 +392,7 @@ async def test_ssh_config_alias_and_many_concurrent_jobs(nodes):
         assert all(r.ok and r.log.strip() == str(i) and r.attempts == 1 for i, r in enumerate(results))
         assert {r.node for r in results} == {"a", "b"}
         assert all(n.failures == 0 for n in ex.nodes())
-        assert all(ex.node(n).pool.connects <= 2 for n in ("a", "b"))   # 8 channels per connection
+        assert all(ex.node(n).pool.connects <= 2 for n in ("a", "b"))  # 8 channels per connection
     finally:
         await ex.close()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))   # the fake LLM server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))  # the fake LLM server
 
 from fake_llm import FakeLLMServer, Reply  # noqa: E402
 
@@ -27,9 +27,11 @@ from engine.workload import load_workload  # noqa: E402
 
 CLI = [sys.executable, "-m", "cuco_tui.cli"]
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = {"CUCO_OPENAI_COMPAT_KEY": "sk-compat-TRANSFORMSECRET-0123456789",
-        "ANTHROPIC_API_KEY": "sk-ant-TRANSFORMSECRET-abcdef0123",
-        "OPENAI_API_KEY": "sk-proj-TRANSFORMSECRET-9876543210"}
+KEYS = {
+    "CUCO_OPENAI_COMPAT_KEY": "sk-compat-TRANSFORMSECRET-0123456789",
+    "ANTHROPIC_API_KEY": "sk-ant-TRANSFORMSECRET-abcdef0123",
+    "OPENAI_API_KEY": "sk-proj-TRANSFORMSECRET-9876543210",
+}
 
 
 def _env_dumping(seed: str, marks: Path) -> str:
@@ -83,13 +85,28 @@ def test_transform_builds_and_verifies_on_the_nodes(nodes, tmp_path):
     cluster = nodes.cluster_yaml()
     out = tmp_path / "demo-fast.cpp"
     with FakeLLMServer(responder=lambda r: Reply(f"```cpp\n{answer}```")) as srv:
-        run = subprocess.run(CLI + ["--home", str(nodes.home), "transform", str(demo),
-                                    "--llm", f"openai-compat:coder@{srv.url}/v1", "--cluster", str(cluster),
-                                    "-o", str(out)],
-                             capture_output=True, text=True, timeout=600, env=_child_env())
+        run = subprocess.run(
+            CLI
+            + [
+                "--home",
+                str(nodes.home),
+                "transform",
+                str(demo),
+                "--llm",
+                f"openai-compat:coder@{srv.url}/v1",
+                "--cluster",
+                str(cluster),
+                "-o",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=_child_env(),
+        )
         auth = [r.headers.get("authorization", r.headers.get("Authorization", "")) for r in srv.requests]
     assert run.returncode == 0, run.stderr[-3000:]
-    assert out.read_text() == answer                               # the verified program was written
+    assert out.read_text() == answer  # the verified program was written
 
     # The output names the node that verified the result; every stage of every evaluation ran on a node.
     m = re.search(r"verified on node (\S+?)[;,)]", run.stdout)
@@ -97,7 +114,7 @@ def test_transform_builds_and_verifies_on_the_nodes(nodes, tmp_path):
     stages = re.findall(r"(build|verify|benchmark) on (\S+?)(?:,|$)", run.stderr, re.MULTILINE)
     assert {s for s, _ in stages} == {"build", "verify", "benchmark"}, run.stderr[-3000:]
     assert {n for _, n in stages} <= set(nodes.sshds), stages
-    assert not (nodes.home / "jobs").exists()                     # no local job directory at all
+    assert not (nodes.home / "jobs").exists()  # no local job directory at all
 
     # The build uploaded the answer to a node's blob store (content-addressed): it was compiled there.
     sha = hashlib.sha256(answer.encode()).hexdigest()
@@ -105,11 +122,11 @@ def test_transform_builds_and_verifies_on_the_nodes(nodes, tmp_path):
 
     # From inside the verify/benchmark processes: they ran under sshd as the node's login user.
     dumps = sorted(nodes.marks.glob("env-*"))
-    assert len(dumps) >= 4, dumps                                  # stages A and B, verify + benchmark each
+    assert len(dumps) >= 4, dumps  # stages A and B, verify + benchmark each
     for dump in dumps:
         env = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
-        assert env.get("USER", env.get("LOGNAME")) == "cucotest", sorted(env)   # the node's login user
-        assert "SSH_CONNECTION" not in env, sorted(env)   # the session's variables stop at the sandbox's allow-list
+        assert env.get("USER", env.get("LOGNAME")) == "cucotest", sorted(env)  # the node's login user
+        assert "SSH_CONNECTION" not in env, sorted(env)  # the session's variables stop at the sandbox's allow-list
         assert not any(k.endswith("_API_KEY") or k == "CUCO_OPENAI_COMPAT_KEY" for k in env), sorted(env)
 
     # The key was in play (sent to the model as a header) and reached no node.
@@ -120,24 +137,49 @@ def test_transform_builds_and_verifies_on_the_nodes(nodes, tmp_path):
 
 
 def test_transform_stops_before_any_llm_call_when_no_node_is_usable(nodes, tmp_path):
-    (nodes.home / "known_hosts").write_text("")   # the fixture trusts both nodes: trust nothing
+    (nodes.home / "known_hosts").write_text("")  # the fixture trusts both nodes: trust nothing
     cluster = nodes.cluster_yaml()
     with FakeLLMServer(responder=lambda r: Reply("unused")) as srv:
-        run = subprocess.run(CLI + ["--home", str(nodes.home), "transform", "demo",
-                                    "--llm", f"openai-compat:coder@{srv.url}/v1", "--cluster", str(cluster),
-                                    "-o", str(tmp_path / "out.cpp")],
-                             capture_output=True, text=True, timeout=300, env=_child_env())
+        run = subprocess.run(
+            CLI
+            + [
+                "--home",
+                str(nodes.home),
+                "transform",
+                "demo",
+                "--llm",
+                f"openai-compat:coder@{srv.url}/v1",
+                "--cluster",
+                str(cluster),
+                "-o",
+                str(tmp_path / "out.cpp"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_child_env(),
+        )
         requests = len(srv.requests)
-    assert run.returncode == 1, run.stderr[-3000:]               # as `cuco run` exits when nodes are unusable
+    assert run.returncode == 1, run.stderr[-3000:]  # as `cuco run` exits when nodes are unusable
     assert "cuco nodes trust" in run.stderr and str(cluster) in run.stderr
-    assert requests == 0                                          # no LLM cost for a run that cannot verify
+    assert requests == 0  # no LLM cost for a run that cannot verify
     assert not (tmp_path / "out.cpp").exists()
 
 
 def test_transform_cluster_missing_file_is_bad_input(tmp_path, capsys):
     missing = tmp_path / "nope" / "cluster.yaml"
-    rc = cli.main(["--home", str(tmp_path / "home"), "transform", "demo",
-                   "--llm", "openai-compat:coder@http://127.0.0.1:9/v1", "--cluster", str(missing)])
+    rc = cli.main(
+        [
+            "--home",
+            str(tmp_path / "home"),
+            "transform",
+            "demo",
+            "--llm",
+            "openai-compat:coder@http://127.0.0.1:9/v1",
+            "--cluster",
+            str(missing),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2
     assert str(missing) in err and "--cluster" in err
@@ -146,8 +188,18 @@ def test_transform_cluster_missing_file_is_bad_input(tmp_path, capsys):
 def test_transform_cluster_bad_yaml_names_file_and_field(tmp_path, capsys):
     bad = tmp_path / "cluster.yaml"
     bad.write_text(yaml.safe_dump({"nodes": [{"name": "a", "host": "127.0.0.1", "port": 70000}]}))
-    rc = cli.main(["--home", str(tmp_path / "home"), "transform", "demo",
-                   "--llm", "openai-compat:coder@http://127.0.0.1:9/v1", "--cluster", str(bad)])
+    rc = cli.main(
+        [
+            "--home",
+            str(tmp_path / "home"),
+            "transform",
+            "demo",
+            "--llm",
+            "openai-compat:coder@http://127.0.0.1:9/v1",
+            "--cluster",
+            str(bad),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2
     assert str(bad) in err and "nodes[0].port" in err

@@ -31,8 +31,12 @@ RUN = "best-1"
 def _ranked(home: Path) -> list[int]:
     db = sqlite3.connect(home / DB_NAME)
     try:
-        return [r[0] for r in db.execute("SELECT id FROM candidates WHERE run_id=? AND status='done' "
-                                         "ORDER BY fitness DESC, id", (RUN,))]
+        return [
+            r[0]
+            for r in db.execute(
+                "SELECT id FROM candidates WHERE run_id=? AND status='done' ORDER BY fitness DESC, id", (RUN,)
+            )
+        ]
     finally:
         db.close()
 
@@ -41,8 +45,10 @@ def _reject_and_hold(home: Path) -> tuple[int, int, int]:
     """Reject the fastest, hold the second for review: the third is the best."""
     first, second, third = _ranked(home)[:3]
     db = sqlite3.connect(home / DB_NAME)
-    db.execute("INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
-               (RUN, first, "reject", "reads past the buffer", 1.0))
+    db.execute(
+        "INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
+        (RUN, first, "reject", "reads past the buffer", 1.0),
+    )
     db.execute("UPDATE candidates SET review='needs_review' WHERE id=?", (second,))
     db.commit()
     db.close()
@@ -57,15 +63,18 @@ def test_report_and_ls_name_the_same_best(tmp_path):
         report = build_report(rs, RUN)
         assert report["best"]["candidate"] == best
         assert {c["candidate"] for c in report["best_per_config"]} == {best}
-        assert set(config_winners(rs.fetchall, RUN).winners.values()) == {best}   # the per-config view (C)
+        assert set(config_winners(rs.fetchall, RUN).winners.values()) == {best}  # the per-config view (C)
         out = io.StringIO()
         print_report(report, tmp_path, rs, Console(file=out, width=80))
     finally:
         rs.close()
     text = out.getvalue()
     top = text.split("top candidates")[1].split("design point: what differs")[0]
-    ids = [int(line.split("│")[1].strip().rstrip("+")) for line in top.splitlines()
-           if line.startswith("│") and line.split("│")[1].strip().rstrip("+").isdigit()]
+    ids = [
+        int(line.split("│")[1].strip().rstrip("+"))
+        for line in top.splitlines()
+        if line.startswith("│") and line.split("│")[1].strip().rstrip("+").isdigit()
+    ]
     assert ids[0] == best and rejected not in ids and held not in ids, top
     assert f"best       #{best} " in text
     assert f"rejected: #{rejected}: reads past the buffer" in text and f"needs review: #{held} " in text
@@ -76,10 +85,15 @@ def test_report_and_ls_name_the_same_best(tmp_path):
         assert word in text, word
     assert max(len(line) for line in text.splitlines()) <= 80
 
-    piped = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "ls"],
-                           capture_output=True, text=True, timeout=60, check=True).stdout
+    piped = subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "ls"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert max(len(line) for line in piped.splitlines()) <= 80, piped
-    assert "…" not in piped, piped                          # no header or value cut short
+    assert "…" not in piped, piped  # no header or value cut short
     row = next(line for line in piped.splitlines() if line.lstrip().startswith(RUN))
     assert f" {best} " in row and f" {rejected} " not in row, row
 
@@ -110,5 +124,5 @@ async def test_tui_header_islands_and_lineage_name_the_same_best(tmp_path):
         assert await until(lambda: table.cell_text(held, "verdict") == "review", 10), table.cell_text(held, "verdict")
         await pilot.press("b")
         assert await until(lambda: table.selected_id() == best, 10)
-        await pilot.press("L")                       # the lineage screen stars the path to the same best
+        await pilot.press("L")  # the lineage screen stars the path to the same best
         assert await until(lambda: getattr(getattr(app.screen, "lineage", None), "best", None) == best, 10)

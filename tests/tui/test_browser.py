@@ -40,8 +40,12 @@ return out.join('\\n');"""
 
 
 def _cuco(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(home), *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _free_port() -> int:
@@ -66,9 +70,11 @@ def live_run(tmp_path):
     from cuco_tui.cli_control import run_detached
     from engine.config import RunConfig
     from engine.workload import load_workload
+
     home = tmp_path / "home"
-    rc = run_detached(home, RUN, load_workload("demo").root, RunConfig(max_evals=100000, concurrency=1), None,
-                      attach=False)
+    rc = run_detached(
+        home, RUN, load_workload("demo").root, RunConfig(max_evals=100000, concurrency=1), None, attach=False
+    )
     assert rc == 0
     yield home
     _cuco(home, "stop", RUN)
@@ -105,9 +111,12 @@ class Served:
         self.home, self.port = home, _free_port()
         self.log_path = tmp_path / f"serve-{self.port}.log"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "cuco_tui.cli", "--home", str(home), "serve", RUN,
-                                      "--port", str(self.port)], stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cuco_tui.cli", "--home", str(home), "serve", RUN, "--port", str(self.port)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         printed = _wait(lambda: "?token=" in self.log_path.read_text() and self.log_path.read_text(), 30)
         assert printed, self.log_path.read_text()
         self.url = next(w for w in printed.split() if "?token=" in w)
@@ -117,11 +126,12 @@ class Served:
         def listening() -> bool:
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", self.port)) == 0
+
         assert _wait(listening, 30), self.log_path.read_text()
 
     def end(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)   # cuco serve alone: its tabs' processes must follow by themselves
+            os.kill(self.proc.pid, sig)  # cuco serve alone: its tabs' processes must follow by themselves
         self.proc.wait(30)
         self.log.close()
 
@@ -143,14 +153,16 @@ def test_serve_in_a_browser_pauses_the_run(live_run, tmp_path):
     try:
         driver = open_chromium(tmp_path / "chromium-profile")
         _open_page(driver, served.url)
-        assert RUN in _wait(lambda: "[running]" in _header(driver) and _header(driver), 60), \
-            driver.execute_script(READ_SCREEN)
-        assert "token" not in driver.current_url        # traded for a cookie, gone from the address bar
+        assert RUN in _wait(lambda: "[running]" in _header(driver) and _header(driver), 60), driver.execute_script(
+            READ_SCREEN
+        )
+        assert "token" not in driver.current_url  # traded for a cookie, gone from the address bar
         assert _report(home)["state"] == "running"
 
         driver.execute_script("document.querySelector('.xterm-helper-textarea').focus()")
         from selenium.webdriver.common.action_chains import ActionChains
-        ActionChains(driver).send_keys(" ").perform()          # space: pause
+
+        ActionChains(driver).send_keys(" ").perform()  # space: pause
         assert _wait(lambda: _report(home).get("state") == "paused", 30), _report(home)
         assert _wait(lambda: "[paused]" in _header(driver), 20), _header(driver)
 
@@ -158,8 +170,8 @@ def test_serve_in_a_browser_pauses_the_run(live_run, tmp_path):
         assert driver.save_screenshot(str(shot))
         assert_not_blank(shot)
 
-        driver.switch_to.new_window("tab")                      # a second browser tab on the same run
-        _open_page(driver, f"http://127.0.0.1:{served.port}/")   # the cookie is enough now
+        driver.switch_to.new_window("tab")  # a second browser tab on the same run
+        _open_page(driver, f"http://127.0.0.1:{served.port}/")  # the cookie is enough now
         assert _wait(lambda: "[paused]" in _header(driver), 60), driver.execute_script(READ_SCREEN)
     finally:
         if driver is not None:
@@ -178,6 +190,7 @@ setTimeout(() => done({opened: opened, code: -1}), 8000);"""
 def _http(port: int, path: str, headers: dict[str, str] | None = None) -> int:
     import urllib.error
     import urllib.request
+
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -189,10 +202,14 @@ def _http(port: int, path: str, headers: dict[str, str] | None = None) -> int:
 async def _ws_status(port: int, headers: dict[str, str]) -> int:
     """The status of a WebSocket handshake to /ws (101: opened, and closed again at once)."""
     import aiohttp
+
     async with aiohttp.ClientSession() as session:
         try:
-            async with session.ws_connect(f"http://127.0.0.1:{port}/ws?width=80&height=24", headers=headers,
-                                          timeout=aiohttp.ClientWSTimeout(ws_close=5)) as ws:
+            async with session.ws_connect(
+                f"http://127.0.0.1:{port}/ws?width=80&height=24",
+                headers=headers,
+                timeout=aiohttp.ClientWSTimeout(ws_close=5),
+            ) as ws:
                 await ws.close()
                 return 101
         except aiohttp.WSServerHandshakeError as exc:
@@ -201,6 +218,7 @@ async def _ws_status(port: int, headers: dict[str, str]) -> int:
 
 def test_nobody_else_drives_it(live_run, tmp_path):
     import asyncio
+
     home = live_run
     served = Served(home, tmp_path)
     origin = f"http://127.0.0.1:{served.port}"
@@ -225,7 +243,7 @@ def test_nobody_else_drives_it(live_run, tmp_path):
         assert asyncio.run(_ws_status(served.port, {**cookie, "Origin": "http://evil.example"})) == 403
         assert asyncio.run(_ws_status(served.port, {**cookie, "Origin": "http://127.0.0.1:1"})) == 403
         assert asyncio.run(_ws_status(served.port, cookie)) == 403
-        assert asyncio.run(_ws_status(served.port, {**cookie, "Origin": origin})) == 101   # the page's own
+        assert asyncio.run(_ws_status(served.port, {**cookie, "Origin": origin})) == 101  # the page's own
 
         # a real browser that holds the cookie, on another site's page (same host, another port: the cookie
         # goes along, the Origin gives it away): its WebSocket never opens, and so never presses space
@@ -249,6 +267,7 @@ def test_nobody_else_drives_it(live_run, tmp_path):
 
 def _events(home: Path) -> list[dict]:
     from engine.store.store import ReadStore
+
     store = ReadStore(home)
     try:
         return store.events_since(0, RUN)
@@ -277,10 +296,10 @@ def test_killing_serve_leaves_no_process(live_run, tmp_path):
         driver.switch_to.window(driver.window_handles[0])
         assert _wait(lambda: len(_cuco_processes(home, "attach")) == 3, 8), _cuco_processes(home, "attach")
         assert served.proc.poll() is None
-        served.end(signal.SIGKILL)   # no chance to clean up: the tabs' processes die with it all the same
+        served.end(signal.SIGKILL)  # no chance to clean up: the tabs' processes die with it all the same
         gone = _wait(lambda: not _cuco_processes(home, "attach") and not _cuco_processes(home, "serve"), 5)
         assert gone, _cuco_processes(home, "attach")
-        assert _report(home)["state"] == "running"   # the engine is no child of serve: it runs on
+        assert _report(home)["state"] == "running"  # the engine is no child of serve: it runs on
     finally:
         if driver is not None:
             driver.quit()

@@ -20,8 +20,16 @@ RUN = "demo-early-1"
 
 async def _cuco(home, *args: str) -> tuple[int, list[str]]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cuco_tui.cli", "--home", str(home), *args,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "cuco_tui.cli",
+        "--home",
+        str(home),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert "Traceback" not in err.decode(), err.decode()
     return proc.returncode, err.decode().strip().splitlines()
@@ -31,6 +39,7 @@ async def test_fork_before_the_first_correct_candidate_is_one_line_and_exit_2(tm
     from engine.config import RunConfig
     from engine.daemon.daemon import EngineServer
     from engine.workload import load_workload
+
     # created, not started: its seed waits, pending, so it has nothing correct to fork from
     engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"), RunConfig(max_evals=4), run_id=RUN)
     server = EngineServer(engine, tmp_path, RUN)
@@ -39,8 +48,18 @@ async def test_fork_before_the_first_correct_candidate_is_one_line_and_exit_2(tm
     try:
         for extra in ((), ("--start",)):
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "fork", RUN, *extra,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                sys.executable,
+                "-m",
+                "cuco_tui.cli",
+                "--home",
+                str(tmp_path),
+                "fork",
+                RUN,
+                *extra,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
             out, err = await asyncio.wait_for(proc.communicate(), 60)
             lines = err.decode().strip().splitlines()
             assert proc.returncode == 2, (out, err)
@@ -63,17 +82,28 @@ def test_pausing_or_stopping_an_ended_run_leaves_it(tmp_path):
     import subprocess
 
     from storefill import fill_store
+
     fill_store(tmp_path, run_id="ended-1", n=3, state="finished")
     state = "finished"
-    done = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "pause", "ended-1"],
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "pause", "ended-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 1 and "nothing to pause" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-    done = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "stop", "ended-1"],
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "stop", "ended-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0 and "finished already" in done.stdout, done.stdout + done.stderr
     db = ReadStore(tmp_path)
     try:
-        assert db.run("ended-1")["state"] == state   # neither made paused nor stopped
+        assert db.run("ended-1")["state"] == state  # neither made paused nor stopped
     finally:
         db.close()

@@ -26,8 +26,10 @@ async def live(tmp_path):
     from engine.config import RunConfig
     from engine.daemon.daemon import serve
     from engine.workload import load_workload
-    engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"),
-                                            RunConfig(max_evals=400, concurrency=1, islands=2), run_id=RUN)
+
+    engine = await engine_mod.Engine.create(
+        tmp_path, load_workload("demo"), RunConfig(max_evals=400, concurrency=1, islands=2), run_id=RUN
+    )
     task = asyncio.create_task(serve(engine, tmp_path, RUN))
     assert await until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
     info = protocol.live_run_info(tmp_path, RUN)
@@ -50,8 +52,16 @@ async def test_controls_through_the_socket(live):
         assert await until(lambda: app.live, 20)
         db = _store(home)
         # wait for two finished candidates
-        assert await until(lambda: (db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND "
-                                                 "status IN ('done','incorrect','failed')", (RUN,))["n"] >= 2), 90)
+        assert await until(
+            lambda: (
+                db.fetchone(
+                    "SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN ('done','incorrect','failed')",
+                    (RUN,),
+                )["n"]
+                >= 2
+            ),
+            90,
+        )
         await pilot.pause(0.3)
         table = app.query_one(CandidatesTable)
         assert table.row_count >= 2
@@ -81,7 +91,7 @@ async def test_controls_through_the_socket(live):
         await pilot.press("x")
         assert isinstance(app.screen, ReasonModal)
         await pilot.press("enter")
-        assert isinstance(app.screen, ReasonModal)          # still open: a reason is required
+        assert isinstance(app.screen, ReasonModal)  # still open: a reason is required
         await pilot.press(*"reads out of bounds", "enter")
         assert await until(lambda: (db.latest_mark(cid2) or {}).get("verdict") == "reject", 20)
         assert db.latest_mark(cid2)["text"] == "reads out of bounds"
@@ -125,7 +135,11 @@ async def test_controls_through_the_socket(live):
         table.focus()
         await pilot.press("P")
         assert await until(lambda: db.run(RUN)["state"] == "paused", 30), (
-            db.run(RUN), engine.state, [n.message for n in app._notifications], app.focused)
+            db.run(RUN),
+            engine.state,
+            [n.message for n in app._notifications],
+            app.focused,
+        )
 
         # ctrl+q: stop the run after a confirmation (No first, then Yes)
         await pilot.press("ctrl+q")
@@ -160,8 +174,10 @@ async def test_keymap_remaps_a_binding(live):
 
 async def test_read_only_without_engine(tmp_path):
     import sys
+
     sys.path.insert(0, str(Path(__file__).parent))
     from storefill import fill_store
+
     await asyncio.to_thread(fill_store, tmp_path, run_id="ro-1", n=12)
     app = CucoApp(tmp_path, "ro-1")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -170,7 +186,7 @@ async def test_read_only_without_engine(tmp_path):
         assert "read-only" in str(app.query_one("#banner").render())
         await pilot.press("space")
         await pilot.press("a")
-        assert not isinstance(app.screen, NoteModal)       # no modal: nothing to send it to
+        assert not isinstance(app.screen, NoteModal)  # no modal: nothing to send it to
         assert ReadStore(tmp_path).run("ro-1")["state"] == "paused"
 
 
@@ -179,20 +195,23 @@ async def test_attach_to_a_dead_engine_is_read_only(tmp_path):
     import subprocess
     import sys
     import time
+
     sys.path.insert(0, str(Path(__file__).parent))
     from storefill import fill_store
 
     from cuco_tui.launch import live_engine
+
     await asyncio.to_thread(fill_store, tmp_path, run_id="dead-1", n=12, state="running")
     dead = subprocess.Popen(["true"])
     dead.wait()
     sock = tmp_path / "runs" / "dead-1" / "engine.sock"
     sock.parent.mkdir(parents=True, exist_ok=True)
-    sock.touch()                                          # the socket file survived the crash
-    protocol.write_run_info(tmp_path, protocol.RunInfo("dead-1", dead.pid, str(sock), protocol.PROTOCOL_VERSION,
-                                                       time.time()))
+    sock.touch()  # the socket file survived the crash
+    protocol.write_run_info(
+        tmp_path, protocol.RunInfo("dead-1", dead.pid, str(sock), protocol.PROTOCOL_VERSION, time.time())
+    )
     info = await live_engine(tmp_path, "dead-1")
-    assert info is None                                   # what attach_tui asks before opening the app
+    assert info is None  # what attach_tui asks before opening the app
     app = CucoApp(tmp_path, "dead-1", socket_path=info.socket if info else None)
     async with app.run_test(size=(80, 24)) as pilot:
         await app.workers.wait_for_complete()
@@ -200,7 +219,7 @@ async def test_attach_to_a_dead_engine_is_read_only(tmp_path):
         banner = str(app.query_one("#banner").render())
         assert "read-only" in banner and "cuco resume dead-1" in banner
         assert "read-only" in str(app.query_one("#header").render())
-        await pilot.press("space")                        # refused: nothing to send it to
+        await pilot.press("space")  # refused: nothing to send it to
         await pilot.pause(0.1)
         assert ReadStore(tmp_path).run("dead-1")["state"] == "running"
 
@@ -211,12 +230,16 @@ async def test_meta_summarizer_advice_is_shown(tmp_path):
     import sys
 
     from textual.widgets import Log
+
     sys.path.insert(0, str(Path(__file__).parent))
     from storefill import fill_store
+
     await asyncio.to_thread(fill_store, tmp_path, run_id="adv-1", n=6)
     con = sqlite3.connect(tmp_path / "cuco.db")
-    con.execute("INSERT INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
-                ("adv-1", "recommendations", '["chunk flags beat the barrier", "comm threads cost more than they save"]'))
+    con.execute(
+        "INSERT INTO run_state (run_id, key, value_json) VALUES (?,?,?)",
+        ("adv-1", "recommendations", '["chunk flags beat the barrier", "comm threads cost more than they save"]'),
+    )
     con.commit()
     con.close()
     app = CucoApp(tmp_path, "adv-1")
@@ -233,8 +256,10 @@ async def test_detail_tabs_show_the_selected_candidate(tmp_path):
     import sys
 
     from textual.widgets import Static
+
     sys.path.insert(0, str(Path(__file__).parent))
     from storefill import fill_store
+
     await asyncio.to_thread(fill_store, tmp_path, run_id="det-1", n=12)
     app = CucoApp(tmp_path, "det-1")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -242,14 +267,14 @@ async def test_detail_tabs_show_the_selected_candidate(tmp_path):
         assert await until(lambda: table.row_count == 12, 20)
         table.focus()
         await pilot.press("home")
-        await pilot.press("down", "down", "down")          # candidate #4, a child of #2
+        await pilot.press("down", "down", "down")  # candidate #4, a child of #2
         assert await until(lambda: app.detail is not None and app.detail.id == table.selected_id(), 10)
         cid = table.selected_id()
         diff = str(app.query_one("#detail-diff", Static).render())
         assert f"#{cid}" in diff and "@@" in diff, diff[:500]
         assert app.query_one("#detail-tabs").active == "tab-diff"
 
-        await pilot.press("3")                               # focus the detail pane, then open Source
+        await pilot.press("3")  # focus the detail pane, then open Source
         app.query_one("#detail-tabs").active = "tab-source"
         await pilot.pause(0.2)
         source = str(app.query_one("#detail-source", Static).render())
@@ -265,10 +290,12 @@ async def test_detail_tabs_show_the_selected_candidate(tmp_path):
 
 async def test_footer_lists_the_keys_and_a_click_runs_one(tmp_path):
     import sys
+
     sys.path.insert(0, str(Path(__file__).parent))
     from storefill import fill_store
 
     from cuco_tui.widgets import KeyFooter
+
     await asyncio.to_thread(fill_store, tmp_path, run_id="foot-1", n=6, state="finished")
     app = CucoApp(tmp_path, "foot-1")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -277,16 +304,15 @@ async def test_footer_lists_the_keys_and_a_click_runs_one(tmp_path):
         text = str(footer.render())
         for key in ("/ Filter", "? Help", "q Detach"):
             assert key in text, (key, text)
-        for word in ("Stop", "Pause", "Accept", "Reject", "Fork"):   # a finished run, read-only: nothing to steer
+        for word in ("Stop", "Pause", "Accept", "Reject", "Fork"):  # a finished run, read-only: nothing to steer
             assert word not in text, (word, text)
         x = text.index("? Help")
         await pilot.click(KeyFooter, offset=(x + 1, 0))
         assert await until(lambda: isinstance(app.screen, HelpScreen), 5)
         await pilot.press("escape")
-        await pilot.press("slash")                            # the filter has the focus: the footer follows
+        await pilot.press("slash")  # the filter has the focus: the footer follows
         await pilot.pause(0.2)
         assert "Filter" in str(footer.render())
-
 
 
 async def test_metrics_tab_shows_per_config_numbers_and_the_overlap_bound_flag(tmp_path):
@@ -300,8 +326,14 @@ async def test_metrics_tab_shows_per_config_numbers_and_the_overlap_bound_flag(t
     from engine.config import RunConfig
     from engine.workload import load_workload
     from tests.engine.synthetic import SyntheticExecutor
-    engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"), RunConfig(max_evals=60, concurrency=4),
-                                            run_id="flag-1", executor=SyntheticExecutor(slots=4))
+
+    engine = await engine_mod.Engine.create(
+        tmp_path,
+        load_workload("demo"),
+        RunConfig(max_evals=60, concurrency=4),
+        run_id="flag-1",
+        executor=SyntheticExecutor(slots=4),
+    )
     assert await engine.run() == "finished"
     await engine.close()
     rs = ReadStore(tmp_path)

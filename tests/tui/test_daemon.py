@@ -36,7 +36,7 @@ def test_long_home_gets_a_short_socket_path(tmp_path):
     deep = tmp_path / ("x" * 120)
     path = protocol.socket_path_for(deep, RUN)
     assert len(str(path)) <= protocol.MAX_SOCKET_PATH
-    assert protocol.socket_path_for(deep, RUN) == path   # stable
+    assert protocol.socket_path_for(deep, RUN) == path  # stable
 
 
 async def test_hello_replays_then_streams_without_gaps(tmp_path):
@@ -51,7 +51,7 @@ async def test_hello_replays_then_streams_without_gaps(tmp_path):
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
         db = ReadStore(tmp_path)
         expected = [e["seq"] for e in db.events_since(0, RUN, limit=60)]
-        assert seqs == expected          # the replayed prefix and the live tail are seamless
+        assert seqs == expected  # the replayed prefix and the live tail are seamless
         await client.close()
     finally:
         await shutdown(engine, server, task)
@@ -107,7 +107,7 @@ async def test_slow_client_is_dropped_and_resyncs(tmp_path):
         assert server.dropped_clients >= 1
         created = engine.created
         await asyncio.sleep(0.2)
-        assert engine.created > created           # never blocked
+        assert engine.created > created  # never blocked
         writer.close()
 
         # A real client that gets dropped reconnects with hello{since} and sees no gap.

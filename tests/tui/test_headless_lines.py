@@ -35,17 +35,34 @@ def _read_lines(proc: subprocess.Popen, want, timeout: float) -> list[str]:
 
 def test_headless_into_a_pipe_is_line_by_line_and_ctrl_c_exits_130(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "cuco_tui.cli", "--home", str(tmp_path), "run", "demo",
-                             "--headless", "--max-evals", "200", "--name", "pipe-1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cuco_tui.cli",
+            "--home",
+            str(tmp_path),
+            "run",
+            "demo",
+            "--headless",
+            "--max-evals",
+            "200",
+            "--name",
+            "pipe-1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
     try:
         results = lambda lines: [line for line in lines if " #" in line and "evaluated]" in line]  # noqa: E731
         lines = _read_lines(proc, lambda got: len(results(got)) >= 3, 240)
         assert proc.poll() is None, "the run ended before it was interrupted"
         found = results(lines)
-        assert len(found) >= 3, lines               # three finished candidates, each on its own line, live
-        assert any("run running" in line for line in lines), lines   # the state change
-        assert all("\r" not in line and "\x1b" not in line for line in lines), lines   # no redraw frames
+        assert len(found) >= 3, lines  # three finished candidates, each on its own line, live
+        assert any("run running" in line for line in lines), lines  # the state change
+        assert all("\r" not in line and "\x1b" not in line for line in lines), lines  # no redraw frames
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=120)
     finally:

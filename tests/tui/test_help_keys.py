@@ -32,9 +32,14 @@ from storefill import fill_store  # noqa: E402
 
 # what the main screen's keys that open a screen say under `?`, the screen a person then sees, and the title
 # its own keys have under `?`
-OPENS = {"Lineage": (LineageScreen, "lineage (L)"), "Per config": (ConfigsScreen, "per config (C)"),
-         "LLMs": (LlmScreen, "LLMs (M)"), "Nodes": (NodesScreen, "nodes (n)"), "Runs": (RunsScreen, "runs (r)"),
-         "Review queue": (ReviewScreen, "review (v)")}
+OPENS = {
+    "Lineage": (LineageScreen, "lineage (L)"),
+    "Per config": (ConfigsScreen, "per config (C)"),
+    "LLMs": (LlmScreen, "LLMs (M)"),
+    "Nodes": (NodesScreen, "nodes (n)"),
+    "Runs": (RunsScreen, "runs (r)"),
+    "Review queue": (ReviewScreen, "review (v)"),
+}
 
 
 def _classes_with_keys() -> list[type]:
@@ -62,12 +67,15 @@ def test_every_screen_takes_its_keys_from_the_registry():
         assert [_fields(b) for b in cls.BINDINGS] == [_fields(b) for b in bindings_for(scope)], cls.__name__
         assert scope not in scopes_bound, (scope, cls.__name__, scopes_bound.get(scope))
         scopes_bound[scope] = cls
-    assert set(scopes_bound) == set(SCOPES)             # no scope that no screen takes
-    assert len(BY_ID) == len(ACTIONS)                   # ids are unique
-    for action in ACTIONS:                              # ids are scoped; each runs a method that exists
+    assert set(scopes_bound) == set(SCOPES)  # no scope that no screen takes
+    assert len(BY_ID) == len(ACTIONS)  # ids are unique
+    for action in ACTIONS:  # ids are scoped; each runs a method that exists
         assert action.scope == "main" or action.id.startswith(action.scope + "."), action.id
-        target, name = (App, action.action[4:]) if action.action.startswith("app.") else (
-            scopes_bound[action.scope], action.action)
+        target, name = (
+            (App, action.action[4:])
+            if action.action.startswith("app.")
+            else (scopes_bound[action.scope], action.action)
+        )
         assert hasattr(target, "action_" + name.split("(")[0]), action
 
 
@@ -99,11 +107,11 @@ async def test_help_lists_every_key_of_every_screen(tmp_path):
                 keys = " ".join(app.get_key_display(Binding(k.strip(), "")) for k in binding.key.split(","))
                 scope = SCOPES[BY_ID[binding.id].scope]
                 assert (scope, keys, binding.description, binding.id) in listed, (cls.__name__, binding)
-        for _, key, _, _ in rows:                                  # the names a person reads, not Textual's
+        for _, key, _, _ in rows:  # the names a person reads, not Textual's
             assert not any(raw in key for raw in ("slash", "question_mark", "square_bracket")), key
         assert any(scope == "numbers" and key == "eff" for scope, key, _, _ in rows)
-        assert max(len(action) for _, _, action, _ in rows) <= 44        # readable at 80 columns
-        assert {a.keys for a in ACTIONS if a.action == "reload"} == {"ctrl+r"}   # one key per action
+        assert max(len(action) for _, _, action, _ in rows) <= 44  # readable at 80 columns
+        assert {a.keys for a in ACTIONS if a.action == "reload"} == {"ctrl+r"}  # one key per action
 
 
 async def test_keys_do_what_help_says_on_every_screen(tmp_path):
@@ -138,22 +146,22 @@ async def test_a_remapped_key_is_listed_and_works(tmp_path):
     settings = load_settings(tmp_path, env={})
     assert settings.keymap["runs"] == "R"
     # a keymap entry that names no action is reported with the file and the id it probably meant
-    assert settings.problems == [f"{tmp_path / 'config.yaml'}: keymap: no key action 'sort'; did you mean "
-                                 "'candidates.sort'? (`?` lists the ids)"]
+    assert settings.problems == [
+        f"{tmp_path / 'config.yaml'}: keymap: no key action 'sort'; did you mean 'candidates.sort'? (`?` lists the ids)"
+    ]
     app = CucoApp(tmp_path, "help-3", settings=settings)
     async with app.run_test(size=(120, 40)) as pilot:
         rows = await _help_rows(app, pilot)
         assert ("main", "R", "Runs", "runs") in rows
         assert ("runs (r)", app.get_key_display(Binding("backspace", "")), "Back", "runs.back") in rows
         main = app.screen
-        await pilot.press("r")                       # the old key no longer opens the runs screen
+        await pilot.press("r")  # the old key no longer opens the runs screen
         await pilot.pause()
         assert app.screen is main
         await pilot.press("R")
         assert await until(lambda: isinstance(app.screen, RunsScreen), 5)
-        await pilot.press("r")                       # nor closes it
+        await pilot.press("r")  # nor closes it
         await pilot.pause()
         assert isinstance(app.screen, RunsScreen)
         await pilot.press("backspace")
         assert await until(lambda: app.screen is main, 5)
-

@@ -35,9 +35,10 @@ async def test_per_config_view_shows_a_winner_per_config(tmp_path):
         title = str(screen.query_one("#configs-title", Static).render())
         assert "small → #12" in title and "large → #30" in title and "no single one wins" in title
         screen.query_one(DataTable).move_cursor(row=list(rows).index("#30"))
-        await pilot.press("enter")                              # back to the table, on that candidate
-        assert await until(lambda: not isinstance(app.screen, ConfigsScreen)
-                            and app.query_one(CandidatesTable).selected_id() == 30)
+        await pilot.press("enter")  # back to the table, on that candidate
+        assert await until(
+            lambda: not isinstance(app.screen, ConfigsScreen) and app.query_one(CandidatesTable).selected_id() == 30
+        )
 
 
 async def test_llm_panel(tmp_path):

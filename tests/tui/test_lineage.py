@@ -18,7 +18,6 @@ from cuco_tui.widgets import CandidatesTable
 RUN = "lin-1"
 
 
-
 def _db(home: Path) -> sqlite3.Connection:
     con = sqlite3.connect(home / "cuco.db")
     con.row_factory = sqlite3.Row
@@ -56,7 +55,7 @@ async def test_lineage_screen(tmp_path):
     speed = dict(con.execute("SELECT id, speedup FROM candidates").fetchall())
     best_path = set(_chain(con, best))
     assert best_path == {2, 4, 6, 13}
-    chain = _chain(con, 10)                       # 2, 4, 6, 8, 10: island 1 back to its seed
+    chain = _chain(con, 10)  # 2, 4, 6, 8, 10: island 1 back to its seed
     assert chain[0] == 2 and len(chain) == 5
 
     app = CucoApp(tmp_path, RUN)
@@ -70,16 +69,16 @@ async def test_lineage_screen(tmp_path):
         tree = screen.query_one(Tree)
         labels = _labels(tree)
         assert [n.id for n in screen.lineage.chain] == chain
-        assert [n.data.id for n in tree.root.children] == chain          # the spine, seed first
+        assert [n.data.id for n in tree.root.children] == chain  # the spine, seed first
         assert "seed" in labels[2] and "g0" in labels[2]
-        assert "insp #5 #7" in labels[10]                                # inspirations marked
-        assert "llm-diff fake-model" in labels[8] and "failed" in labels[8]   # operator and model; no speedup
-        for parent, child in zip(chain, chain[1:]):                      # the change over the parent
+        assert "insp #5 #7" in labels[10]  # inspirations marked
+        assert "llm-diff fake-model" in labels[8] and "failed" in labels[8]  # operator and model; no speedup
+        for parent, child in zip(chain, chain[1:]):  # the change over the parent
             if speed[parent] is not None and speed[child] is not None:
                 assert f"{speed[child] - speed[parent]:+.3f}" in labels[child], labels[child]
             else:
                 assert " +" not in labels[child].split("x", 1)[-1].split("insp")[0], labels[child]
-        for cid in chain:                                                # the path to the best is starred
+        for cid in chain:  # the path to the best is starred
             assert labels[cid].startswith("★") == (cid in best_path), (cid, labels[cid])
         # the focus's child is listed; its own child loads only when opened
         assert 12 in labels and 14 not in labels
@@ -91,11 +90,11 @@ async def test_lineage_screen(tmp_path):
         assert await until(lambda: screen.diff_for == 10), (screen.diff_for, tree.cursor_node)
         diff = str(screen.query_one("#lineage-diff", Static).render())
         assert "#8" in diff and "#10" in diff and "@@" in diff, diff[:300]
-        tree.move_cursor(tree.root.children[1])                          # #4
+        tree.move_cursor(tree.root.children[1])  # #4
         assert await until(lambda: screen.diff_for == 4)
-        await pilot.press("enter")                                       # #4's own lineage
+        await pilot.press("enter")  # #4's own lineage
         assert await until(lambda: screen.focus_id == 4 and len(screen.lineage.chain) == 2)
-        await pilot.press("b")                                           # the best's lineage, all starred
+        await pilot.press("b")  # the best's lineage, all starred
         assert await until(lambda: screen.focus_id == best and screen.best_marked)
         labels = _labels(tree)
         assert all(labels[cid].startswith("★") for cid in _chain(con, best))
@@ -108,10 +107,13 @@ async def test_lineage_tab_and_a_fork_reaches_back_into_its_parent_run(tmp_path)
     await asyncio.to_thread(fill_store, tmp_path, run_id=RUN, n=20)
     con = _db(tmp_path)
     # a fork's copy of #9 (its engine writes origin_id and operator 'fork', no parent)
-    con.execute("INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
-                "source_hash, descriptor_json, cell, status, correct, speedup, origin_id, created_at) "
-                "SELECT 1000, ?, 0, 0, 0, NULL, 'fork', 'fork', source_hash, descriptor_json, cell, status, "
-                "correct, speedup, 9, created_at FROM candidates WHERE id=9", (RUN + "-fork",))
+    con.execute(
+        "INSERT INTO candidates (id, run_id, number, island, generation, parent_id, operator, mutator, "
+        "source_hash, descriptor_json, cell, status, correct, speedup, origin_id, created_at) "
+        "SELECT 1000, ?, 0, 0, 0, NULL, 'fork', 'fork', source_hash, descriptor_json, cell, status, "
+        "correct, speedup, 9, created_at FROM candidates WHERE id=9",
+        (RUN + "-fork",),
+    )
     con.commit()
     app = CucoApp(tmp_path, RUN + "-fork")
     async with app.run_test(size=(120, 36)) as pilot:
@@ -132,6 +134,7 @@ def test_best_path_is_walked_once_and_follows_a_new_best(tmp_path, monkeypatch):
     new best on another island (the walk goes in steps, here 3 generations, to cross step boundaries)."""
     from cuco_tui.data import StoreView
     from engine.store.read_model import lineage as lineage_data
+
     monkeypatch.setattr(lineage_data, "WALK_STEP", 3)
     fill_store(tmp_path, run_id=RUN, n=40)
     con = _db(tmp_path)
@@ -142,17 +145,20 @@ def test_best_path_is_walked_once_and_follows_a_new_best(tmp_path, monkeypatch):
     def fetch(sql, params=()):
         queries.append(sql)
         return view._all(sql, params)
+
     try:
-        for rank, new_best in enumerate((20, 24, 21, 27)):   # #24 descends from #20; #21, #27 on the other island
-            con.execute("UPDATE candidates SET status='done', speedup=9, fitness=? WHERE id=?",
-                        (99999 + rank, new_best))
+        for rank, new_best in enumerate((20, 24, 21, 27)):  # #24 descends from #20; #21, #27 on the other island
+            con.execute(
+                "UPDATE candidates SET status='done', speedup=9, fitness=? WHERE id=?", (99999 + rank, new_best)
+            )
             con.commit()
-            expected_best = con.execute("SELECT id FROM candidates WHERE run_id=? AND status='done' "
-                                        "ORDER BY fitness DESC LIMIT 1", (RUN,)).fetchone()[0]
+            expected_best = con.execute(
+                "SELECT id FROM candidates WHERE run_id=? AND status='done' ORDER BY fitness DESC LIMIT 1", (RUN,)
+            ).fetchone()[0]
             best, path = walker.get(fetch, RUN)
             assert best == expected_best and path == set(_chain(con, best)), (best, sorted(path))
         queries.clear()
-        assert walker.get(fetch, RUN)[0] == 27 and len(queries) == 1    # known: only the best is asked for
+        assert walker.get(fetch, RUN)[0] == 27 and len(queries) == 1  # known: only the best is asked for
     finally:
         view.close()
         con.close()
@@ -162,13 +168,14 @@ async def test_older_ancestors_are_read_on_request(tmp_path, monkeypatch):
     """A deep lineage opens with its newest ancestors and an 'older ancestors' line; enter on it reads more,
     until generation 0 (here 2 at a time)."""
     import cuco_tui.screens.lineage as lineage_screen
+
     monkeypatch.setattr(lineage_screen, "ANCESTORS_SHOWN", 2)
     await asyncio.to_thread(fill_store, tmp_path, run_id=RUN, n=20)
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(120, 36)) as pilot:
         table = app.query_one(CandidatesTable)
         assert await until(lambda: table.row_count == 20)
-        app.select_candidate(13)                              # 13, 11, 9, 7, 5, 3, 1
+        app.select_candidate(13)  # 13, 11, 9, 7, 5, 3, 1
         await pilot.press("L")
         assert await until(lambda: isinstance(app.screen, LineageScreen) and app.screen.lineage is not None)
         screen = app.screen
@@ -182,5 +189,5 @@ async def test_older_ancestors_are_read_on_request(tmp_path, monkeypatch):
                 tree.move_cursor(first)
                 await pilot.press("enter")
             else:
-                assert [n.data.id for n in tree.root.children] == [1, 3, 5, 7, 9, 11, 13]   # back to the seed
+                assert [n.data.id for n in tree.root.children] == [1, 3, 5, 7, 9, 11, 13]  # back to the seed
                 assert "back to generation 0" in str(screen.query_one("#lineage-title", Static).render())

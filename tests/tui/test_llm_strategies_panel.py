@@ -43,9 +43,10 @@ def responder(carried: list[str]):
         new = re.sub(r"= \d+;", f"= {next(counter)};", old)
         if "Answer with the new text of every EVOLVE-BLOCK" in text:
             source = text.split("# Parent program", 1)[1].split("```\n", 1)[1]
-            block = source[source.index("// EVOLVE-BLOCK-START"):source.index("// EVOLVE-BLOCK-END")]
+            block = source[source.index("// EVOLVE-BLOCK-START") : source.index("// EVOLVE-BLOCK-END")]
             return Reply(f"Done.\n```cpp\n{block.replace(old, new)}// EVOLVE-BLOCK-END\n```\n")
         return Reply(f"Done.\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n")
+
     return answer
 
 
@@ -66,13 +67,21 @@ async def test_pin_retire_and_add_from_the_llm_panel(tmp_path):
     from engine.config import RunConfig
     from engine.daemon.daemon import serve
     from engine.workload import load_workload
+
     carried: list[str] = []
     with FakeLLMServer(responder=responder(carried)) as srv:
-        config = RunConfig(max_evals=400, concurrency=1, islands=1, mutator="llm", meta_every=0,
-                           llm=[f"openai-compat:coder@{srv.url}/v1"], novelty_threshold=1.0, reverify_best=False)
+        config = RunConfig(
+            max_evals=400,
+            concurrency=1,
+            islands=1,
+            mutator="llm",
+            meta_every=0,
+            llm=[f"openai-compat:coder@{srv.url}/v1"],
+            novelty_threshold=1.0,
+            reverify_best=False,
+        )
         executor = SyntheticExecutor(slots=1, durations={"build": 0.05, "verify": 0.05, "benchmark": 0.05})
-        engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"), config, run_id=RUN,
-                                                executor=executor)
+        engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"), config, run_id=RUN, executor=executor)
         task = asyncio.create_task(serve(engine, tmp_path, RUN))
         try:
             assert await until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
@@ -105,27 +114,36 @@ async def test_pin_retire_and_add_from_the_llm_panel(tmp_path):
                 assert await until(lambda: isinstance(app.screen, StrategyModal), 5)
                 app.screen.query_one(Input).value = "Fuse the copy into the compute loop."
                 await pilot.press("enter")
-                assert await until(lambda: any(r["text"] == "Fuse the copy into the compute loop."
-                                               for r in table.records.values()), 15)
+                assert await until(
+                    lambda: any(r["text"] == "Fuse the copy into the compute loop." for r in table.records.values()), 15
+                )
                 added = next(sid for sid, r in table.records.items() if r["origin"] == "operator")
-                assert rows(table)[added][1] == "Fuse the copy into the compute lo…"   # whole below the table
-                verdicts = [r["verdict"] for r in db.fetchall(
-                    "SELECT verdict FROM strategy_marks WHERE run_id=? ORDER BY id", (RUN,))]
+                assert rows(table)[added][1] == "Fuse the copy into the compute lo…"  # whole below the table
+                verdicts = [
+                    r["verdict"]
+                    for r in db.fetchall("SELECT verdict FROM strategy_marks WHERE run_id=? ORDER BY id", (RUN,))
+                ]
                 assert verdicts == ["pin", "retire", "add"]
-                log = app._main.query_one("#engine-log", Log)      # the marks reach the engine log like accept/reject
-                assert await until(lambda: any("strategy s2 pin" in line for line in log.lines)
-                                   and any("strategy s3 retire: retired in the LLM panel" in line for line in log.lines), 10)
+                log = app._main.query_one("#engine-log", Log)  # the marks reach the engine log like accept/reject
+                assert await until(
+                    lambda: (
+                        any("strategy s2 pin" in line for line in log.lines)
+                        and any("strategy s3 retire: retired in the LLM panel" in line for line in log.lines)
+                    ),
+                    10,
+                )
 
                 # the mutator folds the marks in: stored, and only the pinned strategy is carried from now on
                 def folded() -> bool:
                     pop = stored_population(db)
                     by_id = {s["id"]: s for s in pop.get("strategies", [])}
                     return pop.get("marks_seen", 0) > 0 and by_id["s2"]["pinned"] and by_id["s3"]["status"] == "retired"
+
                 assert await until(folded, 30)
                 s2 = {s["id"]: s for s in stored_population(db)["strategies"]}["s2"]["text"]
                 seen = len(carried)
                 assert await until(lambda: len(carried) >= seen + 3, 30)
-                assert set(carried[seen + 1:]) == {s2}, carried[seen:]
+                assert set(carried[seen + 1 :]) == {s2}, carried[seen:]
 
                 # p again: unpin
                 table.move_cursor(row=table.get_row_index("s2"))

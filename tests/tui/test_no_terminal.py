@@ -16,8 +16,13 @@ CLI = [sys.executable, "-m", "cuco_tui.cli"]
 def test_attach_with_stdin_from_dev_null_exits_within_two_seconds(tmp_path):
     fill_store(tmp_path, run_id="tty-1", n=3)
     started = time.monotonic()
-    done = subprocess.run(CLI + ["--home", str(tmp_path), "attach", "tty-1"], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        CLI + ["--home", str(tmp_path), "attach", "tty-1"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     took = time.monotonic() - started
     assert took < 2.0, f"took {took:.1f} s"
     assert done.returncode == 2, done.stderr
@@ -27,15 +32,26 @@ def test_attach_with_stdin_from_dev_null_exits_within_two_seconds(tmp_path):
 
 def test_run_without_a_terminal_starts_the_engine_detached_and_returns(tmp_path):
     from engine.daemon import protocol
+
     home = tmp_path / "home"
-    done = subprocess.run(CLI + ["--home", str(home), "run", "demo", "--name", "tty-2", "--max-evals", "2"],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        CLI + ["--home", str(home), "run", "demo", "--name", "tty-2", "--max-evals", "2"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     try:
         assert done.returncode == 0, done.stderr
         assert "no terminal" in done.stderr and "cuco attach tty-2" in done.stdout, (done.stdout, done.stderr)
     finally:
         info = protocol.read_run_info(home, "tty-2")
-        stopped = subprocess.run(CLI + ["--home", str(home), "stop", "tty-2"], capture_output=True, text=True,
-                                 timeout=120, stdin=subprocess.DEVNULL)
-    assert stopped.returncode == 0, stopped.stderr   # stopped now, or it had finished already
+        stopped = subprocess.run(
+            CLI + ["--home", str(home), "stop", "tty-2"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    assert stopped.returncode == 0, stopped.stderr  # stopped now, or it had finished already
     assert info is None or not protocol.pid_alive(info.pid)

@@ -16,15 +16,31 @@ RUN = "demo-20261122-1"
 
 
 async def test_nodes_screen_shows_slurm_pending_reasons(tmp_path):
-    await asyncio.to_thread(fill_store, tmp_path, run_id=RUN, n=6)   # it runs its own event loop
+    await asyncio.to_thread(fill_store, tmp_path, run_id=RUN, n=6)  # it runs its own event loop
     job = f"{RUN}-c5-benchmark"
     db = sqlite3.connect(tmp_path / "cuco.db")
-    db.execute("INSERT OR REPLACE INTO jobs (id, run_id, candidate_id, stage, state, created_at, updated_at) "
-               "VALUES (?,?,?,?,?,?,?)", (job, RUN, 5, "benchmark", "running", time.time(), time.time()))
-    db.execute("INSERT OR REPLACE INTO nodes (name, state_json, updated_at) VALUES (?,?,?)",
-               ("slurm:gpu", json.dumps({"name": "slurm:gpu", "healthy": True, "running_jobs": 1,
-                                         "detail": "1 running, 4 pending", "pending": {"Resources": 3, "Priority": 1},
-                                         "queue": {job: "PENDING: Resources"}}), time.time()))
+    db.execute(
+        "INSERT OR REPLACE INTO jobs (id, run_id, candidate_id, stage, state, created_at, updated_at) "
+        "VALUES (?,?,?,?,?,?,?)",
+        (job, RUN, 5, "benchmark", "running", time.time(), time.time()),
+    )
+    db.execute(
+        "INSERT OR REPLACE INTO nodes (name, state_json, updated_at) VALUES (?,?,?)",
+        (
+            "slurm:gpu",
+            json.dumps(
+                {
+                    "name": "slurm:gpu",
+                    "healthy": True,
+                    "running_jobs": 1,
+                    "detail": "1 running, 4 pending",
+                    "pending": {"Resources": 3, "Priority": 1},
+                    "queue": {job: "PENDING: Resources"},
+                }
+            ),
+            time.time(),
+        ),
+    )
     db.commit()
     db.close()
     app = CucoApp(tmp_path, RUN)

@@ -27,8 +27,9 @@ RUN = "review-1"
 @pytest.fixture
 async def live(tmp_path):
     ex = SyntheticExecutor(slots=2, durations={"build": 0.02, "verify": 0.02, "benchmark": 0.05})
-    engine = await Engine.create(tmp_path, load_workload("demo"), RunConfig(max_evals=4000, concurrency=2),
-                                 run_id=RUN, executor=ex)
+    engine = await Engine.create(
+        tmp_path, load_workload("demo"), RunConfig(max_evals=4000, concurrency=2), run_id=RUN, executor=ex
+    )
     task = asyncio.create_task(serve(engine, tmp_path, RUN))
     assert await until(lambda: protocol.live_run_info(tmp_path, RUN) is not None, 20)
     yield tmp_path, protocol.live_run_info(tmp_path, RUN), engine
@@ -40,22 +41,24 @@ async def live(tmp_path):
 
 
 def waiting(db: ReadStore) -> list[int]:
-    return [r["id"] for r in db.fetchall("SELECT id FROM candidates WHERE run_id=? AND review='needs_review' "
-                                         "ORDER BY id", (RUN,))]
+    return [
+        r["id"]
+        for r in db.fetchall("SELECT id FROM candidates WHERE run_id=? AND review='needs_review' ORDER BY id", (RUN,))
+    ]
 
 
 async def test_review_queue_shows_numbers_and_diff_and_a_x_decide(live):
     home, info, engine = live
     db = ReadStore(home)
     assert await until(lambda: len(waiting(db)) >= 2, 60), "the synthetic run flagged nothing"
-    await engine.pause(hard=True)          # nothing in flight: the queue stops growing
+    await engine.pause(hard=True)  # nothing in flight: the queue stops growing
     queue = waiting(db)
-    for _ in range(20):                     # results are written behind: until two reads agree
+    for _ in range(20):  # results are written behind: until two reads agree
         await asyncio.sleep(0.3)
         if waiting(db) == queue:
             break
         queue = waiting(db)
-    assert engine.best is None or engine.best.id not in queue       # they do not count yet
+    assert engine.best is None or engine.best.id not in queue  # they do not count yet
     app = CucoApp(home, RUN, socket_path=info.socket, settings=TuiSettings(theme="cuco-dark"))
     async with app.run_test(size=(120, 36)) as pilot:
         assert await until(lambda: app.live, 20)
@@ -77,8 +80,9 @@ async def test_review_queue_shows_numbers_and_diff_and_a_x_decide(live):
         await pilot.press("a")
         assert isinstance(app.screen, NoteModal)
         await pilot.press(*"checked the diff", "enter")
-        assert await until(lambda: db.fetchone("SELECT review FROM candidates WHERE id=?", (first,))["review"]
-                            == "accepted", 20)
+        assert await until(
+            lambda: db.fetchone("SELECT review FROM candidates WHERE id=?", (first,))["review"] == "accepted", 20
+        )
         assert await until(lambda: engine.cands[first].eligible, 10)
         assert table.row_count == len(queue) - 1
 
@@ -87,8 +91,9 @@ async def test_review_queue_shows_numbers_and_diff_and_a_x_decide(live):
         await pilot.press("x")
         assert isinstance(app.screen, ReasonModal)
         await pilot.press(*"times a cached answer", "enter")
-        assert await until(lambda: db.fetchone("SELECT review FROM candidates WHERE id=?", (second,))["review"]
-                            == "rejected", 20)
+        assert await until(
+            lambda: db.fetchone("SELECT review FROM candidates WHERE id=?", (second,))["review"] == "rejected", 20
+        )
         assert not engine.cands[second].eligible
         assert (db.latest_mark(second) or {}).get("text") == "times a cached answer"
         await pilot.press("escape")

@@ -33,16 +33,19 @@ async def test_a_run_that_finishes_while_attached_says_so_at_once(tmp_path):
     from engine.config import RunConfig
     from engine.daemon.daemon import serve
     from engine.workload import load_workload
-    engine = await engine_mod.Engine.create(tmp_path, load_workload("demo"),
-                                            RunConfig(max_evals=MAX_EVALS, concurrency=1), run_id=RUN)
+
+    engine = await engine_mod.Engine.create(
+        tmp_path, load_workload("demo"), RunConfig(max_evals=MAX_EVALS, concurrency=1), run_id=RUN
+    )
     ended_at: list[float] = []
     run = engine.run
 
-    async def timed_run() -> str:   # the moment the engine's run ends (its final state written)
+    async def timed_run() -> str:  # the moment the engine's run ends (its final state written)
         try:
             return await run()
         finally:
             ended_at.append(time.monotonic())
+
     engine.run = timed_run
     serving = asyncio.create_task(serve(engine, tmp_path, RUN))
     try:
@@ -60,7 +63,7 @@ async def test_a_run_that_finishes_while_attached_says_so_at_once(tmp_path):
             assert await until(told, 1.0, step=0.02), (_text(header), _text(banner))
             told_at = time.monotonic()
             assert told_at - ended_at[0] <= 1.0, f"{told_at - ended_at[0]:.2f} s after the engine ended"
-            await pilot.pause(1.5)   # past the first reconnect attempts: still told as finished, never lost
+            await pilot.pause(1.5)  # past the first reconnect attempts: still told as finished, never lost
             assert "went away" not in _text(banner) and "[finished]" in _text(header), _text(banner)
             assert app.ended == ("finished", f"reached {MAX_EVALS} evaluations")
             # the keys that steer the engine leave the footer and are not taken; the banner says why
@@ -77,8 +80,9 @@ async def test_a_run_that_finishes_while_attached_says_so_at_once(tmp_path):
             assert await until(lambda: isinstance(app.screen, LlmScreen), 5)
             app.screen.query_one(StrategiesTable).focus()
             await pilot.press("a")
-            assert await until(lambda: any("engine has ended" in str(n.message) for n in app._notifications), 2), \
-                [str(n.message) for n in app._notifications]
+            assert await until(lambda: any("engine has ended" in str(n.message) for n in app._notifications), 2), [
+                str(n.message) for n in app._notifications
+            ]
             assert not isinstance(app.screen, StrategyModal)
             await pilot.press("escape")
             await pilot.press("q")

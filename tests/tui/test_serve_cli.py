@@ -14,9 +14,14 @@ from storefill import fill_store
 
 
 def _serve(home: Path, *args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "cuco_tui.cli", "--home", str(home), "serve", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cuco_tui.cli", "--home", str(home), "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        **kw,
+    )
 
 
 def _free_port() -> int:
@@ -44,10 +49,19 @@ def test_a_non_loopback_host_needs_public_and_says_why(tmp_path):
 
     port = _free_port()
     nowhere = _serve(tmp_path, "srv-1", "--host", "0.0.0.0", "--port", str(port), "--public")
-    out, _ = nowhere.communicate(timeout=60)   # listening everywhere, the page needs the address browsers use
+    out, _ = nowhere.communicate(timeout=60)  # listening everywhere, the page needs the address browsers use
     assert nowhere.returncode == 2 and "--public-url" in out and "Traceback" not in out
-    public = _serve(tmp_path, "srv-1", "--host", "0.0.0.0", "--port", str(port), "--public",
-                    "--public-url", f"http://127.0.0.1:{port}")
+    public = _serve(
+        tmp_path,
+        "srv-1",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--public",
+        "--public-url",
+        f"http://127.0.0.1:{port}",
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -61,7 +75,7 @@ def test_a_non_loopback_host_needs_public_and_says_why(tmp_path):
         while "?token=" not in printed[-1]:
             printed.append(public.stdout.readline())
         token = printed[-1].split("?token=", 1)[1].split()[0]
-        assert _get(port, "/").startswith(b"HTTP/1.0 403")     # public, and still nobody's without the token
+        assert _get(port, "/").startswith(b"HTTP/1.0 403")  # public, and still nobody's without the token
         first = _get(port, f"/?token={token}")
         assert first.startswith(b"HTTP/1.0 303") and b"HttpOnly" in first and b"SameSite=Strict" in first
         page = _get(port, "/", f"Cookie: cuco_serve_token={token}\r\n")
@@ -72,7 +86,7 @@ def test_a_non_loopback_host_needs_public_and_says_why(tmp_path):
     out = "".join(printed) + out
     assert "WARNING" in out and "without TLS" in out
 
-    with socket.socket() as busy:                  # a port already taken: named, exit 2
+    with socket.socket() as busy:  # a port already taken: named, exit 2
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         taken = _serve(tmp_path, "srv-1", "--port", str(busy.getsockname()[1]))

@@ -20,8 +20,7 @@ async def _settle(pilot) -> None:
     for _ in range(200):
         await app.workers.wait_for_complete()
         main = app.screen_stack[0]
-        if main.query_one("#candidates").row_count and main.query_one("#islands").row_count \
-                and app.summary.evaluated:
+        if main.query_one("#candidates").row_count and main.query_one("#islands").row_count and app.summary.evaluated:
             break
         await pilot.pause(0.05)
     await pilot.app.workers.wait_for_complete()
@@ -40,6 +39,7 @@ def test_main_screen(snap_compare):
         await pilot.press("up")
         await pilot.pause(0.4)
         await _settle(pilot)
+
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
 
 
@@ -48,6 +48,7 @@ def test_main_screen_light_metrics(snap_compare):
         await _settle(pilot)
         pilot.app.query_one("#detail-tabs").active = "tab-metrics"
         await _settle(pilot)
+
     assert snap_compare(make_app("cuco-light"), terminal_size=(100, 30), run_before=run_before)
 
 
@@ -56,6 +57,7 @@ def test_runs_screen(snap_compare):
         await _settle(pilot)
         await pilot.press("r")
         await _settle(pilot)
+
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
 
 
@@ -64,6 +66,7 @@ def test_nodes_screen(snap_compare):
         await _settle(pilot)
         await pilot.press("n")
         await _settle(pilot)
+
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
 
 
@@ -72,35 +75,42 @@ def test_help_screen(snap_compare):
         await _settle(pilot)
         await pilot.press("question_mark")
         await _settle(pilot)
+
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
 
 
 def test_main_screen_100x30(snap_compare):
     """A small terminal: the detail's whole tab bar (short titles) and the caption naming its candidate."""
+
     async def run_before(pilot):
         await _settle(pilot)
         await pilot.press("up")
         await pilot.pause(0.4)
         await _settle(pilot)
+
     assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
 
 
 def test_detail_metrics_100x30(snap_compare):
     """The Metrics tab at 100x30: numbers with units, eff and bound explained below them."""
+
     async def run_before(pilot):
         await _settle(pilot)
-        await pilot.press("up", "up", "right_square_bracket", "right_square_bracket")   # #38: Diff -> Source -> Metrics
+        await pilot.press("up", "up", "right_square_bracket", "right_square_bracket")  # #38: Diff -> Source -> Metrics
         await _settle(pilot)
+
     assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
 
 
 def test_diff_with_a_long_changed_line_100x30(snap_compare):
     """A change at the end of a line longer than the pane: the line wraps and the changed characters are
     marked on both its - and + sides."""
+
     async def run_before(pilot):
         await _settle(pilot)
         await pilot.press("up")
         await _settle(pilot)
         pilot.app.query_one("#detail-diff").parent.scroll_end(animate=False, immediate=True)
         await pilot.pause(0.2)
+
     assert snap_compare(make_app(long_line=True), terminal_size=(100, 30), run_before=run_before)

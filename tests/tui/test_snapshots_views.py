@@ -38,16 +38,19 @@ def test_lineage_screen(snap_compare):
         pilot.app.select_candidate(30)
         await pilot.pause(0.3)
         await _open(pilot, "L", lambda s: getattr(s, "diff_for", None) == 30)
+
     assert snap_compare(_app(), terminal_size=(100, 30), run_before=run_before)
 
 
 def test_configs_screen(snap_compare):
     async def run_before(pilot):
         await _open(pilot, "C", lambda s: getattr(s, "winners", None) is not None)
+
     assert snap_compare(_app(), terminal_size=(100, 24), run_before=run_before)
 
 
 def test_llm_screen(snap_compare):
     async def run_before(pilot):
         await _open(pilot, "M", lambda s: getattr(s, "panel", None) is not None)
+
     assert snap_compare(_app(), terminal_size=(100, 24), run_before=run_before)

@@ -17,7 +17,6 @@ from engine.daemon.daemon import EngineServer
 RUN = "tbl-1"
 
 
-
 def _speedups(home: Path) -> dict[int, float | None]:
     con = sqlite3.connect(home / "cuco.db")
     try:
@@ -39,31 +38,33 @@ async def test_sort_by_key_and_by_clicking_a_header(tmp_path):
         table = app.query_one(CandidatesTable)
         assert await until(lambda: table.row_count == 60)
         table.focus()
-        assert table.row_ids() == sorted(speedups)              # proposal order, newest at the bottom
+        assert table.row_ids() == sorted(speedups)  # proposal order, newest at the bottom
 
-        await pilot.press("s")                                   # sort: speedup, the best on top
+        await pilot.press("s")  # sort: speedup, the best on top
         assert await until(lambda: table.sort == ("speedup", True))
         assert table.row_ids()[0] == ranked[-1][1] and table.selected_id() == ranked[-1][1]
         shown = [float(t.rstrip("x")) for t in _column(table, "speedup") if t]
         assert shown == sorted(shown, reverse=True) and len(shown) == len(ranked)
-        assert _column(table, "speedup")[-1] == ""               # no speedup (failed, incorrect): last
+        assert _column(table, "speedup")[-1] == ""  # no speedup (failed, incorrect): last
         assert "speedup ▼" in str(table.render_line(0).text)
 
-        await pilot.press("S")                                   # reversed: the slowest correct one on top
+        await pilot.press("S")  # reversed: the slowest correct one on top
         assert await until(lambda: table.sort == ("speedup", False))
         assert table.row_ids()[0] == ranked[0][1]
         assert "speedup ▲" in str(table.render_line(0).text)
 
         header = str(table.render_line(0).text)
-        await pilot.click(CandidatesTable, offset=(header.index("isl") + 1, 1))   # the mouse (inside the border): by island
+        await pilot.click(
+            CandidatesTable, offset=(header.index("isl") + 1, 1)
+        )  # the mouse (inside the border): by island
         assert await until(lambda: table.sort == ("island", False))
         islands = [int(t) for t in _column(table, "island")]
         assert islands == sorted(islands) and islands[0] == 0 and islands[-1] == 1
-        await pilot.click(CandidatesTable, offset=(header.index("isl") + 1, 1))   # again: reversed
+        await pilot.click(CandidatesTable, offset=(header.index("isl") + 1, 1))  # again: reversed
         assert await until(lambda: table.sort == ("island", True))
         assert int(_column(table, "island")[0]) == 1
 
-        await pilot.press("s")                                   # sorted by anything: back to proposal order
+        await pilot.press("s")  # sorted by anything: back to proposal order
         assert await until(lambda: table.sort is None)
         assert table.sort is None and table.row_ids() == sorted(speedups)
 
@@ -78,7 +79,9 @@ async def test_jump_to_best_outside_the_window(tmp_path):
     app = CucoApp(tmp_path, RUN)
     async with app.run_test(size=(100, 30)) as pilot:
         table = app.query_one(CandidatesTable)
-        assert await until(lambda: table.row_count == 1000 and app.summary.best is not None and app.summary.best.candidate == 7)
+        assert await until(
+            lambda: table.row_count == 1000 and app.summary.best is not None and app.summary.best.candidate == 7
+        )
         assert 7 not in table.row_ids()
         await pilot.press("b")
         assert await until(lambda: table.selected_id() == 7)
@@ -105,14 +108,26 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
             status["nodes"] = [
                 {"name": "gpu-a", "healthy": True, "quarantined": True, "detail": "3 failures in 300 s"},
                 {"name": "gpu-b", "healthy": False, "quarantined": False, "detail": "connection lost"},
-                {"name": "gpu-c", "healthy": True, "quarantined": False}]
+                {"name": "gpu-c", "healthy": True, "quarantined": False},
+            ]
             engine.status = lambda: status
             async with engine.store.transaction() as tx:
                 await tx.execute("UPDATE candidates SET speedup=1.5, time_ms=6.7, fitness=5000 WHERE id=3")
                 await tx.event(RUN, Best(id=3, speedup=1.5, time_ms=6.7))
                 await tx.execute("UPDATE candidates SET review='needs_review' WHERE id=2 AND run_id=?", (RUN,))
-                await tx.event(RUN, Result(id=2, status="done", correct=True, speedup=None, time_ms=None,
-                                           reason=None, fitness=None, review="needs_review"))
+                await tx.event(
+                    RUN,
+                    Result(
+                        id=2,
+                        status="done",
+                        correct=True,
+                        speedup=None,
+                        time_ms=None,
+                        reason=None,
+                        fitness=None,
+                        review="needs_review",
+                    ),
+                )
             assert await until(lambda: len(_toasts(app)) >= 4, 15), _toasts(app)
             await pilot.pause(0.5)
             texts = _toasts(app)
@@ -121,16 +136,16 @@ async def test_toasts_for_a_new_best_a_lost_node_and_a_candidate_for_review(tmp_
             assert any("gpu-b lost: connection lost" in t for t in texts), texts
             assert not any("gpu-c" in t for t in texts), texts
             review = [t for t in texts if "review" in t]
-            assert len(review) == 1 and "#2" in review[0], texts    # the event and the store: one toast
+            assert len(review) == 1 and "#2" in review[0], texts  # the event and the store: one toast
             # the toast is on the screen, not only in a list
             from textual.widgets._toast import Toast
+
             assert await until(lambda: any("new best #3" in str(w.render()) for w in app.screen.query(Toast)))
             await pilot.press("b")
             assert await until(lambda: app.query_one(CandidatesTable).selected_id() == 3)
             # a node lost later: the next status reply says so
             status["nodes"] = [{"name": "gpu-d", "healthy": False, "quarantined": False, "detail": "ssh: timed out"}]
-            assert await until(lambda: any("gpu-d lost: ssh: timed out" in t for t in _toasts(app)), 15), \
-                _toasts(app)
+            assert await until(lambda: any("gpu-d lost: ssh: timed out" in t for t in _toasts(app)), 15), _toasts(app)
             assert "nodes 0/1 busy" in str(app.query_one("#header").render())
     finally:
         await engine.stop()

@@ -33,9 +33,28 @@ def demo_home(tmp_path_factory) -> Path:
     if shutil.which("g++") is None:
         pytest.skip("needs g++ to build the demo workload")
     home = tmp_path_factory.mktemp("tl-home")
-    proc = subprocess.run([sys.executable, "-m", "cuco_tui.cli", "--home", str(home), "run", "demo", "--headless",
-                           "--max-evals", "3", "--islands", "1", "--name", RUN],
-                          cwd=ROOT, capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuco_tui.cli",
+            "--home",
+            str(home),
+            "run",
+            "demo",
+            "--headless",
+            "--max-evals",
+            "3",
+            "--islands",
+            "1",
+            "--name",
+            RUN,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return home
 
@@ -46,8 +65,11 @@ def _text(view: TimelineView, pane: str) -> str:
 
 async def test_timeline_tab_keys_on_a_real_run(demo_home):
     db = sqlite3.connect(demo_home / DB_NAME)
-    child, parent = db.execute("SELECT id, parent_id FROM candidates WHERE run_id=? AND parent_id IS NOT NULL "
-                               "AND status='done' ORDER BY id LIMIT 1", (RUN,)).fetchone()
+    child, parent = db.execute(
+        "SELECT id, parent_id FROM candidates WHERE run_id=? AND parent_id IS NOT NULL "
+        "AND status='done' ORDER BY id LIMIT 1",
+        (RUN,),
+    ).fetchone()
     db.close()
     app = CucoApp(demo_home, RUN, settings=TuiSettings(theme="cuco-dark"))
     async with app.run_test(size=(140, 40)) as pilot:
@@ -60,14 +82,14 @@ async def test_timeline_tab_keys_on_a_real_run(demo_home):
         text = _text(view, "mine")
         assert f"#{child} tall (1/2)" in text and "overlap" in text and "critical rank" in text
         assert "rank 0" in text and "link 0" in text and "rank 1" in text and "link 1" in text
-        assert "█" in text                                        # something ran, drawn in its colour
+        assert "█" in text  # something ran, drawn in its colour
         whole = view.window()
         view.focus()
         await pilot.press("plus")
         await pilot.pause(0.05)
         assert view.zoom == 2.0 and view.window()[1] - view.window()[0] == pytest.approx((whole[1] - whole[0]) / 2)
         await pilot.press("right", "right", "right", "right")
-        assert view.window()[1] == pytest.approx(whole[1])        # panned to the end of the call, no further
+        assert view.window()[1] == pytest.approx(whole[1])  # panned to the end of the call, no further
         await pilot.press("minus")
         assert view.zoom == 1.0
         await pilot.press("c")
@@ -91,14 +113,34 @@ def synthetic_records(fused: bool, ranks: int = 2) -> dict:
         if fused:
             for k in range(8):
                 t = start + 200 * (k + 1)
-                events.append({"k": "put", "rank": r, "dst": 1 - r, "t0": t, "carried": t, "t1": t + 260,
-                               "bytes": 65536, "helper": False})
+                events.append(
+                    {
+                        "k": "put",
+                        "rank": r,
+                        "dst": 1 - r,
+                        "t0": t,
+                        "carried": t,
+                        "t1": t + 260,
+                        "bytes": 65536,
+                        "helper": False,
+                    }
+                )
             events.append({"k": "wait", "rank": r, "t0": 1610 + start, "t1": 2100, "helper": False})
             ret = 2100.0
         else:
             events.append({"k": "barrier", "rank": r, "t0": 1500 + 100 * r, "t1": 1700, "helper": False})
-            events.append({"k": "put", "rank": r, "dst": 1 - r, "t0": 1700, "carried": 1700, "t1": 3700,
-                           "bytes": 1 << 20, "helper": False})
+            events.append(
+                {
+                    "k": "put",
+                    "rank": r,
+                    "dst": 1 - r,
+                    "t0": 1700,
+                    "carried": 1700,
+                    "t1": 3700,
+                    "bytes": 1 << 20,
+                    "helper": False,
+                }
+            )
             events.append({"k": "wait", "rank": r, "t0": 1701, "t1": 3710, "helper": False})
             ret = 3710.0
         rank_rows.append({"rank": r, "start": start, "return": ret})
@@ -111,7 +153,7 @@ def make_app_with_timelines() -> CucoApp:
     db = sqlite3.connect(home / DB_NAME)
     for (cid,) in db.execute("SELECT id FROM candidates").fetchall():
         for config in ("tall", "square"):
-            raw = synthetic_records(fused=cid % 4 == 0)   # #40 fused, its parent #38 sequential
+            raw = synthetic_records(fused=cid % 4 == 0)  # #40 fused, its parent #38 sequential
             figs = timeline.summarize({config: raw})
             for sql, params in timeline.store_rows(cid, {config: raw}, figs):
                 db.execute(sql, params)
@@ -134,8 +176,15 @@ def test_timeline_tab_snapshot(snap_compare):
         app = pilot.app
         main = app.screen_stack[0]
         # The window, header and islands load in parallel workers: all of them first (as test_snapshots does).
-        assert await until(lambda: main.query_one("#candidates").row_count and main.query_one("#islands").row_count
-                           and app.summary.evaluated, timeout=60, step=0.05)
+        assert await until(
+            lambda: (
+                main.query_one("#candidates").row_count
+                and main.query_one("#islands").row_count
+                and app.summary.evaluated
+            ),
+            timeout=60,
+            step=0.05,
+        )
         await app.workers.wait_for_complete()
         app.query_one("#detail-tabs").active = "tab-timeline"
         app.post_message(CandidateSelected(40))
@@ -148,4 +197,5 @@ def test_timeline_tab_snapshot(snap_compare):
         main.query_one("#candidates").scroll_end(animate=False, immediate=True)
         await pilot.pause(0.3)
         await app.workers.wait_for_complete()
+
     assert snap_compare(make_app_with_timelines(), terminal_size=(160, 40), run_before=run_before)

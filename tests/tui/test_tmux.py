@@ -20,13 +20,16 @@ from engine.store.store import ReadStore
 
 if shutil.which("tmux") is None:
     print("tests/tui/test_tmux.py: skipped: tmux is not installed (apt-get install tmux)")
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("tmux") is None,
-                                 reason="tmux is not installed (apt-get install tmux): no terminal to drive")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux): no terminal to drive"
+    ),
+]
 pytest.importorskip("engine.engine")
 
 REPO = Path(__file__).resolve().parents[2]
-CUCO = [sys.executable, "-m", "cuco_tui.cli"]   # the interpreter running the tests (CI's venv too)
+CUCO = [sys.executable, "-m", "cuco_tui.cli"]  # the interpreter running the tests (CI's venv too)
 
 
 class Tmux:
@@ -35,13 +38,23 @@ class Tmux:
         self.session = "tui"
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.sock, *args], check=True, capture_output=True, text=True,
-                              timeout=20).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.sock, *args], check=True, capture_output=True, text=True, timeout=20
+        ).stdout
 
     def start(self, command: str, env: dict[str, str]) -> None:
         exports = " ".join(f"{k}={v}" for k, v in env.items())
-        self.tmux("new-session", "-d", "-s", self.session, "-x", "80", "-y", "24",
-                  f"cd {REPO} && env -u COLORTERM {exports} {command}; sleep 600")
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            self.session,
+            "-x",
+            "80",
+            "-y",
+            "24",
+            f"cd {REPO} && env -u COLORTERM {exports} {command}; sleep 600",
+        )
 
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", self.session, *keys)
@@ -86,8 +99,13 @@ def _wait(predicate, timeout=60.0):
 
 def test_a_person_in_tmux(tmp_path):
     home = tmp_path / "home"
-    env = {"TERM": "xterm", "TEXTUAL_COLOR_SYSTEM": "standard", "TEXTUAL_ANIMATIONS": "none",
-           "PYTHONPATH": str(REPO), "CUCO_THEME": "cuco-dark"}
+    env = {
+        "TERM": "xterm",
+        "TEXTUAL_COLOR_SYSTEM": "standard",
+        "TEXTUAL_ANIMATIONS": "none",
+        "PYTHONPATH": str(REPO),
+        "CUCO_THEME": "cuco-dark",
+    }
     t = Tmux(tmp_path)
     try:
         t.start(f"{' '.join(CUCO)} run demo --home {home} --max-evals 200 --name demo-tmux", env)
@@ -96,8 +114,20 @@ def test_a_person_in_tmux(tmp_path):
         assert db_ready
         db = ReadStore(home)
         run = "demo-tmux"
-        assert _wait(lambda: (db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN "
-                                          "('done','incorrect','failed')", (run,)) or {"n": 0})["n"] >= 3, 120)
+        assert _wait(
+            lambda: (
+                (
+                    db.fetchone(
+                        "SELECT COUNT(*) AS n FROM candidates WHERE run_id=? AND status IN "
+                        "('done','incorrect','failed')",
+                        (run,),
+                    )
+                    or {"n": 0}
+                )["n"]
+                >= 3
+            ),
+            120,
+        )
         screen = t.wait_live("running", 30)
         info = protocol.live_run_info(home, run)
         assert info is not None
@@ -125,8 +155,12 @@ def test_a_person_in_tmux(tmp_path):
         t.wait_for("Accept candidate", 10)
         t.keys("-l", "looks right")
         t.keys("Enter")
-        assert _wait(lambda: db.fetchone("SELECT COUNT(*) AS n FROM marks WHERE verdict='accept' AND "
-                                         "text='looks right'")["n"] == 1, 20)
+        assert _wait(
+            lambda: (
+                db.fetchone("SELECT COUNT(*) AS n FROM marks WHERE verdict='accept' AND text='looks right'")["n"] == 1
+            ),
+            20,
+        )
 
         # next row: reject, first without a reason (refused), then with one
         t.keys("Down")
@@ -137,8 +171,10 @@ def test_a_person_in_tmux(tmp_path):
         t.wait_for("A reason is required", 10)
         t.keys("-l", "too slow")
         t.keys("Enter")
-        assert _wait(lambda: db.fetchone("SELECT COUNT(*) AS n FROM marks WHERE verdict='reject' AND "
-                                         "text='too slow'")["n"] == 1, 20)
+        assert _wait(
+            lambda: db.fetchone("SELECT COUNT(*) AS n FROM marks WHERE verdict='reject' AND text='too slow'")["n"] == 1,
+            20,
+        )
 
         # the selected candidate's lineage, then the best's: the path from the seed is starred; still 80x24
         # on 16 colours
@@ -146,17 +182,19 @@ def test_a_person_in_tmux(tmp_path):
         screen = t.wait_for("ancestors back to generation 0", 20)
         assert "seed" in screen and all(len(line) <= 80 for line in screen.splitlines()), screen
         assert "esc Back" in screen.splitlines()[-1] and "b Best" in screen.splitlines()[-1], screen
-        def best_id() -> int:   # the run's best by its one definition: the candidate just rejected is not it
+
+        def best_id() -> int:  # the run's best by its one definition: the candidate just rejected is not it
             return best_candidate(db.fetchall, run, "c.id")["id"]
+
         best_before = best_id()
         t.keys("b")
-        screen = t.wait_for("★ ● #", 20)                  # the focus (●) is now on the path to the best (★)
+        screen = t.wait_for("★ ● #", 20)  # the focus (●) is now on the path to the best (★)
         focus = next(line for line in screen.splitlines() if "★ ● #" in line).split("★ ● #")[1].split()[0]
-        assert int(focus) in (best_before, best_id()), screen   # (a job may finish)
+        assert int(focus) in (best_before, best_id()), screen  # (a job may finish)
         rejected = db.fetchone("SELECT candidate_id FROM marks WHERE verdict='reject' AND text='too slow'")
         assert int(focus) != rejected["candidate_id"], screen
         starred = [line for line in screen.splitlines() if "★" in line]
-        assert any("seed" in line for line in starred), screen        # the path reaches generation 0
+        assert any("seed" in line for line in starred), screen  # the path reaches generation 0
         raw = t.screen(escapes=True)
         assert "38;5;" not in raw and "48;5;" not in raw and "38;2;" not in raw and "48;2;" not in raw, raw[:2000]
         t.keys("Escape")
@@ -176,27 +214,34 @@ def test_a_person_in_tmux(tmp_path):
 
         # attach again, resume, then lose the terminal
         t.tmux("kill-server")
-        t.sock += "-again"   # a fresh tmux server: the old one may still be shutting down
+        t.sock += "-again"  # a fresh tmux server: the old one may still be shutting down
         assert _wait(lambda: protocol.live_run_info(home, run) is not None, 5)
         t.start(f"{' '.join(CUCO)} attach {run} --home {home}", env)
         t.wait_live("paused", 30)
         t.keys("Space")
         assert _wait(lambda: db.run(run)["state"] == "running", 30)
-        pids = subprocess.run(["pgrep", "-f", f"cuco_tui.cli attach {run}"], capture_output=True, text=True).stdout.split()
+        pids = subprocess.run(
+            ["pgrep", "-f", f"cuco_tui.cli attach {run}"], capture_output=True, text=True
+        ).stdout.split()
         assert pids
-        t.kill()                                       # the terminal goes away
+        t.kill()  # the terminal goes away
         assert _wait(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 20), "the TUI did not exit"
         info = protocol.live_run_info(home, run)
-        assert info is not None and protocol.pid_alive(info.pid)   # the engine runs on
+        assert info is not None and protocol.pid_alive(info.pid)  # the engine runs on
         evaluated = db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=?", (run,))["n"]
-        assert _wait(lambda: db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=?", (run,))["n"]
-                     > evaluated, 60)
+        assert _wait(
+            lambda: db.fetchone("SELECT COUNT(*) AS n FROM candidates WHERE run_id=?", (run,))["n"] > evaluated, 60
+        )
     finally:
         t.kill()
         info = protocol.live_run_info(home, "demo-tmux")
         if info is not None:
-            subprocess.run([CUCO[0], "-m", "cuco_tui.cli", "stop", "demo-tmux", "--home", str(home)],
-                           cwd=REPO, capture_output=True, timeout=120)
+            subprocess.run(
+                [CUCO[0], "-m", "cuco_tui.cli", "stop", "demo-tmux", "--home", str(home)],
+                cwd=REPO,
+                capture_output=True,
+                timeout=120,
+            )
             _wait(lambda: not protocol.pid_alive(info.pid), 60)
 
 
@@ -213,8 +258,13 @@ def test_resume_attach_restarts_a_dead_engine_and_opens_the_tui(tmp_path):
     os.kill(first.pid, 9)
     assert _wait(lambda: not protocol.pid_alive(first.pid), 20)
 
-    both = subprocess.run([*CUCO, "resume", run, "--attach", "--headless", "--home", str(home)], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    both = subprocess.run(
+        [*CUCO, "resume", run, "--attach", "--headless", "--home", str(home)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert both.returncode == 2 and "choose one" in both.stderr, both.stderr
 
     t = Tmux(tmp_path)

@@ -14,20 +14,41 @@ from .keep_scratch import KeepScratch
 from .lsa_collective import LsaCollective
 from .nccl_register import NcclRegister
 
-REGISTRY: tuple[Rewrite, ...] = (BoundaryFirst(), CommStream(), NcclRegister(), CommConfig(), LsaCollective(),
-                                  KeepScratch(), GraphReplay())
+REGISTRY: tuple[Rewrite, ...] = (
+    BoundaryFirst(),
+    CommStream(),
+    NcclRegister(),
+    CommConfig(),
+    LsaCollective(),
+    KeepScratch(),
+    GraphReplay(),
+)
 BY_NAME = {r.name: r for r in REGISTRY}
 
-__all__ = ["REGISTRY", "BY_NAME", "Edit", "Offer", "Refusal", "Rewritten", "RewriteError", "FactsError", "ScheduleFacts",
-           "build_facts", "facts_from_analysis", "check_all", "rewrite_program"]
+__all__ = [
+    "REGISTRY",
+    "BY_NAME",
+    "Edit",
+    "Offer",
+    "Refusal",
+    "Rewritten",
+    "RewriteError",
+    "FactsError",
+    "ScheduleFacts",
+    "build_facts",
+    "facts_from_analysis",
+    "check_all",
+    "rewrite_program",
+]
 
 
 def check_all(facts: ScheduleFacts) -> list[Offer | Refusal]:
     return [r.check(facts) for r in REGISTRY]
 
 
-def rewrite_program(facts: ScheduleFacts, names: list[str], knobs: dict[str, str] | None = None
-                    ) -> tuple[dict[str, bytes], list[str]]:
+def rewrite_program(
+    facts: ScheduleFacts, names: list[str], knobs: dict[str, str] | None = None
+) -> tuple[dict[str, bytes], list[str]]:
     """The program's files with the named rewrites applied in registry order, and each one's note. The
     facts are read again from the rewritten text before each next rewrite, whose preconditions are checked
     on what the previous ones produced."""

@@ -25,9 +25,9 @@ SCHEDULE_BLOCK = "schedule"
 
 @dataclass
 class Attached:
-    offers: list[Offer | Refusal]        # on the user's program
-    points: list[str]                    # the variants written (rewrites joined by '+')
-    notes: list[str]                     # one line each: what a rewrite does, or why it is not searched
+    offers: list[Offer | Refusal]  # on the user's program
+    points: list[str]  # the variants written (rewrites joined by '+')
+    notes: list[str]  # one line each: what a rewrite does, or why it is not searched
 
 
 def point_name(names: list[str]) -> str:
@@ -75,8 +75,9 @@ def attach_rewrites(prog, root: Path) -> Attached:
     cand_path = root / spec["candidate"]
     cand_key = str(cand_path)
     try:
-        harness = build_harness_facts({cand_key: cand_path.read_bytes()}, cand_key, program.stream,
-                                      list(program.check_macros), program.texts)
+        harness = build_harness_facts(
+            {cand_key: cand_path.read_bytes()}, cand_key, program.stream, list(program.check_macros), program.texts
+        )
         in_harness = {v.rewrite: v for v in check_all(harness)}
     except FactsError as exc:
         harness, in_harness = None, {r.name: Refusal(r.name, str(exc)) for r in REGISTRY}
@@ -84,8 +85,10 @@ def attach_rewrites(prog, root: Path) -> Attached:
     for name in offered:
         v = in_harness[name]
         if isinstance(v, Refusal):
-            notes.append(f"{name}: offered on the program, not searched in the harness ({v.reason}); "
-                         "export --patch can still apply it")
+            notes.append(
+                f"{name}: offered on the program, not searched in the harness ({v.reason}); "
+                "export --patch can still apply it"
+            )
         else:
             searched.append(name)
     points: list[str] = []
@@ -94,7 +97,7 @@ def attach_rewrites(prog, root: Path) -> Attached:
     for k in range(1, len(searched) + 1):
         for subset in itertools.combinations(searched, k):
             names = [r.name for r in REGISTRY if r.name in subset]
-            assert harness is not None   # only rewrites the harness's facts offered are searched
+            assert harness is not None  # only rewrites the harness's facts offered are searched
             try:
                 texts, rnotes = rewrite_program(harness, names)
             except (RewriteError, FactsError) as exc:
@@ -107,8 +110,11 @@ def attach_rewrites(prog, root: Path) -> Attached:
             body = _with_point(bodies[SCHEDULE_BLOCK], point, [n.replace(cand_key, cand_path.name) for n in rnotes])
             # the schedule block always (it names the point); another block where a rewrite changed it (a
             # helper the region calls, in the kernels block)
-            others = "".join(f"// EVOLVE-BLOCK-START {name}\n{b}// EVOLVE-BLOCK-END\n\n" for name, b in bodies.items()
-                             if name != SCHEDULE_BLOCK and b != seed_bodies.get(name))
+            others = "".join(
+                f"// EVOLVE-BLOCK-START {name}\n{b}// EVOLVE-BLOCK-END\n\n"
+                for name, b in bodies.items()
+                if name != SCHEDULE_BLOCK and b != seed_bodies.get(name)
+            )
             (root / rel).write_text(f"{others}// EVOLVE-BLOCK-START {SCHEDULE_BLOCK}\n{body}// EVOLVE-BLOCK-END\n")
             variants.append({"name": f"rw_{point.replace('+', '_')}", "file": rel, "point": {DIMENSION: point}})
             points.append(point)
@@ -121,8 +127,9 @@ def attach_rewrites(prog, root: Path) -> Attached:
         ds["archive"] = [DIMENSION, *ds.get("archive", [])]
         spec["variants"] = [*spec.get("variants", []), *variants]
     spec["program"] = {
-        "files": [{"path": os.path.abspath(p), "sha256": hashlib.sha256(t).hexdigest()}
-                  for p, t in program.texts.items()],
+        "files": [
+            {"path": os.path.abspath(p), "sha256": hashlib.sha256(t).hexdigest()} for p, t in program.texts.items()
+        ],
         "region": f"{os.path.abspath(program.path)}:{program.line_of(program.loop_start)}",
         "stream": program.stream,
         "check_macros": list(program.check_macros),
@@ -138,10 +145,13 @@ def attach_rewrites(prog, root: Path) -> Attached:
 def program_facts(spec: dict, where: str) -> ScheduleFacts:
     """The user's program as init saw it (refused if a file changed since: the patch would not apply)."""
     from .facts import build_facts
+
     prog = spec.get("program")
     if not isinstance(prog, dict):
-        raise RewriteError(f"{where}: the workload records no program (it was not made by cuco init from your "
-                           "files): there is nothing to patch")
+        raise RewriteError(
+            f"{where}: the workload records no program (it was not made by cuco init from your "
+            "files): there is nothing to patch"
+        )
     texts = {}
     for f in prog["files"]:
         p = Path(f["path"])

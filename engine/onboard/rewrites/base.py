@@ -36,6 +36,7 @@ class Rewritten:
     """What a rewrite does, apart from where it lands: edits of the region's statements, the state its new
     code keeps across iterations (declarations), what runs once before and after the region, and edits
     only the user's whole program has (its communicator's creation: the harness makes its own)."""
+
     edits: list[Edit]
     note: str
     members: list[str] = field(default_factory=list)
@@ -43,7 +44,7 @@ class Rewritten:
     teardown: list[str] = field(default_factory=list)
     program_only: list[Edit] = field(default_factory=list)
     headers: list[str] = field(default_factory=list)
-    definitions: list[str] = field(default_factory=list)   # file-scope code (a kernel) before the region's function
+    definitions: list[str] = field(default_factory=list)  # file-scope code (a kernel) before the region's function
 
 
 class RewriteError(ValueError):
@@ -71,7 +72,7 @@ def apply_edits(texts: dict[str, bytes], edits: list[Edit]) -> dict[str, bytes]:
                 raise RewriteError(f"{path}: overlapping edits at bytes {a.start}-{a.end} and {b.start}-{b.end}")
         data = out[path]
         for e in reversed(es):
-            data = data[:e.start] + e.text.encode() + data[e.end:]
+            data = data[: e.start] + e.text.encode() + data[e.end :]
         out[path] = data
     return out
 
@@ -81,11 +82,18 @@ def place(facts: ScheduleFacts, r: Rewritten) -> list[Edit]:
     the timer that precedes the loop, teardown after the loop) or the harness's Program (state as members,
     set-up at the end of setup(), teardown at the start of teardown())."""
     edits = list(r.edits)
-    if facts.members_at is None or facts.teardown_at is None:   # the user's program (the harness's sets both)
+    if facts.members_at is None or facts.teardown_at is None:  # the user's program (the harness's sets both)
         li = facts.loop_indent
         lines = r.members + r.setup
         if lines:
-            edits.append(Edit(facts.path, facts.setup_at, facts.setup_at, "".join(f"{li}{x}\n" for x in "\n".join(lines).split("\n"))))
+            edits.append(
+                Edit(
+                    facts.path,
+                    facts.setup_at,
+                    facts.setup_at,
+                    "".join(f"{li}{x}\n" for x in "\n".join(lines).split("\n")),
+                )
+            )
         if r.teardown:
             at = facts.after_loop_at or facts.loop_end
             edits.append(Edit(facts.path, at, at, "".join(f"\n{li}{x}" for x in r.teardown)))
@@ -107,8 +115,14 @@ def place(facts: ScheduleFacts, r: Rewritten) -> list[Edit]:
     if r.members:
         edits.append(Edit(facts.path, facts.members_at, facts.members_at, "".join(f"  {x}\n" for x in r.members)))
     if r.setup:
-        edits.append(Edit(facts.path, facts.setup_at, facts.setup_at,
-                          "".join(f"    {x}\n" for x in "\n".join(r.setup).split("\n"))))
+        edits.append(
+            Edit(
+                facts.path,
+                facts.setup_at,
+                facts.setup_at,
+                "".join(f"    {x}\n" for x in "\n".join(r.setup).split("\n")),
+            )
+        )
     if r.teardown:
         edits.append(Edit(facts.path, facts.teardown_at, facts.teardown_at, "".join(f"\n    {x}" for x in r.teardown)))
     return edits
@@ -131,10 +145,13 @@ def priority_stream(facts: ScheduleFacts, name: str, purpose: str, events: list[
         f"{{   // cuco rewrite {name}: a high-priority stream for {purpose}, events to order it",
         "    int cuco_least = 0, cuco_greatest = 0;",
         "    " + facts.wrap_cuda("cudaDeviceGetStreamPriorityRange(&cuco_least, &cuco_greatest)"),
-        "    " + facts.wrap_cuda("cudaStreamCreateWithPriority(&cuco_comm_stream, cudaStreamNonBlocking, cuco_greatest)"),
+        "    "
+        + facts.wrap_cuda("cudaStreamCreateWithPriority(&cuco_comm_stream, cudaStreamNonBlocking, cuco_greatest)"),
         *("    " + facts.wrap_cuda(f"cudaEventCreateWithFlags(&{e}, cudaEventDisableTiming)") for e in events),
         "}",
     ]
-    teardown = [*(facts.wrap_cuda(f"cudaEventDestroy({e})") for e in events),
-                facts.wrap_cuda("cudaStreamDestroy(cuco_comm_stream)")]
+    teardown = [
+        *(facts.wrap_cuda(f"cudaEventDestroy({e})") for e in events),
+        facts.wrap_cuda("cudaStreamDestroy(cuco_comm_stream)"),
+    ]
     return setup, teardown

@@ -23,8 +23,16 @@ def _norm(text: str) -> str:
 
 
 def _row_forms(buf: str, row: str, width: str) -> set[str]:
-    forms = {f"{buf}+{row}*{width}", f"{buf}+({row})*{width}", f"{buf}+{width}*{row}", f"{buf}+{width}*({row})",
-             f"{buf}+({row}*{width})", f"{buf}+({width}*{row})", f"&{buf}[{row}*{width}]", f"&{buf}[({row})*{width}]"}
+    forms = {
+        f"{buf}+{row}*{width}",
+        f"{buf}+({row})*{width}",
+        f"{buf}+{width}*{row}",
+        f"{buf}+{width}*({row})",
+        f"{buf}+({row}*{width})",
+        f"{buf}+({width}*{row})",
+        f"&{buf}[{row}*{width}]",
+        f"&{buf}[({row})*{width}]",
+    }
     return {_norm(f) for f in forms}
 
 
@@ -33,11 +41,17 @@ def _group(facts: ScheduleFacts) -> tuple[int, int, list[tuple[int, Call]]] | st
     starts = [i for i, s in enumerate(facts.stmts) if any(c.name == "ncclGroupStart" for c in s.calls)]
     ends = [i for i, s in enumerate(facts.stmts) if any(c.name == "ncclGroupEnd" for c in s.calls)]
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        return ("the region's own statements hold no single ncclGroupStart ... ncclGroupEnd bracket of sends "
-                "and receives (one inside a called function is not rewritten)")
+        return (
+            "the region's own statements hold no single ncclGroupStart ... ncclGroupEnd bracket of sends "
+            "and receives (one inside a called function is not rewritten)"
+        )
     calls = [(i, c) for i in range(starts[0] + 1, ends[0]) for c in facts.stmts[i].calls if c.name in P2P]
-    others = [c.name for i in range(starts[0] + 1, ends[0]) for c in facts.stmts[i].calls
-              if c.name.startswith("nccl") and c.name not in P2P]
+    others = [
+        c.name
+        for i in range(starts[0] + 1, ends[0])
+        for c in facts.stmts[i].calls
+        if c.name.startswith("nccl") and c.name not in P2P
+    ]
     if not calls or others:
         return "the group holds other calls than ncclSend/ncclRecv" if others else "the group holds no send or receive"
     for _, c in calls:
@@ -69,7 +83,7 @@ def plan(facts: ScheduleFacts) -> dict | str:
             if len(w.params) != len(call.args):
                 reasons.append(f"{call.name}: {len(call.args)} arguments for {len(w.params)} parameters")
                 continue
-            if _norm(stmt.text.rstrip(";")) != _norm(facts.text[call.start:call.end].decode()):
+            if _norm(stmt.text.rstrip(";")) != _norm(facts.text[call.start : call.end].decode()):
                 reasons.append(f"{facts.path}:{stmt.line}: the call to {call.name} is part of a larger statement")
                 continue
             stream_i = [k for k, p in enumerate(w.params) if p.stream]
@@ -92,21 +106,37 @@ def plan(facts: ScheduleFacts) -> dict | str:
                     halo = {buf} | _row_forms(buf, hi, width) | _row_forms(buf, f"{lo}-1", width)
                     bad = [c for c in recvs if _norm(c.args[0].text) not in halo]
                     if bad:
-                        reasons.append(f"{facts.path}:{bad[0].line}: a receive writes {bad[0].args[0].text}, "
-                                       "not a halo row outside the range the interior computes")
+                        reasons.append(
+                            f"{facts.path}:{bad[0].line}: a receive writes {bad[0].args[0].text}, "
+                            "not a halo row outside the range the interior computes"
+                        )
                         continue
                     if not read_only or buf in read_only:
-                        reasons.append(f"{facts.path}:{stmt.line}: {call.name} reads {buf} as well as writing it "
-                                       "(in place): the interior would read rows the boundary launches change")
+                        reasons.append(
+                            f"{facts.path}:{stmt.line}: {call.name} reads {buf} as well as writing it "
+                            "(in place): the interior would read rows the boundary launches change"
+                        )
                         continue
-                    return dict(stmt=i, call=call, wrapper=w, lo_arg=k, hi_arg=k + 1, stream_arg=stream_i[0],
-                                buffer=buf, g_start=g_start, g_end=g_end, p2p=p2p)
+                    return dict(
+                        stmt=i,
+                        call=call,
+                        wrapper=w,
+                        lo_arg=k,
+                        hi_arg=k + 1,
+                        stream_arg=stream_i[0],
+                        buffer=buf,
+                        g_start=g_start,
+                        g_end=g_end,
+                        p2p=p2p,
+                    )
         if stmt.host_sync:
             break
     if reasons:
         return reasons[0]
-    return ("no launch wrapper before the group writes the rows it sends through a row-range argument "
-            "(a direct <<<>>> launch computes its grid at the call, so it cannot be split here)")
+    return (
+        "no launch wrapper before the group writes the rows it sends through a row-range argument "
+        "(a direct <<<>>> launch computes its grid at the call, so it cannot be split here)"
+    )
 
 
 class BoundaryFirst:
@@ -118,8 +148,11 @@ class BoundaryFirst:
         if isinstance(p, str):
             return Refusal(NAME, p)
         c = p["call"]
-        return Offer(NAME, f"{c.name} at {facts.path}:{c.line} split at rows {c.args[p['lo_arg']].text} and "
-                           f"{c.args[p['hi_arg']].text}-1; the group on a high-priority stream")
+        return Offer(
+            NAME,
+            f"{c.name} at {facts.path}:{c.line} split at rows {c.args[p['lo_arg']].text} and "
+            f"{c.args[p['hi_arg']].text}-1; the group on a high-priority stream",
+        )
 
     def rewrite(self, facts: ScheduleFacts, knobs: dict[str, str]) -> Rewritten:
         p = plan(facts)
@@ -135,32 +168,50 @@ class BoundaryFirst:
             return f"{call.name}({', '.join(args)});"
 
         stmt = facts.stmts[p["stmt"]]
-        split = "\n".join([
-            f"// cuco rewrite {NAME}: the rows the halo exchange sends first, on the communication stream",
-            facts.wrap_cuda(f"cudaEventRecord(cuco_ready, {s})"),
-            facts.wrap_cuda("cudaStreamWaitEvent(cuco_comm_stream, cuco_ready, 0)"),
-            launch(lo, f"({lo}) + 1", "cuco_comm_stream"),
-            launch(f"({hi}) - 1", hi, "cuco_comm_stream"),
-            facts.wrap_cuda("cudaEventRecord(cuco_boundary_done, cuco_comm_stream)"),
-            launch(f"({lo}) + 1", f"({hi}) - 1", s),
-            facts.wrap_cuda(f"cudaStreamWaitEvent({s}, cuco_boundary_done, 0)"),
-        ]).replace("\n", "\n" + ind)
+        split = "\n".join(
+            [
+                f"// cuco rewrite {NAME}: the rows the halo exchange sends first, on the communication stream",
+                facts.wrap_cuda(f"cudaEventRecord(cuco_ready, {s})"),
+                facts.wrap_cuda("cudaStreamWaitEvent(cuco_comm_stream, cuco_ready, 0)"),
+                launch(lo, f"({lo}) + 1", "cuco_comm_stream"),
+                launch(f"({hi}) - 1", hi, "cuco_comm_stream"),
+                facts.wrap_cuda("cudaEventRecord(cuco_boundary_done, cuco_comm_stream)"),
+                launch(f"({lo}) + 1", f"({hi}) - 1", s),
+                facts.wrap_cuda(f"cudaStreamWaitEvent({s}, cuco_boundary_done, 0)"),
+            ]
+        ).replace("\n", "\n" + ind)
         edits = [Edit(facts.path, stmt.start, stmt.end, split)]
         for _, c in p["p2p"]:
             a = c.args[5]
             edits.append(Edit(facts.path, a.start, a.end, "cuco_comm_stream"))
         end_stmt = facts.stmts[p["g_end"]]
-        edits.append(Edit(facts.path, end_stmt.end, end_stmt.end, "\n" + ind + "\n".join([
-            facts.wrap_cuda("cudaEventRecord(cuco_comm_done, cuco_comm_stream)"),
-            facts.wrap_cuda(f"cudaStreamWaitEvent({s}, cuco_comm_done, 0)"),
-        ]).replace("\n", "\n" + ind)))
-        members = [f"cudaStream_t cuco_comm_stream{{}};   // cuco rewrite {NAME}: the halo exchange's stream",
-                   "cudaEvent_t cuco_ready{}, cuco_boundary_done{}, cuco_comm_done{};"]
-        setup, teardown = priority_stream(facts, NAME, "the halo exchange",
-                                          ["cuco_ready", "cuco_boundary_done", "cuco_comm_done"])
-        note = (f"{NAME}: {call.name} ({facts.path}:{call.line}) split into rows {lo} and {hi}-1 on a "
-                f"high-priority stream (cuco_comm_stream), then the interior {lo}+1..{hi}-2 on {s}; the "
-                f"send/recv group moved to cuco_comm_stream after the boundary rows; {s} waits for the boundary "
-                "rows (before anything after the launch) and for the exchange (after the group). Needs at "
-                "least 3 rows per rank.")
+        edits.append(
+            Edit(
+                facts.path,
+                end_stmt.end,
+                end_stmt.end,
+                "\n"
+                + ind
+                + "\n".join(
+                    [
+                        facts.wrap_cuda("cudaEventRecord(cuco_comm_done, cuco_comm_stream)"),
+                        facts.wrap_cuda(f"cudaStreamWaitEvent({s}, cuco_comm_done, 0)"),
+                    ]
+                ).replace("\n", "\n" + ind),
+            )
+        )
+        members = [
+            f"cudaStream_t cuco_comm_stream{{}};   // cuco rewrite {NAME}: the halo exchange's stream",
+            "cudaEvent_t cuco_ready{}, cuco_boundary_done{}, cuco_comm_done{};",
+        ]
+        setup, teardown = priority_stream(
+            facts, NAME, "the halo exchange", ["cuco_ready", "cuco_boundary_done", "cuco_comm_done"]
+        )
+        note = (
+            f"{NAME}: {call.name} ({facts.path}:{call.line}) split into rows {lo} and {hi}-1 on a "
+            f"high-priority stream (cuco_comm_stream), then the interior {lo}+1..{hi}-2 on {s}; the "
+            f"send/recv group moved to cuco_comm_stream after the boundary rows; {s} waits for the boundary "
+            "rows (before anything after the launch) and for the exchange (after the group). Needs at "
+            "least 3 rows per rank."
+        )
         return Rewritten(edits, note, members, setup, teardown)

@@ -20,8 +20,10 @@ def _single_init(facts: ScheduleFacts) -> tuple[Call, tuple[int, int]] | str:
     if not inits:
         return "the file makes no communicator (ncclCommInitRank)"
     if facts.comm_init is None:
-        return (f"{facts.path}:{inits[0].line}: {inits[0].name}; only a single ncclCommInitRank is rewritten "
-                "(a config is already given, or there are several communicators)")
+        return (
+            f"{facts.path}:{inits[0].line}: {inits[0].name}; only a single ncclCommInitRank is rewritten "
+            "(a config is already given, or there are several communicators)"
+        )
     if len(facts.comm_init.args) != 4 or facts.comm_init_stmt is None:
         return f"{facts.path}:{facts.comm_init.line}: ncclCommInitRank is not a statement of its own"
     return facts.comm_init, facts.comm_init_stmt
@@ -36,8 +38,11 @@ class CommConfig:
         if isinstance(found, str):
             return Refusal(NAME, found)
         init, _ = found
-        return Offer(NAME, f"ncclCommInitRank at {facts.path}:{init.line} with a ncclConfig_t",
-                     knobs={"comm_ctas": CTAS, "nccl_proto": PROTOCOLS})
+        return Offer(
+            NAME,
+            f"ncclCommInitRank at {facts.path}:{init.line} with a ncclConfig_t",
+            knobs={"comm_ctas": CTAS, "nccl_proto": PROTOCOLS},
+        )
 
     def rewrite(self, facts: ScheduleFacts, knobs: dict[str, str]) -> Rewritten:
         found = _single_init(facts)
@@ -49,21 +54,28 @@ class CommConfig:
         init, (start, _) = found
         line_start = facts.text.rfind(b"\n", 0, start) + 1
         ind = facts.text[line_start:start].decode()
-        lines = [f"// cuco rewrite {NAME}: communicator knobs (comm_ctas={ctas}, nccl_proto={proto})",
-                 "ncclConfig_t cuco_config = NCCL_CONFIG_INITIALIZER;"]
+        lines = [
+            f"// cuco rewrite {NAME}: communicator knobs (comm_ctas={ctas}, nccl_proto={proto})",
+            "ncclConfig_t cuco_config = NCCL_CONFIG_INITIALIZER;",
+        ]
         if ctas != "default":
             lines += [f"cuco_config.minCTAs = {ctas};", f"cuco_config.maxCTAs = {ctas};"]
         if proto != "default":
             lines.append(f'setenv("NCCL_PROTO", "{proto}", 0);   // an NCCL_PROTO already exported wins')
         pre = "".join(f"{line}\n{ind}" for line in lines)
         args = ", ".join(a.text for a in init.args)
-        edits = [Edit(facts.path, start, start, pre),
-                 Edit(facts.path, init.start, init.end, f"ncclCommInitRankConfig({args}, &cuco_config)")]
+        edits = [
+            Edit(facts.path, start, start, pre),
+            Edit(facts.path, init.start, init.end, f"ncclCommInitRankConfig({args}, &cuco_config)"),
+        ]
         if proto != "default" and b"<cstdlib>" not in facts.text and b"<stdlib.h>" not in facts.text:
             at = facts.text.find(b"#include")
             at = 0 if at < 0 else facts.text.find(b"\n", at) + 1
             edits.append(Edit(facts.path, at, at, "#include <cstdlib>\n"))
-        note = (f"{NAME}: ncclCommInitRank ({facts.path}:{init.line}) now ncclCommInitRankConfig with "
-                f"minCTAs = maxCTAs = {ctas}" + (f", NCCL_PROTO={proto} unless already set" if proto != "default" else "")
-                + (" (CTAs left to NCCL)" if ctas == "default" else ""))
+        note = (
+            f"{NAME}: ncclCommInitRank ({facts.path}:{init.line}) now ncclCommInitRankConfig with "
+            f"minCTAs = maxCTAs = {ctas}"
+            + (f", NCCL_PROTO={proto} unless already set" if proto != "default" else "")
+            + (" (CTAs left to NCCL)" if ctas == "default" else "")
+        )
         return Rewritten([], note, program_only=edits)

@@ -15,8 +15,17 @@ from .base import Edit, Offer, Refusal, RewriteError, Rewritten, priority_stream
 from .facts import ScheduleFacts
 
 NAME = "comm_stream"
-COLLECTIVES = {"ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclReduce",
-               "ncclAlltoAll", "ncclBcast", "ncclSend", "ncclRecv"}
+COLLECTIVES = {
+    "ncclAllReduce",
+    "ncclAllGather",
+    "ncclReduceScatter",
+    "ncclBroadcast",
+    "ncclReduce",
+    "ncclAlltoAll",
+    "ncclBcast",
+    "ncclSend",
+    "ncclRecv",
+}
 DATA_ARGS = {"ncclSend": (0,), "ncclRecv": (0,), "ncclBcast": (0,)}
 _BASE = re.compile(r"^\s*\(?\s*&?\s*([A-Za-z_]\w*)")
 
@@ -33,8 +42,11 @@ def _step(facts: ScheduleFacts) -> tuple[int, int] | str:
     if starts or ends:
         return "the region has more than one ncclGroupStart ... ncclGroupEnd bracket"
     if len(comm) != 1:
-        return ("the region's own statements hold no communication step" if not comm else
-                "the region has more than one collective outside a group")
+        return (
+            "the region's own statements hold no communication step"
+            if not comm
+            else "the region has more than one collective outside a group"
+        )
     return comm[0], comm[0]
 
 
@@ -47,8 +59,10 @@ def _streams(facts: ScheduleFacts) -> list[str]:
 def plan(facts: ScheduleFacts) -> dict | str:
     streams = _streams(facts)
     if len(streams) > 1:
-        return (f"the region already runs on several streams ({', '.join(streams)}): its communication "
-                "schedule is the program's own")
+        return (
+            f"the region already runs on several streams ({', '.join(streams)}): its communication "
+            "schedule is the program's own"
+        )
     step = _step(facts)
     if isinstance(step, str):
         return step
@@ -69,12 +83,15 @@ def plan(facts: ScheduleFacts) -> dict | str:
         if s.host_sync or buffers & set(s.names):
             join = i
             break
-    between = [s for s in facts.stmts[last + 1:join] if s.device]
+    between = [s for s in facts.stmts[last + 1 : join] if s.device]
     if not between:
         nxt = facts.stmts[join] if join < len(facts.stmts) else None
-        why = (f"the next statement ({facts.path}:{nxt.line}) "
-               + ("synchronises the host" if nxt.host_sync else f"uses {', '.join(sorted(buffers & set(nxt.names)))}")
-               if nxt else "nothing follows it in the iteration")
+        why = (
+            f"the next statement ({facts.path}:{nxt.line}) "
+            + ("synchronises the host" if nxt.host_sync else f"uses {', '.join(sorted(buffers & set(nxt.names)))}")
+            if nxt
+            else "nothing follows it in the iteration"
+        )
         return f"no device work lies between the communication and what depends on it: {why}; nothing would overlap"
     return dict(first=first, last=last, calls=calls, buffers=sorted(buffers), join=join, between=between)
 
@@ -88,8 +105,9 @@ class CommStream:
         if isinstance(p, str):
             return Refusal(NAME, p)
         lines = ", ".join(str(s.line) for s in p["between"])
-        return Offer(NAME, f"{p['calls'][0].name} at {facts.path}:{p['calls'][0].line} beside the device work at "
-                           f"line(s) {lines}")
+        return Offer(
+            NAME, f"{p['calls'][0].name} at {facts.path}:{p['calls'][0].line} beside the device work at line(s) {lines}"
+        )
 
     def rewrite(self, facts: ScheduleFacts, knobs: dict[str, str]) -> Rewritten:
         p = plan(facts)
@@ -97,29 +115,57 @@ class CommStream:
             raise RewriteError(f"{NAME}: {p}")
         ind, s = facts.indent, facts.stream
         first, last = facts.stmts[p["first"]], facts.stmts[p["last"]]
-        edits = [Edit(facts.path, first.start, first.start, "\n".join([
-            f"// cuco rewrite {NAME}: the communication on its own high-priority stream",
-            facts.wrap_cuda(f"cudaEventRecord(cuco_ready, {s})"),
-            facts.wrap_cuda("cudaStreamWaitEvent(cuco_comm_stream, cuco_ready, 0)"), ""]).replace("\n", "\n" + ind))]
+        edits = [
+            Edit(
+                facts.path,
+                first.start,
+                first.start,
+                "\n".join(
+                    [
+                        f"// cuco rewrite {NAME}: the communication on its own high-priority stream",
+                        facts.wrap_cuda(f"cudaEventRecord(cuco_ready, {s})"),
+                        facts.wrap_cuda("cudaStreamWaitEvent(cuco_comm_stream, cuco_ready, 0)"),
+                        "",
+                    ]
+                ).replace("\n", "\n" + ind),
+            )
+        ]
         for c in p["calls"]:
             a = c.args[-1]
             edits.append(Edit(facts.path, a.start, a.end, "cuco_comm_stream"))
-        edits.append(Edit(facts.path, last.end, last.end,
-                          "\n" + ind + facts.wrap_cuda("cudaEventRecord(cuco_comm_done, cuco_comm_stream)")))
-        join = ("\n".join([f"// cuco rewrite {NAME}: what follows uses the communication's buffers",
-                           facts.wrap_cuda(f"cudaStreamWaitEvent({s}, cuco_comm_done, 0)")]))
+        edits.append(
+            Edit(
+                facts.path,
+                last.end,
+                last.end,
+                "\n" + ind + facts.wrap_cuda("cudaEventRecord(cuco_comm_done, cuco_comm_stream)"),
+            )
+        )
+        join = "\n".join(
+            [
+                f"// cuco rewrite {NAME}: what follows uses the communication's buffers",
+                facts.wrap_cuda(f"cudaStreamWaitEvent({s}, cuco_comm_done, 0)"),
+            ]
+        )
         if p["join"] < len(facts.stmts):
             at = facts.stmts[p["join"]].start
             edits.append(Edit(facts.path, at, at, join.replace("\n", "\n" + ind) + "\n" + ind))
         else:
             at = facts.stmts[-1].end
             edits.append(Edit(facts.path, at, at, "\n" + ind + join.replace("\n", "\n" + ind)))
-        members = [f"cudaStream_t cuco_comm_stream{{}};   // cuco rewrite {NAME}: the communication's stream",
-                   "cudaEvent_t cuco_ready{}, cuco_comm_done{};"]
+        members = [
+            f"cudaStream_t cuco_comm_stream{{}};   // cuco rewrite {NAME}: the communication's stream",
+            "cudaEvent_t cuco_ready{}, cuco_comm_done{};",
+        ]
         setup, teardown = priority_stream(facts, NAME, "the communication", ["cuco_ready", "cuco_comm_done"])
-        where = (f"before line {facts.stmts[p['join']].line}" if p["join"] < len(facts.stmts)
-                 else "at the end of the iteration")
-        note = (f"{NAME}: {', '.join(sorted({c.name for c in p['calls']}))} ({facts.path}:{p['calls'][0].line}) on a "
-                f"high-priority stream (cuco_comm_stream) after an event on {s}; {s} waits for it {where}, so the "
-                f"device work at line(s) {', '.join(str(x.line) for x in p['between'])} runs beside it")
+        where = (
+            f"before line {facts.stmts[p['join']].line}"
+            if p["join"] < len(facts.stmts)
+            else "at the end of the iteration"
+        )
+        note = (
+            f"{NAME}: {', '.join(sorted({c.name for c in p['calls']}))} ({facts.path}:{p['calls'][0].line}) on a "
+            f"high-priority stream (cuco_comm_stream) after an event on {s}; {s} waits for it {where}, so the "
+            f"device work at line(s) {', '.join(str(x.line) for x in p['between'])} runs beside it"
+        )
         return Rewritten(edits, note, members, setup, teardown)

@@ -15,13 +15,42 @@ from pathlib import Path
 
 from ..source import _parser, call_args, call_name, kernel_config, walk
 
-HOST_SYNC_CALLS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-                   "cudaMemcpy2D", "cudaMemset", "cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost",
-                   "cudaStreamQuery", "cudaEventQuery", "cudaDeviceReset"}
-STREAM_ORDERED = {"cudaMemsetAsync", "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpyPeerAsync",
-                  "cudaEventRecord", "cudaStreamWaitEvent", "cudaLaunchKernel", "cudaGraphLaunch",
-                  "ncclGroupStart", "ncclGroupEnd", "ncclSend", "ncclRecv", "ncclAllReduce", "ncclAllGather",
-                  "ncclReduceScatter", "ncclBroadcast", "ncclReduce", "ncclAlltoAll", "ncclBcast"}
+HOST_SYNC_CALLS = {
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cudaMemset",
+    "cudaMalloc",
+    "cudaFree",
+    "cudaMallocHost",
+    "cudaFreeHost",
+    "cudaStreamQuery",
+    "cudaEventQuery",
+    "cudaDeviceReset",
+}
+STREAM_ORDERED = {
+    "cudaMemsetAsync",
+    "cudaMemcpyAsync",
+    "cudaMemcpy2DAsync",
+    "cudaMemcpyPeerAsync",
+    "cudaEventRecord",
+    "cudaStreamWaitEvent",
+    "cudaLaunchKernel",
+    "cudaGraphLaunch",
+    "ncclGroupStart",
+    "ncclGroupEnd",
+    "ncclSend",
+    "ncclRecv",
+    "ncclAllReduce",
+    "ncclAllGather",
+    "ncclReduceScatter",
+    "ncclBroadcast",
+    "ncclReduce",
+    "ncclAlltoAll",
+    "ncclBcast",
+}
 P2P = {"ncclSend", "ncclRecv"}
 CONTROL_FLOW = re.compile(rb"\b(break|continue|return|goto)\b")
 
@@ -48,25 +77,25 @@ class Call:
 
 @dataclass(frozen=True)
 class Stmt:
-    start: int                 # byte range in the region's file (the statement as written)
+    start: int  # byte range in the region's file (the statement as written)
     end: int
     line: int
     text: str
     calls: tuple[Call, ...]
-    device: bool               # enqueues work on a stream (an async call, a launch, a wrapper call)
-    host_sync: bool            # waits for the device or for other ranks (MPI), or allocates/frees
+    device: bool  # enqueues work on a stream (an async call, a launch, a wrapper call)
+    host_sync: bool  # waits for the device or for other ranks (MPI), or allocates/frees
     declares: tuple[str, ...]
-    writes: tuple[str, ...]    # host names it assigns, increments, swaps, or hands out by address
-    names: tuple[str, ...]     # every identifier it mentions
+    writes: tuple[str, ...]  # host names it assigns, increments, swaps, or hands out by address
+    names: tuple[str, ...]  # every identifier it mentions
     masked_macro: bool = False
-    sync_calls: tuple[str, ...] = ()   # what makes it a host synchronisation (followed into helpers)
+    sync_calls: tuple[str, ...] = ()  # what makes it a host synchronisation (followed into helpers)
 
 
 @dataclass(frozen=True)
 class Param:
     name: str
     type: str
-    written: bool              # a pointer to non-const: the launch may write through it
+    written: bool  # a pointer to non-const: the launch may write through it
     pointer: bool
     stream: bool
 
@@ -75,6 +104,7 @@ class Param:
 class Wrapper:
     """A host function of the program that launches a kernel: a launch the rewrites can call again with
     other arguments (a row range), since it computes its own grid from them."""
+
     name: str
     params: tuple[Param, ...]
     at: str
@@ -82,31 +112,31 @@ class Wrapper:
 
 @dataclass
 class ScheduleFacts:
-    path: str                              # the file holding the region
-    texts: dict[str, bytes]                # every file of the program, as written
-    loop_start: int                        # the region's loop statement
+    path: str  # the file holding the region
+    texts: dict[str, bytes]  # every file of the program, as written
+    loop_start: int  # the region's loop statement
     loop_end: int
-    body_start: int                        # just after the loop body's `{`
-    body_end: int                          # the loop body's `}`
-    indent: str                            # the body's statements' indentation
+    body_start: int  # just after the loop body's `{`
+    body_end: int  # the loop body's `}`
+    indent: str  # the body's statements' indentation
     loop_indent: str
-    stream: str                            # the region's stream
+    stream: str  # the region's stream
     stmts: tuple[Stmt, ...]
-    cuda_check: str | None                 # the user's macro around CUDA calls, if any
+    cuda_check: str | None  # the user's macro around CUDA calls, if any
     nccl_check: str | None
     wrappers: dict[str, Wrapper]
-    setup_at: int                          # where set-up code goes: before the timer that precedes the loop
-    comm_init: Call | None                 # the one ncclCommInitRank of the file, if one
+    setup_at: int  # where set-up code goes: before the timer that precedes the loop
+    comm_init: Call | None  # the one ncclCommInitRank of the file, if one
     comm_init_stmt: tuple[int, int] | None
-    calls: tuple[Call, ...]                # every call of the region's file (allocation, free, ...)
-    call_stmts: dict[int, tuple[int, int]] = field(default_factory=dict)   # call start -> its statement's range
+    calls: tuple[Call, ...]  # every call of the region's file (allocation, free, ...)
+    call_stmts: dict[int, tuple[int, int]] = field(default_factory=dict)  # call start -> its statement's range
     check_macros: tuple[str, ...] = ()
-    members_at: int | None = None          # the harness's Program: where members go (None: the user's program)
+    members_at: int | None = None  # the harness's Program: where members go (None: the user's program)
     teardown_at: int | None = None
-    program: dict[str, bytes] = field(default_factory=dict)   # the user's files (harness target: for wrappers)
-    function: tuple[int, int] = (0, 0)     # the function that holds the region (its locals are the region's)
-    after_loop_at: int = 0                 # where teardown goes: after the loop and the timer's stop
-    repeats: bool = True                   # a loop; False: a timed straight-line section that runs once
+    program: dict[str, bytes] = field(default_factory=dict)  # the user's files (harness target: for wrappers)
+    function: tuple[int, int] = (0, 0)  # the function that holds the region (its locals are the region's)
+    after_loop_at: int = 0  # where teardown goes: after the loop and the timer's stop
+    repeats: bool = True  # a loop; False: a timed straight-line section that runs once
 
     @property
     def text(self) -> bytes:
@@ -124,12 +154,15 @@ class ScheduleFacts:
             return build_harness_facts(texts, self.path, self.stream, list(self.check_macros), self.program)
 
         def moved(offset: int) -> int:
-            shift = sum(len(e.text.encode()) - (e.end - e.start) for e in edits
-                        if e.path == self.path and e.end <= offset)
+            shift = sum(
+                len(e.text.encode()) - (e.end - e.start) for e in edits if e.path == self.path and e.end <= offset
+            )
             return texts[self.path].count(b"\n", 0, offset + shift) + 1
+
         if not self.repeats:
-            return build_section_facts(texts, self.path, moved(self.loop_start), moved(self.body_end), self.stream,
-                                       list(self.check_macros))
+            return build_section_facts(
+                texts, self.path, moved(self.loop_start), moved(self.body_end), self.stream, list(self.check_macros)
+            )
         return build_facts(texts, self.path, moved(self.loop_start), self.stream, list(self.check_macros))
 
     def wrap_cuda(self, call: str) -> str:
@@ -150,8 +183,7 @@ def statement_macros(data: bytes) -> set[str]:
     names = set()
     for m in _DEFINE.finditer(data):
         body = m.group(3).strip()
-        if not body or body.startswith(b"{") or body.startswith(b"do") or body.endswith(b"();") \
-                or body.endswith(b"\\"):
+        if not body or body.startswith(b"{") or body.startswith(b"do") or body.endswith(b"();") or body.endswith(b"\\"):
             if body.endswith(b"\\"):
                 body = body.rstrip(b"\\").strip()
                 if body and not body.startswith(b"{") and not body.startswith(b"do"):
@@ -168,17 +200,17 @@ def mask_macros(data: bytes, names: set[str]) -> tuple[bytes, dict[int, int]]:
     for name in names:
         for m in re.finditer(rb"(?<![\w#])" + re.escape(name.encode()) + rb"\b", data):
             line_start = data.rfind(b"\n", 0, m.start()) + 1
-            if data[line_start:m.start()].lstrip().startswith(b"#"):
-                continue          # its own #define, or an #ifdef
-            if b"//" in data[line_start:m.start()]:
-                continue          # in a comment (one cut short may leave its parentheses open)
+            if data[line_start : m.start()].lstrip().startswith(b"#"):
+                continue  # its own #define, or an #ifdef
+            if b"//" in data[line_start : m.start()]:
+                continue  # in a comment (one cut short may leave its parentheses open)
             end = m.end()
             rest = data[end:]
             stripped = rest.lstrip(b" \t")
             if stripped.startswith(b"("):
                 depth, i = 0, end + (len(rest) - len(stripped))
                 while i < len(data):
-                    c = data[i:i + 1]
+                    c = data[i : i + 1]
                     depth += c == b"("
                     depth -= c == b")"
                     i += 1
@@ -197,8 +229,9 @@ def mask_macros(data: bytes, names: set[str]) -> tuple[bytes, dict[int, int]]:
 
 # -- reading the text ---------------------------------------------------------------------------------
 
+
 def _text(data: bytes, n) -> str:
-    return data[n.start_byte:n.end_byte].decode("utf-8", "replace")
+    return data[n.start_byte : n.end_byte].decode("utf-8", "replace")
 
 
 def _calls_in(data: bytes, node) -> list[Call]:
@@ -266,8 +299,11 @@ def _wrappers(texts: dict[str, bytes]) -> dict[str, Wrapper]:
                 continue
             body = fn.child_by_field_name("body")
             head = _text(data, fn)[:200]
-            if body is None or "__global__" in head or not any(kernel_config(c) is not None
-                                                                 for c in walk(body) if c.type == "call_expression"):
+            if (
+                body is None
+                or "__global__" in head
+                or not any(kernel_config(c) is not None for c in walk(body) if c.type == "call_expression")
+            ):
                 continue
             decl = fn.child_by_field_name("declarator")
             while decl is not None and decl.type != "function_declarator":
@@ -277,15 +313,18 @@ def _wrappers(texts: dict[str, bytes]) -> dict[str, Wrapper]:
             name_node = decl.child_by_field_name("declarator")
             params = []
             plist = decl.child_by_field_name("parameters")
-            for p in (plist.named_children if plist is not None else []):
+            for p in plist.named_children if plist is not None else []:
                 if p.type != "parameter_declaration":
                     continue
                 ptext = _text(data, p)
                 ids = [_text(data, i) for i in walk(p) if i.type == "identifier"]
                 pointer = "*" in ptext
                 const_pointee = pointer and "const" in ptext.split("*")[0]
-                params.append(Param(ids[-1] if ids else "", ptext, pointer and not const_pointee, pointer,
-                                    "cudaStream_t" in ptext))
+                params.append(
+                    Param(
+                        ids[-1] if ids else "", ptext, pointer and not const_pointee, pointer, "cudaStream_t" in ptext
+                    )
+                )
             name = _text(data, name_node)
             out[name] = Wrapper(name, tuple(params), f"{path}:{fn.start_point[0] + 1}")
     return out
@@ -327,26 +366,34 @@ def _check_macro(stmts_calls: list[Call], family: str, macros: list[str]) -> str
     return None
 
 
-_TIMER_STOPS = re.compile(r"\b(MPI_Wtime|MPI_Barrier|cudaEventRecord|cudaEventSynchronize|cudaDeviceSynchronize|"
-                          r"cudaStreamSynchronize|cudaEventElapsedTime|chrono|clock_gettime|gettimeofday)\b")
+_TIMER_STOPS = re.compile(
+    r"\b(MPI_Wtime|MPI_Barrier|cudaEventRecord|cudaEventSynchronize|cudaDeviceSynchronize|"
+    r"cudaStreamSynchronize|cudaEventElapsedTime|chrono|clock_gettime|gettimeofday)\b"
+)
 _TIMER_STARTS = re.compile(r"\b(MPI_Wtime|MPI_Barrier|cudaEventRecord|chrono|clock_gettime|gettimeofday)\b")
 
 
 def _indent_of(data: bytes, offset: int) -> str:
     line_start = data.rfind(b"\n", 0, offset) + 1
     seg = data[line_start:offset]
-    return seg[:len(seg) - len(seg.lstrip(b" \t"))].decode()
+    return seg[: len(seg) - len(seg.lstrip(b" \t"))].decode()
 
 
-def build_facts(texts: dict[str, bytes], path: str, region_line: int, stream: str | None,
-                check_macros: list[str]) -> ScheduleFacts:
+def build_facts(
+    texts: dict[str, bytes], path: str, region_line: int, stream: str | None, check_macros: list[str]
+) -> ScheduleFacts:
     """The facts for the loop that starts on `region_line` of `path` (the analysis's region)."""
     data = texts[path]
     masked, masked_at = mask_macros(data, statement_macros(b"".join(texts.values())))
     tree = _parser().parse(masked)
-    loop = next((n for n in walk(tree.root_node)
-                 if n.type in ("for_statement", "while_statement", "do_statement")
-                 and n.start_point[0] + 1 == region_line), None)
+    loop = next(
+        (
+            n
+            for n in walk(tree.root_node)
+            if n.type in ("for_statement", "while_statement", "do_statement") and n.start_point[0] + 1 == region_line
+        ),
+        None,
+    )
     if loop is None:
         raise FactsError(f"{path}:{region_line}: no loop starts on this line")
     body = loop.child_by_field_name("body")
@@ -378,22 +425,34 @@ def _around(data: bytes, masked: bytes, masked_at: dict[int, int], first, last) 
     teardown_node = last
     if end is not None:
         j = end + 1
-        while j < len(siblings) and (siblings[j].start_byte in masked_at or _TIMER_STOPS.search(_text(masked, siblings[j]))):
+        while j < len(siblings) and (
+            siblings[j].start_byte in masked_at or _TIMER_STOPS.search(_text(masked, siblings[j]))
+        ):
             teardown_node = siblings[j]
             j += 1
-    return data.rfind(b"\n", 0, setup_node.start_byte) + 1, masked_at.get(teardown_node.start_byte, teardown_node.end_byte)
+    return data.rfind(b"\n", 0, setup_node.start_byte) + 1, masked_at.get(
+        teardown_node.start_byte, teardown_node.end_byte
+    )
 
 
-def build_section_facts(texts: dict[str, bytes], path: str, start_line: int, end_line: int, stream: str | None,
-                        check_macros: list[str]) -> ScheduleFacts:
+def build_section_facts(
+    texts: dict[str, bytes], path: str, start_line: int, end_line: int, stream: str | None, check_macros: list[str]
+) -> ScheduleFacts:
     """The facts for a timed straight-line section: the statements of one block between the timer statement
     on `start_line` and the one on `end_line` (the analysis's region of kind `section`). It runs once."""
     data = texts[path]
     masked, masked_at = mask_macros(data, statement_macros(b"".join(texts.values())))
     tree = _parser().parse(masked)
-    block = next((n for n in walk(tree.root_node) if n.type == "compound_statement"
-                  and any(c.start_point[0] + 1 == start_line for c in n.named_children)
-                  and any(c.start_point[0] + 1 == end_line for c in n.named_children)), None)
+    block = next(
+        (
+            n
+            for n in walk(tree.root_node)
+            if n.type == "compound_statement"
+            and any(c.start_point[0] + 1 == start_line for c in n.named_children)
+            and any(c.start_point[0] + 1 == end_line for c in n.named_children)
+        ),
+        None,
+    )
     if block is None:
         raise FactsError(f"{path}:{start_line}: no block holds statements on lines {start_line} and {end_line}")
     if not stream:
@@ -405,9 +464,25 @@ def build_section_facts(texts: dict[str, bytes], path: str, start_line: int, end
     if not inner:
         raise FactsError(f"{path}:{start_line}: the timed section holds no statement")
     setup_at, after_at = _around(data, masked, masked_at, first, last)
-    facts = _facts(texts, path, masked, masked_at, tree, first, block, stream, check_macros, setup_at=setup_at,
-                   children=inner, span=(first.start_byte, masked_at.get(last.start_byte, last.end_byte),
-                                         masked_at.get(first.start_byte, first.end_byte), last.start_byte))
+    facts = _facts(
+        texts,
+        path,
+        masked,
+        masked_at,
+        tree,
+        first,
+        block,
+        stream,
+        check_macros,
+        setup_at=setup_at,
+        children=inner,
+        span=(
+            first.start_byte,
+            masked_at.get(last.start_byte, last.end_byte),
+            masked_at.get(first.start_byte, first.end_byte),
+            last.start_byte,
+        ),
+    )
     facts.after_loop_at = after_at
     facts.repeats = False
     return facts
@@ -424,8 +499,9 @@ def _function(tree, data: bytes, name: str):
     return None
 
 
-def build_harness_facts(texts: dict[str, bytes], path: str, stream: str, check_macros: list[str],
-                        program: dict[str, bytes] | None = None) -> ScheduleFacts:
+def build_harness_facts(
+    texts: dict[str, bytes], path: str, stream: str, check_macros: list[str], program: dict[str, bytes] | None = None
+) -> ScheduleFacts:
     """The facts for a workload's candidate: its Program's run() is one iteration of the region; state
     goes in as members, set-up at the end of setup(), teardown at the start of teardown(). `program`: the
     user's files, where the launch wrappers the candidate declares are defined."""
@@ -440,22 +516,40 @@ def build_harness_facts(texts: dict[str, bytes], path: str, stream: str, check_m
     if not rets:
         raise FactsError(f"{path}: setup() does not end in a return")
     setup_at = data.rfind(b"\n", 0, rets[-1].start_byte) + 1
-    facts = _facts(texts, path, masked, masked_at, tree, run, body, stream, check_macros, setup_at=setup_at,
-                   program=program or {})
+    facts = _facts(
+        texts, path, masked, masked_at, tree, run, body, stream, check_macros, setup_at=setup_at, program=program or {}
+    )
     facts.program = dict(program or {})
     facts.members_at = data.rfind(b"\n", 0, setup.start_byte) + 1
     facts.teardown_at = teardown.child_by_field_name("body").start_byte + 1
     return facts
 
 
-def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macros, setup_at,
-           program: dict[str, bytes] | None = None, children=None, span=None) -> ScheduleFacts:
+def _facts(
+    texts,
+    path,
+    masked,
+    masked_at,
+    tree,
+    loop,
+    body,
+    stream,
+    check_macros,
+    setup_at,
+    program: dict[str, bytes] | None = None,
+    children=None,
+    span=None,
+) -> ScheduleFacts:
     """`children`, `span`: a section's statements and (start, end, body start, body end), instead of the
     loop's body."""
     data = texts[path]
     children = body.named_children if children is None else children
-    loop_start, loop_end, body_start, body_end = span or (loop.start_byte, loop.end_byte, body.start_byte + 1,
-                                                          body.end_byte - 1)
+    loop_start, loop_end, body_start, body_end = span or (
+        loop.start_byte,
+        loop.end_byte,
+        body.start_byte + 1,
+        body.end_byte - 1,
+    )
     wrappers = {**_wrappers(program or {}), **_wrappers(texts)}
     helpers = {**_helper_calls(program or {}), **_helper_calls(texts)}
     stmts = []
@@ -466,8 +560,11 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
         names = tuple(sorted({_text(masked, i) for i in walk(n) if i.type == "identifier"}))
         is_masked = n.start_byte in masked_at
         launches = any(kernel_config(c) is not None for c in walk(n) if c.type == "call_expression")
-        device = launches or any(c.name in STREAM_ORDERED or c.name in wrappers for c in calls) \
+        device = (
+            launches
+            or any(c.name in STREAM_ORDERED or c.name in wrappers for c in calls)
             or bool(stream and ({stream, "cuco_comm_stream"} & set(names)) and not is_masked)
+        )
         reached = {c.name for c in calls}
         for c in calls:
             reached |= helpers.get(c.name, set())
@@ -475,9 +572,22 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
         host_sync = bool(syncs)
         end = masked_at.get(n.start_byte, n.end_byte)
         local = {x for d in walk(n) if d.type == "declaration" and d is not n for x in _declared(masked, d)}
-        stmts.append(Stmt(n.start_byte, end, n.start_point[0] + 1, data[n.start_byte:end].decode(), tuple(calls),
-                          device and not is_masked, host_sync, tuple(_declared(masked, n)),
-                          tuple(sorted(set(_written_names(masked, n)) - local)), tuple(sorted(set(names) - local)), is_masked, syncs))
+        stmts.append(
+            Stmt(
+                n.start_byte,
+                end,
+                n.start_point[0] + 1,
+                data[n.start_byte : end].decode(),
+                tuple(calls),
+                device and not is_masked,
+                host_sync,
+                tuple(_declared(masked, n)),
+                tuple(sorted(set(_written_names(masked, n)) - local)),
+                tuple(sorted(set(names) - local)),
+                is_masked,
+                syncs,
+            )
+        )
     file_calls = _calls_in(masked, tree.root_node)
     macros = list(check_macros)
     all_calls = [c for s in stmts for c in s.calls] + file_calls
@@ -496,15 +606,27 @@ def _facts(texts, path, masked, masked_at, tree, loop, body, stream, check_macro
     while fn is not None and fn.type != "function_definition":
         fn = fn.parent
     return ScheduleFacts(
-        path=path, texts=dict(texts), loop_start=loop_start, loop_end=loop_end,
-        body_start=body_start, body_end=body_end,
+        path=path,
+        texts=dict(texts),
+        loop_start=loop_start,
+        loop_end=loop_end,
+        body_start=body_start,
+        body_end=body_end,
         indent=_indent_of(data, first.start_byte) if first is not None else _indent_of(data, loop.start_byte) + "    ",
-        loop_indent=_indent_of(data, loop.start_byte), stream=stream, stmts=tuple(stmts),
-        cuda_check=_check_macro(all_calls, "cuda", macros), nccl_check=_check_macro(all_calls, "nccl", macros),
-        wrappers=wrappers, setup_at=setup_at,
-        comm_init=init, comm_init_stmt=call_stmts.get(init.start) if init else None,
-        calls=tuple(file_calls), call_stmts=call_stmts, check_macros=tuple(macros),
-        function=(fn.start_byte, fn.end_byte) if fn is not None else (0, len(data)))
+        loop_indent=_indent_of(data, loop.start_byte),
+        stream=stream,
+        stmts=tuple(stmts),
+        cuda_check=_check_macro(all_calls, "cuda", macros),
+        nccl_check=_check_macro(all_calls, "nccl", macros),
+        wrappers=wrappers,
+        setup_at=setup_at,
+        comm_init=init,
+        comm_init_stmt=call_stmts.get(init.start) if init else None,
+        calls=tuple(file_calls),
+        call_stmts=call_stmts,
+        check_macros=tuple(macros),
+        function=(fn.start_byte, fn.end_byte) if fn is not None else (0, len(data)),
+    )
 
 
 def facts_from_analysis(prog) -> ScheduleFacts:
@@ -514,18 +636,22 @@ def facts_from_analysis(prog) -> ScheduleFacts:
         raise FactsError(f"{prog.files[0]}: the analysis found no repeated region")
     kind = prog.region.get("kind")
     if kind not in ("for", "while", "do", "section"):
-        raise FactsError(f"{prog.region['at']}: the region is a {kind or 'non-loop'} that runs once; the schedule "
-                         "rewrites transform a loop that repeats")
+        raise FactsError(
+            f"{prog.region['at']}: the region is a {kind or 'non-loop'} that runs once; the schedule "
+            "rewrites transform a loop that repeats"
+        )
     if prog.region.get("replays"):
-        raise FactsError(f"{prog.region['at']}: the region replays CUDA graphs captured at "
-                         f"{prog.region['replays'][0]['at']}; the schedule rewrites transform the work as launched")
+        raise FactsError(
+            f"{prog.region['at']}: the region replays CUDA graphs captured at "
+            f"{prog.region['replays'][0]['at']}; the schedule rewrites transform the work as launched"
+        )
     path, line = prog.region["at"].rsplit(":", 1)
     # The files as the user wrote them (the analysis may read a preprocessed text): edits land in these.
     texts = {f: Path(f).read_bytes() for f in prog.files}
     if path not in texts:
         raise FactsError(f"{prog.region['at']}: the region is not in one of the files given")
     macros = list(prog.check_macros)
-    for data in texts.values():     # the analysis lists the macros it saw in main(); the text may have more
+    for data in texts.values():  # the analysis lists the macros it saw in main(); the text may have more
         macros += [m.decode() for m in re.findall(rb"#\s*define\s+(\w+)\(\w+\)", data)]
     if kind == "section":
         end_path, end_line = prog.region["end"].rsplit(":", 1)

@@ -64,11 +64,18 @@ def plan(facts: ScheduleFacts) -> list[dict] | str:
                 if not re.search(rf"[\s*]{x}\s*;", text):
                     reasons.append(f"{where}: {x} is not declared in {name}()'s body")
                     continue
-                mallocs = [c for c in calls if c.name == "cudaMalloc" and c.args and
-                           re.sub(r"\s|\(void\s*\*\*\)", "", c.args[0].text) == f"&{x}"]
+                mallocs = [
+                    c
+                    for c in calls
+                    if c.name == "cudaMalloc"
+                    and c.args
+                    and re.sub(r"\s|\(void\s*\*\*\)", "", c.args[0].text) == f"&{x}"
+                ]
                 frees = [c for c in calls if c.name == "cudaFree" and c.args and c.args[0].text.strip() == x]
                 if len(mallocs) != 1 or len(frees) != 1:
-                    reasons.append(f"{where}: {x} is allocated {len(mallocs)} and freed {len(frees)} time(s) in {name}()")
+                    reasons.append(
+                        f"{where}: {x} is allocated {len(mallocs)} and freed {len(frees)} time(s) in {name}()"
+                    )
                     continue
                 if re.search(rf"\b{x}\s*=[^=]", text):
                     reasons.append(f"{where}: {x} is assigned in {name}()")
@@ -81,14 +88,32 @@ def plan(facts: ScheduleFacts) -> list[dict] | str:
                 if fs.start_byte < ms.end_byte:
                     reasons.append(f"{where}: {x} is freed before it is allocated")
                     continue
-                wrap = next((c.name for c in calls if len(c.args) == 1 and c.start <= m.start < c.end and c.name != m.name),
-                            None)
-                found.append(dict(path=path, function=name, var=x, bytes=m.args[1].text.strip(), wrap=wrap,
-                                  malloc=(ms.start_byte, ms.end_byte), free=(fs.start_byte, fs.end_byte),
-                                  line=m.line, free_line=frees[0].line))
+                wrap = next(
+                    (c.name for c in calls if len(c.args) == 1 and c.start <= m.start < c.end and c.name != m.name),
+                    None,
+                )
+                found.append(
+                    dict(
+                        path=path,
+                        function=name,
+                        var=x,
+                        bytes=m.args[1].text.strip(),
+                        wrap=wrap,
+                        malloc=(ms.start_byte, ms.end_byte),
+                        free=(fs.start_byte, fs.end_byte),
+                        line=m.line,
+                        free_line=frees[0].line,
+                    )
+                )
     if not found:
-        return reasons[0] if reasons else ("no function the region calls allocates and frees a scratch buffer of "
-                                          "its own (cudaMalloc ... cudaFree in its body)")
+        return (
+            reasons[0]
+            if reasons
+            else (
+                "no function the region calls allocates and frees a scratch buffer of "
+                "its own (cudaMalloc ... cudaFree in its body)"
+            )
+        )
     return found
 
 
@@ -115,19 +140,24 @@ class KeepScratch:
             line_start = data.rfind(b"\n", 0, start) + 1
             ind = data[line_start:start].decode()
             ind = "" if ind.strip() else ind
-            lines = [f"// cuco rewrite {NAME}: {v} kept across calls, allocated again only when a call needs more",
-                     f"static void* {keep} = nullptr;",
-                     f"static size_t {have} = 0;",
-                     f"if ((size_t)({x['bytes']}) > {have}) {{",
-                     f"    if ({keep} != nullptr) " + w(f"cudaFree({keep})"),
-                     "    " + w(f"cudaMalloc(&{keep}, {x['bytes']})"),
-                     f"    {have} = (size_t)({x['bytes']});",
-                     "}",
-                     f"{v} = (decltype({v})){keep};"]
+            lines = [
+                f"// cuco rewrite {NAME}: {v} kept across calls, allocated again only when a call needs more",
+                f"static void* {keep} = nullptr;",
+                f"static size_t {have} = 0;",
+                f"if ((size_t)({x['bytes']}) > {have}) {{",
+                f"    if ({keep} != nullptr) " + w(f"cudaFree({keep})"),
+                "    " + w(f"cudaMalloc(&{keep}, {x['bytes']})"),
+                f"    {have} = (size_t)({x['bytes']});",
+                "}",
+                f"{v} = (decltype({v})){keep};",
+            ]
             edits.append(Edit(x["path"], start, end, f"\n{ind}".join(lines)))
             fstart, fend = x["free"]
             edits.append(Edit(x["path"], fstart, fend, f"// cuco rewrite {NAME}: {v} is kept for the next call"))
-        note = "; ".join(f"{NAME}: {x['var']} of {x['function']}() ({x['path']}:{x['line']}) allocated once and kept "
-                         f"across calls (again only when a call needs more bytes), its cudaFree "
-                         f"({x['path']}:{x['free_line']}) removed; the buffer lives as long as the process" for x in p)
+        note = "; ".join(
+            f"{NAME}: {x['var']} of {x['function']}() ({x['path']}:{x['line']}) allocated once and kept "
+            f"across calls (again only when a call needs more bytes), its cudaFree "
+            f"({x['path']}:{x['free_line']}) removed; the buffer lives as long as the process"
+            for x in p
+        )
         return Rewritten(edits, note)

@@ -23,7 +23,7 @@ from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import Call, ScheduleFacts
 
 NAME = "lsa_collective"
-KINDS = {"ncclAlltoAll": 0, "ncclAllGather": 1}      # the kernel's `gather` flag
+KINDS = {"ncclAlltoAll": 0, "ncclAllGather": 1}  # the kernel's `gather` flag
 CTAS = ("4", "8", "16", "32", "64")
 THREADS = 512
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -73,8 +73,11 @@ def plan(facts: ScheduleFacts) -> dict | str:
     if any(c.name in ("ncclGroupStart", "ncclGroupEnd") for s in facts.stmts for c in s.calls):
         return "the region groups NCCL calls (ncclGroupStart): a grouped collective is not made device-initiated"
     text = facts.text.decode("utf-8", "replace")
-    harness = {m.group(1): f"cuco_c->{m.group(2)}[{m.group(3)}].win" for m in _HARNESS_BUFFER.finditer(text)} \
-        if facts.members_at is not None else {}
+    harness = (
+        {m.group(1): f"cuco_c->{m.group(2)}[{m.group(3)}].win" for m in _HARNESS_BUFFER.finditer(text)}
+        if facts.members_at is not None
+        else {}
+    )
     lo, hi = _alloc_range(facts)
     comms, steps, windows = set(), [], {}
     for i, c in found:
@@ -98,21 +101,34 @@ def plan(facts: ScheduleFacts) -> dict | str:
             if recv in harness:
                 windows[recv] = dict(win=harness[recv], allocs=[], frees=[])
             else:
-                allocs = [a for a in facts.calls if a.name == "cudaMalloc" and len(a.args) == 2 and lo <= a.start < hi
-                          and re.sub(r"\s|\(void\s*\*\*\)", "", a.args[0].text) == f"&{recv}"]
+                allocs = [
+                    a
+                    for a in facts.calls
+                    if a.name == "cudaMalloc"
+                    and len(a.args) == 2
+                    and lo <= a.start < hi
+                    and re.sub(r"\s|\(void\s*\*\*\)", "", a.args[0].text) == f"&{recv}"
+                ]
                 if not allocs:
-                    return (f"{where}: the receive buffer {recv} is not allocated by cudaMalloc(&{recv}, ...) before the "
-                            "region (it must become an NCCL window)")
+                    return (
+                        f"{where}: the receive buffer {recv} is not allocated by cudaMalloc(&{recv}, ...) before the "
+                        "region (it must become an NCCL window)"
+                    )
                 if any(facts.call_stmts.get(a.start) is None for a in allocs):
                     return f"{facts.path}:{allocs[0].line}: the cudaMalloc of {recv} is not a statement of its own"
                 if len({re.sub(r"\s", "", a.args[1].text) for a in allocs}) != 1:
                     return f"{facts.path}:{allocs[0].line}: {recv} is allocated with different sizes"
                 flo, fhi = (0, len(facts.text)) if facts.members_at is not None else facts.function
-                frees = [f for f in facts.calls if f.name == "cudaFree" and f.args and f.args[0].text.strip() == recv
-                         and flo <= f.start < fhi]
+                frees = [
+                    f
+                    for f in facts.calls
+                    if f.name == "cudaFree" and f.args and f.args[0].text.strip() == recv and flo <= f.start < fhi
+                ]
                 if any(facts.call_stmts.get(f.start) is None for f in frees):
                     return f"{facts.path}:{frees[0].line}: the cudaFree of {recv} is not a statement of its own"
-                windows[recv] = dict(win=f"cuco_win_{recv}", allocs=allocs, frees=frees, bytes=allocs[0].args[1].text.strip())
+                windows[recv] = dict(
+                    win=f"cuco_win_{recv}", allocs=allocs, frees=frees, bytes=allocs[0].args[1].text.strip()
+                )
         steps.append(dict(stmt=stmt, call=c, send=send, recv=recv, count=count, elem=NCCL_DTYPE_BYTES[dtype]))
     if len(comms) != 1:
         return f"the collectives use several communicators ({', '.join(sorted(comms))})"
@@ -127,7 +143,7 @@ def _replace(facts: ScheduleFacts, start: int, end: int, lines: list[str]) -> Ed
 
 class LsaCollective:
     name = NAME
-    headers = ("nccl_device.h",)     # the candidate includes them outside its blocks where this is searched
+    headers = ("nccl_device.h",)  # the candidate includes them outside its blocks where this is searched
     summary = "replace a host all-to-all / all-gather by a kernel that stores into the peers' NCCL windows (LSA)"
 
     def check(self, facts: ScheduleFacts) -> Offer | Refusal:
@@ -151,37 +167,55 @@ class LsaCollective:
         for st in p["steps"]:
             c = st["call"]
             win = p["windows"][st["recv"]]["win"]
-            edits.append(_replace(facts, st["stmt"].start, st["stmt"].end, [
-                f"// cuco rewrite {NAME}: {c.name} as stores into the peers' {st['recv']} (LSA)",
-                f"cuco_lsa_push<<<{ctas}, {THREADS}, 0, {s}>>>({st['send']}, {win}, (size_t)({st['count']}) * "
-                f"{st['elem']}, {KINDS[c.name]}, cuco_dev_comm);",
-                facts.wrap_cuda("cudaGetLastError()")]))
+            edits.append(
+                _replace(
+                    facts,
+                    st["stmt"].start,
+                    st["stmt"].end,
+                    [
+                        f"// cuco rewrite {NAME}: {c.name} as stores into the peers' {st['recv']} (LSA)",
+                        f"cuco_lsa_push<<<{ctas}, {THREADS}, 0, {s}>>>({st['send']}, {win}, (size_t)({st['count']}) * "
+                        f"{st['elem']}, {KINDS[c.name]}, cuco_dev_comm);",
+                        facts.wrap_cuda("cudaGetLastError()"),
+                    ],
+                )
+            )
         members = [f"ncclDevComm cuco_dev_comm{{}};   // cuco rewrite {NAME}: the device communicator"]
-        setup = [f"{{   // cuco rewrite {NAME}: a device communicator with one LSA barrier per CTA",
-                 "    ncclDevCommRequirements cuco_reqs{};",
-                 f"    cuco_reqs.lsaBarrierCount = {ctas};",
-                 "    " + facts.wrap_nccl(f"ncclDevCommCreate({comm}, &cuco_reqs, &cuco_dev_comm)"),
-                 "    int cuco_nranks = 0;",
-                 "    " + facts.wrap_nccl(f"ncclCommCount({comm}, &cuco_nranks)"),
-                 "    // every rank reachable by load/store (one node), else NCCL's invalid-usage error",
-                 "    " + facts.wrap_nccl("cuco_dev_comm.lsaSize == cuco_nranks ? ncclSuccess : ncclInvalidUsage")]
+        setup = [
+            f"{{   // cuco rewrite {NAME}: a device communicator with one LSA barrier per CTA",
+            "    ncclDevCommRequirements cuco_reqs{};",
+            f"    cuco_reqs.lsaBarrierCount = {ctas};",
+            "    " + facts.wrap_nccl(f"ncclDevCommCreate({comm}, &cuco_reqs, &cuco_dev_comm)"),
+            "    int cuco_nranks = 0;",
+            "    " + facts.wrap_nccl(f"ncclCommCount({comm}, &cuco_nranks)"),
+            "    // every rank reachable by load/store (one node), else NCCL's invalid-usage error",
+            "    " + facts.wrap_nccl("cuco_dev_comm.lsaSize == cuco_nranks ? ncclSuccess : ncclInvalidUsage"),
+        ]
         teardown = []
         own = {r: w for r, w in p["windows"].items() if w["allocs"]}
         for r, w in own.items():
             members.append(f"ncclWindow_t {w['win']}{{}};   // cuco rewrite {NAME}: {r} as an NCCL symmetric window")
-            setup.append("    " + facts.wrap_nccl(f"ncclCommWindowRegister({comm}, {r}, {w['bytes']}, &{w['win']}, "
-                                                  "NCCL_WIN_COLL_SYMMETRIC)"))
+            setup.append(
+                "    "
+                + facts.wrap_nccl(
+                    f"ncclCommWindowRegister({comm}, {r}, {w['bytes']}, &{w['win']}, NCCL_WIN_COLL_SYMMETRIC)"
+                )
+            )
             teardown.append(facts.wrap_nccl(f"ncclCommWindowDeregister({comm}, {w['win']})"))
             for a in w["allocs"]:
                 start, end = facts.call_stmts[a.start]
-                edits.append(_replace(facts, start, end, [facts.wrap_nccl(f"ncclMemAlloc((void**)&{r}, {a.args[1].text})")]))
+                edits.append(
+                    _replace(facts, start, end, [facts.wrap_nccl(f"ncclMemAlloc((void**)&{r}, {a.args[1].text})")])
+                )
             for f in w["frees"]:
                 start, end = facts.call_stmts[f.start]
                 edits.append(_replace(facts, start, end, [facts.wrap_nccl(f"ncclMemFree({r})")]))
         setup.append("}")
         teardown.append(facts.wrap_nccl(f"ncclDevCommDestroy({comm}, &cuco_dev_comm)"))
         moved = "; ".join(f"{st['call'].name} ({facts.path}:{st['call'].line}) into {st['recv']}" for st in p["steps"])
-        note = (f"{NAME}: {moved} made device-initiated: a kernel of {ctas} CTAs launched where the call was "
-                f"stores this rank's blocks into every peer's window between two LSA barriers"
-                + (f"; {', '.join(own)} allocated with ncclMemAlloc and registered as symmetric windows" if own else ""))
+        note = (
+            f"{NAME}: {moved} made device-initiated: a kernel of {ctas} CTAs launched where the call was "
+            f"stores this rank's blocks into every peer's window between two LSA barriers"
+            + (f"; {', '.join(own)} allocated with ncclMemAlloc and registered as symmetric windows" if own else "")
+        )
         return Rewritten(edits, note, members, setup, teardown, headers=list(self.headers), definitions=[KERNEL])

@@ -15,9 +15,17 @@ from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import Call, ScheduleFacts
 
 NAME = "nccl_register"
-NCCL_DATA = {"ncclSend": (0,), "ncclRecv": (0,), "ncclAllReduce": (0, 1), "ncclAllGather": (0, 1),
-             "ncclReduceScatter": (0, 1), "ncclBroadcast": (0, 1), "ncclReduce": (0, 1), "ncclAlltoAll": (0, 1),
-             "ncclBcast": (0,)}
+NCCL_DATA = {
+    "ncclSend": (0,),
+    "ncclRecv": (0,),
+    "ncclAllReduce": (0, 1),
+    "ncclAllGather": (0, 1),
+    "ncclReduceScatter": (0, 1),
+    "ncclBroadcast": (0, 1),
+    "ncclReduce": (0, 1),
+    "ncclAlltoAll": (0, 1),
+    "ncclBcast": (0,),
+}
 _BASE = re.compile(r"^\s*\(?\s*&?\s*([A-Za-z_]\w*)")
 
 
@@ -30,7 +38,7 @@ def _buffers(facts: ScheduleFacts) -> list[str]:
                     m = _BASE.match(c.args[i].text)
                     if m and m.group(1) not in names:
                         names.append(m.group(1))
-    for s in facts.stmts:      # the other half of a ping-pong
+    for s in facts.stmts:  # the other half of a ping-pong
         for c in s.calls:
             if c.name == "swap" and len(c.args) == 2:
                 pair = [a.text.strip() for a in c.args]
@@ -48,32 +56,46 @@ def plan(facts: ScheduleFacts) -> dict | str:
         return f"{facts.path}:{facts.comm_init.line}: the communicator {facts.comm_init.args[0].text} is not a plain variable"
     lo, hi = facts.function
     if not lo <= facts.comm_init.start < hi:
-        return (f"{facts.path}:{facts.comm_init.line}: the communicator is made outside the function that "
-                "holds the region")
+        return (
+            f"{facts.path}:{facts.comm_init.line}: the communicator is made outside the function that holds the region"
+        )
     if not any(c.name in NCCL_DATA for st in facts.stmts for c in st.calls):
-        return ("the region's own statements make no NCCL call that moves data (one inside a called function "
-                "is not rewritten)")
+        return (
+            "the region's own statements make no NCCL call that moves data (one inside a called function "
+            "is not rewritten)"
+        )
     buffers = _buffers(facts)
     if not buffers:
         return "the region's NCCL calls move no buffer named by a variable"
     allocs, frees = {}, {}
     for b in buffers:
-        sites = [c for c in facts.calls if c.name == "cudaMalloc" and c.args and lo <= c.start < hi and
-                 re.sub(r"\s|\(void\s*\*\*\)", "", c.args[0].text) == f"&{b}"]
+        sites = [
+            c
+            for c in facts.calls
+            if c.name == "cudaMalloc"
+            and c.args
+            and lo <= c.start < hi
+            and re.sub(r"\s|\(void\s*\*\*\)", "", c.args[0].text) == f"&{b}"
+        ]
         if not sites:
             return f"{b} is not allocated by cudaMalloc(&{b}, ...) in {facts.path}"
         for c in sites:
             if facts.loop_start <= c.start < facts.loop_end:
                 return f"{facts.path}:{c.line}: {b} is allocated inside the region"
             if c.start < facts.comm_init.start:
-                return (f"{facts.path}:{c.line}: {b} is allocated before the communicator exists "
-                        f"({facts.path}:{facts.comm_init.line}); registration needs it")
+                return (
+                    f"{facts.path}:{c.line}: {b} is allocated before the communicator exists "
+                    f"({facts.path}:{facts.comm_init.line}); registration needs it"
+                )
             stmt = facts.call_stmts.get(c.start)
             if stmt is None or len(c.args) != 2:
                 return f"{facts.path}:{c.line}: the cudaMalloc of {b} is not a statement of its own"
         allocs[b] = sites
-        frees[b] = [c for c in facts.calls if c.name == "cudaFree" and c.args and c.args[0].text.strip() == b
-                    and lo <= c.start < hi]
+        frees[b] = [
+            c
+            for c in facts.calls
+            if c.name == "cudaFree" and c.args and c.args[0].text.strip() == b and lo <= c.start < hi
+        ]
         for c in frees[b]:
             if facts.call_stmts.get(c.start) is None:
                 return f"{facts.path}:{c.line}: the cudaFree of {b} is not a statement of its own"
@@ -116,13 +138,27 @@ class NcclRegister:
             decls.append(f"void* {handle} = nullptr;   // cuco rewrite {NAME}: {b}'s registration with {comm}")
             for c in p["allocs"][b]:
                 size = c.args[1].text
-                edits.append(_replace_statement(facts, c, [
-                    facts.wrap_nccl(f"ncclMemAlloc((void**)&{b}, {size})"),
-                    facts.wrap_nccl(f"ncclCommRegister({comm}, {b}, {size}, &{handle})")]))
+                edits.append(
+                    _replace_statement(
+                        facts,
+                        c,
+                        [
+                            facts.wrap_nccl(f"ncclMemAlloc((void**)&{b}, {size})"),
+                            facts.wrap_nccl(f"ncclCommRegister({comm}, {b}, {size}, &{handle})"),
+                        ],
+                    )
+                )
             for c in p["frees"][b]:
-                edits.append(_replace_statement(facts, c, [
-                    facts.wrap_nccl(f"ncclCommDeregister({comm}, {handle})"),
-                    facts.wrap_nccl(f"ncclMemFree({b})")]))
+                edits.append(
+                    _replace_statement(
+                        facts,
+                        c,
+                        [
+                            facts.wrap_nccl(f"ncclCommDeregister({comm}, {handle})"),
+                            facts.wrap_nccl(f"ncclMemFree({b})"),
+                        ],
+                    )
+                )
         # The handles live for the whole of the function that makes the communicator: declared right after
         # the communicator's own declaration statement (or its creation), so every allocation and free
         # sees them.
@@ -130,7 +166,9 @@ class NcclRegister:
         line_start = facts.text.rfind(b"\n", 0, init_start) + 1
         ind = facts.text[line_start:init_start].decode()
         edits.append(Edit(facts.path, line_start, line_start, "".join(f"{ind}{d}\n" for d in decls)))
-        note = (f"{NAME}: {', '.join(p['buffers'])} allocated with ncclMemAlloc and registered with {comm} "
-                f"(ncclCommRegister) where the program called cudaMalloc; freed with ncclCommDeregister + "
-                "ncclMemFree where it called cudaFree")
+        note = (
+            f"{NAME}: {', '.join(p['buffers'])} allocated with ncclMemAlloc and registered with {comm} "
+            f"(ncclCommRegister) where the program called cudaMalloc; freed with ncclCommDeregister + "
+            "ncclMemFree where it called cudaFree"
+        )
         return Rewritten([], note, program_only=edits)

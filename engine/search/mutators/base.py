@@ -29,10 +29,10 @@ class CandidateView:
     operator: str
     speedup: float | None = None
     time_ms: float | None = None
-    public_metrics: dict[str, Any] = field(default_factory=dict)   # per public config
-    feedback: str = ""            # trimmed compile error / mismatch summary / timeout reason
-    reject_reason: str = ""       # the operator's reason, for rejected candidates
-    timeline: dict[str, Any] = field(default_factory=dict)   # per config: engine/timeline/timeline.py's figures
+    public_metrics: dict[str, Any] = field(default_factory=dict)  # per public config
+    feedback: str = ""  # trimmed compile error / mismatch summary / timeout reason
+    reject_reason: str = ""  # the operator's reason, for rejected candidates
+    timeline: dict[str, Any] = field(default_factory=dict)  # per config: engine/timeline/timeline.py's figures
 
 
 @dataclass
@@ -41,23 +41,23 @@ class ProposalContext:
     workload: Workload
     parent: CandidateView
     inspirations: list[CandidateView]
-    second_parent: CandidateView | None     # for crossover
-    rejected: list[CandidateView]           # "do not repeat" examples
-    island_sources: list[str]               # for novelty checks
-    phase: str                              # explore | exploit
+    second_parent: CandidateView | None  # for crossover
+    rejected: list[CandidateView]  # "do not repeat" examples
+    island_sources: list[str]  # for novelty checks
+    phase: str  # explore | exploit
     rng: random.Random
     evaluation_number: int
     store: Store
     recommendations: list[str] = field(default_factory=list)
-    feedback_attempts: int = 3              # bounded retries on malformed answers
-    known: Callable[[str], bool] = lambda source: False   # True for a source the run already has
+    feedback_attempts: int = 3  # bounded retries on malformed answers
+    known: Callable[[str], bool] = lambda source: False  # True for a source the run already has
 
 
 @dataclass
 class Proposal:
     source: str
-    operator: str            # variant | knob | cross | llm-diff | llm-full | llm-cross
-    mutator: str             # design-space | llm:<model>
+    operator: str  # variant | knob | cross | llm-diff | llm-full | llm-cross
+    mutator: str  # design-space | llm:<model>
     note: str = ""
     llm_call_ids: list[int] = field(default_factory=list)
 

@@ -15,7 +15,7 @@ from .base import CandidateView, Proposal, ProposalContext
 
 MAX_TRIES = 30
 MAX_KNOB_TRIES = 64
-MAX_KNOWN_MOVES = 100_000   # remembered (parent source, move) pairs; forgotten all at once past this
+MAX_KNOWN_MOVES = 100_000  # remembered (parent source, move) pairs; forgotten all at once past this
 
 
 def _with_knobs(source: str, knobs: dict[str, str]) -> str:
@@ -99,8 +99,9 @@ class DesignSpaceMutator:
         child = blocks.replace_blocks(parent.source, variant.bodies)
         return _with_knobs(child, knobs)
 
-    def _knob(self, source: str, rng: random.Random, explore: bool, known=lambda source: False,
-              remember: bool = True) -> str | None:
+    def _knob(
+        self, source: str, rng: random.Random, explore: bool, known=lambda source: False, remember: bool = True
+    ) -> str | None:
         """A child one knob step away. `remember` only for a source the engine keeps (a parent's): the
         memo must not hold on to throwaway intermediate sources."""
         present = blocks.knob_values(source)

@@ -50,26 +50,32 @@ SCHEDULE = {
 class LLMSettings:
     max_tokens_diff: int = 4096
     max_tokens_full: int = 8192
-    novelty_threshold: float = 0.99         # token-shingle Jaccard; 0.995 cosine with embeddings
+    novelty_threshold: float = 0.99  # token-shingle Jaccard; 0.995 cosine with embeddings
     embedding_threshold: float = 0.995
-    meta_every: int = 10                    # finished evaluations between recommendations (0: off)
-    timeout_s: float = 180.0                # one LLM request
-    max_attempts: int = 4                   # per request, with backoff (429 / 5xx / timeouts)
-    strategies: list[str] = field(default_factory=list)   # starting strategies (none: from the workload)
+    meta_every: int = 10  # finished evaluations between recommendations (0: off)
+    timeout_s: float = 180.0  # one LLM request
+    max_attempts: int = 4  # per request, with backoff (429 / 5xx / timeouts)
+    strategies: list[str] = field(default_factory=list)  # starting strategies (none: from the workload)
     strategy_exploration: float = 0.5
-    strategy_retire_after: int = 3          # failed children in a row that retire a strategy (0: never)
-    strategy_rewrites: int = 1              # weakest strategies rewritten per meta step
+    strategy_retire_after: int = 3  # failed children in a row that retire a strategy (0: never)
+    strategy_rewrites: int = 1  # weakest strategies rewritten per meta step
 
 
 def settings_from_config(config: RunConfig) -> LLMSettings:
     """The run config's LLM settings (stored with the run, so a fork or a resume keeps them)."""
-    return LLMSettings(max_tokens_diff=config.max_tokens_diff, max_tokens_full=config.max_tokens_full,
-                       novelty_threshold=config.novelty_threshold,
-                       embedding_threshold=config.embedding_threshold, meta_every=config.meta_every,
-                       timeout_s=config.llm_timeout_s, max_attempts=config.llm_max_attempts,
-                       strategies=list(config.strategies), strategy_exploration=config.strategy_exploration,
-                       strategy_retire_after=config.strategy_retire_after,
-                       strategy_rewrites=config.strategy_rewrites)
+    return LLMSettings(
+        max_tokens_diff=config.max_tokens_diff,
+        max_tokens_full=config.max_tokens_full,
+        novelty_threshold=config.novelty_threshold,
+        embedding_threshold=config.embedding_threshold,
+        meta_every=config.meta_every,
+        timeout_s=config.llm_timeout_s,
+        max_attempts=config.llm_max_attempts,
+        strategies=list(config.strategies),
+        strategy_exploration=config.strategy_exploration,
+        strategy_retire_after=config.strategy_retire_after,
+        strategy_rewrites=config.strategy_rewrites,
+    )
 
 
 def choose_kind(ctx: ProposalContext) -> tuple[str, float]:
@@ -88,16 +94,24 @@ def _note(answer: str) -> str:
 class LLMMutator:
     name = "llm"
 
-    def __init__(self, service: LLMService, workload: Workload, models: list[str], *,
-                 settings: LLMSettings | None = None, novelty: NoveltyCheck | None = None,
-                 embedding_model: str | None = None, node_facts: str | None = None):
+    def __init__(
+        self,
+        service: LLMService,
+        workload: Workload,
+        models: list[str],
+        *,
+        settings: LLMSettings | None = None,
+        novelty: NoveltyCheck | None = None,
+        embedding_model: str | None = None,
+        node_facts: str | None = None,
+    ):
         self.service = service
         self.workload = workload
         self.models = list(models)
         self.settings = settings or LLMSettings()
         self.novelty = novelty or ShingleNovelty(self.settings.novelty_threshold)
         self.embedding_model = embedding_model
-        self.node_facts = node_facts            # facts about the GPU node, when the engine knows them
+        self.node_facts = node_facts  # facts about the GPU node, when the engine knows them
         self.meta = MetaSummarizer(self.settings.meta_every)
         self._bandit: Bandit | None = None
         self._run_id: str | None = None
@@ -115,8 +129,11 @@ class LLMMutator:
             self._bandit = await Bandit.load(ctx.store, ctx.run_id, self.models)
             self._recommendations = None
             self._strategies = await strat.load(ctx.store, ctx.run_id) or strat.seeded(
-                self.workload, self.settings.strategies)
-            self._strategies.exploration = self.settings.strategy_exploration   # the run's setting (a fork may change it)
+                self.workload, self.settings.strategies
+            )
+            self._strategies.exploration = (
+                self.settings.strategy_exploration
+            )  # the run's setting (a fork may change it)
             if isinstance(self.novelty, EmbeddingNovelty) and self.embedding_model:
                 model, store, run_id = self.embedding_model, ctx.store, ctx.run_id
                 self.novelty.embed = lambda texts: self.service.embed(model, texts, store=store, run_id=run_id)
@@ -134,8 +151,9 @@ class LLMMutator:
             if at is not None:
                 model = bandit.select(ctx.rng)
                 try:
-                    self._recommendations = await self.meta.summarize(self.service, model, ctx.store, ctx.run_id,
-                                                                      self.workload, at)
+                    self._recommendations = await self.meta.summarize(
+                        self.service, model, ctx.store, ctx.run_id, self.workload, at
+                    )
                 except LLMError as err:
                     log.warning("meta-summarizer: %s", err)
                 await self._evolve_strategies(ctx, model, at)
@@ -149,20 +167,33 @@ class LLMMutator:
         if population is None or population.meta_at >= at:
             return
         population.meta_at = at
-        step = await evolve_strategies(population, self.service, model, ctx.store, ctx.run_id, self.workload,
-                                       retire_after=self.settings.strategy_retire_after,
-                                       rewrites=self.settings.strategy_rewrites)
+        step = await evolve_strategies(
+            population,
+            self.service,
+            model,
+            ctx.store,
+            ctx.run_id,
+            self.workload,
+            retire_after=self.settings.strategy_retire_after,
+            rewrites=self.settings.strategy_rewrites,
+        )
         async with ctx.store.transaction() as tx:
             await strat.save(tx, ctx.run_id, population)
             if step.retired or step.added:
-                await tx.event(ctx.run_id, Strategies(at=at, retired=step.retired, rewritten=step.rewritten,
-                               added=step.added, llm_call=step.call_id))
+                await tx.event(
+                    ctx.run_id,
+                    Strategies(
+                        at=at, retired=step.retired, rewritten=step.rewritten, added=step.added, llm_call=step.call_id
+                    ),
+                )
 
     async def propose(self, ctx: ProposalContext) -> Proposal | None:
         bandit = await self._prepare(ctx)
         if self.budget.exhausted():
-            raise BudgetExhausted(f"LLM budget of {self.budget.limit_usd:.4f} USD is committed "
-                                  f"({self.budget.committed_usd:.4f} spent or in flight)")
+            raise BudgetExhausted(
+                f"LLM budget of {self.budget.limit_usd:.4f} USD is committed "
+                f"({self.budget.committed_usd:.4f} spent or in flight)"
+            )
         try:
             return await self._propose(ctx, bandit)
         finally:
@@ -184,15 +215,31 @@ class LLMMutator:
         parent = ctx.parent
         max_tokens = self.settings.max_tokens_diff if kind == "diff" else self.settings.max_tokens_full
         system = system_prompt(self.workload, self.node_facts)
-        messages = [{"role": "user", "content": mutate_prompt(
-            kind, parent, self.workload, second=ctx.second_parent if kind == "cross" else None,
-            inspirations=ctx.inspirations, rejected=ctx.rejected, recommendations=recommendations,
-            strategy=strategy.text if strategy is not None else None)}]
+        messages = [
+            {
+                "role": "user",
+                "content": mutate_prompt(
+                    kind,
+                    parent,
+                    self.workload,
+                    second=ctx.second_parent if kind == "cross" else None,
+                    inspirations=ctx.inspirations,
+                    rejected=ctx.rejected,
+                    recommendations=recommendations,
+                    strategy=strategy.text if strategy is not None else None,
+                ),
+            }
+        ]
         call_ids: list[int] = []
         for attempt in range(1 + max(0, ctx.feedback_attempts)):
             try:
-                out = await self.service.chat(model, ChatRequest(system, list(messages), temperature, max_tokens),
-                                              store=ctx.store, run_id=ctx.run_id, purpose="mutate")
+                out = await self.service.chat(
+                    model,
+                    ChatRequest(system, list(messages), temperature, max_tokens),
+                    store=ctx.store,
+                    run_id=ctx.run_id,
+                    purpose="mutate",
+                )
             except LLMError as err:
                 log.warning("%s: no proposal: %s", model, err)
                 return None
@@ -215,7 +262,7 @@ class LLMMutator:
             others = [s for s in ctx.island_sources if s != parent.source] + [parent.source]
             try:
                 similarity = await self.novelty.max_similarity(child, others)
-            except LLMError as err:   # an embedding failure falls back to the local measure
+            except LLMError as err:  # an embedding failure falls back to the local measure
                 log.warning("novelty embeddings failed (%s); using token shingles", err)
                 similarity = await ShingleNovelty(self.settings.novelty_threshold).max_similarity(child, others)
             if similarity >= self.novelty.threshold:
@@ -223,9 +270,14 @@ class LLMMutator:
                 messages.append({"role": "user", "content": novelty_message(similarity)})
                 continue
             if strategy is not None and out.call_id is not None and self._strategies is not None:
-                self._strategies.proposed(out.call_id, strategy)   # credited when the child's result is final
-            return Proposal(source=child, operator=OPERATORS[kind], mutator=f"llm:{model}",
-                            note=_note(redact(out.text)), llm_call_ids=call_ids)
+                self._strategies.proposed(out.call_id, strategy)  # credited when the child's result is final
+            return Proposal(
+                source=child,
+                operator=OPERATORS[kind],
+                mutator=f"llm:{model}",
+                note=_note(redact(out.text)),
+                llm_call_ids=call_ids,
+            )
         log.info("%s: no valid, novel answer after %d attempts", model, 1 + max(0, ctx.feedback_attempts))
         return None
 
@@ -233,9 +285,17 @@ class LLMMutator:
         await self.service.close()
 
 
-def build_llm_mutator(models: list[str], budget_usd: float | None, workload: Workload, *, home: Path,
-                      embedding: str | None = None, settings: LLMSettings | None = None,
-                      node_facts: str | None = None, require_keys: bool = True) -> LLMMutator:
+def build_llm_mutator(
+    models: list[str],
+    budget_usd: float | None,
+    workload: Workload,
+    *,
+    home: Path,
+    embedding: str | None = None,
+    settings: LLMSettings | None = None,
+    node_facts: str | None = None,
+    require_keys: bool = True,
+) -> LLMMutator:
     """The LLM mutator for a run. Raises `InputError` (field `--llm`) for a bad model string or a
     missing key variable, and for a bad `<home>/pricing.yaml`."""
     settings = settings or LLMSettings()
@@ -247,12 +307,24 @@ def build_llm_mutator(models: list[str], budget_usd: float | None, workload: Wor
         espec = parse_model(embedding)
         if espec.provider == "anthropic":
             from remote.errors import InputError
+
             raise InputError("--llm", "--llm", f"{embedding!r}: embeddings need openai: or openai-compat:")
         if espec not in all_specs:
             all_specs.append(espec)
         embed_name = espec.name
-        novelty = EmbeddingNovelty(embed=None, threshold=settings.embedding_threshold)   # type: ignore[arg-type]
-    service = LLMService(all_specs, Pricing.load(home), Budget(budget_usd),
-                         RetryPolicy(timeout_s=settings.timeout_s, max_attempts=settings.max_attempts))
-    return LLMMutator(service, workload, [s.name for s in specs], settings=settings, novelty=novelty,
-                      embedding_model=embed_name, node_facts=node_facts)
+        novelty = EmbeddingNovelty(embed=None, threshold=settings.embedding_threshold)  # type: ignore[arg-type]
+    service = LLMService(
+        all_specs,
+        Pricing.load(home),
+        Budget(budget_usd),
+        RetryPolicy(timeout_s=settings.timeout_s, max_attempts=settings.max_attempts),
+    )
+    return LLMMutator(
+        service,
+        workload,
+        [s.name for s in specs],
+        settings=settings,
+        novelty=novelty,
+        embedding_model=embed_name,
+        node_facts=node_facts,
+    )

@@ -12,15 +12,33 @@ class FilterError(ValueError):
 
 
 _FIELDS = {
-    "id": "c.id", "island": "c.island", "isl": "c.island", "gen": "c.generation", "generation": "c.generation",
-    "op": "c.operator", "operator": "c.operator", "status": "c.status", "speedup": "c.speedup",
-    "mutator": "c.mutator", "cell": "c.cell", "parent": "c.parent_id", "time": "c.time_ms",
-    "mark": "m.verdict", "verdict": "m.verdict",
+    "id": "c.id",
+    "island": "c.island",
+    "isl": "c.island",
+    "gen": "c.generation",
+    "generation": "c.generation",
+    "op": "c.operator",
+    "operator": "c.operator",
+    "status": "c.status",
+    "speedup": "c.speedup",
+    "mutator": "c.mutator",
+    "cell": "c.cell",
+    "parent": "c.parent_id",
+    "time": "c.time_ms",
+    "mark": "m.verdict",
+    "verdict": "m.verdict",
 }
 # The candidates table's columns (widgets/candidates.py COLUMNS keys) as SQL sort expressions.
-SORT_COLUMNS = {"id": "c.id", "island": "c.island", "generation": "c.generation", "operator": "c.operator",
-                "status": "c.status", "speedup": "c.speedup", "verdict": "(c.status || COALESCE(c.reason, ''))",
-                "mark": "m.verdict"}
+SORT_COLUMNS = {
+    "id": "c.id",
+    "island": "c.island",
+    "generation": "c.generation",
+    "operator": "c.operator",
+    "status": "c.status",
+    "speedup": "c.speedup",
+    "verdict": "(c.status || COALESCE(c.reason, ''))",
+    "mark": "m.verdict",
+}
 _TERM = re.compile(r"^(?P<field>[a-z]+)(?P<op>>=|<=|!=|=|>|<|~)(?P<value>.+)$")
 
 
@@ -49,8 +67,11 @@ def parse_filter(text: str) -> tuple[str, list[Any]]:
             clauses.append(f"{column} IS {'NOT ' if op == '!=' else ''}NULL")
             continue
         try:
-            bound: Any = float(value) if column in ("c.speedup", "c.time_ms") else (
-                int(value) if column in ("c.id", "c.island", "c.generation", "c.parent_id") else value)
+            bound: Any = (
+                float(value)
+                if column in ("c.speedup", "c.time_ms")
+                else (int(value) if column in ("c.id", "c.island", "c.generation", "c.parent_id") else value)
+            )
         except ValueError:
             raise FilterError(f"{name}: {value!r} is not a number") from None
         clauses.append(f"{column} {op} ?")

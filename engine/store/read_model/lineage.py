@@ -22,19 +22,21 @@ from ...search.best import top_candidates
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
-MAX_DEPTH = 10_000_000   # a guard against a cycle in corrupt data, far beyond any real search
-ANCESTORS_SHOWN = 500    # the newest ancestors read at once; older ones on request
-WALK_STEP = 2000         # the best's path is walked in steps of this many generations
-CHILDREN_SHOWN = 200     # per parent: a tree node opens with the best 200 children (by speedup), and says so
-_COLUMNS = ("c.id, c.run_id, c.parent_id, c.origin_id, c.generation, c.island, c.operator, c.mutator, c.status, "
-            "c.speedup, c.inspiration_ids")
+MAX_DEPTH = 10_000_000  # a guard against a cycle in corrupt data, far beyond any real search
+ANCESTORS_SHOWN = 500  # the newest ancestors read at once; older ones on request
+WALK_STEP = 2000  # the best's path is walked in steps of this many generations
+CHILDREN_SHOWN = 200  # per parent: a tree node opens with the best 200 children (by speedup), and says so
+_COLUMNS = (
+    "c.id, c.run_id, c.parent_id, c.origin_id, c.generation, c.island, c.operator, c.mutator, c.status, "
+    "c.speedup, c.inspiration_ids"
+)
 
 
 @dataclass
 class LineageNode:
     id: int
     run_id: str
-    parent_id: int | None        # the parent in the lineage: parent_id, or a fork's original (origin_id)
+    parent_id: int | None  # the parent in the lineage: parent_id, or a fork's original (origin_id)
     generation: int
     island: int
     operator: str
@@ -42,10 +44,10 @@ class LineageNode:
     status: str
     speedup: float | None
     inspirations: list[int] = field(default_factory=list)
-    delta: float | None = None   # speedup change over the parent (both measured), else None
-    children: int = 0            # how many children it has (its subtree is loaded when opened)
-    on_best_path: bool = False   # on the path from the seed to the run's best
-    migrated: str = ""           # "0->1": it was copied to another island by a migration
+    delta: float | None = None  # speedup change over the parent (both measured), else None
+    children: int = 0  # how many children it has (its subtree is loaded when opened)
+    on_best_path: bool = False  # on the path from the seed to the run's best
+    migrated: str = ""  # "0->1": it was copied to another island by a migration
 
     @property
     def edge(self) -> str:
@@ -62,9 +64,18 @@ def _node(row: dict[str, Any]) -> LineageNode:
     except (ValueError, TypeError):
         inspirations = []
     parent = row["parent_id"] if row["parent_id"] is not None else row.get("origin_id")
-    return LineageNode(id=row["id"], run_id=row["run_id"], parent_id=parent, generation=row["generation"],
-                       island=row["island"], operator=row["operator"], mutator=row["mutator"], status=row["status"],
-                       speedup=row["speedup"], inspirations=inspirations)
+    return LineageNode(
+        id=row["id"],
+        run_id=row["run_id"],
+        parent_id=parent,
+        generation=row["generation"],
+        island=row["island"],
+        operator=row["operator"],
+        mutator=row["mutator"],
+        status=row["status"],
+        speedup=row["speedup"],
+        inspirations=inspirations,
+    )
 
 
 def ancestors(fetch: Fetch, candidate_id: int, limit: int = MAX_DEPTH) -> list[LineageNode]:
@@ -76,7 +87,8 @@ def ancestors(fetch: Fetch, candidate_id: int, limit: int = MAX_DEPTH) -> list[L
         "SELECT COALESCE(c.parent_id, c.origin_id), up.depth + 1 FROM candidates c JOIN up ON c.id = up.id "
         "WHERE COALESCE(c.parent_id, c.origin_id) IS NOT NULL AND up.depth < ?) "
         f"SELECT {_COLUMNS}, up.depth FROM up JOIN candidates c ON c.id = up.id ORDER BY up.depth DESC",
-        (candidate_id, limit))
+        (candidate_id, limit),
+    )
     chain = [_node(r) for r in rows]
     for parent, child in zip(chain, chain[1:]):
         child.delta = _delta(parent.speedup, child.speedup)
@@ -85,10 +97,12 @@ def ancestors(fetch: Fetch, candidate_id: int, limit: int = MAX_DEPTH) -> list[L
 
 def _walk_up(fetch: Fetch, candidate_id: int, steps: int) -> list[int]:
     """Ids only, newest first: the candidate and up to `steps` ancestors (reads no more than each row's head)."""
-    rows = fetch("WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION ALL "
-                 "SELECT COALESCE(c.parent_id, c.origin_id), up.depth + 1 FROM candidates c JOIN up ON c.id = up.id "
-                 "WHERE COALESCE(c.parent_id, c.origin_id) IS NOT NULL AND up.depth < ?) SELECT id FROM up",
-                 (candidate_id, steps))
+    rows = fetch(
+        "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION ALL "
+        "SELECT COALESCE(c.parent_id, c.origin_id), up.depth + 1 FROM candidates c JOIN up ON c.id = up.id "
+        "WHERE COALESCE(c.parent_id, c.origin_id) IS NOT NULL AND up.depth < ?) SELECT id FROM up",
+        (candidate_id, steps),
+    )
     return [r["id"] for r in rows]
 
 
@@ -98,7 +112,7 @@ class BestPaths:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._paths: dict[str, tuple[int, list[int], dict[int, int]]] = {}   # run -> best, root-first, index
+        self._paths: dict[str, tuple[int, list[int], dict[int, int]]] = {}  # run -> best, root-first, index
 
     def get(self, fetch: Fetch, run_id: str) -> tuple[int | None, set[int]]:
         best = best_id(fetch, run_id)
@@ -109,14 +123,14 @@ class BestPaths:
             if known is not None and known[0] == best:
                 return best, set(known[2])
             old_path, old_index = (known[1], known[2]) if known else ([], {})
-            fresh: list[int] = []          # newest first, down to where it meets the old path
+            fresh: list[int] = []  # newest first, down to where it meets the old path
             cur: int | None = best
             while cur is not None:
                 ids = _walk_up(fetch, cur, WALK_STEP)
                 hit = next((i for i, cid in enumerate(ids) if cid in old_index), None)
                 if hit is not None:
                     fresh += ids[:hit]
-                    path = old_path[:old_index[ids[hit]] + 1] + fresh[::-1]
+                    path = old_path[: old_index[ids[hit]] + 1] + fresh[::-1]
                     break
                 fresh += ids[:-1] if len(ids) > WALK_STEP else ids
                 cur = ids[-1] if len(ids) > WALK_STEP else None
@@ -132,8 +146,11 @@ def _delta(parent: float | None, child: float | None) -> float | None:
 
 def children(fetch: Fetch, parent: LineageNode, limit: int = CHILDREN_SHOWN) -> list[LineageNode]:
     """The children of `parent` (the best `limit` by speedup first, then the unmeasured ones)."""
-    rows = fetch(f"SELECT {_COLUMNS} FROM candidates c WHERE c.parent_id = ? "
-                 "ORDER BY c.speedup IS NULL, c.speedup DESC, c.id LIMIT ?", (parent.id, limit))
+    rows = fetch(
+        f"SELECT {_COLUMNS} FROM candidates c WHERE c.parent_id = ? "
+        "ORDER BY c.speedup IS NULL, c.speedup DESC, c.id LIMIT ?",
+        (parent.id, limit),
+    )
     out = [_node(r) for r in rows]
     for child in out:
         child.delta = _delta(parent.speedup, child.speedup)
@@ -144,10 +161,11 @@ def child_counts(fetch: Fetch, ids: list[int]) -> dict[int, int]:
     """How many children each of `ids` has (index only)."""
     counts: dict[int, int] = {}
     for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
+        chunk = ids[start : start + 500]
         marks = ",".join("?" * len(chunk))
-        for r in fetch(f"SELECT parent_id, COUNT(*) AS n FROM candidates WHERE parent_id IN ({marks}) "
-                       "GROUP BY parent_id", chunk):
+        for r in fetch(
+            f"SELECT parent_id, COUNT(*) AS n FROM candidates WHERE parent_id IN ({marks}) GROUP BY parent_id", chunk
+        ):
             counts[r["parent_id"]] = r["n"]
     return counts
 
@@ -160,9 +178,10 @@ def best_id(fetch: Fetch, run_id: str) -> int | None:
 
 def migrations(fetch: Fetch, run_id: str) -> dict[int, str]:
     """Candidates that migrations copied to another island ('src->dst'); the log is small (one row each)."""
-    return {r["candidate_id"]: f"{r['src_island']}->{r['dst_island']}"
-            for r in fetch("SELECT candidate_id, src_island, dst_island FROM migrations_log WHERE run_id=?",
-                           (run_id,))}
+    return {
+        r["candidate_id"]: f"{r['src_island']}->{r['dst_island']}"
+        for r in fetch("SELECT candidate_id, src_island, dst_island FROM migrations_log WHERE run_id=?", (run_id,))
+    }
 
 
 @dataclass
@@ -170,10 +189,10 @@ class Lineage:
     """What the lineage screen and tab show for one candidate."""
 
     focus: int
-    chain: list[LineageNode]          # the oldest read first (the seed, when complete), the focus last
-    children: list[LineageNode]       # the focus's children (their own children load when opened)
+    chain: list[LineageNode]  # the oldest read first (the seed, when complete), the focus last
+    children: list[LineageNode]  # the focus's children (their own children load when opened)
     best: int | None
-    best_path: set[int]               # empty until known (see mark_best_path)
+    best_path: set[int]  # empty until known (see mark_best_path)
 
     @property
     def complete(self) -> bool:
@@ -181,8 +200,9 @@ class Lineage:
         return bool(self.chain) and self.chain[0].parent_id is None
 
 
-def lineage(fetch: Fetch, run_id: str, candidate_id: int, best_paths: BestPaths | None = None,
-            limit: int = ANCESTORS_SHOWN) -> Lineage:
+def lineage(
+    fetch: Fetch, run_id: str, candidate_id: int, best_paths: BestPaths | None = None, limit: int = ANCESTORS_SHOWN
+) -> Lineage:
     """The candidate's lineage; with `best_paths`, the path to the best is marked (it may take a walk the
     first time), else it is left for mark_best_path."""
     chain = ancestors(fetch, candidate_id, limit)

@@ -23,7 +23,7 @@ from .insight import ConfigWinners, LlmPanel, config_winners, llm_panel
 from .lineage import ANCESTORS_SHOWN, BestPaths, Lineage, lineage
 from .summary import nodes, run_summary
 
-CANDIDATE_WINDOW = 1000          # rows kept in the candidates table (newest); SQL pages the rest
+CANDIDATE_WINDOW = 1000  # rows kept in the candidates table (newest); SQL pages the rest
 
 
 class ReadModel:
@@ -36,14 +36,14 @@ class ReadModel:
 
     def __init__(self, home: Path):
         self.home = Path(home)
-        self._store = ReadStore(self.home)          # the opening thread's connection (and the blob store)
+        self._store = ReadStore(self.home)  # the opening thread's connection (and the blob store)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._closed = False
         self._conns: list[tuple[ReadStore, threading.Lock]] = [(self._store, threading.Lock())]
         self._local.conn = self._conns[0]
-        self.best_paths = BestPaths()               # the path to each run's best, walked once per best
-        self.fetch = self._all                      # for the query modules (lineage, insight)
+        self.best_paths = BestPaths()  # the path to each run's best, walked once per best
+        self.fetch = self._all  # for the query modules (lineage, insight)
 
     def _conn(self) -> tuple[ReadStore, threading.Lock]:
         conn = getattr(self._local, "conn", None)
@@ -96,11 +96,13 @@ class ReadModel:
     def runs(self) -> list[dict[str, Any]]:
         # best: the top of candidates_run_fitness (fitness is the speedup of a correct candidate);
         # count: a covering scan of candidates_run_status.
-        rows = self._all(f"SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND {COUNTS_SQL} "
-                         f"ORDER BY {RANK_ORDER_SQL} LIMIT 1) AS best, "
-                         "(SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
-                         "FROM runs r ORDER BY created_at")
-        return [{**r, "state": shown_state(self.home, r)} for r in rows]   # `died`, never a dead `running`
+        rows = self._all(
+            f"SELECT r.*, (SELECT c.speedup FROM candidates c WHERE c.run_id=r.id AND {COUNTS_SQL} "
+            f"ORDER BY {RANK_ORDER_SQL} LIMIT 1) AS best, "
+            "(SELECT COUNT(*) FROM candidates c WHERE c.run_id=r.id) AS candidates "
+            "FROM runs r ORDER BY created_at"
+        )
+        return [{**r, "state": shown_state(self.home, r)} for r in rows]  # `died`, never a dead `running`
 
     def run_ids(self) -> list[str]:
         return [r["id"] for r in self._all("SELECT id FROM runs ORDER BY created_at")]
@@ -132,16 +134,24 @@ class ReadModel:
 
     def review_queue(self, run_id: str) -> list[dict[str, Any]]:
         """The verified results that wait for a person (engine/search/counting.py), oldest first."""
-        rows = self._all("SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? "
-                         "ORDER BY id", (run_id, NEEDS_REVIEW))
+        rows = self._all(
+            "SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? ORDER BY id",
+            (run_id, NEEDS_REVIEW),
+        )
         out = []
         for r in rows:
             try:
                 metrics = json.loads(r["metrics_json"]) if r["metrics_json"] else {}
             except ValueError:
                 metrics = {}
-            out.append({"candidate": r["id"], "speedup": r["speedup"], "time_ms": r["time_ms"],
-                        "flags": metrics.get("flags") or [] if isinstance(metrics, dict) else []})
+            out.append(
+                {
+                    "candidate": r["id"],
+                    "speedup": r["speedup"],
+                    "time_ms": r["time_ms"],
+                    "flags": metrics.get("flags") or [] if isinstance(metrics, dict) else [],
+                }
+            )
         return out
 
     def nodes(self) -> list[dict[str, Any]]:
@@ -158,33 +168,46 @@ class ReadModel:
         span = self._one("SELECT MIN(id) AS lo, MAX(id) AS hi FROM candidates WHERE run_id=?", (run_id,))
         if not span or span["lo"] is None:
             return []
-        rows = self._all("SELECT island, COUNT(*) AS size FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? "
-                         "GROUP BY island ORDER BY island", (span["lo"], span["hi"], run_id))
-        bests = island_bests(self._all, run_id, [r["island"] for r in rows])   # that count: not rejected, not held
-        migrations = {r["dst_island"]: r for r in self._all(
-            "SELECT dst_island, src_island, candidate_id, MAX(at_evaluation) AS at_evaluation "
-            "FROM migrations_log WHERE run_id=? GROUP BY dst_island", (run_id,))}
+        rows = self._all(
+            "SELECT island, COUNT(*) AS size FROM candidates WHERE id BETWEEN ? AND ? AND +run_id=? "
+            "GROUP BY island ORDER BY island",
+            (span["lo"], span["hi"], run_id),
+        )
+        bests = island_bests(self._all, run_id, [r["island"] for r in rows])  # that count: not rejected, not held
+        migrations = {
+            r["dst_island"]: r
+            for r in self._all(
+                "SELECT dst_island, src_island, candidate_id, MAX(at_evaluation) AS at_evaluation "
+                "FROM migrations_log WHERE run_id=? GROUP BY dst_island",
+                (run_id,),
+            )
+        }
         for row in rows:
             row["best"] = bests.get(row["island"])
             # candidates_run_status (run_id, status, rowid) read backwards: stops after 16 of this island.
-            recent = self._all("SELECT speedup FROM candidates WHERE run_id=? AND status='done' AND island=? "
-                               "AND speedup IS NOT NULL ORDER BY id DESC LIMIT 16", (run_id, row["island"]))
+            recent = self._all(
+                "SELECT speedup FROM candidates WHERE run_id=? AND status='done' AND island=? "
+                "AND speedup IS NOT NULL ORDER BY id DESC LIMIT 16",
+                (run_id, row["island"]),
+            )
             row["trend"] = [r["speedup"] for r in reversed(recent)]
             mig = migrations.get(row["island"])
-            row["migration"] = (f"#{mig['candidate_id']} from {mig['src_island']} @{mig['at_evaluation']}"
-                                if mig else "")
+            row["migration"] = f"#{mig['candidate_id']} from {mig['src_island']} @{mig['at_evaluation']}" if mig else ""
         return rows
 
     # ---- candidates
 
-    def candidates(self, run_id: str, filter_text: str = "", limit: int = CANDIDATE_WINDOW,
-                   sort: tuple[str, bool] | None = None) -> list[dict[str, Any]]:
+    def candidates(
+        self, run_id: str, filter_text: str = "", limit: int = CANDIDATE_WINDOW, sort: tuple[str, bool] | None = None
+    ) -> list[dict[str, Any]]:
         """The newest `limit` candidates (proposal order: UNIQUE(run_id, number) read backwards, no sort),
         oldest first; or, with `sort` = (column, descending), the first `limit` of the whole run in that
         order (a top-N sort in SQL: the best of the run, not of the newest window), NULLs last."""
         where, params = parse_filter(filter_text)
-        columns = ("c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, c.review, "
-                   "m.verdict AS mark, m.text AS mark_text")
+        columns = (
+            "c.id, c.island, c.generation, c.operator, c.status, c.speedup, c.correct, c.reason, c.review, "
+            "m.verdict AS mark, m.text AS mark_text"
+        )
         last_mark = "LEFT JOIN marks m ON m.id = (SELECT MAX(id) FROM marks WHERE candidate_id=c.id)"
         if sort is None:
             order = "c.number DESC"
@@ -198,19 +221,27 @@ class ReadModel:
             order = f"{expr} DESC, c.id DESC" if descending else f"{expr} IS NULL, {expr} ASC, c.id ASC"
         if sort is not None and "m." not in where + order:
             # The top `limit` ids first (an index scan where one fits), their marks only after.
-            rows = self._all(f"SELECT {columns} FROM (SELECT c.id FROM candidates c WHERE c.run_id=? AND {where} "
-                             f"ORDER BY {order} LIMIT ?) top JOIN candidates c ON c.id = top.id {last_mark} "
-                             f"ORDER BY {order}", [run_id, *params, limit])
+            rows = self._all(
+                f"SELECT {columns} FROM (SELECT c.id FROM candidates c WHERE c.run_id=? AND {where} "
+                f"ORDER BY {order} LIMIT ?) top JOIN candidates c ON c.id = top.id {last_mark} "
+                f"ORDER BY {order}",
+                [run_id, *params, limit],
+            )
         else:
-            rows = self._all(f"SELECT {columns} FROM candidates c {last_mark} "
-                             f"WHERE c.run_id=? AND {where} ORDER BY {order} LIMIT ?", [run_id, *params, limit])
+            rows = self._all(
+                f"SELECT {columns} FROM candidates c {last_mark} WHERE c.run_id=? AND {where} ORDER BY {order} LIMIT ?",
+                [run_id, *params, limit],
+            )
         if sort is None:
             rows.reverse()
         return rows
 
     def scores(self, run_id: str, limit: int = 5000) -> list[tuple[int, float]]:
-        rows = self._all("SELECT number, speedup FROM candidates WHERE run_id=? AND status='done' AND speedup IS NOT "
-                         "NULL ORDER BY number DESC LIMIT ?", (run_id, limit))
+        rows = self._all(
+            "SELECT number, speedup FROM candidates WHERE run_id=? AND status='done' AND speedup IS NOT "
+            "NULL ORDER BY number DESC LIMIT ?",
+            (run_id, limit),
+        )
         return [(r["number"], r["speedup"]) for r in reversed(rows)]
 
     # ---- one candidate
@@ -223,7 +254,7 @@ class ReadModel:
         if not digest:
             return None
         try:
-            return self._store.blobs.get_text(digest)   # files: no connection needed
+            return self._store.blobs.get_text(digest)  # files: no connection needed
         except OSError:
             return None
 

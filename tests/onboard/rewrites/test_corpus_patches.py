@@ -22,9 +22,11 @@ from ..toolchain import compiles_with_nccl
 
 # the corpus programs with a kernel and a region the rewrites read (nccl_graphs replays graphs: none offered)
 NAMES = ["nvidia_jacobi_nccl_overlap", "cuco_moe_seed", "async_ring_allreduce_single"]
-EXPECTED = {"nvidia_jacobi_nccl_overlap": ["nccl_register", "comm_config"],
-            "cuco_moe_seed": ["comm_config", "lsa_collective"],
-            "async_ring_allreduce_single": ["comm_config", "keep_scratch"]}
+EXPECTED = {
+    "nvidia_jacobi_nccl_overlap": ["nccl_register", "comm_config"],
+    "cuco_moe_seed": ["comm_config", "lsa_collective"],
+    "async_ring_allreduce_single": ["comm_config", "keep_scratch"],
+}
 
 
 def _offered(name: str):
@@ -32,8 +34,9 @@ def _offered(name: str):
     paths = [CORPUS / f for f in files]
     if not paths[0].is_file():
         pytest.skip(f"the corpus is not at {CORPUS}")
-    facts = facts_from_analysis(analyze_files([str(p) for p in paths],
-                                              Flags(defines=tuple(f[2:] for f in flags if f.startswith("-D")))))
+    facts = facts_from_analysis(
+        analyze_files([str(p) for p in paths], Flags(defines=tuple(f[2:] for f in flags if f.startswith("-D"))))
+    )
     return paths, facts, [v.rewrite for v in check_all(facts) if isinstance(v, Offer)]
 
 
@@ -47,6 +50,7 @@ def test_the_offered_rewrites_are_the_ones_the_program_shows(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_the_offered_rewrites_patch_the_original_files_and_compile(tmp_path, name):
     import nvidia.nccl
+
     if shutil.which("mpicxx") is None:
         pytest.skip("mpicxx is not on PATH: the programs include mpi.h")
     paths, facts, offered = _offered(name)
@@ -57,13 +61,32 @@ def test_the_offered_rewrites_patch_the_original_files_and_compile(tmp_path, nam
     dest.chmod(0o755)
     for f in dest.iterdir():
         f.chmod(0o644)
-    r = subprocess.run(["patch", "-p1"], input=unified_diff(facts.texts, texts), text=True, cwd=dest,
-                       capture_output=True, timeout=30)
+    r = subprocess.run(
+        ["patch", "-p1"], input=unified_diff(facts.texts, texts), text=True, cwd=dest, capture_output=True, timeout=30
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     include = Path(list(nvidia.nccl.__path__)[0]) / "include"
     _, flags, _ = PROGRAMS[name]
     for p in paths:
-        r = subprocess.run(["nvcc", "-ccbin", "mpicxx", "-std=c++17", "-arch=sm_90", f"-I{include}", *flags,
-                            "-x", "cu", "-c", p.name, "-o", p.stem + ".o"], cwd=dest, capture_output=True, text=True,
-                           timeout=600)
+        r = subprocess.run(
+            [
+                "nvcc",
+                "-ccbin",
+                "mpicxx",
+                "-std=c++17",
+                "-arch=sm_90",
+                f"-I{include}",
+                *flags,
+                "-x",
+                "cu",
+                "-c",
+                p.name,
+                "-o",
+                p.stem + ".o",
+            ],
+            cwd=dest,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, f"{p.name}: {r.stderr[-2000:]}"

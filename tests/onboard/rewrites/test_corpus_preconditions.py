@@ -23,19 +23,28 @@ def verdicts(*rel: str) -> dict:
 
 def test_jacobi_is_offered_every_rewrite_but_a_bare_comm_stream_and_lsa_collective():
     v = verdicts("nvidia_jacobi_nccl/jacobi.cpp", "nvidia_jacobi_nccl/jacobi_kernels.cu")
-    assert all(isinstance(x, Offer) for n, x in v.items() if n not in ("comm_stream", "lsa_collective", "keep_scratch")), v
+    assert all(
+        isinstance(x, Offer) for n, x in v.items() if n not in ("comm_stream", "lsa_collective", "keep_scratch")
+    ), v
     # its halo exchange is a group of sends and receives, which lsa_collective does not rewrite
-    assert isinstance(v["lsa_collective"], Refusal) and "hold no ncclAlltoAll or ncclAllGather" in v["lsa_collective"].reason
+    assert (
+        isinstance(v["lsa_collective"], Refusal)
+        and "hold no ncclAlltoAll or ncclAllGather" in v["lsa_collective"].reason
+    )
     # the norm's synchronisation follows the exchange: on its own stream it would overlap nothing
     assert isinstance(v["comm_stream"], Refusal) and "jacobi.cpp:359) synchronises the host" in v["comm_stream"].reason
     assert "launch_jacobi_kernel" in v["boundary_first"].what and "iy_start and iy_end-1" in v["boundary_first"].what
     assert v["graph_replay"].what.endswith("a, a_new, bottom, calculate_norm, top")
-    assert v["nccl_register"].what == "a_new, a by ncclMemAlloc, registered with nccl_comm"   # a_new's ping-pong half too
+    assert (
+        v["nccl_register"].what == "a_new, a by ncclMemAlloc, registered with nccl_comm"
+    )  # a_new's ping-pong half too
 
 
 def test_the_hand_overlapped_jacobi_is_not_split_or_captured_again():
     v = verdicts("nvidia_jacobi_nccl_overlap/jacobi.cpp", "nvidia_jacobi_nccl_overlap/jacobi_kernels.cu")
-    assert isinstance(v["boundary_first"], Refusal) and "does not take the region's stream" in v["boundary_first"].reason
+    assert (
+        isinstance(v["boundary_first"], Refusal) and "does not take the region's stream" in v["boundary_first"].reason
+    )
     assert isinstance(v["graph_replay"], Refusal) and "does not fork" in v["graph_replay"].reason
     assert isinstance(v["comm_stream"], Refusal) and "already runs on several streams" in v["comm_stream"].reason
 
@@ -53,7 +62,9 @@ def test_the_ring_allreduce_allocating_in_its_helper_is_not_captured():
     assert isinstance(v["comm_config"], Offer)
     assert isinstance(v["nccl_register"], Refusal) and "inside a called function" in v["nccl_register"].reason
     # the helper's scratch buffer, allocated and freed on every call, is kept across calls instead
-    assert isinstance(v["keep_scratch"], Offer) and v["keep_scratch"].what.startswith("scratch_buff of ringAllReduce() (")
+    assert isinstance(v["keep_scratch"], Offer) and v["keep_scratch"].what.startswith(
+        "scratch_buff of ringAllReduce() ("
+    )
 
 
 def test_the_moe_seed_timed_section_is_read_and_not_captured():
@@ -61,7 +72,12 @@ def test_the_moe_seed_timed_section_is_read_and_not_captured():
     # a section that runs once: a graph would be captured for a single replay
     assert isinstance(v["graph_replay"], Refusal) and "section that runs once" in v["graph_replay"].reason
     assert isinstance(v["comm_stream"], Refusal) and "more than one collective" in v["comm_stream"].reason
-    assert isinstance(v["nccl_register"], Refusal) and "outside the function that holds the region" in v["nccl_register"].reason
+    assert (
+        isinstance(v["nccl_register"], Refusal)
+        and "outside the function that holds the region" in v["nccl_register"].reason
+    )
     assert isinstance(v["comm_config"], Offer) and "ds_v3_moe.cu:369" in v["comm_config"].what
     assert isinstance(v["lsa_collective"], Offer) and "into d_quant_recv, d_final_output" in v["lsa_collective"].what
-    assert isinstance(v["keep_scratch"], Refusal) and "no function the region calls allocates" in v["keep_scratch"].reason
+    assert (
+        isinstance(v["keep_scratch"], Refusal) and "no function the region calls allocates" in v["keep_scratch"].reason
+    )

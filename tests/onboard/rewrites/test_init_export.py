@@ -28,8 +28,13 @@ def init(tmp_path, program: Path) -> Path:
     src = tmp_path / "program"
     shutil.copytree(program.parent, src)
     out = tmp_path / "workload"
-    r = subprocess.run([*CLI, "init", program.name, "--ranks", "2", "-o", str(out)], cwd=src,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [*CLI, "init", program.name, "--ranks", "2", "-o", str(out)],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -38,7 +43,10 @@ def test_init_makes_each_offered_set_of_rewrites_a_point_the_mutator_moves_to(tm
     out = init(tmp_path, HERE / "programs" / "halo.cu")
     spec = yaml.safe_load((out / "workload.yaml").read_text())
     dim = spec["design_space"]["dimensions"]["rewrites"]
-    assert dim == {"values": ["none", "boundary_first", "graph_replay", "boundary_first+graph_replay"], "default": "none"}
+    assert dim == {
+        "values": ["none", "boundary_first", "graph_replay", "boundary_first+graph_replay"],
+        "default": "none",
+    }
     assert spec["program"]["rewrites"] == ["boundary_first", "nccl_register", "comm_config", "graph_replay"]
     workload = load_workload(out)
     seed = (out / "candidate.cu").read_text()
@@ -63,22 +71,27 @@ def _at_point(out: Path, point: str) -> str:
 def test_a_candidate_at_a_rewrite_point_patches_the_users_file(tmp_path):
     out = init(tmp_path, HERE / "programs" / "halo.cu")
     source = _at_point(out, "boundary_first+graph_replay")
-    assert "// boundary_first: launch_relax (candidate.cu:" in source     # the candidate says what was done
-    source = blocks.set_knob(source, "chunks", "4")      # knobs the schedule does not use may move freely
+    assert "// boundary_first: launch_relax (candidate.cu:" in source  # the candidate says what was done
+    source = blocks.set_knob(source, "chunks", "4")  # knobs the schedule does not use may move freely
     diff, notes = patch_for(source, out, "candidate 7")
     assert diff.startswith("--- a/halo.cu\n+++ b/halo.cu\n")
     assert [n.split(":")[0] for n in notes] == ["boundary_first", "graph_replay"]
-    r = subprocess.run(["patch", "-p1", "--dry-run"], input=diff, text=True, cwd=tmp_path / "program",
-                       capture_output=True, timeout=30)
+    r = subprocess.run(
+        ["patch", "-p1", "--dry-run"], input=diff, text=True, cwd=tmp_path / "program", capture_output=True, timeout=30
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_a_candidate_edited_beyond_its_point_is_refused(tmp_path):
     out = init(tmp_path, HERE / "programs" / "halo.cu")
-    source = _at_point(out, "graph_replay").replace("cudaGraphLaunch(cuco_exec, stream)",
-                                                    "cudaGraphLaunch(cuco_exec, stream); /* tuned */")
-    with pytest.raises(RewriteError, match="schedule block differs from the rewrites at its point .rewrites=graph_replay. "
-                                           "at .*tuned.*cannot be written back"):
+    source = _at_point(out, "graph_replay").replace(
+        "cudaGraphLaunch(cuco_exec, stream)", "cudaGraphLaunch(cuco_exec, stream); /* tuned */"
+    )
+    with pytest.raises(
+        RewriteError,
+        match="schedule block differs from the rewrites at its point .rewrites=graph_replay. "
+        "at .*tuned.*cannot be written back",
+    ):
         patch_for(source, out, "candidate 9")
 
 
@@ -103,15 +116,20 @@ def _store_with(home: Path, workload: Path, sources: list[str]) -> None:
         store = await Store(home).open()
         now = time.time()
         async with store.transaction() as tx:
-            await tx.execute("INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, "
-                             "updated_at) VALUES (?, ?, ?, 'finished', '{}', ?, ?)",
-                             ("r1", workload.name, str(workload), now, now))
+            await tx.execute(
+                "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, "
+                "updated_at) VALUES (?, ?, ?, 'finished', '{}', ?, ?)",
+                ("r1", workload.name, str(workload), now, now),
+            )
             for i, src in enumerate(sources):
-                await tx.execute("INSERT INTO candidates (run_id, number, island, generation, operator, mutator, "
-                                 "source_hash, descriptor_json, cell, status, correct, speedup, fitness, created_at) "
-                                 "VALUES ('r1', ?, 0, 0, 'variant', 'design-space', ?, '{}', '', 'correct', 1, ?, ?, ?)",
-                                 (i, store.blobs.put_text(src), 1.0 + i, 1.0 + i, now))
+                await tx.execute(
+                    "INSERT INTO candidates (run_id, number, island, generation, operator, mutator, "
+                    "source_hash, descriptor_json, cell, status, correct, speedup, fitness, created_at) "
+                    "VALUES ('r1', ?, 0, 0, 'variant', 'design-space', ?, '{}', '', 'correct', 1, ?, ?, ?)",
+                    (i, store.blobs.put_text(src), 1.0 + i, 1.0 + i, now),
+                )
         await store.close()
+
     asyncio.run(fill())
 
 
@@ -122,15 +140,24 @@ def test_cuco_export_patch_writes_a_candidate_into_the_users_folder(tmp_path):
     home = tmp_path / "home"
     _store_with(home, out, [seed, best])
     patch = tmp_path / "best.patch"
-    r = subprocess.run([*CLI, "export", "r1", "--patch", "--candidate", "2", "-o", str(patch), "--home", str(home)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [*CLI, "export", "r1", "--patch", "--candidate", "2", "-o", str(patch), "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "note boundary_first:" in r.stderr and "note graph_replay:" in r.stderr
-    r = subprocess.run(["patch", "-p1", "-i", str(patch)], cwd=tmp_path / "program", capture_output=True,
-                       text=True, timeout=30)
+    r = subprocess.run(
+        ["patch", "-p1", "-i", str(patch)], cwd=tmp_path / "program", capture_output=True, text=True, timeout=30
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     text = (tmp_path / "program" / "halo.cu").read_text()
     assert "cudaStreamCreateWithPriority(&cuco_comm_stream" in text and "cudaGraphLaunch(cuco_exec, stream)" in text
-    r = subprocess.run([*CLI, "export", "r1", "--patch", "--candidate", "1", "--home", str(home)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [*CLI, "export", "r1", "--patch", "--candidate", "1", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "it is your program as it is" in r.stderr

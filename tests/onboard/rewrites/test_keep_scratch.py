@@ -17,7 +17,14 @@ from engine.onboard.analyze import analyze_files
 from engine.onboard.export_patch import patch_for
 from engine.onboard.rewrites import Offer, Refusal, check_all, facts_from_analysis
 
-RING = Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus" / "async_ring_allreduce_single" / "ring_allreduce.cu"
+RING = (
+    Path(__file__).resolve().parents[3]
+    / ".."
+    / "shared"
+    / "corpus"
+    / "async_ring_allreduce_single"
+    / "ring_allreduce.cu"
+)
 CLI = [sys.executable, "-m", "cuco_tui.cli"]
 
 
@@ -35,12 +42,22 @@ def verdict(path: Path) -> Offer | Refusal:
     return {v.rewrite: v for v in check_all(facts_from_analysis(analyze_files([str(path)])))}["keep_scratch"]
 
 
-@pytest.mark.parametrize("old, new, reason", [
-    ("    CUDACHECK(cudaFree(scratch_buff));", "    if (count) CUDACHECK(cudaFree(scratch_buff));",
-     "the allocation or the free of scratch_buff is under a condition or a loop"),
-    ("    CUDACHECK(cudaFree(scratch_buff));", "", "scratch_buff is allocated 1 and freed 0 time(s) in ringAllReduce()"),
-    ("    float* scratch_buff;\n", "", "scratch_buff is not declared in ringAllReduce()'s body"),
-])
+@pytest.mark.parametrize(
+    "old, new, reason",
+    [
+        (
+            "    CUDACHECK(cudaFree(scratch_buff));",
+            "    if (count) CUDACHECK(cudaFree(scratch_buff));",
+            "the allocation or the free of scratch_buff is under a condition or a loop",
+        ),
+        (
+            "    CUDACHECK(cudaFree(scratch_buff));",
+            "",
+            "scratch_buff is allocated 1 and freed 0 time(s) in ringAllReduce()",
+        ),
+        ("    float* scratch_buff;\n", "", "scratch_buff is not declared in ringAllReduce()'s body"),
+    ],
+)
 def test_refused_where_the_scratch_is_not_a_plain_per_call_buffer(tmp_path, old, new, reason):
     f = ring_variant(tmp_path, old, new)
     if "not declared" in reason:
@@ -52,17 +69,26 @@ def test_refused_where_the_scratch_is_not_a_plain_per_call_buffer(tmp_path, old,
 def test_init_searches_it_and_export_writes_it_back(tmp_path):
     f = ring_variant(tmp_path, "// free", "// free")
     out = tmp_path / "w"
-    r = subprocess.run([*CLI, "init", f.name, "--ranks", "2", "-o", str(out)], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [*CLI, "init", f.name, "--ranks", "2", "-o", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     spec = yaml.safe_load((out / "workload.yaml").read_text())
     assert spec["design_space"]["dimensions"]["rewrites"]["values"] == ["none", "keep_scratch"]
     seed = (out / "candidate.cu").read_text()
     variant = blocks.block_bodies((out / "variants" / "rw_keep_scratch.cu").read_text())
-    assert set(variant) == {"kernels", "schedule"}       # the helper lives in the kernels block
+    assert set(variant) == {"kernels", "schedule"}  # the helper lives in the kernels block
     diff, notes = patch_for(blocks.replace_blocks(seed, variant), out, "candidate 4")
-    assert "-    CUDACHECK(cudaFree(scratch_buff));" in diff and "+    static void* cuco_keep_scratch_buff = nullptr;" in diff
+    assert (
+        "-    CUDACHECK(cudaFree(scratch_buff));" in diff
+        and "+    static void* cuco_keep_scratch_buff = nullptr;" in diff
+    )
     assert notes[0].startswith("keep_scratch: scratch_buff of ringAllReduce()")
-    r = subprocess.run(["patch", "-p1", "--dry-run"], input=diff, text=True, cwd=tmp_path, capture_output=True,
-                       timeout=30)
+    r = subprocess.run(
+        ["patch", "-p1", "--dry-run"], input=diff, text=True, cwd=tmp_path, capture_output=True, timeout=30
+    )
     assert r.returncode == 0, r.stdout + r.stderr

@@ -44,13 +44,16 @@ def variant(tmp_path, old: str, new: str) -> Path:
 
 def test_every_rewrite_but_comm_stream_and_lsa_collective_is_offered_on_the_halo_exchange():
     v = verdicts(HALO)
-    assert all(isinstance(v[r.name], Offer) for r in REGISTRY
-               if r.name not in ("comm_stream", "lsa_collective", "keep_scratch")), v
-    assert isinstance(v["lsa_collective"], Refusal)   # sends and receives, no all-to-all or all-gather
-    assert isinstance(v["comm_stream"], Refusal)      # the host synchronises right after the exchange
+    assert all(
+        isinstance(v[r.name], Offer)
+        for r in REGISTRY
+        if r.name not in ("comm_stream", "lsa_collective", "keep_scratch")
+    ), v
+    assert isinstance(v["lsa_collective"], Refusal)  # sends and receives, no all-to-all or all-gather
+    assert isinstance(v["comm_stream"], Refusal)  # the host synchronises right after the exchange
     assert "halo.cu:75) synchronises the host; nothing would overlap" in v["comm_stream"].reason
     assert "launch_relax" in v["boundary_first"].what and "iy_start" in v["boundary_first"].what
-    assert v["graph_replay"].what.endswith("a, a_new")       # one graph per parity of the ping-pong
+    assert v["graph_replay"].what.endswith("a, a_new")  # one graph per parity of the ping-pong
 
 
 def test_boundary_first_refused_for_a_direct_launch_and_without_a_group():
@@ -73,15 +76,21 @@ def test_boundary_first_refused_in_place(tmp_path):
 
 
 def test_graph_replay_refused_when_the_captured_work_reads_the_counter(tmp_path):
-    f = variant(tmp_path, "launch_relax(a_new, a, norm_d, iy_start, iy_end, nx, stream)",
-                "launch_relax(a_new, a, norm_d, iy_start, iy_end, nx + iter % 2, stream)")
+    f = variant(
+        tmp_path,
+        "launch_relax(a_new, a, norm_d, iy_start, iy_end, nx, stream)",
+        "launch_relax(a_new, a, norm_d, iy_start, iy_end, nx + iter % 2, stream)",
+    )
     v = verdicts(f)["graph_replay"]
     assert isinstance(v, Refusal) and "reads iter, which changes every iteration" in v.reason
 
 
 def test_comm_config_refused_where_a_config_is_given(tmp_path):
-    f = variant(tmp_path, "NCCLCHECK(ncclCommInitRank(&comm, size, id, rank));",
-                "ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;\n  NCCLCHECK(ncclCommInitRankConfig(&comm, size, id, rank, &cfg));")
+    f = variant(
+        tmp_path,
+        "NCCLCHECK(ncclCommInitRank(&comm, size, id, rank));",
+        "ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;\n  NCCLCHECK(ncclCommInitRankConfig(&comm, size, id, rank, &cfg));",
+    )
     v = verdicts(f)["comm_config"]
     assert isinstance(v, Refusal) and "ncclCommInitRankConfig" in v.reason
 
@@ -90,9 +99,15 @@ def test_nccl_register_refused_for_a_buffer_allocated_before_the_communicator(tm
     text = HALO.read_text()
     alloc = "  float* a;\n  float* a_new;\n  CUDACHECK(cudaMalloc(&a, nx * (rows + 2) * sizeof(float)));\n"
     assert alloc in text
-    text = text.replace(alloc, "  float* a_new;\n").replace("  ncclComm_t comm;\n", "  const int nx = 4096;\n  const int rows = 1024;\n"
-        "  float* a;\n  CUDACHECK(cudaMalloc(&a, nx * (rows + 2) * sizeof(float)));\n  ncclComm_t comm;\n", 1)
-    text = text.replace("  const int nx = 4096;\n  const int rows = 1024;\n  const int iter_max", "  const int iter_max")
+    text = text.replace(alloc, "  float* a_new;\n").replace(
+        "  ncclComm_t comm;\n",
+        "  const int nx = 4096;\n  const int rows = 1024;\n"
+        "  float* a;\n  CUDACHECK(cudaMalloc(&a, nx * (rows + 2) * sizeof(float)));\n  ncclComm_t comm;\n",
+        1,
+    )
+    text = text.replace(
+        "  const int nx = 4096;\n  const int rows = 1024;\n  const int iter_max", "  const int iter_max"
+    )
     f = tmp_path / "halo.cu"
     f.write_text(text)
     v = verdicts(f)["nccl_register"]
@@ -122,15 +137,25 @@ def test_comm_stream_joins_before_the_first_use_and_compiles(tmp_path):
     dest, notes = _patched_copy([f], ["comm_stream", "graph_replay"], {}, tmp_path / "patched")
     assert notes[0].startswith("comm_stream: ncclRecv, ncclSend (")
     text = (dest / "env_ring.cu").read_text()
-    body = text[text.index("cudaEventRecord(cuco_ready, s)"):]
-    order = [body.index(x) for x in ("ncclSend(act, elems, ncclHalf, peer_next, comm, cuco_comm_stream)",
-                                     "cudaEventRecord(cuco_comm_done, cuco_comm_stream)",
-                                     "stage_kernel<<<(elems + 511) / 512, 512, 0, s>>>(in, next",
-                                     "cudaStreamWaitEvent(s, cuco_comm_done, 0)",
-                                     "consume_kernel<<<")]
+    body = text[text.index("cudaEventRecord(cuco_ready, s)") :]
+    order = [
+        body.index(x)
+        for x in (
+            "ncclSend(act, elems, ncclHalf, peer_next, comm, cuco_comm_stream)",
+            "cudaEventRecord(cuco_comm_done, cuco_comm_stream)",
+            "stage_kernel<<<(elems + 511) / 512, 512, 0, s>>>(in, next",
+            "cudaStreamWaitEvent(s, cuco_comm_done, 0)",
+            "consume_kernel<<<",
+        )
+    ]
     assert order == sorted(order)
-    r = subprocess.run([nvcc, "-std=c++17", f"-I{nccl_include}", "-c", "env_ring.cu", "-o", "env_ring.o"],
-                       cwd=dest, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [nvcc, "-std=c++17", f"-I{nccl_include}", "-c", "env_ring.cu", "-o", "env_ring.o"],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
 
 
@@ -166,19 +191,33 @@ def _patched_copy(files: list[Path], names: list[str], knobs: dict, dest: Path) 
     return dest, notes
 
 
-@pytest.mark.parametrize("names", [["boundary_first"], ["nccl_register"], ["graph_replay"], ["comm_config"],
-                                   ["boundary_first", "nccl_register", "comm_config", "graph_replay"]])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["boundary_first"],
+        ["nccl_register"],
+        ["graph_replay"],
+        ["comm_config"],
+        ["boundary_first", "nccl_register", "comm_config", "graph_replay"],
+    ],
+)
 def test_the_patch_applies_to_the_halo_program_and_compiles(tmp_path, names):
     nvcc, nccl_include = _toolchain()
     folder = tmp_path / "src"
     shutil.copytree(HALO.parent, folder)
-    dest, notes = _patched_copy([folder / "halo.cu"], names, {"comm_ctas": "8", "nccl_proto": "LL128"},
-                                tmp_path / "patched")
+    dest, notes = _patched_copy(
+        [folder / "halo.cu"], names, {"comm_ctas": "8", "nccl_proto": "LL128"}, tmp_path / "patched"
+    )
     assert [n.split(":")[0] for n in notes] == [r.name for r in REGISTRY if r.name in names]
     text = (dest / "halo.cu").read_text()
     assert text.count("cuco rewrite") >= len(names)
-    r = subprocess.run([nvcc, "-ccbin", "mpicxx", "-std=c++17", f"-I{nccl_include}", "-c", "halo.cu", "-o", "halo.o"],
-                       cwd=dest, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [nvcc, "-ccbin", "mpicxx", "-std=c++17", f"-I{nccl_include}", "-c", "halo.cu", "-o", "halo.o"],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
 
 
@@ -198,17 +237,31 @@ def test_jacobi_patched_with_every_offered_rewrite_builds_with_its_own_makefile(
     assert offered == ["boundary_first", "nccl_register", "comm_config", "graph_replay"], v
     nvcc, nccl_include = _toolchain()
     dest, _ = _patched_copy(files, offered, {"comm_ctas": "8"}, tmp_path / "nccl")
-    make = (dest / "Makefile").read_text().replace("-std=c++14", "-std=c++17")   # CUDA 13's CUB
+    make = (dest / "Makefile").read_text().replace("-std=c++14", "-std=c++17")  # CUDA 13's CUB
     (dest / "Makefile").write_text(make)
     home = tmp_path / "ncclhome"
     (home / "lib").mkdir(parents=True)
     (home / "include").symlink_to(nccl_include)
     (home / "lib" / "libnccl.so").symlink_to(Path(nccl_include).parent / "lib" / "libnccl.so.2")
-    cuda = next((c for c in [os.environ.get("CUDA_HOME", ""), str(Path(os.path.realpath(nvcc)).parent.parent),
-                             *sorted(map(str, Path("/usr/local").glob("cuda*")))]
-                 if c and (Path(c) / "include" / "cuda_runtime.h").is_file()), None)
+    cuda = next(
+        (
+            c
+            for c in [
+                os.environ.get("CUDA_HOME", ""),
+                str(Path(os.path.realpath(nvcc)).parent.parent),
+                *sorted(map(str, Path("/usr/local").glob("cuda*"))),
+            ]
+            if c and (Path(c) / "include" / "cuda_runtime.h").is_file()
+        ),
+        None,
+    )
     if cuda is None:
         pytest.skip("no CUDA toolkit with include/cuda_runtime.h found for the Makefile's CUDA_HOME")
-    r = subprocess.run(["make", "BUILD_SM_ARCH=90", f"NCCL_HOME={home}", f"CUDA_HOME={cuda}", "jacobi"], cwd=dest,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        ["make", "BUILD_SM_ARCH=90", f"NCCL_HOME={home}", f"CUDA_HOME={cuda}", "jacobi"],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to compile the variants")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to compile the variants"),
+]
 
 CLI = [sys.executable, "-m", "cuco_tui.cli"]
 PROGRAMS = Path(__file__).parent.parent / "programs"
@@ -21,12 +23,16 @@ CORPUS = Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
 
 def _validate(tmp_path, folder: Path, files: list[str]) -> tuple[str, list[str]]:
     out = tmp_path / "w"
-    r = subprocess.run([*CLI, "init", *files, "--ranks", "2", "-o", str(out)], cwd=folder, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [*CLI, "init", *files, "--ranks", "2", "-o", str(out)], cwd=folder, capture_output=True, text=True, timeout=120
+    )
     if r.returncode != 0:
         pytest.skip(f"cuco init does not take {files[0]} yet: {r.stderr.strip()[:300]}")
-    variants = [v["name"] for v in yaml.safe_load((out / "workload.yaml").read_text()).get("variants", [])
-                if v["name"].startswith("rw_")]
+    variants = [
+        v["name"]
+        for v in yaml.safe_load((out / "workload.yaml").read_text()).get("variants", [])
+        if v["name"].startswith("rw_")
+    ]
     r = subprocess.run([*CLI, "validate", str(out)], capture_output=True, text=True, timeout=1200)
     return r.stdout + r.stderr, variants
 
@@ -52,6 +58,7 @@ def test_every_rewrite_compiles_on_jacobi(tmp_path):
     import nvidia.nccl
 
     from engine import blocks
+
     out = tmp_path / "w"
     harness = Path(__file__).resolve().parents[3] / "workloads" / "_harness"
     seed = (out / "candidate.cu").read_text()
@@ -61,9 +68,24 @@ def test_every_rewrite_compiles_on_jacobi(tmp_path):
         units[v["name"]] = blocks.replace_blocks(seed, blocks.block_bodies((out / v["file"]).read_text()))
     for name, src in units.items():
         (tmp_path / f"{name}.cu").write_text(src)
-        r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{list(nvidia.nccl.__path__)[0]}/include",
-                            f"-I{harness / 'cuda'}", f"-I{harness}", "-c", f"{name}.cu", "-o", f"{name}.o"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [
+                "nvcc",
+                "-std=c++17",
+                "-arch=sm_90",
+                f"-I{list(nvidia.nccl.__path__)[0]}/include",
+                f"-I{harness / 'cuda'}",
+                f"-I{harness}",
+                "-c",
+                f"{name}.cu",
+                "-o",
+                f"{name}.o",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, f"{name}: {r.stderr[-1500:]}"
 
 

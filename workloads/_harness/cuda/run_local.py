@@ -16,6 +16,7 @@ after the frozen sources' objects, each compiled once per content under the buil
 is shared by every workload built there).
 Exit status: 0 when result.json says correct, 1 when it does not, 2 on a build or launch problem.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))   # the repository, for engine.evaluation.wall_clock
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository, for engine.evaluation.wall_clock
 from engine.evaluation.wall_clock import timings_misfit  # noqa: E402
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -81,8 +82,9 @@ def build(wdir: Path, spec: dict, source: Path, build_root: Path, timeout: float
             objects = [frozen_object(p, headers, command, env, build_root, timeout) for p in reversed(sources)]
             for o in objects:
                 shutil.copy(o, job / o.name)
-            log = _compile(command.replace("{sources}", "-c " + cand_name).replace("{binary}", "candidate.o"),
-                           job, env, timeout)
+            log = _compile(
+                command.replace("{sources}", "-c " + cand_name).replace("{binary}", "candidate.o"), job, env, timeout
+            )
             names = [o.name for o in reversed(objects)] + ["candidate.o"]
         except BuildError as e:
             (job / "build.log").write_text(str(e))
@@ -91,8 +93,9 @@ def build(wdir: Path, spec: dict, source: Path, build_root: Path, timeout: float
     else:
         names = [cand_name] + [p.name for p in sources]
     try:
-        log += _compile(command.replace("{sources}", " ".join(names)).replace("{binary}", "bench.tmp"), job, env,
-                        timeout)
+        log += _compile(
+            command.replace("{sources}", " ".join(names)).replace("{binary}", "bench.tmp"), job, env, timeout
+        )
     except BuildError as e:
         (job / "build.log").write_text(log + str(e))
         sys.stderr.write(f"build failed in {job}:\n{e}\n")
@@ -114,11 +117,11 @@ def _compile(cmd: str, cwd: Path, env: dict, timeout: float) -> str:
     return r.stdout + r.stderr
 
 
-def frozen_object(src: Path, headers: list[Path], command: str, env: dict, build_root: Path,
-                  timeout: float) -> Path:
+def frozen_object(src: Path, headers: list[Path], command: str, env: dict, build_root: Path, timeout: float) -> Path:
     """SRC compiled alone (`-c`, the workload's own command and flags), cached by the command's and the
     sources' content; a lock file makes parallel builds that need the same object compile it once."""
     import fcntl
+
     h = hashlib.sha256(command.encode())
     for p in [src, *headers]:
         h.update(p.name.encode())
@@ -127,18 +130,30 @@ def frozen_object(src: Path, headers: list[Path], command: str, env: dict, build
     obj = cache / (src.name.rsplit(".", 1)[0] + ".frozen.o")
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)       # released when the file closes, also if this process dies
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
         if not obj.exists():
             for p in [src, *headers]:
                 shutil.copy(p, cache / p.name)
-            _compile(command.replace("{sources}", "-c " + src.name).replace("{binary}", obj.name + ".tmp"),
-                     cache, env, timeout)
+            _compile(
+                command.replace("{sources}", "-c " + src.name).replace("{binary}", obj.name + ".tmp"),
+                cache,
+                env,
+                timeout,
+            )
             os.replace(cache / (obj.name + ".tmp"), obj)
     return obj
 
 
-def make_spec(spec: dict, mode: str, ranks: int, names: list[str] | None, seed: int, warmup: int | None,
-              iters: int | None, timeout_s: float) -> dict:
+def make_spec(
+    spec: dict,
+    mode: str,
+    ranks: int,
+    names: list[str] | None,
+    seed: int,
+    warmup: int | None,
+    iters: int | None,
+    timeout_s: float,
+) -> dict:
     configs = []
     for c in spec["configs"]:
         if names and c["name"] not in names:
@@ -150,11 +165,16 @@ def make_spec(spec: dict, mode: str, ranks: int, names: list[str] | None, seed: 
             continue
         configs.append({"name": c["name"], "params": c.get("params", {})})
     b = spec.get("benchmark", {})
-    return {"mode": mode, "seed": seed, "ranks": ranks, "configs": configs,
-            "tolerances": spec.get("tolerances", {}),
-            "warmup": warmup if warmup is not None else b.get("warmup", 2),
-            "iters": iters if iters is not None else b.get("iters", 9),
-            "timeout_s": timeout_s}
+    return {
+        "mode": mode,
+        "seed": seed,
+        "ranks": ranks,
+        "configs": configs,
+        "tolerances": spec.get("tolerances", {}),
+        "warmup": warmup if warmup is not None else b.get("warmup", 2),
+        "iters": iters if iters is not None else b.get("iters", 9),
+        "timeout_s": timeout_s,
+    }
 
 
 def main() -> int:
@@ -188,23 +208,27 @@ def main() -> int:
     run_dir = job / f"run-{os.getpid()}"
     run_dir.mkdir()
     (run_dir / "spec.json").write_text(json.dumps(sj, indent=1))
-    argv = [x.replace("{binary}", "../bench").replace("{spec}", "spec.json").replace("{result}", "result.json")
-            .replace("{ranks}", str(ranks)) for x in spec["launch"]["command"]]
+    argv = [
+        x.replace("{binary}", "../bench")
+        .replace("{spec}", "spec.json")
+        .replace("{result}", "result.json")
+        .replace("{ranks}", str(ranks))
+        for x in spec["launch"]["command"]
+    ]
     env = dict(os.environ)
     env.update({k: str(v) for k, v in (spec["launch"].get("env") or {}).items()})
     env.update(SAFE_ENV)
     nonce = None
-    if (spec.get("harness") or {}).get("nonce"):   # as the engine does: a per-job nonce on stdin, echoed back
+    if (spec.get("harness") or {}).get("nonce"):  # as the engine does: a per-job nonce on stdin, echoed back
         nonce = secrets.token_hex(16)
         argv = [*argv, "--nonce-stdin"]
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, cwd=run_dir, env=env, start_new_session=True,
-                         stdin=subprocess.PIPE if nonce else None)
+    p = subprocess.Popen(argv, cwd=run_dir, env=env, start_new_session=True, stdin=subprocess.PIPE if nonce else None)
     if nonce:
         try:
             p.stdin.write(nonce.encode())
             p.stdin.close()
-        except BrokenPipeError:   # the harness is already gone: its result (if any) is judged below
+        except BrokenPipeError:  # the harness is already gone: its result (if any) is judged below
             pass
     try:
         rc = p.wait(timeout=stage_timeout)
@@ -223,14 +247,20 @@ def main() -> int:
         a.result.write_text(text)
     res = json.loads(text)
     if nonce and res.get("nonce") != nonce:
-        res = {"correct": False, "configs": [], "error": "result.json does not carry this job's nonce: it was not "
-               f"written by the harness (exit {rc}); not believed"}
-    misfit = timings_misfit(res, wall)   # this process timed the job from outside, as the engine does
+        res = {
+            "correct": False,
+            "configs": [],
+            "error": "result.json does not carry this job's nonce: it was not "
+            f"written by the harness (exit {rc}); not believed",
+        }
+    misfit = timings_misfit(res, wall)  # this process timed the job from outside, as the engine does
     if misfit:
         res = {**res, "correct": False, "error": misfit}
     print(json.dumps(res, indent=1))
-    print(f"# {spec['name']} {source.name} mode={a.mode} ranks={ranks} exit={rc} wall={wall:.1f}s correct={res['correct']}",
-          file=sys.stderr)
+    print(
+        f"# {spec['name']} {source.name} mode={a.mode} ranks={ranks} exit={rc} wall={wall:.1f}s correct={res['correct']}",
+        file=sys.stderr,
+    )
     return 0 if res.get("correct") else 1
 
 
