@@ -10,7 +10,7 @@ if ! command -v bwrap >/dev/null 2>&1 && [ -x .whl/bwrap/bwrap.bin ]; then
     chmod +x .site-bin/bwrap
     export PATH=$PWD/.site-bin:$PATH
 fi
-bwrap --ro-bind / / --unshare-pid --proc /proc true 2>/dev/null && echo "bwrap works here" \
+bwrap --ro-bind / / --unshare-pid --proc /proc --cap-drop ALL true 2>/dev/null && echo "bwrap works here" \
     || echo "bwrap unusable here: jobs fall back to unshare"
 SITE=$PWD/.site
 if [ ! -d "$SITE/aiosqlite" ]; then

@@ -22,18 +22,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 start=$(date +%s)
 left() { [ $(( $(date +%s) - start )) -lt "$1" ]; }   # seconds gone so far < $1
 nvidia-smi -L
-if ! command -v bwrap >/dev/null 2>&1 && [ -x .whl/bwrap/bwrap.bin ]; then
-    mkdir -p .site-bin
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/bwrap.bin "$@"\n' \
-        "$PWD/.whl/bwrap" "$PWD/.whl/bwrap" > .site-bin/bwrap
-    chmod +x .site-bin/bwrap
-    export PATH=$PWD/.site-bin:$PATH
-fi
-bwrap --ro-bind / / --unshare-pid --proc /proc true && echo "bwrap works here" || echo "bwrap unusable here: jobs fall back"
-SITE=$PWD/.site   # not under /tmp: a sandboxed job's /tmp is its own
-[ -d "$SITE/aiosqlite" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --target "$SITE" $(ls .whl/*.whl | grep -v '/pytest-[0-9]') 2>&1 | grep -v '^WARNING' | tail -3
-export PYTHONPATH=$SITE:$PWD CUCO_BUILD_DIR=$PWD/.cuda-build
+. tests/gpu/node_setup.sh   # the carried bubblewrap; wheels under the tree
+export CUCO_BUILD_DIR=$PWD/.cuda-build
 export NCCL_HOME=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
 declare -A CFG=([gemm_allgather]=m8k_k4096 [kv_transfer]=l32_t2k_d1k [moe_dispatch_combine]=t1k_short
                 [attention_allgather]=s1k_causal)

@@ -22,18 +22,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 start=$(date +%s)
 left() { [ $(( $(date +%s) - start )) -lt "$1" ]; }   # seconds gone so far < $1
 nvidia-smi -L
-if ! command -v bwrap >/dev/null 2>&1 && [ -x .whl/bwrap/bwrap.bin ]; then
-    mkdir -p .site-bin
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/bwrap.bin "$@"\n' \
-        "$PWD/.whl/bwrap" "$PWD/.whl/bwrap" > .site-bin/bwrap
-    chmod +x .site-bin/bwrap
-    export PATH=$PWD/.site-bin:$PATH
-fi
-bwrap --ro-bind / / --unshare-pid --proc /proc --cap-drop ALL true && echo "bwrap works here" || echo "bwrap unusable here"
-SITE=$PWD/.site
-[ -d "$SITE/aiosqlite" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --target "$SITE" $(ls .whl/*.whl | grep -v '/pytest-[0-9]') 2>&1 | grep -v '^WARNING' | tail -3
-export PYTHONPATH=$SITE:$PWD CUCO_BUILD_DIR=$PWD/.cuda-build
+. tests/gpu/node_setup.sh   # the carried bubblewrap; wheels under the tree
+export CUCO_BUILD_DIR=$PWD/.cuda-build
 export NCCL_HOME=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
 PROBLEM_BEFORE=.whl/ab/problem_before.cu bash tests/gpu/build_harness_ab.sh gemm_allgather \
     .whl/ab/harness_before.cu "$PWD/.ab/gemm_allgather" workloads/gemm_allgather/candidate.cu \
