@@ -42,22 +42,7 @@ extern "C" int cuco_problem_make_inputs(const cuco_ctx* ctx, void* const* pristi
 
 namespace {
 
-// Device buffers of the checks, kept between calls: a cudaMalloc and cudaFree per call synchronised the
-// device and cost more than the comparison itself.
-struct Kept {
-  void* p = nullptr;
-  size_t bytes = 0;
-  void* at_least(size_t n) {
-    if (bytes < n) {
-      if (p) cudaFree(p);
-      p = nullptr; bytes = 0;
-      if (cudaMalloc(&p, n) != cudaSuccess) return nullptr;
-      bytes = n;
-    }
-    return p;
-  }
-};
-Kept g_ref, g_own, g_all, g_first;
+CucoKeptBuffer g_ref, g_own, g_all, g_first;
 
 // First element of got (bf16) outside |got - ref| <= tol * (|ref| + scale) against ref (bf16), NaN/Inf fail.
 __global__ void k_first_bad_vs_ref(const __nv_bfloat16* __restrict__ got, const __nv_bfloat16* __restrict__ ref,

@@ -83,22 +83,7 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
 
 namespace {
 
-// Device buffers of the per-call check, kept between calls: a cudaMalloc and cudaFree per call synchronise
-// the device and cost more than the comparison itself.
-struct Kept {
-  void* p = nullptr;
-  size_t bytes = 0;
-  void* at_least(size_t n) {
-    if (bytes < n) {
-      if (p) cudaFree(p);
-      p = nullptr; bytes = 0;
-      if (cudaMalloc(&p, n) != cudaSuccess) return nullptr;
-      bytes = n;
-    }
-    return p;
-  }
-};
-Kept g_peer, g_first;
+CucoKeptBuffer g_peer, g_first;
 
 // The GEMM's epilogue as the check: each 8-value group of the tensor-core reference (bf16-rounded fp32
 // accumulation) against the same elements of the prefill cache, |got - ref| <= tol * (|ref| + scale),

@@ -68,5 +68,21 @@ long long cuco_h_check_gemm_bf16(const void* A, const void* B, const void* C, in
 
 #ifdef __cplusplus
 }
+
+// A device buffer a problem's per-call check keeps between calls (grown when a call needs more): a
+// cudaMalloc and cudaFree per call synchronise the device and cost more than the comparison itself.
+struct CucoKeptBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  void* at_least(size_t n) {
+    if (bytes < n) {
+      if (p) cudaFree(p);
+      p = nullptr; bytes = 0;
+      if (cudaMalloc(&p, n) != cudaSuccess) return nullptr;
+      bytes = n;
+    }
+    return p;
+  }
+};
 #endif
 #endif  // CUCO_PROBLEM_H
