@@ -16,21 +16,17 @@ cascade, a real local executor.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from engine import blocks
 from engine.evaluation.evaluation import EvalOutcome
-from engine.workload import load_workload
-from tests.integrity.evaluate_all import evaluate_all
+from tests.integrity.evaluate_all import demo_cheats, evaluate_all
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH: the candidates are compiled")
 
-RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {\n'
 ALLOWED = [
     "fopen",
     "fgets",
@@ -238,18 +234,7 @@ CHEATS = {
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> dict[str, EvalOutcome]:
     tmp = tmp_path_factory.mktemp("state")
-    base = load_workload("demo")
-    folder = tmp / "workloads" / "demo"
-    shutil.copytree(base.root, folder)
-    shutil.copytree(base.root.parent / "_harness", tmp / "workloads" / "_harness")
-    with open(folder / "workload.yaml", "a") as f:
-        f.write(f"\npolicy:\n  allow: [{', '.join(ALLOWED)}]\n")
-    workload = dataclasses.replace(load_workload(str(folder)), warmup=1, iters=3)
-    seed = workload.seed_source
-    sources = {}
-    for name, (decls, head) in CHEATS.items():
-        sources[name] = seed.replace(RUN_HEAD, decls + RUN_HEAD + head)
-        blocks.validate_child(seed, sources[name])
+    workload, sources = demo_cheats(tmp, CHEATS, ALLOWED, iters=3)
     return evaluate_all(workload, sources, Path(tmp) / "jobs", seed=5)
 
 
