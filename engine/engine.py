@@ -21,7 +21,7 @@ from remote.jobs import Executor
 
 from . import blocks
 from .config import RunConfig
-from .contract import Log, Migration, RunState
+from .contract import Log, Migration, RunState, config_results, configs_from_benchmark
 from .daemon import control
 from .evaluation import fault_policy, stages
 from .evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed
@@ -493,7 +493,7 @@ class Engine:
 
     def _view(self, c: Cand) -> CandidateView:
         public = {cfg.name for cfg in self.workload.public_configs}
-        bench = (c.metrics.get("benchmark") or {}).get("configs") or []
+        bench = config_results(c.metrics) if configs_from_benchmark(c.metrics) else []
         return CandidateView(
             id=c.id,
             source=self._source(c.source_hash),
@@ -505,9 +505,9 @@ class Engine:
             speedup=c.speedup,
             time_ms=c.time_ms,
             public_metrics={
-                x["name"]: {k: x.get(k) for k in ("baseline_ms", "candidate_ms", "speedup")}
+                x.name: {"baseline_ms": x.baseline_ms, "candidate_ms": x.candidate_ms, "speedup": x.speedup}
                 for x in bench
-                if x.get("name") in public
+                if x.name in public
             },
             feedback=c.reason if c.status != DONE else "",
             timeline=c.metrics.get("timeline") or {},
