@@ -21,7 +21,7 @@ from remote.jobs import Executor
 
 from . import blocks
 from .config import RunConfig
-from .contract import Log, Migration, RunState, config_results, configs_from_benchmark
+from .contract import BestRef, Log, Migration, RunState, config_results, configs_from_benchmark
 from .daemon import control
 from .evaluation import fault_policy, stages
 from .evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed
@@ -293,7 +293,7 @@ class Engine:
             "in_flight": len(self._inflight),
             "best": None
             if self.best is None
-            else {"candidate": self.best.id, "speedup": self.best.speedup, "time_ms": self.best.time_ms},
+            else BestRef(self.best.id, self.best.speedup, self.best.time_ms).as_dict(),
             "llm_cost_usd": self.llm_cost,
             "elapsed_s": self.elapsed_s(),
             "nodes": [vars(n) for n in self.executor.nodes()],
