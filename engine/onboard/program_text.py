@@ -18,7 +18,7 @@ from . import api
 from .command_line import default_of
 from .evaluate import evaluate
 from .model import Unresolved
-from .registration import REGISTERABLE_ALLOCS, Registration
+from .registration import REGISTERABLE_ALLOCS, UNREGISTERED_ENV, Registration
 from .registration import plan as registration_plan
 from .source import call_args, call_name, find_function, function_declarator, identifiers, kernel_config, names_in, walk
 
@@ -52,6 +52,9 @@ class ProgramText:
     # the carried buffers' starting value (the baseline's start_outputs(), which the harness calls before
     # every call, untimed); empty when the region carries nothing
     start: str = ""
+    # launch environment the workload needs (registration.py: NCCL_LOCAL_REGISTER=0 where a buffer that shares
+    # a call with the harness's windows cannot be registered itself)
+    launch_env: dict[str, str] = field(default_factory=dict)
 
     def form(self, name: str) -> ProgramText:
         """This text with the members, setup and teardown of form `name` (itself where it has none)."""
@@ -87,6 +90,7 @@ class ProgramWriter:
         self.carried_init = self._carried_init()
         self.needed = self._needed_vars()
         self.region_helpers = self._region_helpers()
+        self.launch_env: dict[str, str] = {}
         self.registered = self._registrations()
 
     def _prelude(self):
@@ -487,10 +491,9 @@ class ProgramWriter:
         regs, blocked = registration_plan(ops, harness, own)
         for why in blocked:
             at, _, what = why.partition(": ")
-            if what.split()[0] in self.p.buffers:
-                self.p.unresolved.append(Unresolved(at, what, "NCCL may hang on a call that mixes registered and "
-                                                    "unregistered buffers; allocate it before the region with "
-                                                    "cudaMalloc or ncclMemAlloc"))
+            self.launch_env.update(UNREGISTERED_ENV)
+            self.p.unresolved.append(Unresolved(at, what, "the workload runs with NCCL_LOCAL_REGISTER=0, so no "
+                                                "buffer is registered for NCCL's host calls and none mixes the two"))
         for r in regs:
             self.p.unresolved.append(Unresolved(
                 r.reason, f"{r.buffer} shares NCCL calls with the harness's buffers, which are registered windows",
@@ -589,7 +592,7 @@ class ProgramWriter:
         return ProgramText(members, setup, run, compute, comm, teardown, self.todos,
                            [self._helper_form(n, {"collective", "p2p"}, HELPER_COMPUTE) for n in self.region_helpers],
                            [self._helper_form(n, {"kernel", "memcpy", "memset"}, HELPER_COMM)
-                            for n in self.region_helpers], forms, self._carried_start())
+                            for n in self.region_helpers], forms, self._carried_start(), dict(self.launch_env))
 
     def _region_helpers(self) -> list[str]:
         """The helper functions the region calls directly whose operations (collectives) the analysis

@@ -10,7 +10,9 @@ from an input into its own receive buffer (an MoE all-to-all) does exactly that 
 So every program buffer that shares a call (or a group of sends and receives, whose buffers pair across
 ranks) with a harness buffer, directly or through other such buffers, is allocated with ncclMemAlloc and
 registered where the harness's buffers are windows (`cuco_c->inputs[i].win`); where they are not (the
-harness's reference run, on plain copies) it stays unregistered, like them.
+harness's reference run, on plain copies) it stays unregistered, like them. A buffer the workload cannot
+allocate itself (a helper's per-call scratch) turns local registration off for the whole workload instead
+(UNREGISTERED_ENV in its launch environment).
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 REGISTERABLE_ALLOCS = ("cudaMalloc", "ncclMemAlloc")
+# Where a buffer tied to the harness's cannot be allocated by the workload (a helper's scratch, allocated per
+# call): no local registration at all (ncclCommRegister, and the one each window makes, become no-ops; the
+# symmetric windows themselves stay), so no host call of the workload mixes registered and unregistered buffers.
+UNREGISTERED_ENV = {"NCCL_LOCAL_REGISTER": "0"}
 
 
 @dataclass(frozen=True)
