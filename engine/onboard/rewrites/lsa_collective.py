@@ -102,8 +102,8 @@ def plan(facts: ScheduleFacts) -> dict | str:
                 allocs = [a for a in facts.calls if a.name in ALLOCS and len(a.args) == 2 and lo <= a.start < hi
                           and re.sub(r"\s|\(void\s*\*\*\)|[()]", "", a.args[0].text) == f"&{recv}"]
                 if not allocs:
-                    return (f"{where}: the receive buffer {recv} is not allocated by cudaMalloc(&{recv}, ...) or "
-                            "ncclMemAlloc before the region (it must become an NCCL window)")
+                    return (f"{where}: the receive buffer {recv} is not allocated by cudaMalloc(&{recv}, ...) before the "
+                            "region, nor by ncclMemAlloc (it must become an NCCL window)")
                 if any(facts.call_stmts.get(a.start) is None for a in allocs):
                     return f"{facts.path}:{allocs[0].line}: the {allocs[0].name} of {recv} is not a statement of its own"
                 if len({re.sub(r"\s", "", a.args[1].text) for a in allocs}) != 1:
