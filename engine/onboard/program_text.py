@@ -18,6 +18,8 @@ from . import api
 from .command_line import default_of
 from .evaluate import evaluate
 from .model import Unresolved
+from .registration import REGISTERABLE_ALLOCS, UNREGISTERED_ENV, Registration
+from .registration import plan as registration_plan
 from .source import call_args, call_name, find_function, function_declarator, identifiers, kernel_config, names_in, walk
 
 TODO = "CUCO-TODO"
@@ -50,6 +52,9 @@ class ProgramText:
     # the carried buffers' starting value (the baseline's start_outputs(), which the harness calls before
     # every call, untimed); empty when the region carries nothing
     start: str = ""
+    # launch environment the workload needs (registration.py: NCCL_LOCAL_REGISTER=0 where a buffer that shares
+    # a call with the harness's windows cannot be registered itself)
+    launch_env: dict[str, str] = field(default_factory=dict)
 
     def form(self, name: str) -> ProgramText:
         """This text with the members, setup and teardown of form `name` (itself where it has none)."""
@@ -92,6 +97,8 @@ class ProgramWriter:
         self.carried_init = self._carried_init()
         self.needed = self._needed_vars()
         self.region_helpers = self._region_helpers()
+        self.launch_env: dict[str, str] = {}
+        self.registered = self._registrations()
 
     def _prelude(self):
         for stmt in self.p.main.child_by_field_name("body").named_children:
@@ -275,6 +282,10 @@ class ProgramWriter:
             if v.array is not None:
                 decl += f"[{v.array}]" if v.array else "[1]"
             out.append(decl + "{};" if v.array is None else decl + ";")
+        out += [
+            f"void* {r.handle} = nullptr;   // {r.buffer}'s NCCL registration (null: not registered)"
+            for r in self.registered.values()
+        ]
         return out
 
     # -- setup
@@ -374,7 +385,7 @@ class ProgramWriter:
         if reason:
             first = t(stmt).splitlines()[0].strip()
             return [f"// ({reason}) {first[:90]}"]
-        return t(stmt).splitlines()
+        return self._registered_alloc(stmt)
 
     def _ops_in(self, node):
         """The operations a statement of main() makes: its own calls, and those of the helpers it calls."""
@@ -510,11 +521,12 @@ class ProgramWriter:
 
     def teardown(self, suffixes: tuple[str, ...] = ("",)) -> list[str]:
         out = self._graph_teardown(suffixes)
+        out += [f"if ({r.handle}) ncclCommDeregister(cuco_c->comm, {r.handle});" for r in self.registered.values()]
         harness = {b.name for b in self.inputs + self.outputs}
         for b in self.p.buffers.values():
             if b.name in harness or not self._in_main(b.at) or not self._member(b.name):
                 continue  # a helper's own buffer is the helper's; one setup leaves out is not there
-            free = "ncclMemFree" if b.alloc == "ncclMemAlloc" else "cudaFree"
+            free = "ncclMemFree" if b.alloc == "ncclMemAlloc" or b.name in self.registered else "cudaFree"
             out.append(f"{free}({b.name});")
         for op in self.p.ops:
             if op.kind == "stream" and self._stream_target(op) not in (self.stream_var, None) and not op.in_region:
@@ -547,6 +559,76 @@ class ProgramWriter:
     def _member(self, name: str) -> bool:
         v = self.p.vars.get(name)
         return v is not None and v.top_level and name in self.needed and name not in self.dropped_vars
+
+    def _registrations(self) -> dict[str, Registration]:
+        """The program's buffers that share NCCL calls with the harness's (windows, so registered) and are
+        therefore allocated with ncclMemAlloc and registered too (registration.py says why)."""
+        ops = [o for o in self.p.ops if o.in_region]
+        ops += [o for st in self.capture_unit for o in self._ops_in(st) if o not in ops]
+        harness = {b.name: f"cuco_c->inputs[{i}].win" for i, b in enumerate(self.inputs)}
+        harness.update({b.name: f"cuco_c->outputs[{i}].win" for i, b in enumerate(self.outputs)})
+        own = {name for name in self.p.buffers if name not in harness and self._registerable_alloc(name) is not None}
+        regs, blocked = registration_plan(ops, harness, own)
+        for why in blocked:
+            at, _, what = why.partition(": ")
+            self.launch_env.update(UNREGISTERED_ENV)
+            self.p.unresolved.append(
+                Unresolved(
+                    at,
+                    what,
+                    "the workload runs with NCCL_LOCAL_REGISTER=0, so no "
+                    "buffer is registered for NCCL's host calls and none mixes the two",
+                )
+            )
+        for r in regs:
+            self.p.unresolved.append(
+                Unresolved(
+                    r.reason,
+                    f"{r.buffer} shares NCCL calls with the harness's buffers, which are registered windows",
+                    f"the workload allocates {r.buffer} with ncclMemAlloc and registers it (ncclCommRegister) where "
+                    "they are: NCCL needs the buffers of a call all registered or none",
+                )
+            )
+        return {r.buffer: r for r in regs}
+
+    def _registerable_alloc(self, name: str):
+        """The one allocation of `name` that setup() keeps as a statement of main() before the region, where
+        the workload can allocate it with ncclMemAlloc instead; None otherwise."""
+        b = self.p.buffers.get(name)
+        if b is None or b.alloc not in REGISTERABLE_ALLOCS or not self._in_main(b.at) or not self._member(name):
+            return None
+        allocs = [o for o in self.p.ops if o.kind == "alloc" and o.detail.get("buffer") == name]
+        if (
+            len(allocs) != 1
+            or allocs[0].in_region
+            or allocs[0].src not in (None, self.src)
+            or allocs[0].name not in REGISTERABLE_ALLOCS
+            or len(call_args(allocs[0].node)) != 2
+        ):
+            return None
+        op = allocs[0]
+        if not any(op.stmt == st for st in self._prelude()) or self._in_unit(op.stmt) or self._drop_reason(op.stmt):
+            return None
+        return op
+
+    def _registered_alloc(self, stmt) -> list[str]:
+        """A statement of setup() as written, except that the buffers to register are allocated with
+        ncclMemAlloc (registrable memory) and registered right after it, where the harness's are."""
+        edits, after = [], []
+        for name, r in self.registered.items():
+            op = self._registerable_alloc(name)
+            if op is None or not (stmt.start_byte <= op.node.start_byte < stmt.end_byte):
+                continue
+            ptr, size = (self.src.text(a) for a in call_args(op.node))
+            if op.name != "ncclMemAlloc":
+                edits.append((op.node.start_byte, op.node.end_byte, f"ncclMemAlloc((void**)({ptr}), {size})"))
+            after.append(
+                f"if ({r.condition} && ncclCommRegister(cuco_c->comm, {name}, {size}, &{r.handle}) != "
+                f'ncclSuccess) {{ snprintf(cuco_c->error, sizeof cuco_c->error, "ncclCommRegister of {name} '
+                f"failed\"); return 1; }}   // it shares the call at {r.reason} with the harness's windows: "
+                "NCCL needs a call's buffers all registered or none"
+            )
+        return _apply(self.src.data, stmt, edits).splitlines() + after
 
     def _zeroed_intermediates(self) -> list[str]:
         """The program's own buffers the region uses, zeroed once after setup: what the region never
@@ -635,6 +717,7 @@ class ProgramWriter:
             [self._helper_form(n, {"kernel", "memcpy", "memset"}, HELPER_COMM) for n in self.region_helpers],
             forms,
             self._carried_start(),
+            dict(self.launch_env),
         )
 
     def _region_helpers(self) -> list[str]:

@@ -131,7 +131,7 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
         # communication-only halves, the skip_comm check those of its compute-only one
         "baseline.cu": workload_text.baseline(prog, text.form("bound"), top, name),
         "problem.cu": workload_text.problem(prog, inputs, outputs, top, name),
-        "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, harness_root),
+        "workload.yaml": workload_text.workload_yaml(prog, name, ranks, inputs, outputs, harness_root, text.launch_env),
         CHECKS["do_nothing"]: workload_text.candidate(
             prog, replace(text, run="\n    // does nothing: verification must reject this candidate"), top, name
         ),

@@ -476,7 +476,9 @@ def _rebase(entry: str, harness_root: str) -> str:
     return f"{harness_root}/{entry[len('../_harness/') :]}" if entry.startswith("../_harness/") else entry
 
 
-def workload_yaml(prog, name: str, ranks: int, inputs, outputs, harness_root: str) -> str:
+def workload_yaml(
+    prog, name: str, ranks: int, inputs, outputs, harness_root: str, launch_env: dict[str, str] | None = None
+) -> str:
     template = yaml.safe_load(TEMPLATE.read_text())
     public = {p["name"]: p["default"] for p in prog.params}
     configs = [{"name": "program", "public": True, "bench": True, "params": dict(public)}]
@@ -502,7 +504,11 @@ def workload_yaml(prog, name: str, ranks: int, inputs, outputs, harness_root: st
             "nonce": True,
         },
         "build": dict(template["build"]),
-        "launch": {**template["launch"], "gpus": ranks},
+        "launch": {
+            **template["launch"],
+            "gpus": ranks,
+            "env": {**(template["launch"].get("env") or {}), **(launch_env or {})},
+        },
         "timeouts": dict(template["timeouts"]),
         "benchmark": {"warmup": 5, "iters": 21},
         "configs": configs,

@@ -60,7 +60,7 @@ from tests.onboard.corpus import INIT_FLAGS, PROGRAMS
 for name, (files, flags, has_kernel) in PROGRAMS.items():
     flags = INIT_FLAGS.get(name, flags)
     print(f"{name}|{' '.join(sys.argv[1] + '/' + f for f in files)}|{' '.join(flags)}|{'workload' if has_kernel else 'refused'}")
-for name in ["mpi_allreduce", "env_ring", "moe_alltoall", "gemm_allgather"]:
+for name in ["mpi_allreduce", "env_ring", "moe_alltoall", "gemm_allgather", "moe_padded_alltoall"]:
     print(f"{name}|tests/onboard/programs/{name}.cu||workload")
 PY
 )

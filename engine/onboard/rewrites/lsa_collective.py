@@ -24,6 +24,7 @@ from .facts import Call, ScheduleFacts
 
 NAME = "lsa_collective"
 KINDS = {"ncclAlltoAll": 0, "ncclAllGather": 1}  # the kernel's `gather` flag
+ALLOCS = ("cudaMalloc", "ncclMemAlloc")  # ncclMemAlloc: the memory a window needs already (kept as it is)
 CTAS = ("4", "8", "16", "32", "64")
 THREADS = 512
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -104,18 +105,20 @@ def plan(facts: ScheduleFacts) -> dict | str:
                 allocs = [
                     a
                     for a in facts.calls
-                    if a.name == "cudaMalloc"
+                    if a.name in ALLOCS
                     and len(a.args) == 2
                     and lo <= a.start < hi
-                    and re.sub(r"\s|\(void\s*\*\*\)", "", a.args[0].text) == f"&{recv}"
+                    and re.sub(r"\s|\(void\s*\*\*\)|[()]", "", a.args[0].text) == f"&{recv}"
                 ]
                 if not allocs:
                     return (
                         f"{where}: the receive buffer {recv} is not allocated by cudaMalloc(&{recv}, ...) before the "
-                        "region (it must become an NCCL window)"
+                        "region, nor by ncclMemAlloc (it must become an NCCL window)"
                     )
                 if any(facts.call_stmts.get(a.start) is None for a in allocs):
-                    return f"{facts.path}:{allocs[0].line}: the cudaMalloc of {recv} is not a statement of its own"
+                    return (
+                        f"{facts.path}:{allocs[0].line}: the {allocs[0].name} of {recv} is not a statement of its own"
+                    )
                 if len({re.sub(r"\s", "", a.args[1].text) for a in allocs}) != 1:
                     return f"{facts.path}:{allocs[0].line}: {recv} is allocated with different sizes"
                 flo, fhi = (0, len(facts.text)) if facts.members_at is not None else facts.function
@@ -202,7 +205,7 @@ class LsaCollective:
                 )
             )
             teardown.append(facts.wrap_nccl(f"ncclCommWindowDeregister({comm}, {w['win']})"))
-            for a in w["allocs"]:
+            for a in (a for a in w["allocs"] if a.name == "cudaMalloc"):
                 start, end = facts.call_stmts[a.start]
                 edits.append(
                     _replace(facts, start, end, [facts.wrap_nccl(f"ncclMemAlloc((void**)&{r}, {a.args[1].text})")])
