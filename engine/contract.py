@@ -140,7 +140,7 @@ class StrategyMark(Event):
     """A person pinned, retired or edited an LLM mutation strategy."""
 
     kind: ClassVar[str] = "strategy_mark"
-    strategy: str
+    strategy: str | None  # None for "add": the new strategy gets its id when the mutator folds the mark in
     verdict: str
     text: str
     mark: int

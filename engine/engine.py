@@ -9,6 +9,7 @@ nothing is lost and nothing finished is evaluated again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import random
@@ -662,7 +663,11 @@ class Engine:
         self._waiting.discard(c.id)
         task = asyncio.create_task(self._evaluate(c), name=f"eval-{c.id}")
         self._inflight[c.id] = task
-        task.add_done_callback(lambda _t, cid=c.id: (self._inflight.pop(cid, None), self._wake.set()))
+        task.add_done_callback(functools.partial(self._evaluation_ended, c.id))
+
+    def _evaluation_ended(self, cid: int, _task: asyncio.Task) -> None:
+        self._inflight.pop(cid, None)
+        self._wake.set()
 
     async def _evaluate(self, c: Cand) -> None:
         await self._persisted(c)

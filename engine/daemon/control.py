@@ -142,6 +142,7 @@ async def fork(
         members = [from_candidate] + [e[0] for e in elites if e[0] != from_candidate]
         for number, cid in enumerate(members):
             src = chosen if cid == from_candidate else await tx.fetchone("SELECT * FROM candidates WHERE id=?", (cid,))
+            assert src is not None, f"archive names candidate {cid}, which is not in the store"  # a foreign key
             if await latest_verdict(tx, cid) == "reject":
                 continue
             (new_cid,) = await tx.reserve_candidate_ids(1)

@@ -23,12 +23,15 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remote.errors import InputError
 
 from . import protocol
 from .protocol import PROTOCOL_VERSION, RunInfo
+
+if TYPE_CHECKING:
+    from ..store.store import ReadStore
 
 log = logging.getLogger("cuco.daemon")
 
@@ -70,7 +73,7 @@ class EngineServer:
         self._server: asyncio.AbstractServer | None = None
         self._clients: dict[int, _Client] = {}
         self._next_cid = 1
-        self._reader = None  # a ReadStore for replays (its own connection, off the writer's lock)
+        self._reader: ReadStore | None = None  # for replays: its own connection, off the writer's lock
         self._tasks: set[asyncio.Task] = set()
         self.dropped_clients = 0
 
@@ -280,7 +283,7 @@ class EngineServer:
                 "last_seq": last_seq,
             }
             if want_events:
-                self._queue(client, _Replay(reply, since if since is not None else reply["last_seq"]))
+                self._queue(client, _Replay(reply, since if since is not None else last_seq))
                 client.subscribed = True
             else:
                 self._queue(client, reply)

@@ -463,7 +463,11 @@ async def evaluate_source(
         )
     benches = results[1:]
     best = min(benches, key=lambda r: r.speedup or 0.0)  # conservative when re-measured
-    metrics = {VERIFY: results[0].raw, BENCHMARK: best.raw, "measurements": [r.speedup for r in benches]}
+    metrics: dict[str, Any] = {
+        VERIFY: results[0].raw,
+        BENCHMARK: best.raw,
+        "measurements": [r.speedup for r in benches],
+    }
     flags = best.beyond_bound()
     if flags:
         metrics["flags"] = flags

@@ -96,7 +96,8 @@ class AnthropicChat:
             resp = await self._client.messages.create(
                 model=self.spec.model,
                 system=request.system,
-                messages=request.messages,
+                # the SDK's MessageParam is a union of TypedDicts; ours are plain {"role", "content": str} dicts
+                messages=request.messages,  # type: ignore[arg-type]
                 max_tokens=request.max_tokens,
                 timeout=timeout_s,
                 **extra,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import blocks
@@ -169,9 +170,9 @@ def mutate_prompt(
     workload: Workload,
     *,
     second: CandidateView | None = None,
-    inspirations: list[CandidateView] = (),
-    rejected: list[CandidateView] = (),
-    recommendations: list[str] = (),
+    inspirations: Sequence[CandidateView] = (),
+    rejected: Sequence[CandidateView] = (),
+    recommendations: Sequence[str] = (),
     strategy: str | None = None,
 ) -> str:
     """The user message for one mutation: kind is diff | full | cross."""

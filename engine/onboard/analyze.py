@@ -1080,8 +1080,9 @@ class _Analyzer:
                 if call_name(n, src) != "swap":
                     continue
                 names = [self._base_name(a) for a in call_args(n)]
-                if len(names) == 2 and all(x in buffers for x in names):
-                    out.update(names)
+                swapped = [x for x in names if x is not None and x in buffers]
+                if len(names) == 2 and len(swapped) == 2:
+                    out.update(swapped)
         return out
 
     def _rw_reads_first(self, b, region_ops) -> bool:

@@ -825,6 +825,7 @@ class ProgramWriter:
             v = self.p.vars.get(target) if target else None
             if (
                 v is not None
+                and target
                 and self._member(target)
                 and target not in stepped
                 and v.init is not None

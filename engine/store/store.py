@@ -26,7 +26,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ def _pragmas() -> list[str]:
     ]
 
 
-def _row_dict(cursor: sqlite3.Cursor | aiosqlite.Cursor, row: tuple) -> dict[str, Any]:
+def _row_dict(cursor: sqlite3.Cursor | aiosqlite.Cursor, row: Sequence[Any]) -> dict[str, Any]:
     return {d[0]: v for d, v in zip(cursor.description, row)}
 
 
@@ -174,11 +174,11 @@ class Store:
                 pass
 
     def _settle(self, queued: list[tuple[Batch, asyncio.Future]], trip: asyncio.Future) -> None:
-        if trip.cancelled() or trip.exception() is not None:
-            exc = RuntimeError("the write was cancelled") if trip.cancelled() else trip.exception()
+        failure = RuntimeError("the write was cancelled") if trip.cancelled() else trip.exception()
+        if failure is not None:
             for _, done in queued:
                 if not done.done():
-                    done.set_exception(exc)
+                    done.set_exception(failure)
             return
         for (batch, done), error in zip(queued, trip.result()):
             if error is not None:
@@ -379,7 +379,9 @@ class Tx:
     async def insert(self, sql: str, params: Iterable[Any] = ()) -> int:
         await self.flush()
         cur = await self.db.execute(sql, tuple(params))
-        return int(cur.lastrowid)
+        if cur.lastrowid is None:
+            raise RuntimeError(f"no row id after {sql!r}")
+        return cur.lastrowid
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> dict[str, Any] | None:
         await self.flush()
@@ -387,7 +389,7 @@ class Tx:
         row = await cur.fetchone()
         return _row_dict(cur, row) if row else None
 
-    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Sequence[Any]]:
         await self.flush()
         return list(await self.db.execute_fetchall(sql, tuple(params)))
 

@@ -11,15 +11,19 @@ nowhere else. The cache is never freed: it lives as long as the process (noted).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..source import _parser, walk
 from .base import Edit, Offer, Refusal, RewriteError, Rewritten
 from .facts import ScheduleFacts, _calls_in, _text
 
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
 NAME = "keep_scratch"
 
 
-def _functions(data: bytes) -> dict[str, object]:
+def _functions(data: bytes) -> dict[str, Node]:
     out = {}
     for fn in walk(_parser().parse(data).root_node):
         if fn.type != "function_definition" or fn.child_by_field_name("body") is None:
@@ -134,7 +138,10 @@ class KeepScratch:
         edits = []
         for x in p:
             v, keep, have = x["var"], f"cuco_keep_{x['var']}", f"cuco_keep_{x['var']}_bytes"
-            w = (lambda call, wrap=x["wrap"]: f"{wrap}({call});") if x["wrap"] else (lambda call: f"{call};")
+
+            def w(call: str, wrap: str | None = x["wrap"]) -> str:
+                return f"{wrap}({call});" if wrap else f"{call};"
+
             data = facts.texts[x["path"]]
             start, end = x["malloc"]
             line_start = data.rfind(b"\n", 0, start) + 1

@@ -80,7 +80,8 @@ def plan(facts: ScheduleFacts) -> dict | str:
         else {}
     )
     lo, hi = _alloc_range(facts)
-    comms, steps, windows = set(), [], {}
+    comms, steps = set(), []
+    windows: dict[str, dict] = {}  # receive buffer -> its window, allocations and frees
     for i, c in found:
         where = f"{facts.path}:{c.line}"
         stmt = facts.stmts[i]
