@@ -107,10 +107,14 @@ else dev="--dev /dev"; fi
 # The job's command is not its pid namespace's init: init ignores every signal it has no handler for (a
 # crash it raises itself, a TERM at the timeout). A plain sh is pid 1 and ends with the command's status.
 as_child='"$@"; exit $?'
-if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --as-pid-1 --proc /proc --cap-drop ALL true >/dev/null 2>&1; then
+# Run by root, bwrap keeps root's capabilities unless told (a job could then open any process's memory);
+# run by another user, the sandbox has none already
+caps=
+[ "$(id -u)" = 0 ] && caps="--cap-drop ALL"
+if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --as-pid-1 --proc /proc $caps true >/dev/null 2>&1; then
   exec bwrap --ro-bind / / $dev --proc /proc --tmpfs /tmp $binds --bind "$d" "$d" --chdir "$d" \\
     --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts --unshare-net --unshare-cgroup-try --die-with-parent \\
-    --cap-drop ALL \\
+    $caps \\
     -- /bin/sh -c "$as_child" cuco-job "$@"
 fi
 userns=

@@ -42,5 +42,9 @@ def test_sshd_killed_mid_job_then_restarted():
             assert resumed.returncode == 0, resumed.stderr[-3000:]
         check_invariants(home, "ssh", MAX_EVALS)
         faults = [json.loads(r) for (r,) in query(db, "SELECT result_json FROM evaluations WHERE fault='environment'")]
-        assert faults, "the lost job was not seen as the environment's fault"
+        assert faults, (
+            "the lost job was not seen as the environment's fault: "
+            + repr(query(db, "SELECT candidate_id, stage, status, fault, substr(result_json, 1, 300) FROM evaluations"))
+            + repr(err.decode()[-1500:])
+        )
         assert {f["fault"] for f in faults} <= {"node lost", "no usable node", "executor"}, faults

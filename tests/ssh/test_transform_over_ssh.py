@@ -36,15 +36,19 @@ KEYS = {
 
 def _env_dumping(seed: str, marks: Path) -> str:
     """The seed, with its cuco_setup (outside the EVOLVE-BLOCK, called by the harness in the job's process)
-    writing the process's environment. It needs file I/O, getpid and environ, which the symbol policy
+    writing the process's environment. It needs file I/O, getpid, a clock and environ, which the symbol policy
     refuses: the test's copy of the demo allows them (see _instrumented_demo)."""
     dump = f"""#include <cstdio>
+#include <ctime>
 #include <unistd.h>
 extern char** environ;
 static void cuco_test_env_dump() {{
   char path[512];
-  // pids repeat across jobs (each is pid 1.. of its own sandbox): a stack address (ASLR) tells them apart
-  std::snprintf(path, sizeof path, "{marks}/env-%d-%lx", (int)getpid(), (unsigned long)(void*)path);
+  // pids repeat across jobs (each is pid 1.. of its own sandbox) and the harness gives every ranks' process
+  // one address layout: the clock tells the processes apart
+  timespec now{{}};
+  clock_gettime(CLOCK_REALTIME, &now);
+  std::snprintf(path, sizeof path, "{marks}/env-%d-%ld-%ld", (int)getpid(), (long)now.tv_sec, (long)now.tv_nsec);
   if (FILE* f = std::fopen(path, "w")) {{
     for (char** e = environ; *e; ++e) std::fprintf(f, "%s\\n", *e);
     std::fclose(f);
@@ -64,7 +68,7 @@ def _instrumented_demo(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "workloads" / "demo", tmp_path / "demo")
     shutil.copytree(ROOT / "workloads" / "_harness", tmp_path / "_harness")
     yaml_file = tmp_path / "demo" / "workload.yaml"
-    yaml_file.write_text(yaml_file.read_text() + "\npolicy:\n  allow: [fopen, fclose, getpid, environ]\n")
+    yaml_file.write_text(yaml_file.read_text() + "\npolicy:\n  allow: [fopen, fclose, getpid, environ, clock_gettime]\n")
     return tmp_path / "demo"
 
 
