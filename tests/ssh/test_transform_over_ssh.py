@@ -68,7 +68,9 @@ def _instrumented_demo(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "workloads" / "demo", tmp_path / "demo")
     shutil.copytree(ROOT / "workloads" / "_harness", tmp_path / "_harness")
     yaml_file = tmp_path / "demo" / "workload.yaml"
-    yaml_file.write_text(yaml_file.read_text() + "\npolicy:\n  allow: [fopen, fclose, getpid, environ, clock_gettime]\n")
+    yaml_file.write_text(
+        yaml_file.read_text() + "\npolicy:\n  allow: [fopen, fclose, getpid, environ, clock_gettime]\n"
+    )
     return tmp_path / "demo"
 
 
