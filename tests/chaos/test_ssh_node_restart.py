@@ -73,7 +73,8 @@ def test_sshd_killed_mid_job_then_restarted():
         check_invariants(home, "ssh", MAX_EVALS)
         faults = [json.loads(r) for (r,) in query(db, "SELECT result_json FROM evaluations WHERE fault='environment'")]
         # No candidate is failed for the lost job: it is an environment fault (retried, or the run paused
-        # itself), or, where the job's end reached the engine after the restart, an ordinary result.
+        # itself) when the engine's next try meets the node down; when it meets the node back, the node's job
+        # script (idempotent by job id) collects the job if it ended or starts it afresh, an ordinary result.
         blamed = query(
             db, "SELECT id, status, reason FROM candidates WHERE run_id='ssh' AND status IN ('failed', 'incorrect')"
         )
