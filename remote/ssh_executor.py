@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import tarfile
 import time
 from pathlib import Path
@@ -292,55 +293,32 @@ class SSHExecutor(Executor):
                 await asyncio.shield(self._quiet(node.kill_job(spec.job_id, remove=not self.keep_job_dirs)))
 
     def _parse(self, node: RemoteNode, spec: JobSpec, gpus: tuple[int, ...], res, started: float) -> JobResult:
-        duration = time.monotonic() - started
+        # every result names the job, its node, its GPUs and its duration
+        result = functools.partial(
+            JobResult, spec.job_id, node=node.name, gpus=gpus, duration_s=time.monotonic() - started
+        )
         if res.exit_status not in (0, None):
             err = out_text(res.stderr).strip()
-            return JobResult(
-                spec.job_id,
-                JobStatus.ERROR,
-                node=node.name,
-                gpus=gpus,
-                duration_s=duration,
-                error=f"the job wrapper failed on {node.name} (exit {res.exit_status}): {err}",
+            return result(
+                JobStatus.ERROR, error=f"the job wrapper failed on {node.name} (exit {res.exit_status}): {err}"
             )
         try:
             members = read_result(res.stdout or b"")
         except tarfile.TarError as exc:
-            return JobResult(
-                spec.job_id,
-                JobStatus.ERROR,
-                node=node.name,
-                gpus=gpus,
-                duration_s=duration,
-                error=f"unreadable result from {node.name}: {exc}",
-            )
+            return result(JobStatus.ERROR, error=f"unreadable result from {node.name}: {exc}")
         log = tail_text(members.get("logtail", b""))
         outputs = {rel: members[f"work/{rel}"] for rel in spec.outputs if f"work/{rel}" in members}
         rc_text = members.get("rc", b"").decode().strip()
         if not rc_text.lstrip("-").isdigit():
-            return JobResult(
-                spec.job_id,
+            return result(
                 JobStatus.LOST,
-                node=node.name,
-                gpus=gpus,
-                duration_s=duration,
                 log=log,
                 outputs=outputs,
                 error=f"the job ended on {node.name} without an exit code (killed there?)",
             )
         rc = int(rc_text)
         if "timedout" in members:
-            return JobResult(
-                spec.job_id,
-                JobStatus.TIMEOUT,
-                rc=rc,
-                node=node.name,
-                gpus=gpus,
-                log=log,
-                outputs=outputs,
-                duration_s=duration,
-                error=f"timed out after {spec.timeout_s:g} s",
+            return result(
+                JobStatus.TIMEOUT, rc=rc, log=log, outputs=outputs, error=f"timed out after {spec.timeout_s:g} s"
             )
-        return JobResult(
-            spec.job_id, JobStatus.OK, rc=rc, node=node.name, gpus=gpus, log=log, outputs=outputs, duration_s=duration
-        )
+        return result(JobStatus.OK, rc=rc, log=log, outputs=outputs)
