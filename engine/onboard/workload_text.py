@@ -419,6 +419,10 @@ extern "C" int cuco_problem_make_inputs(const cuco_ctx* ctx, void* const* pristi
   return cudaGetLastError() != cudaSuccess;
 }
 
+// Present where the region carries buffers from one iteration to the next (baseline.cu defines it): the
+// reference starts from the program's own starting value, as every harness call does.
+extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx) __attribute__((weak));
+
 // The reference: the frozen baseline run once more, here, on copies of the pristine inputs (collective:
 // every rank calls verify, so the baseline's own NCCL calls run on the harness's communicator).
 extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, ncclComm_t hcomm, cudaStream_t s,
@@ -438,6 +442,7 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
     if (!rc) rc |= cudaMemsetAsync(ref.outputs[i].ptr, 0xFF, ctx->outputs[i].bytes, s) != cudaSuccess;  // poisoned like the harness's
   }
   if (!rc) rc |= cuco_baseline_setup(&ref) != 0;
+  if (!rc && cuco_baseline_start_outputs) rc |= cuco_baseline_start_outputs(&ref) != 0;
   if (!rc) rc |= cuco_baseline_run(&ref) != 0;
   if (!rc) rc |= cudaStreamSynchronize(s) != cudaSuccess;
   if (!rc) rc |= cuco_baseline_teardown(&ref) != 0;

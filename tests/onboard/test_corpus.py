@@ -150,6 +150,11 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     assert "cudaMemset(a, 0, nx * (chunk_size + 2) * sizeof(real))" in start
     assert "launch_initialize_boundaries(a, a_new" in start
     assert 'extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx)' in baseline
+    # the reference run of verify starts from the same value (poisoned outputs otherwise: NaN in the halo
+    # rows the iteration reads but never writes, and every seed incorrect)
+    verify = (out / "problem.cu").read_text().split("int cuco_problem_verify(")[1]
+    run_order = [verify.index(f"cuco_baseline_{step}(&ref)") for step in ("setup", "start_outputs", "run")]
+    assert run_order == sorted(run_order)
     _validates_as_written(capsys, out, tmp_path / "home")
 
 

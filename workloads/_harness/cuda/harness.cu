@@ -21,7 +21,8 @@
 //      rank's outputs checked by problem.cu (bit-exact for moved data, dtype tolerance vs an fp32
 //      reference for computed data, NaN/Inf fail), inputs checked unchanged after every call;
 //   4. benchmark mode: fresh inputs from a new seed; warm-ups; then per iteration, in this order,
-//      baseline compute-only, baseline comm-only, baseline, candidate (A B A B), each call preceded by
+//      baseline compute-only, baseline comm-only, then baseline and candidate in an order drawn from the
+//      job's seed per iteration (A B, B A), each call preceded by
 //      poisoning the outputs, an L2 flush (a 256 MiB write), resetting persisting L2 lines, and a rank
 //      alignment (an all-reduce on the timed stream), timed with CUDA events on ctx->stream, followed by
 //      a device-wide synchronize; the host wall time of each call is kept too, and a candidate whose
@@ -479,6 +480,15 @@ static bool start_outputs(ChildState& st, std::string& err) {
   return true;
 }
 
+// Which of baseline and candidate a benchmark iteration times first: a bit of a splitmix64 of the job's seed
+// and the iteration.
+static bool order_bit(unsigned long long seed, int it) {
+  unsigned long long z = seed + 0x9E3779B97F4A7C15ULL * (unsigned long long)(it + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return ((z ^ (z >> 31)) >> 17) & 1;
+}
+
 static void align_ranks(ChildState& st) {
   CKN(ncclAllReduce(st.align_buf, st.align_buf + 1, 1, ncclInt32, ncclSum, st.hcomm, st.stream));
 }
@@ -898,13 +908,26 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
         check_ms += now_ms() - c0;
         call(bctx, cuco_baseline_run_compute, "baseline compute", true, &c, &dummy);
         call(bctx, cuco_baseline_run_comm, "baseline comm", true, &d, &dummy);
-        call(bctx, base.run, "baseline", true, &a, &ha);
-        call(cctx, cand.run, "candidate", true, &b, &hcd);
+        // Baseline and candidate in an order drawn per iteration from the job's seed (the same on every rank;
+        // the candidate never sees it): a program whose call leaves state behind (an allocator's cache, a
+        // freed scratch) would otherwise favour whichever of the two always comes second.
         // Every candidate call is verified (outputs and inputs, every rank; the outputs by the problem's
-        // sampled check where it has one), outside its timing: a checked call and a timed call are the same call.
-        c0 = now_ms();
-        bool vt = verify(cctx, it < warmups ? "candidate (a warm-up call)" : "candidate (a timed call)", true);
-        check_ms += now_ms() - c0;
+        // sampled check where it has one), outside its timing: a checked call and a timed call are the same
+        // call. Baseline and candidate share the output buffers, so the check follows the candidate's call.
+        bool vt = true;
+        auto verified_candidate_call = [&]() {
+          call(cctx, cand.run, "candidate", true, &b, &hcd);
+          double v0 = now_ms();
+          vt = verify(cctx, it < warmups ? "candidate (a warm-up call)" : "candidate (a timed call)", true);
+          check_ms += now_ms() - v0;
+        };
+        if (order_bit(st.spec.seed, it)) {
+          verified_candidate_call();
+          call(bctx, base.run, "baseline", true, &a, &ha);
+        } else {
+          call(bctx, base.run, "baseline", true, &a, &ha);
+          verified_candidate_call();
+        }
         timed_ok = timed_ok && vt;
         if (it >= warmups) { tb.push_back(a); tc.push_back(b); tcomp.push_back(c); tcomm.push_back(d); hb.push_back(ha); hc.push_back(hcd); }
       }
