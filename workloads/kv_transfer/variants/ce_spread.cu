@@ -32,8 +32,8 @@
 // Chunks taper: the last copied chunk is one layer whatever layers_per_chunk is, so the copy that follows
 // the last copied layer's GEMM is one layer's. The last lsa_tail layers (knob) skip the copy engine: their
 // epilogue stores each tile into the decode rank's cache (16-byte LSA stores, issued before the local
-// ones) and each tile adds itself to that layer's count there with a remote atomic: after the last GEMM
-// only the fence of its tiles' stores and one atomic per tile are left, no copy, stream operation or launch.
+// ones) and each tile adds itself to that layer's count there (a remote reduction): after the last GEMM
+// only the fence of its tiles' stores and one reduction per tile are left, no copy, stream operation or launch.
 // Flag window (NCCL symmetric, 4 KiB) of each rank: word 0 = "decode is ready" (on the prefill rank);
 // on the decode rank, words 32 + s = copy stream s's progress ((epoch - 1) * n_s + k once the k-th of its
 // n_s chunks has landed) and words 64 + l = LSA layer l's landed tiles (epoch * tiles once it is complete).
@@ -75,6 +75,10 @@ __global__ void kv_wait_ready(const unsigned* my_flags, unsigned* ready_local, u
                               unsigned long long tmo, unsigned* tflag) {
   if (threadIdx.x == 0 && cuco_wait_geq(my_flags + 0, epoch, tmo, tflag)) cuco_st_release_sys(ready_local, epoch);
 }
+// A remote count that nothing here waits for: a reduction, so the tile's CTA exits without the round trip.
+static __device__ __forceinline__ void kv_red_add_release_sys(unsigned* p, unsigned v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
 // Stores the tile in the local cache and counts it in its chunk's counter (a GPU-scope fence: the copy
 // engine reads through the same L2). With `remote` set (an LSA layer) the tile goes to the decode rank's
 // cache first, then here, and the tile is counted in the layer's word there (every thread's stores fenced
@@ -99,7 +103,7 @@ struct SpreadEpi {
     if (remote) {
       __threadfence_system();
       __syncthreads();
-      if (threadIdx.x == 0) cuco_atomic_add_release_sys(count, 1u);
+      if (threadIdx.x == 0) kv_red_add_release_sys(count, 1u);
       return;
     }
     __syncthreads();
