@@ -26,9 +26,9 @@
 // GEMMs run back to back on the main stream, two layers ahead of the push copies' host work. Each tile's
 // epilogue counts itself: in its chunk's counter here (a push chunk: a GPU-scope fence, then an atomic;
 // a push stream waits for the count with cuStreamWaitValue32, copies, and bumps its progress word at the
-// decode rank with cuStreamWriteValue32) or in the chunk's word at the decode rank (a pull chunk: a
-// system-scope fence, then a remote reduction; a pull stream there waits for it with a bounded one-thread
-// kernel, then copies). Each pull lane ends with a stream write of the epoch into its acknowledgement word
+// decode rank with cuStreamWriteValue32) or in the chunk's word at the decode rank (a pull chunk: a remote
+// reduction with system-scope release after the CTA's barrier; a pull stream there waits for it with a
+// bounded one-thread kernel, then copies). Each pull lane ends with a stream write of the epoch into its acknowledgement word
 // at the prefill rank, which the prefill rank's call waits for (bounded) before it ends: its cache is not
 // overwritten (the next call's poisoning) while the decode rank still reads it. Chunks taper (the last
 // copied chunk is one layer); the last lsa_tail layers are pushed by their epilogue (16-byte LSA stores
@@ -84,7 +84,7 @@ static __device__ __forceinline__ void kv_red_add_release_sys(unsigned* p, unsig
 }
 enum { KV_PUSH = 0, KV_PULL = 1, KV_LSA = 2 };
 // Stores the tile in the local cache and counts it: a push chunk's counter here, a pull chunk's word at
-// the decode rank (which reads the tile from here: stores fenced at system scope first), or for an LSA
+// the decode rank (which reads the tile from here: the count is a system-scope release), or for an LSA
 // layer the tile goes to the decode rank's cache first, then here, and is counted in the layer's word there.
 struct LaneEpi {
   __nv_bfloat16* local; long long ldc;
@@ -113,8 +113,7 @@ struct LaneEpi {
     __syncthreads();
     if (threadIdx.x != 0) return;
     if (mode == KV_PUSH) { __threadfence(); atomicAdd(count, 1u); return; }
-    __threadfence_system();
-    kv_red_add_release_sys(count, 1u);
+    kv_red_add_release_sys(count, 1u);   // a system-scope release: the CTA's stores (the barrier) come first
   }
 };
 // EVOLVE-BLOCK-END
