@@ -196,3 +196,19 @@ async def test_from_a_variant_a_structural_move_can_go_back_to_the_seed(demo: Wo
     back = blocks.set_knob(demo.seed_source, "chunk_rows", "16")
     props = [p for p in await proposals(demo, parent, 120) if p.operator == "variant"]
     assert back in {p.source for p in props}
+
+
+@pytest.mark.parametrize("name", ["gemm_allgather", "kv_transfer", "moe_dispatch_combine", "attention_allgather"])
+async def test_the_seed_s_children_reach_every_shipped_variant_of_the_cuda_workloads(name: str):
+    w = load_workload(name)
+    points = [tuple(sorted(v.point.items())) for v in w.design_space.variants]
+    # a structural step never goes to a variant at the parent's own point: two variants at one point
+    # would hide each other from a search standing on either
+    assert len(set(points)) == len(points), f"{name}: two shipped variants share a design point"
+    variants = {v.name: blocks.replace_blocks(w.seed_source, v.bodies) for v in w.design_space.variants}
+    children = {
+        p.source for p in await proposals(w, view(w, w.seed_source), 120, seed0=7_000) if p.operator == "variant"
+    }
+    for child in children:
+        blocks.validate_child(w.seed_source, child)
+    assert {n for n, src in variants.items() if src in children} == set(variants)
