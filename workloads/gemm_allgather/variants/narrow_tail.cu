@@ -31,11 +31,13 @@
 //   the rest; only the last sub-wave's halves (136 here, 2.2 MB) cross after the GEMM. A half runs the
 //   same k loop with the same mma.sync per output element, so C is bit-identical to the full tiles'
 //   (and to the baseline's GEMM). narrow_tail = 0 keeps the tail as full tiles (wave-aligned LSA region).
-// * Row chunks (the chunks knob sets their height) up to the M tile where the last partial wave starts
-//   go by copy engine: the epilogue counts finished tiles per chunk (a GPU-scope fence, then an atomic)
-//   and one copy stream per peer waits for each count with cuStreamWaitValue32 (no kernel, no SM). Every
-//   tile from that M tile on (the tail, and the rest of its row) is stored by its epilogue into every
-//   peer's C (16-byte LSA stores) once the peers said "ready".
+// * Row chunks (the chunks knob sets their height) go by copy engine up to the first row of the items that
+//   finish last (the final sub-wave of halves: 136 here): the epilogue counts finished items per chunk (a
+//   GPU-scope fence, then an atomic) and one copy stream per peer waits for each count with
+//   cuStreamWaitValue32 (no kernel, no SM), after a one-thread "ready" kernel. The rows of those last
+//   items (3 of 64 here) are stored by their epilogues into every peer's C (16-byte LSA stores) once the
+//   peers are in the call: an item that stores over NVLink holds its CTA slot until its stores are
+//   acknowledged, which only the last items can afford.
 // * The call ends with the GEMM: the item that completes it waits (bounded) for every copy stream's
 //   "copies done" word, then exchanges "done" with the peers, as in the hybrid.
 // * Small shapes (at most small_tiles tiles, one partial wave with nothing to overlap): the hybrid's
@@ -69,31 +71,36 @@ __device__ __forceinline__ void ga_flag_exchange(const GaPeers& P, unsigned* con
   for (int k = 0; k < P.n; k++) cuco_wait_geq(my_flags + slot * kFlagStride + P.rank[k], epoch, tmo, tflag);
 }
 
-// "ready" exchange with every peer, then this call's epoch in a local word the LSA tiles wait for.
-__global__ void ga_ready_barrier(GaPeers P, const unsigned* my_flags, unsigned* peers_ready, unsigned epoch,
-                                 unsigned long long tmo, unsigned* tflag) {
+// "ready" exchange with every peer, before the first copy-engine copy (stream order on comm[0]).
+__global__ void ga_ready_barrier(GaPeers P, const unsigned* my_flags, unsigned epoch, unsigned long long tmo,
+                                 unsigned* tflag) {
   if (threadIdx.x != 0) return;
   ga_flag_exchange(P, P.start_slot, my_flags, 0, epoch, tmo, tflag);
-  cuco_st_release_sys(peers_ready, epoch);
 }
 
 // Large shapes: store locally; tiles above lsa_mtile0 count in their row chunk (GPU-scope fence: the copy
-// engine reads through the same L2), tiles from lsa_mtile0 on also go to every peer's C after the peers
-// said "ready". Every work item (a full tile or a half) counts in tiles_done; the item that completes the
-// call waits for the copy streams' "copies done" words and exchanges "done" with the peers.
+// engine reads through the same L2), tiles from lsa_mtile0 on also go to every peer's C once the peers
+// are in this call. Such a tile raises this rank's "ready" at every peer itself (idempotent, the same
+// word the ready kernel writes) before it waits for theirs, so it never depends on the ready kernel being
+// resident: the LSA items (more than the GPU's CTA slots) could otherwise fill every slot while waiting.
+// Every work item (a full tile or a half) counts in tiles_done; the item that completes the call waits for
+// the copy streams' "copies done" words and exchanges "done" with the peers.
 struct NtEpi {
   __nv_bfloat16* local; long long ldc;
   unsigned* chunk_count; int mtiles_per_chunk;
   int lsa_mtile0;               // first M tile stored into the peers by the epilogue
   GaPeers P;
   const unsigned* my_flags;
-  const unsigned* peers_ready; unsigned* tiles_done; const unsigned* copies_done;
+  unsigned* tiles_done; const unsigned* copies_done;
   int copy_streams;             // copy streams that write a "copies done" word (0: no copy-engine chunks)
   unsigned epoch, total_items;
   unsigned long long tmo; unsigned* tflag;
   __device__ __forceinline__ void begin_epilogue(int tm, int) const {
     if (tm < lsa_mtile0) return;
-    if (threadIdx.x == 0) cuco_wait_geq(peers_ready, epoch, tmo, tflag);
+    if (threadIdx.x == 0) {
+      for (int k = 0; k < P.n; k++) cuco_st_release_sys(P.start_slot[k], epoch);
+      for (int k = 0; k < P.n; k++) cuco_wait_geq(my_flags + 0 * kFlagStride + P.rank[k], epoch, tmo, tflag);
+    }
     __syncthreads();
   }
   __device__ __forceinline__ void store(int row, int col, int4 v) const {
@@ -283,9 +290,11 @@ struct GaState {
   unsigned total_tiles;
   // large path: items [0, full_items) full tiles, then 2 halves per tile; M tiles from lsa_mtile0 on go
   // by LSA; copy-engine chunk c covers M tiles [c * mt_per_chunk, min((c + 1) * mt_per_chunk, lsa_mtile0))
+  // and is complete when chunk_items[c] items (full tiles and halves) have counted in it
   int full_items, items, lsa_mtile0, mt_per_chunk, ce_chunks;
+  unsigned chunk_items[64];
   void* flags; ncclWindow_t fwin;
-  unsigned* counters;           // [0, 64): per-chunk tile counts; 64: items done; 66: peers ready (epoch);
+  unsigned* counters;           // [0, 64): per-chunk tile counts; 64: items done;
                                 // [72, 79): "copies done" (epoch) per copy stream; 128...: split-K semaphores
   float* ws;                    // split-K partials
   GaPeers peers;
@@ -309,8 +318,8 @@ static int impl_setup(cuco_ctx* ctx) {
   if (s->splits <= 0) { s->splits = 1; while (s->splits < 4 && s->total_tiles * (s->splits + 1) <= 2u * ctx->sm_count) s->splits++; }
   CUCO_CK(cudaFuncSetAttribute(nt_gemm_kernel<NtEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
   CUCO_CK(cudaFuncSetAttribute(cuco_gemm::gemm_splitk_kernel<PushEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
-  // The last partial wave: total mod slots tiles (a whole wave if that is 0; one more wave if it is under a
-  // quarter of one, so that the wave before it is not left to cross after a few halves).
+  // The tail: the last partial wave, total mod slots tiles (a whole wave if that is 0; one more wave if it
+  // is under a quarter of one, so that the wave before it is not left to cross after a few halves).
   int per_sm = 0;
   CUCO_CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, nt_gemm_kernel<NtEpi>, cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES));
   const int total = (int)s->total_tiles, slots = (per_sm < 1 ? 1 : per_sm) * (ctx->sm_count < 1 ? 1 : ctx->sm_count);
@@ -318,12 +327,26 @@ static int impl_setup(cuco_ctx* ctx) {
   if (tail == 0) tail = slots;
   if (tail * 4 < slots && tail + slots <= total) tail += slots;
   if (tail > total) tail = total;
-  s->lsa_mtile0 = (total - tail) / ntiles;
   s->full_items = kNarrowTail ? total - tail : total;
   s->items = kNarrowTail ? total + tail : total;
+  // The items that finish last: the final sub-wave of halves (or the last partial wave of full tiles). Their
+  // rows go by LSA (nothing runs after them, so their epilogue's wait for the remote stores costs no
+  // compute); every earlier row goes by copy engine, so no item before them waits for NVLink and holds
+  // the CTA slot the next item needs.
+  const int tail_items = s->items - s->full_items;
+  int last = kNarrowTail ? tail_items % slots : tail;
+  if (last == 0) last = slots < tail_items ? slots : tail_items;
+  const int first_last_tile = kNarrowTail ? s->full_items + (tail_items - last) / 2 : total - tail;
+  s->lsa_mtile0 = first_last_tile / ntiles;
   const int chunks = kChunks < 1 ? 1 : (kChunks > 64 ? 64 : (kChunks > mtiles ? mtiles : kChunks));
   s->mt_per_chunk = (mtiles + chunks - 1) / chunks;
   s->ce_chunks = (s->lsa_mtile0 + s->mt_per_chunk - 1) / s->mt_per_chunk;
+  for (int c = 0; c < s->ce_chunks; c++) {
+    const int mt0 = c * s->mt_per_chunk, mt1 = mt0 + s->mt_per_chunk < s->lsa_mtile0 ? mt0 + s->mt_per_chunk : s->lsa_mtile0;
+    const int t0 = mt0 * ntiles, t1 = mt1 * ntiles;   // tiles [t0, t1); those from full_items on are 2 halves
+    const int halved = t1 <= s->full_items ? 0 : t1 - (t0 > s->full_items ? t0 : s->full_items);
+    s->chunk_items[c] = (unsigned)(t1 - t0 + halved);
+  }
   CUCO_NK(ncclMemAlloc(&s->flags, 4096));
   CUCO_CK(cudaMemset(s->flags, 0, 4096));
   CUCO_CK(cudaDeviceSynchronize());
@@ -377,15 +400,15 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   // the "ready" exchange goes first, so that its one-thread kernel is resident before the GEMM fills the GPU
   CUCO_CK(cudaEventRecord(s->ev_start, ctx->stream));
   CUCO_CK(cudaStreamWaitEvent(s->comm[0], s->ev_start, 0));
-  ga_ready_barrier<<<1, 32, 0, s->comm[0]>>>(s->peers, (const unsigned*)s->flags, s->counters + 66, s->epoch,
-                                             ctx->spin_timeout_ns, ctx->timeout_flag);
+  ga_ready_barrier<<<1, 32, 0, s->comm[0]>>>(s->peers, (const unsigned*)s->flags, s->epoch, ctx->spin_timeout_ns,
+                                             ctx->timeout_flag);
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaEventRecord(s->ev_ready, s->comm[0]));
   const int copy_streams = s->ce_chunks > 0 ? s->peers.n : 0;
   NtEpi epi;
   epi.local = local; epi.ldc = s->N; epi.chunk_count = s->counters; epi.mtiles_per_chunk = s->mt_per_chunk;
   epi.lsa_mtile0 = s->lsa_mtile0; epi.P = s->peers; epi.my_flags = (const unsigned*)s->flags;
-  epi.peers_ready = s->counters + 66; epi.tiles_done = s->counters + 64; epi.copies_done = s->counters + 72;
+  epi.tiles_done = s->counters + 64; epi.copies_done = s->counters + 72;
   epi.copy_streams = copy_streams; epi.epoch = s->epoch; epi.total_items = (unsigned)s->items;
   epi.tmo = ctx->spin_timeout_ns; epi.tflag = ctx->timeout_flag;
   nt_gemm_kernel<NtEpi><<<(unsigned)s->items, cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
@@ -396,7 +419,7 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   for (int c = 0; c < s->ce_chunks; c++) {
     const int mt0 = c * s->mt_per_chunk;
     const int mt1 = mt0 + s->mt_per_chunk < s->lsa_mtile0 ? mt0 + s->mt_per_chunk : s->lsa_mtile0;
-    const unsigned want = s->epoch * (unsigned)(mt1 - mt0) * ntiles;
+    const unsigned want = s->epoch * s->chunk_items[c];
     for (int k = 0; k < s->peers.n; k++) {
       CUresult r = s->wait_value((CUstream)s->comm[k], (CUdeviceptr)(s->counters + c), want, CU_STREAM_WAIT_VALUE_GEQ);
       if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32: error %d", (int)r); return 1; }
