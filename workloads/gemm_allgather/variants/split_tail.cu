@@ -19,20 +19,22 @@
 #define CUCO_NK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { snprintf(ctx->error, sizeof ctx->error, "%s: %s", #x, ncclGetErrorString(r_)); return 1; } } while (0)
 
 // EVOLVE-BLOCK-START kernels
-// Narrow tail: the hybrid's large path (one GEMM launch whose finished row chunks the copy engines push to
+// Split tail: the hybrid's large path (one GEMM launch whose finished row chunks the copy engines push to
 // the peers, the last rows pushed by the GEMM's epilogue over LSA) with the GEMM's last partial wave
-// split into half-width tiles, so that the data the GEMM finishes last, which no schedule can hide, is
-// half as much.
+// split in two, so that the data the GEMM finishes last, which no schedule can hide, is half as much.
 // * The GEMM's tiles all take the same time, so with S CTA slots (2 per SM) they finish in waves, and the
 //   T mod S tiles of the last partial wave (200 of 2048 tiles on 132 SMs for 8192 x 4096) finish
 //   together at the very end: what they hold (6.5 MB) crosses NVLink after the last tile, about 20 us.
-//   Here those tiles are computed as 128x64 halves, after every full tile (one launch, a 1-D grid of work
-//   items in that order): the first S halves finish half a wave before the end and their pushes overlap
-//   the rest; only the last sub-wave's halves (136 here, 2.2 MB) cross after the GEMM. A half runs the
-//   same k loop with the same mma.sync per output element, so C is bit-identical to the full tiles'
-//   (and to the baseline's GEMM). narrow_tail = 0 keeps the tail as full tiles (wave-aligned LSA region).
+//   Here each of those tiles is two work items, run after every full tile (one launch, a 1-D grid of
+//   items in that order): the first S items finish half a wave before the end and their data crosses
+//   while the rest compute; only the final sub-wave's (136 items here, 2.2 MB) crosses after the GEMM.
+//   tail_split 1 (default): the two halves of the tile's k range (fp32 partials, the second to finish
+//   adds them): the same work per k step as a full tile; a tail tile's sum is associated differently
+//   from the baseline's (fp32 rounding, far inside the bf16 tolerance). tail_split 2: two 128 x 64
+//   halves, bit-identical to the full tile (the same mma.sync sequence per output element) but with 1.5x
+//   the operand loads per output. tail_split 0: the tail stays full tiles.
 // * Row chunks (the chunks knob sets their height) go by copy engine up to the first row of the items that
-//   finish last (the final sub-wave of halves: 136 here): the epilogue counts finished items per chunk (a
+//   finish last (the final sub-wave of the split tail): the epilogue counts finished tiles per chunk (a
 //   GPU-scope fence, then an atomic) and one copy stream per peer waits for each count with
 //   cuStreamWaitValue32 (no kernel, no SM), after a one-thread "ready" kernel. The rows of those last
 //   items (3 of 64 here) are stored by their epilogues into every peer's C (16-byte LSA stores) once the
@@ -82,7 +84,7 @@ __global__ void ga_ready_barrier(GaPeers P, const unsigned* my_flags, unsigned e
 // engine reads through the same L2), tiles from lsa_mtile0 on also go to every peer's C once the peers
 // are in this call. Such a tile raises this rank's "ready" at every peer itself (idempotent, the same
 // word the ready kernel writes) before it waits for theirs, so it never depends on the ready kernel being
-// resident: the LSA items (more than the GPU's CTA slots) could otherwise fill every slot while waiting.
+// resident: LSA items (they may outnumber the GPU's CTA slots) could otherwise fill every slot waiting.
 // Every work item (a full tile or a half) counts in tiles_done; the item that completes the call waits for
 // the copy streams' "copies done" words and exchanges "done" with the peers.
 struct NtEpi {
@@ -214,32 +216,57 @@ __device__ __forceinline__ void nt_half_epilogue(unsigned char* smem_raw, const 
 }
 
 // One launch over work items in order: items [0, full_items) are the full tiles in row-major order (tile =
-// item), the rest are the halves of tiles full_items, full_items + 1, ... (two items per tile, left half
-// first). CTAs are dispatched in item order, so the halves fill the slots the full tiles leave.
+// item), the rest are two items per tile of the tail (tiles full_items, full_items + 1, ...), in order:
+// * k_split (tail_split 1): the two halves of the tile's k range, each into an fp32 partial (ws); the one
+//   that finishes second adds the other's partial to its own (fp32 addition commutes, so the result does
+//   not depend on which one that is) and runs the epilogue, as cuco_gemm::gemm_splitk_kernel does.
+// * otherwise (tail_split 2): the tile's left and right 128 x 64 halves, each with its own epilogue.
+// CTAs are dispatched in item order, so the tail's items fill the slots the full tiles leave.
 template <class Epi>
 __global__ void __launch_bounds__(cuco_gemm::THREADS, 2)
 nt_gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
-               int K, long long lda, long long ldb, int ntiles, int full_items, Epi epi) {
+               int K, long long lda, long long ldb, int ntiles, int full_items, int k_split,
+               float4* __restrict__ ws, unsigned* __restrict__ sem, Epi epi) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int item = blockIdx.x;
-  if (item < full_items) {
-    const int tm = item / ntiles, tn = item - tm * ntiles;
+  __shared__ unsigned is_last;
+  const int item = blockIdx.x, KT = K / cuco_gemm::BK, tid = threadIdx.x;
+  const bool full = item < full_items;
+  const int j = item - full_items, t = j >> 1, part = j & 1, tile = full ? item : full_items + t;
+  const int tm = tile / ntiles, tn = tile - tm * ntiles;
+  if (full || k_split) {   // one mainloop and one epilogue for full tiles and k halves
+    const int kt0 = full || !part ? 0 : KT / 2, kt1 = full || part ? KT : KT / 2;
     float acc[4][4][4];
     cuco_gemm::zero_acc(acc);
-    cuco_gemm::tile_mainloop(smem_raw, A + (long long)tm * cuco_gemm::BM * lda, B + (long long)tn * cuco_gemm::BN * ldb,
-                             lda, ldb, K / cuco_gemm::BK, acc);
+    cuco_gemm::tile_mainloop(smem_raw, A + (long long)tm * cuco_gemm::BM * lda + kt0 * cuco_gemm::BK,
+                             B + (long long)tn * cuco_gemm::BN * ldb + kt0 * cuco_gemm::BK, lda, ldb, kt1 - kt0, acc);
+    if (!full) {
+      float4* mine = ws + ((long long)t * 2 + part) * (16 * cuco_gemm::THREADS);
+      for (int mi = 0; mi < 4; mi++)
+        for (int ni = 0; ni < 4; ni++)
+          mine[(mi * 4 + ni) * cuco_gemm::THREADS + tid] = make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) is_last = atomicAdd(sem + t, 1u) + 1u == epi.epoch * 2u;
+      __syncthreads();
+      if (!is_last) return;
+      __threadfence();
+      const float4* other = ws + ((long long)t * 2 + (part ^ 1)) * (16 * cuco_gemm::THREADS);
+      for (int mi = 0; mi < 4; mi++)
+        for (int ni = 0; ni < 4; ni++) {
+          float4 v = __ldcg(other + (mi * 4 + ni) * cuco_gemm::THREADS + tid);
+          acc[mi][ni][0] += v.x; acc[mi][ni][1] += v.y; acc[mi][ni][2] += v.z; acc[mi][ni][3] += v.w;
+        }
+    }
     cuco_gemm::tile_epilogue(smem_raw, acc, tm, tn, epi);
-  } else {
-    const int j = item - full_items, tile = full_items + (j >> 1);
-    const int tm = tile / ntiles, tn = tile - tm * ntiles, col0 = tn * cuco_gemm::BN + (j & 1) * kHalfN;
-    float acc[2][4][4];
-    for (int a = 0; a < 2; a++)
-      for (int b = 0; b < 4; b++)
-        for (int c = 0; c < 4; c++) acc[a][b][c] = 0.f;
-    nt_half_mainloop(smem_raw, A + (long long)tm * cuco_gemm::BM * lda, B + (long long)col0 * ldb, lda, ldb,
-                     K / cuco_gemm::BK, acc);
-    nt_half_epilogue(smem_raw, acc, tm, tn, col0, epi);
+    return;
   }
+  const int col0 = tn * cuco_gemm::BN + part * kHalfN;
+  float acc[2][4][4];
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < 4; b++)
+      for (int c = 0; c < 4; c++) acc[a][b][c] = 0.f;
+  nt_half_mainloop(smem_raw, A + (long long)tm * cuco_gemm::BM * lda, B + (long long)col0 * ldb, lda, ldb, KT, acc);
+  nt_half_epilogue(smem_raw, acc, tm, tn, col0, epi);
 }
 
 // Small shapes: every finished tile goes to the local C and to every peer's C. Before its first remote
@@ -282,21 +309,22 @@ constexpr int kChunks = 16;       // cuco:knob chunks
 constexpr int kCommPriority = 1;  // cuco:knob comm_priority
 constexpr int kSmallTiles = 128;  // cuco:knob small_tiles
 constexpr int kSplitK = 0;        // cuco:knob split_k
-constexpr int kNarrowTail = 1;    // cuco:knob narrow_tail
+constexpr int kTailSplit = 1;     // cuco:knob tail_split
 struct GaState {
   long long M, N, K;
   bool small;                   // which path this shape takes
   int splits;                   // small path: split-K ways
   unsigned total_tiles;
-  // large path: items [0, full_items) full tiles, then 2 halves per tile; M tiles from lsa_mtile0 on go
+  // large path: items [0, full_items) full tiles, then 2 items per tail tile; `counted` epilogues in all
+  // (a k-split tile counts once, a tile split in 128 x 64 halves twice); M tiles from lsa_mtile0 on go
   // by LSA; copy-engine chunk c covers M tiles [c * mt_per_chunk, min((c + 1) * mt_per_chunk, lsa_mtile0))
-  // and is complete when chunk_items[c] items (full tiles and halves) have counted in it
-  int full_items, items, lsa_mtile0, mt_per_chunk, ce_chunks;
+  // and is complete when chunk_items[c] epilogues have counted in it
+  int full_items, items, counted, lsa_mtile0, mt_per_chunk, ce_chunks;
   unsigned chunk_items[64];
   void* flags; ncclWindow_t fwin;
   unsigned* counters;           // [0, 64): per-chunk tile counts; 64: items done;
                                 // [72, 79): "copies done" (epoch) per copy stream; 128...: split-K semaphores
-  float* ws;                    // split-K partials
+  float* ws;                    // split-K partials (small path; large path with tail_split 1)
   GaPeers peers;
   unsigned epoch;
   PFN_cuStreamWaitValue32_v11070 wait_value;
@@ -327,16 +355,18 @@ static int impl_setup(cuco_ctx* ctx) {
   if (tail == 0) tail = slots;
   if (tail * 4 < slots && tail + slots <= total) tail += slots;
   if (tail > total) tail = total;
-  s->full_items = kNarrowTail ? total - tail : total;
-  s->items = kNarrowTail ? total + tail : total;
-  // The items that finish last: the final sub-wave of halves (or the last partial wave of full tiles). Their
-  // rows go by LSA (nothing runs after them, so their epilogue's wait for the remote stores costs no
-  // compute); every earlier row goes by copy engine, so no item before them waits for NVLink and holds
-  // the CTA slot the next item needs.
+  const bool split = kTailSplit == 1 || kTailSplit == 2;
+  s->full_items = split ? total - tail : total;
+  s->items = split ? total + tail : total;
+  s->counted = kTailSplit == 2 ? s->items : total;
+  // The items that finish last: the final sub-wave of the split tail (or the last partial wave of full
+  // tiles). Their rows go by LSA (nothing runs after them, so their epilogue's wait for the remote stores
+  // costs no compute); every earlier row goes by copy engine, so no item before them waits for NVLink
+  // and holds the CTA slot the next item needs.
   const int tail_items = s->items - s->full_items;
-  int last = kNarrowTail ? tail_items % slots : tail;
+  int last = split ? tail_items % slots : tail;
   if (last == 0) last = slots < tail_items ? slots : tail_items;
-  const int first_last_tile = kNarrowTail ? s->full_items + (tail_items - last) / 2 : total - tail;
+  const int first_last_tile = split ? s->full_items + (tail_items - last) / 2 : total - tail;
   s->lsa_mtile0 = first_last_tile / ntiles;
   const int chunks = kChunks < 1 ? 1 : (kChunks > 64 ? 64 : (kChunks > mtiles ? mtiles : kChunks));
   s->mt_per_chunk = (mtiles + chunks - 1) / chunks;
@@ -344,7 +374,7 @@ static int impl_setup(cuco_ctx* ctx) {
   for (int c = 0; c < s->ce_chunks; c++) {
     const int mt0 = c * s->mt_per_chunk, mt1 = mt0 + s->mt_per_chunk < s->lsa_mtile0 ? mt0 + s->mt_per_chunk : s->lsa_mtile0;
     const int t0 = mt0 * ntiles, t1 = mt1 * ntiles;   // tiles [t0, t1); those from full_items on are 2 halves
-    const int halved = t1 <= s->full_items ? 0 : t1 - (t0 > s->full_items ? t0 : s->full_items);
+    const int halved = kTailSplit != 2 || t1 <= s->full_items ? 0 : t1 - (t0 > s->full_items ? t0 : s->full_items);
     s->chunk_items[c] = (unsigned)(t1 - t0 + halved);
   }
   CUCO_NK(ncclMemAlloc(&s->flags, 4096));
@@ -355,6 +385,7 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaMalloc(&s->counters, ncount * sizeof(unsigned)));
   CUCO_CK(cudaMemset(s->counters, 0, ncount * sizeof(unsigned)));
   if (s->small) CUCO_CK(cudaMalloc(&s->ws, cuco_gemm::splitk_ws_bytes(s->total_tiles, s->splits)));
+  else if (kTailSplit == 1) CUCO_CK(cudaMalloc(&s->ws, cuco_gemm::splitk_ws_bytes(tail, 2)));
   GaPeers* d; CUCO_CK(cudaMalloc(&d, sizeof(GaPeers)));
   ga_resolve_peers<<<1, 1>>>(ctx->outputs[0].win, s->fwin, ctx->rank, ctx->nranks, (size_t)s->M * s->N * 2, d);
   CUCO_CK(cudaGetLastError());
@@ -409,11 +440,11 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   epi.local = local; epi.ldc = s->N; epi.chunk_count = s->counters; epi.mtiles_per_chunk = s->mt_per_chunk;
   epi.lsa_mtile0 = s->lsa_mtile0; epi.P = s->peers; epi.my_flags = (const unsigned*)s->flags;
   epi.tiles_done = s->counters + 64; epi.copies_done = s->counters + 72;
-  epi.copy_streams = copy_streams; epi.epoch = s->epoch; epi.total_items = (unsigned)s->items;
+  epi.copy_streams = copy_streams; epi.epoch = s->epoch; epi.total_items = (unsigned)s->counted;
   epi.tmo = ctx->spin_timeout_ns; epi.tflag = ctx->timeout_flag;
   nt_gemm_kernel<NtEpi><<<(unsigned)s->items, cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
       (const __nv_bfloat16*)ctx->inputs[0].ptr, (const __nv_bfloat16*)ctx->inputs[1].ptr, (int)s->K, s->K, s->K,
-      (int)ntiles, s->full_items, epi);
+      (int)ntiles, s->full_items, kTailSplit == 1, reinterpret_cast<float4*>(s->ws), s->counters + 128, epi);
   CUCO_CK(cudaGetLastError());
   for (int k = 1; k < copy_streams; k++) CUCO_CK(cudaStreamWaitEvent(s->comm[k], s->ev_ready, 0));
   for (int c = 0; c < s->ce_chunks; c++) {
