@@ -27,12 +27,14 @@
 //   together at the very end: what they hold (6.5 MB) crosses NVLink after the last tile, about 20 us.
 //   Here each of those tiles is two work items, run after every full tile (one launch, a 1-D grid of
 //   items in that order): the first S items finish half a wave before the end and their data crosses
-//   while the rest compute; only the final sub-wave's (136 items here, 2.2 MB) crosses after the GEMM.
-//   tail_split 1 (default): the two halves of the tile's k range (fp32 partials, the second to finish
-//   adds them): the same work per k step as a full tile; a tail tile's sum is associated differently
-//   from the baseline's (fp32 rounding, far inside the bf16 tolerance). tail_split 2: two 128 x 64
-//   halves, bit-identical to the full tile (the same mma.sync sequence per output element) but with 1.5x
-//   the operand loads per output. tail_split 0: the tail stays full tiles.
+//   while the rest compute; only the final sub-wave's (136 items, 2.2 MB, with 2 parts) crosses after
+//   the GEMM.
+//   tail_split 2 (default), 3, 4: the tile's k range in that many parts (fp32 partials, the last to
+//   finish adds them in part order): the same work per k step as a full tile, and with more parts a
+//   shorter final sub-wave (4: 8 items here); a tail tile's sum is associated differently from the
+//   baseline's (fp32 rounding, far inside the bf16 tolerance). tail_split -2: two 128 x 64 halves,
+//   bit-identical to the full tile (the same mma.sync sequence per output element) but with 1.5x the
+//   operand loads per output. tail_split 0: the tail stays full tiles.
 // * Row chunks (the chunks knob sets their height) go by copy engine up to the first row of the items that
 //   finish last (the final sub-wave of the split tail): the epilogue counts finished tiles per chunk (a
 //   GPU-scope fence, then an atomic) and one copy stream per peer waits for each count with
@@ -216,46 +218,53 @@ __device__ __forceinline__ void nt_half_epilogue(unsigned char* smem_raw, const 
 }
 
 // One launch over work items in order: items [0, full_items) are the full tiles in row-major order (tile =
-// item), the rest are two items per tile of the tail (tiles full_items, full_items + 1, ...), in order:
-// * k_split (tail_split 1): the two halves of the tile's k range, each into an fp32 partial (ws); the one
-//   that finishes second adds the other's partial to its own (fp32 addition commutes, so the result does
-//   not depend on which one that is) and runs the epilogue, as cuco_gemm::gemm_splitk_kernel does.
-// * otherwise (tail_split 2): the tile's left and right 128 x 64 halves, each with its own epilogue.
+// item), the rest are `ways` items per tile of the tail (tiles full_items, full_items + 1, ...), in order:
+// * k_ways > 1: the tile's k range in k_ways parts, each into an fp32 partial (ws); the part that finishes
+//   last adds the partials in part order (p0 + p1 + ...: the same sum whichever part comes last) and runs
+//   the epilogue, as cuco_gemm::gemm_splitk_kernel does.
+// * k_ways == 0: the tile's left and right 128 x 64 halves (2 items), each with its own epilogue.
 // CTAs are dispatched in item order, so the tail's items fill the slots the full tiles leave.
 template <class Epi>
 __global__ void __launch_bounds__(cuco_gemm::THREADS, 2)
 nt_gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
-               int K, long long lda, long long ldb, int ntiles, int full_items, int k_split,
+               int K, long long lda, long long ldb, int ntiles, int full_items, int k_ways,
                float4* __restrict__ ws, unsigned* __restrict__ sem, Epi epi) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ unsigned is_last;
   const int item = blockIdx.x, KT = K / cuco_gemm::BK, tid = threadIdx.x;
   const bool full = item < full_items;
-  const int j = item - full_items, t = j >> 1, part = j & 1, tile = full ? item : full_items + t;
+  const int ways = k_ways > 1 ? k_ways : 2;
+  const int j = full ? 0 : item - full_items, t = j / ways, part = j - t * ways, tile = full ? item : full_items + t;
   const int tm = tile / ntiles, tn = tile - tm * ntiles;
-  if (full || k_split) {   // one mainloop and one epilogue for full tiles and k halves
-    const int kt0 = full || !part ? 0 : KT / 2, kt1 = full || part ? KT : KT / 2;
+  if (full || k_ways > 1) {   // one mainloop and one epilogue for full tiles and k parts
+    const int kt0 = full ? 0 : (int)((long long)KT * part / ways), kt1 = full ? KT : (int)((long long)KT * (part + 1) / ways);
     float acc[4][4][4];
     cuco_gemm::zero_acc(acc);
     cuco_gemm::tile_mainloop(smem_raw, A + (long long)tm * cuco_gemm::BM * lda + kt0 * cuco_gemm::BK,
                              B + (long long)tn * cuco_gemm::BN * ldb + kt0 * cuco_gemm::BK, lda, ldb, kt1 - kt0, acc);
     if (!full) {
-      float4* mine = ws + ((long long)t * 2 + part) * (16 * cuco_gemm::THREADS);
+      float4* tile_ws = ws + (long long)t * ways * (16 * cuco_gemm::THREADS);
+      float4* mine = tile_ws + part * (16 * cuco_gemm::THREADS);
       for (int mi = 0; mi < 4; mi++)
         for (int ni = 0; ni < 4; ni++)
           mine[(mi * 4 + ni) * cuco_gemm::THREADS + tid] = make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);
       __threadfence();
       __syncthreads();
-      if (tid == 0) is_last = atomicAdd(sem + t, 1u) + 1u == epi.epoch * 2u;
+      if (tid == 0) is_last = atomicAdd(sem + t, 1u) + 1u == epi.epoch * (unsigned)ways;
       __syncthreads();
       if (!is_last) return;
       __threadfence();
-      const float4* other = ws + ((long long)t * 2 + (part ^ 1)) * (16 * cuco_gemm::THREADS);
-      for (int mi = 0; mi < 4; mi++)
+      for (int mi = 0; mi < 4; mi++)   // p0 (its own partial too comes back from ws: the same values)
         for (int ni = 0; ni < 4; ni++) {
-          float4 v = __ldcg(other + (mi * 4 + ni) * cuco_gemm::THREADS + tid);
-          acc[mi][ni][0] += v.x; acc[mi][ni][1] += v.y; acc[mi][ni][2] += v.z; acc[mi][ni][3] += v.w;
+          const float4 v = __ldcg(tile_ws + (mi * 4 + ni) * cuco_gemm::THREADS + tid);
+          acc[mi][ni][0] = v.x; acc[mi][ni][1] = v.y; acc[mi][ni][2] = v.z; acc[mi][ni][3] = v.w;
         }
+      for (int q = 1; q < ways; q++)   // + p1 + p2 ...: in part order, whichever part is last
+        for (int mi = 0; mi < 4; mi++)
+          for (int ni = 0; ni < 4; ni++) {
+            const float4 v = __ldcg(tile_ws + (q * 16 + mi * 4 + ni) * cuco_gemm::THREADS + tid);
+            acc[mi][ni][0] += v.x; acc[mi][ni][1] += v.y; acc[mi][ni][2] += v.z; acc[mi][ni][3] += v.w;
+          }
     }
     cuco_gemm::tile_epilogue(smem_raw, acc, tm, tn, epi);
     return;
@@ -309,22 +318,22 @@ constexpr int kChunks = 16;       // cuco:knob chunks
 constexpr int kCommPriority = 1;  // cuco:knob comm_priority
 constexpr int kSmallTiles = 128;  // cuco:knob small_tiles
 constexpr int kSplitK = 0;        // cuco:knob split_k
-constexpr int kTailSplit = 1;     // cuco:knob tail_split
+constexpr int kTailSplit = 2;     // cuco:knob tail_split
 struct GaState {
   long long M, N, K;
   bool small;                   // which path this shape takes
   int splits;                   // small path: split-K ways
   unsigned total_tiles;
-  // large path: items [0, full_items) full tiles, then 2 items per tail tile; `counted` epilogues in all
-  // (a k-split tile counts once, a tile split in 128 x 64 halves twice); M tiles from lsa_mtile0 on go
+  // large path: items [0, full_items) full tiles, then `ways` items per tail tile; `counted` epilogues in
+  // all (a k-split tile counts once, a tile split in 128 x 64 halves twice); M tiles from lsa_mtile0 on go
   // by LSA; copy-engine chunk c covers M tiles [c * mt_per_chunk, min((c + 1) * mt_per_chunk, lsa_mtile0))
   // and is complete when chunk_items[c] epilogues have counted in it
-  int full_items, items, counted, lsa_mtile0, mt_per_chunk, ce_chunks;
+  int k_ways, full_items, items, counted, lsa_mtile0, mt_per_chunk, ce_chunks;
   unsigned chunk_items[64];
   void* flags; ncclWindow_t fwin;
   unsigned* counters;           // [0, 64): per-chunk tile counts; 64: items done;
                                 // [72, 79): "copies done" (epoch) per copy stream; 128...: split-K semaphores
-  float* ws;                    // split-K partials (small path; large path with tail_split 1)
+  float* ws;                    // split-K partials (small path; large path's k-split tail)
   GaPeers peers;
   unsigned epoch;
   PFN_cuStreamWaitValue32_v11070 wait_value;
@@ -355,26 +364,33 @@ static int impl_setup(cuco_ctx* ctx) {
   if (tail == 0) tail = slots;
   if (tail * 4 < slots && tail + slots <= total) tail += slots;
   if (tail > total) tail = total;
-  const bool split = kTailSplit == 1 || kTailSplit == 2;
-  s->full_items = split ? total - tail : total;
-  s->items = split ? total + tail : total;
-  s->counted = kTailSplit == 2 ? s->items : total;
+  // tail_split: 2-4 k parts per tail tile, -2 two 128 x 64 halves, 0 (or anything else) unsplit
+  const bool halves = kTailSplit == -2;
+  s->k_ways = kTailSplit >= 2 ? (kTailSplit > 4 ? 4 : kTailSplit) : 0;
+  const int ways = s->k_ways ? s->k_ways : (halves ? 2 : 1);
+  s->full_items = ways > 1 ? total - tail : total;
+  s->items = ways > 1 ? s->full_items + tail * ways : total;
+  s->counted = halves ? s->items : total;
   // The items that finish last: the final sub-wave of the split tail (or the last partial wave of full
-  // tiles). Their rows go by LSA (nothing runs after them, so their epilogue's wait for the remote stores
-  // costs no compute); every earlier row goes by copy engine, so no item before them waits for NVLink
-  // and holds the CTA slot the next item needs.
+  // tiles), and the sub-wave before it too when the final one is short (under a quarter of the slots: its
+  // items may end before a copy started after the one before would). Their rows go by LSA (few items or
+  // none are queued behind them, so their epilogue's wait for the remote stores costs no compute); every
+  // earlier row goes by copy engine, so no item before them waits for NVLink and holds the CTA slot the
+  // next item needs.
   const int tail_items = s->items - s->full_items;
-  int last = split ? tail_items % slots : tail;
+  int last = ways > 1 ? tail_items % slots : tail;
   if (last == 0) last = slots < tail_items ? slots : tail_items;
-  const int first_last_tile = split ? s->full_items + (tail_items - last) / 2 : total - tail;
-  s->lsa_mtile0 = first_last_tile / ntiles;
+  int first_lsa_item = s->items - last - (last * 4 < slots ? slots : 0);
+  if (first_lsa_item < 0) first_lsa_item = 0;
+  const int first_lsa_tile = first_lsa_item < s->full_items ? first_lsa_item : s->full_items + (first_lsa_item - s->full_items) / ways;
+  s->lsa_mtile0 = first_lsa_tile / ntiles;
   const int chunks = kChunks < 1 ? 1 : (kChunks > 64 ? 64 : (kChunks > mtiles ? mtiles : kChunks));
   s->mt_per_chunk = (mtiles + chunks - 1) / chunks;
   s->ce_chunks = (s->lsa_mtile0 + s->mt_per_chunk - 1) / s->mt_per_chunk;
   for (int c = 0; c < s->ce_chunks; c++) {
     const int mt0 = c * s->mt_per_chunk, mt1 = mt0 + s->mt_per_chunk < s->lsa_mtile0 ? mt0 + s->mt_per_chunk : s->lsa_mtile0;
-    const int t0 = mt0 * ntiles, t1 = mt1 * ntiles;   // tiles [t0, t1); those from full_items on are 2 halves
-    const int halved = kTailSplit != 2 || t1 <= s->full_items ? 0 : t1 - (t0 > s->full_items ? t0 : s->full_items);
+    const int t0 = mt0 * ntiles, t1 = mt1 * ntiles;   // tiles [t0, t1); a tail tile in column halves counts twice
+    const int halved = !halves || t1 <= s->full_items ? 0 : t1 - (t0 > s->full_items ? t0 : s->full_items);
     s->chunk_items[c] = (unsigned)(t1 - t0 + halved);
   }
   CUCO_NK(ncclMemAlloc(&s->flags, 4096));
@@ -385,7 +401,7 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaMalloc(&s->counters, ncount * sizeof(unsigned)));
   CUCO_CK(cudaMemset(s->counters, 0, ncount * sizeof(unsigned)));
   if (s->small) CUCO_CK(cudaMalloc(&s->ws, cuco_gemm::splitk_ws_bytes(s->total_tiles, s->splits)));
-  else if (kTailSplit == 1) CUCO_CK(cudaMalloc(&s->ws, cuco_gemm::splitk_ws_bytes(tail, 2)));
+  else if (s->k_ways) CUCO_CK(cudaMalloc(&s->ws, cuco_gemm::splitk_ws_bytes(tail, s->k_ways)));
   GaPeers* d; CUCO_CK(cudaMalloc(&d, sizeof(GaPeers)));
   ga_resolve_peers<<<1, 1>>>(ctx->outputs[0].win, s->fwin, ctx->rank, ctx->nranks, (size_t)s->M * s->N * 2, d);
   CUCO_CK(cudaGetLastError());
@@ -444,7 +460,7 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   epi.tmo = ctx->spin_timeout_ns; epi.tflag = ctx->timeout_flag;
   nt_gemm_kernel<NtEpi><<<(unsigned)s->items, cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
       (const __nv_bfloat16*)ctx->inputs[0].ptr, (const __nv_bfloat16*)ctx->inputs[1].ptr, (int)s->K, s->K, s->K,
-      (int)ntiles, s->full_items, kTailSplit == 1, reinterpret_cast<float4*>(s->ws), s->counters + 128, epi);
+      (int)ntiles, s->full_items, s->k_ways, reinterpret_cast<float4*>(s->ws), s->counters + 128, epi);
   CUCO_CK(cudaGetLastError());
   for (int k = 1; k < copy_streams; k++) CUCO_CK(cudaStreamWaitEvent(s->comm[k], s->ev_ready, 0));
   for (int c = 0; c < s->ce_chunks; c++) {
