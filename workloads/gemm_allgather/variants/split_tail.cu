@@ -82,13 +82,14 @@ __global__ void ga_ready_barrier(GaPeers P, const unsigned* my_flags, unsigned e
   ga_flag_exchange(P, P.start_slot, my_flags, 0, epoch, tmo, tflag);
 }
 
-// Large shapes: store locally; tiles above lsa_mtile0 count in their row chunk (GPU-scope fence: the copy
-// engine reads through the same L2), tiles from lsa_mtile0 on also go to every peer's C once the peers
-// are in this call. Such a tile raises this rank's "ready" at every peer itself (idempotent, the same
+// Large shapes: store locally; tiles of rows before lsa_mtile0 count in their row chunk (GPU-scope fence:
+// the copy engine reads through the same L2), tiles from lsa_mtile0 on also go to every peer's C once the
+// peers are in this call. Such a tile raises this rank's "ready" at every peer itself (idempotent, the same
 // word the ready kernel writes) before it waits for theirs, so it never depends on the ready kernel being
 // resident: LSA items (they may outnumber the GPU's CTA slots) could otherwise fill every slot waiting.
-// Every work item (a full tile or a half) counts in tiles_done; the item that completes the call waits for
-// the copy streams' "copies done" words and exchanges "done" with the peers.
+// Every epilogue (a full tile, a k-split tile's last part, or a column half) counts in tiles_done; the one
+// that completes the call waits for the copy streams' "copies done" words and exchanges "done" with the
+// peers.
 struct NtEpi {
   __nv_bfloat16* local; long long ldc;
   unsigned* chunk_count; int mtiles_per_chunk;
