@@ -43,7 +43,8 @@ def nccl_home() -> str:
         ) from None
 
 
-def build(binary: Path, nvcc: str) -> float:
+def build(binary: Path, nvcc: str, src: Path = SRC) -> float:
+    """Compiles `src` (a benchmark that includes a shipped variant) with the workload's flags; seconds taken."""
     home = nccl_home()
     cmd = [
         nvcc,
@@ -53,7 +54,7 @@ def build(binary: Path, nvcc: str) -> float:
         f"-I{HARNESS}",
         f"-I{VARIANTS}",
         f"-I{home}/include",
-        str(SRC),
+        str(src),
         "-o",
         str(binary),
         f"-L{home}/lib",
@@ -64,7 +65,7 @@ def build(binary: Path, nvcc: str) -> float:
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
-        raise SystemExit(f"bench_gemm_codegen: build failed ({r.returncode}):\n{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+        raise SystemExit(f"{src.stem}: build failed ({r.returncode}):\n{' '.join(cmd)}\n{r.stdout}{r.stderr}")
     return time.monotonic() - t0
 
 

@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "tests" / "bench" / "bench_gemm_codegen.py"
+SPLIT_TAIL_BENCH = ROOT / "tests" / "bench" / "bench_split_tail.py"
 
 
 def _has_gpu() -> bool:
@@ -36,6 +37,28 @@ def test_hybrid_gemm_kernel_keeps_its_schedule(tmp_path):
         [
             sys.executable,
             str(BENCH),
+            "--check",
+            "--binary",
+            str(tmp_path / "bench"),
+            "--json",
+            str(tmp_path / "result.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    sys.stdout.write(r.stdout)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_split_tail_gemm_is_right_for_every_tail_split(tmp_path):
+    """split_tail's GEMM alone: bit-exact where it promises the baseline's bits (tail unsplit or in column
+    halves), within the bf16 tolerance for the k splits and exact outside their tail; its times are printed
+    beside the baseline GEMM's (what its overlap rests on: docs/gpu-workloads.md, "split_tail")."""
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(SPLIT_TAIL_BENCH),
             "--check",
             "--binary",
             str(tmp_path / "bench"),
