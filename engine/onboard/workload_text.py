@@ -382,20 +382,85 @@ double value(const unsigned char* p, size_t i, int kind) {
   }
 }
 
-// First element of got that differs from ref (bit-exact, or within tol * (|ref| + 10% of ref's rms)).
-long long compare(const std::vector<unsigned char>& got, const std::vector<unsigned char>& ref, size_t n, int elem,
-                  int kind, bool exact, double tol, double* e, double* g) {
-  double ss = 0; size_t cnt = 0;
-  if (!exact && kind != K_INT)
-    for (size_t i = 0; i < n; i++) { double r = value(ref.data(), i, kind); if (std::isfinite(r)) { ss += r * r; cnt++; } }
-  const double scale = cnt ? 0.1 * sqrt(ss / cnt) : 0.0;
-  for (size_t i = 0; i < n; i++) {
-    if (memcmp(got.data() + i * elem, ref.data() + i * elem, elem) == 0) continue;
-    if (kind == K_INT) { *e = 0; *g = 0; memcpy(e, ref.data() + i * elem, elem < 8 ? elem : 8); memcpy(g, got.data() + i * elem, elem < 8 ? elem : 8); return (long long)i; }
-    double r = value(ref.data(), i, kind), x = value(got.data(), i, kind);
-    if (exact || !std::isfinite(r) || !std::isfinite(x) || fabs(x - r) > tol * (fabs(r) + scale)) { *e = r; *g = x; return (long long)i; }
+__device__ double dvalue(const unsigned char* p, size_t i, int kind) {
+  switch (kind) {
+    case K_F32: return ((const float*)p)[i];
+    case K_F64: return ((const double*)p)[i];
+    case K_BF16: return __bfloat162float(((const __nv_bfloat16*)p)[i]);
+    case K_F16: return __half2float(((const __half*)p)[i]);
+    default: return 0;
   }
-  return -1;
+}
+
+// Sum of squares and count of ref's finite values (the tolerance's scale).
+__global__ void finite_sumsq(const unsigned char* ref, size_t n, int kind, double* ss, unsigned long long* cnt) {
+  double s = 0; unsigned long long c = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    double r = dvalue(ref, i, kind);
+    if (isfinite(r)) { s += r * r; c++; }
+  }
+  if (c) { atomicAdd(ss, s); atomicAdd(cnt, c); }
+}
+
+__device__ bool same_bytes(const unsigned char* a, const unsigned char* b, size_t i, int elem) {
+  switch (elem) {
+    case 1: return a[i] == b[i];
+    case 2: return ((const unsigned short*)a)[i] == ((const unsigned short*)b)[i];
+    case 4: return ((const unsigned int*)a)[i] == ((const unsigned int*)b)[i];
+    case 8: return ((const unsigned long long*)a)[i] == ((const unsigned long long*)b)[i];
+    default:
+      for (int k = 0; k < elem; k++) if (a[i * elem + k] != b[i * elem + k]) return false;
+      return true;
+  }
+}
+
+// The lowest index whose element fails: bit-exact, or within tol * (|ref| + scale); NaN / Inf fail.
+__global__ void first_bad(const unsigned char* got, const unsigned char* ref, size_t n, int elem, int kind, bool exact,
+                          double tol, double scale, unsigned long long* first) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    if (same_bytes(got, ref, i, elem)) continue;
+    bool bad = exact || kind == K_INT;
+    if (!bad) {
+      double r = dvalue(ref, i, kind), x = dvalue(got, i, kind);
+      bad = !isfinite(r) || !isfinite(x) || fabs(x - r) > tol * (fabs(r) + scale);
+    }
+    if (bad) atomicMin(first, (unsigned long long)i);
+  }
+}
+
+// First element of got that differs from ref (bit-exact, or within tol * (|ref| + 10% of ref's rms)),
+// compared on the device: a call's outputs can be gigabytes (every benchmark call is checked), and only the
+// failing element comes back to the host. -1: none; -2: a CUDA error.
+long long compare(const void* got, const void* ref, size_t n, int elem, int kind, bool exact, double tol,
+                  cudaStream_t s, double* e, double* g) {
+  struct Scratch { double ss; unsigned long long cnt, first; };
+  Scratch* d = nullptr;
+  Scratch h = {0, 0, ~0ULL};
+  if (cudaMalloc(&d, sizeof(Scratch)) != cudaSuccess) return -2;
+  bool ok = cudaMemcpyAsync(d, &h, sizeof h, cudaMemcpyHostToDevice, s) == cudaSuccess;
+  const unsigned char* gp = (const unsigned char*)got;
+  const unsigned char* rp = (const unsigned char*)ref;
+  double scale = 0;
+  if (ok && !exact && kind != K_INT) {
+    finite_sumsq<<<1024, 256, 0, s>>>(rp, n, kind, &d->ss, &d->cnt);
+    ok = cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess;
+    scale = h.cnt ? 0.1 * sqrt(h.ss / h.cnt) : 0.0;
+  }
+  if (ok) {
+    first_bad<<<1024, 256, 0, s>>>(gp, rp, n, elem, kind, exact, tol, scale, &d->first);
+    ok = cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess;
+  }
+  long long bad = !ok ? -2 : h.first == ~0ULL ? -1 : (long long)h.first;
+  if (bad >= 0) {
+    unsigned char eg[16] = {0};
+    ok = cudaMemcpy(eg, rp + (size_t)bad * elem, elem, cudaMemcpyDeviceToHost) == cudaSuccess &&
+         cudaMemcpy(eg + 8, gp + (size_t)bad * elem, elem, cudaMemcpyDeviceToHost) == cudaSuccess;
+    if (!ok) bad = -2;
+    else if (kind == K_INT) { *e = 0; *g = 0; memcpy(e, eg, elem < 8 ? elem : 8); memcpy(g, eg + 8, elem < 8 ? elem : 8); }
+    else { *e = value(eg, 0, kind); *g = value(eg + 8, 0, kind); }
+  }
+  cudaFree(d);
+  return bad;
 }
 """
 
@@ -448,13 +513,11 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
   if (!rc) rc |= cuco_baseline_teardown(&ref) != 0;
   if (rc) fprintf(stderr, "[rank %d] verify: the reference run failed: %s\n", ctx->rank, ref.error);
   for (int i = 0; i < kNumOutputs && !rc && !mm->found; i++) {
-    size_t bytes = ctx->outputs[i].bytes, n = bytes / kOutputElem[i];
-    std::vector<unsigned char> got(bytes), want(bytes);
-    rc |= cudaMemcpy(got.data(), ctx->outputs[i].ptr, bytes, cudaMemcpyDeviceToHost) != cudaSuccess;
-    rc |= cudaMemcpy(want.data(), ref.outputs[i].ptr, bytes, cudaMemcpyDeviceToHost) != cudaSuccess;
-    if (rc) break;
+    size_t n = ctx->outputs[i].bytes / kOutputElem[i];
     double e = 0, g = 0;
-    long long bad = compare(got, want, n, kOutputElem[i], kOutputKind[i], kOutputExact[i] != 0, tol, &e, &g);
+    long long bad = compare(ctx->outputs[i].ptr, ref.outputs[i].ptr, n, kOutputElem[i], kOutputKind[i],
+                            kOutputExact[i] != 0, tol, s, &e, &g);
+    if (bad == -2) { rc = 1; break; }
     if (bad >= 0) {
       mm->found = 1; mm->index = bad; mm->expected = e; mm->got = g;
       strcpy(mm->what, kOutputExact[i] ? "transfer" : "compute");
