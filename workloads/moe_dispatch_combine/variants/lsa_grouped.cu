@@ -119,7 +119,13 @@ __global__ void __launch_bounds__(256) moe_push(MoePlan p, MoePeers P, const uns
         const long long to = (long long)p.send_dst[e] + q;
         const int4* src = reinterpret_cast<const int4*>(X + (long long)src_token[row] * H);
         int4* dst = reinterpret_cast<int4*>(P.xr[dest] + to * H);
-        for (long long v = lane; v < H / 8; v += 32) dst[v] = src[v];
+        for (long long v0 = lane; v0 < H / 8; v0 += 128) {   // four 16-byte loads in flight per lane
+          int4 t[4];
+          for (int w = 0; w < 4; w++)
+            if (v0 + 32 * w < H / 8) t[w] = src[v0 + 32 * w];
+          for (int w = 0; w < 4; w++)
+            if (v0 + 32 * w < H / 8) dst[v0 + 32 * w] = t[w];
+        }
         if (lane == 0) P.ids[dest][to] = gid[row];
       }
       __threadfence_system();
@@ -144,7 +150,6 @@ __device__ __forceinline__ void moe_mainloop_rows(unsigned char* smem_raw, const
   const __nv_bfloat16* ga[2];
   const __nv_bfloat16* gb[2];
   uint32_t soff[2];
-_Pragma("unroll")
   for (int i = 0; i < 2; i++) {
     int c = tid + i * THREADS, r = c >> 2, ch = c & 3;
     ga[i] = arow[i] + ch * 8;
@@ -152,13 +157,11 @@ _Pragma("unroll")
     soff[i] = (uint32_t)swz(r, ch) * 2;
   }
   uint32_t aoff[2], boff[2];
-_Pragma("unroll")
   for (int ks = 0; ks < 2; ks++) {
     aoff[ks] = (uint32_t)swz(wm * 64 + (lane & 15), ks * 2 + (lane >> 4)) * 2;
     boff[ks] = (uint32_t)swz(wn * 32 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)) * 2;
   }
   auto load_stage = [&](uint32_t st_a, uint32_t st_b) {
-_Pragma("unroll")
     for (int i = 0; i < 2; i++) {
       cp_async16_s(sA + st_a + soff[i], ga[i]);
       cp_async16_s(sB + st_b + soff[i], gb[i]);
@@ -167,7 +170,6 @@ _Pragma("unroll")
     }
   };
   uint32_t wa = 0, wb = 0;
-_Pragma("unroll")
   for (int s = 0; s < STAGES - 1; s++) {
     if (s < KT) load_stage(wa, wb);
     cp_async_commit();
@@ -182,20 +184,15 @@ _Pragma("unroll")
     cp_async_commit();
     wa = wa + A_STAGE == STAGES * A_STAGE ? 0 : wa + A_STAGE;
     wb = wb + B_STAGE == STAGES * B_STAGE ? 0 : wb + B_STAGE;
-_Pragma("unroll")
     for (int ks = 0; ks < 2; ks++) {
       uint32_t af[4][4], bfr[4][2];
-_Pragma("unroll")
       for (int mi = 0; mi < 4; mi++) ldmatrix_x4_s(af[mi], sA + ra + aoff[ks] + mi * 16 * BK * 2);
-_Pragma("unroll")
       for (int nj = 0; nj < 2; nj++) {
         uint32_t r[4];
         ldmatrix_x4_s(r, sB + rb + boff[ks] + nj * 16 * BK * 2);
         bfr[nj * 2][0] = r[0]; bfr[nj * 2][1] = r[1]; bfr[nj * 2 + 1][0] = r[2]; bfr[nj * 2 + 1][1] = r[3];
       }
-_Pragma("unroll")
       for (int mi = 0; mi < 4; mi++)
-_Pragma("unroll")
         for (int ni = 0; ni < 4; ni++) mma_bf16(acc[mi][ni], af[mi], bfr[ni]);
     }
     ra = ra + A_STAGE == STAGES * A_STAGE ? 0 : ra + A_STAGE;
@@ -233,7 +230,6 @@ moe_gate_up(MoePlan p, MoeTiles L, const unsigned* __restrict__ flags, unsigned 
   const int j0 = (int)(tm * (long long)cuco_gemm::BM - base), own = p.own[le], tot = p.tot[le];
   const __nv_bfloat16* arow[2];
   const __nv_bfloat16* brow[2];
-_Pragma("unroll")
   for (int i = 0; i < 2; i++) {
     const int r = (threadIdx.x >> 2) + 64 * i, j = j0 + r;
     arow[i] = j < own ? X + (long long)src_token[p.own_off[le] + j] * H : j < tot ? xr + (base + j) * H : X;
@@ -245,21 +241,17 @@ _Pragma("unroll")
   // stage the bf16 tile as cuco_gemm::tile_epilogue does, then SwiGLU from it
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wm = warp >> 2, wn = warp & 3;
   __nv_bfloat16* sC = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-_Pragma("unroll")
   for (int mi = 0; mi < 4; mi++)
-_Pragma("unroll")
     for (int ni = 0; ni < 4; ni++) {
       int row = wm * 64 + mi * 16 + (lane >> 2), col = wn * 32 + ni * 8 + (lane & 3) * 2;
       *reinterpret_cast<__nv_bfloat162*>(sC + row * cuco_gemm::EPI_LD + col) = __floats2bfloat162_rn(acc[mi][ni][0], acc[mi][ni][1]);
       *reinterpret_cast<__nv_bfloat162*>(sC + (row + 8) * cuco_gemm::EPI_LD + col) = __floats2bfloat162_rn(acc[mi][ni][2], acc[mi][ni][3]);
     }
   __syncthreads();
-_Pragma("unroll")
   for (int i = 0; i < (cuco_gemm::BM * 64 / 8) / cuco_gemm::THREADS; i++) {
     const int c = tid + i * cuco_gemm::THREADS, r = c >> 3, ch = c & 7;
     const __nv_bfloat16* g = sC + r * cuco_gemm::EPI_LD + ch * 8;
     __align__(16) __nv_bfloat16 out[8];
-_Pragma("unroll")
     for (int q = 0; q < 8; q++)
       out[q] = __float2bfloat16(moe::silu(__bfloat162float(g[q])) * __bfloat162float(g[64 + q]));
     *reinterpret_cast<int4*>(h + (tm * (long long)cuco_gemm::BM + r) * F + 64LL * tn + ch * 8) =
