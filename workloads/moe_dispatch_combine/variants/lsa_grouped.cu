@@ -303,6 +303,10 @@ __global__ void moe_recv(MoePlan p, long long nT, const int* __restrict__ gid, c
 // EVOLVE-BLOCK-START schedule
 // cuco:design backend=lsa placement=fused sync=source_counters issuer=warp
 constexpr int kDispatchCtas = 32;  // cuco:knob dispatch_ctas
+// 1: the tiles with remote rows (gate/up, then down) run on a high-priority stream once the own rows' gate/up
+// is done, and the own rows' down GEMM on the timed stream beside them, filling the last waves of their
+// grids; what is left of it runs while the copy engines return the remote rows. 0: one stream, three grids.
+constexpr int kTailFill = 0;  // cuco:knob tail_fill
 struct MoeState {
   moe::Shape s;
   long long cap;                     // receive rows: every expert's block, each a multiple of 128
@@ -315,7 +319,8 @@ struct MoeState {
   MoePeers peers;
   unsigned epoch;
   cudaStream_t side;                 // high priority: the dispatch push, then the copy-engine return
-  cudaEvent_t ev_placed, ev_remote_down, ev_done;
+  cudaStream_t crit;                 // high priority: the remote rows' GEMMs (tail_fill 1)
+  cudaEvent_t ev_placed, ev_own_gate, ev_remote_down, ev_done;
 };
 
 // Rank r's receive layout from every rank's counts: block start per local expert, and per (le, ring k) the
@@ -389,6 +394,8 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   CUCO_CK(cudaStreamCreateWithPriority(&st->side, cudaStreamNonBlocking, hi));
   CUCO_CK(cudaEventCreateWithFlags(&st->ev_placed, cudaEventDisableTiming));
+  CUCO_CK(cudaStreamCreateWithPriority(&st->crit, cudaStreamNonBlocking, hi));
+  CUCO_CK(cudaEventCreateWithFlags(&st->ev_own_gate, cudaEventDisableTiming));
   CUCO_CK(cudaEventCreateWithFlags(&st->ev_remote_down, cudaEventDisableTiming));
   CUCO_CK(cudaEventCreateWithFlags(&st->ev_done, cudaEventDisableTiming));
   CUCO_CK(cudaFuncSetAttribute(moe_gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
@@ -467,16 +474,29 @@ static int impl_run(cuco_ctx* ctx) {
                                                                            ctx->timeout_flag);
     CUCO_CK(cudaGetLastError());
   }
-  // gate/up + SwiGLU over every tile, own tiles first
-  if (n_all > 0)
-    moe_gate_up<<<dim3((unsigned)(F / 64), (unsigned)n_all), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
+  // gate/up + SwiGLU, own tiles first; then the down GEMM of the tiles with remote rows, whose rows go home by
+  // copy engine while the own tiles' down GEMM runs
+  const dim3 up_grid((unsigned)(F / 64)), down_grid((unsigned)(H / 128));
+  cudaStream_t crit = ctx->stream;
+  if (kTailFill) {
+    if (n_own > 0)
+      moe_gate_up<<<dim3(up_grid.x, (unsigned)n_own), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
+          p, own_tiles, my_flags, epoch, ctx->spin_timeout_ns, ctx->timeout_flag, X, xr, st->src_token, W1, H, F, st->h);
+    CUCO_CK(cudaEventRecord(st->ev_own_gate, ctx->stream));
+    CUCO_CK(cudaStreamWaitEvent(st->crit, st->ev_own_gate, 0));
+    crit = st->crit;
+    if (n_remote > 0)
+      moe_gate_up<<<dim3(up_grid.x, (unsigned)n_remote), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, crit>>>(
+          p, remote_tiles, my_flags, epoch, ctx->spin_timeout_ns, ctx->timeout_flag, X, xr, st->src_token, W1, H, F, st->h);
+  } else if (n_all > 0) {
+    moe_gate_up<<<dim3(up_grid.x, (unsigned)n_all), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
         p, all_tiles, my_flags, epoch, ctx->spin_timeout_ns, ctx->timeout_flag, X, xr, st->src_token, W1, H, F, st->h);
-  // down: the tiles with remote rows, their rows home by copy engine while the own tiles run
+  }
   if (n_remote > 0)
-    moe_down<<<dim3((unsigned)(H / 128), (unsigned)n_remote), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
+    moe_down<<<dim3(down_grid.x, (unsigned)n_remote), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, crit>>>(
         p, remote_tiles, st->h, W2, H, F, ret, xr);
   CUCO_CK(cudaGetLastError());
-  CUCO_CK(cudaEventRecord(st->ev_remote_down, ctx->stream));
+  CUCO_CK(cudaEventRecord(st->ev_remote_down, crit));
   CUCO_CK(cudaStreamWaitEvent(st->side, st->ev_remote_down, 0));
   for (int k = 1; k < n; k++) {
     const int src = (me + k) % n;
@@ -491,8 +511,9 @@ static int impl_run(cuco_ctx* ctx) {
   }
   CUCO_CK(cudaEventRecord(st->ev_done, st->side));
   if (n_own > 0)
-    moe_down<<<dim3((unsigned)(H / 128), (unsigned)n_own), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
+    moe_down<<<dim3(down_grid.x, (unsigned)n_own), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
         p, own_tiles, st->h, W2, H, F, ret, xr);
+  CUCO_CK(cudaStreamWaitEvent(ctx->stream, st->ev_remote_down, 0));   // RECV reads ids the remote tiles waited for
   CUCO_CK(cudaMemsetAsync(recv, 0, ctx->outputs[2].bytes, ctx->stream));
   moe_recv<<<dim3((unsigned)((s.n * s.T + 255) / 256), (unsigned)EL), 256, 0, ctx->stream>>>(p, s.n * s.T, st->gid,
                                                                                             (const int*)st->ids, recv);
@@ -519,7 +540,9 @@ static int impl_teardown(cuco_ctx* ctx) {
     cudaFree(p);
   cudaFreeHost(st->hall);
   cudaStreamDestroy(st->side);
-  cudaEventDestroy(st->ev_placed); cudaEventDestroy(st->ev_remote_down); cudaEventDestroy(st->ev_done);
+  cudaStreamDestroy(st->crit);
+  cudaEventDestroy(st->ev_placed); cudaEventDestroy(st->ev_own_gate); cudaEventDestroy(st->ev_remote_down);
+  cudaEventDestroy(st->ev_done);
   delete st;
   ctx->state = nullptr;
   return 0;
