@@ -73,11 +73,12 @@ struct MoeTiles {
   int first[2 * kMoeMaxEL];
   int le[2 * kMoeMaxEL];
 };
-__device__ __forceinline__ void moe_tile_of(const MoeTiles& L, int y, int& le, int& tm) {
+__device__ __forceinline__ int moe_tile_of(const MoeTiles& L, int y, int& le, int& tm) {
   int g = 0;
   while (g + 1 < L.groups && L.pref[g + 1] <= y) g++;
   le = L.le[g];
   tm = L.first[g] + (y - L.pref[g]);
+  return g;
 }
 
 __global__ void moe_resolve(ncclWindow_t xw, ncclWindow_t iw, ncclWindow_t rw, ncclWindow_t fw, int n, MoePeers* out) {
@@ -210,12 +211,12 @@ __global__ void __launch_bounds__(cuco_gemm::THREADS, 2)
 moe_gate_up(MoePlan p, MoeTiles L, const unsigned* __restrict__ flags, unsigned epoch, unsigned long long tmo,
             unsigned* tflag, const __nv_bfloat16* __restrict__ X, const __nv_bfloat16* __restrict__ xr,
             const int* __restrict__ src_token, const __nv_bfloat16* __restrict__ W1, long long H, long long F,
-            __nv_bfloat16* __restrict__ h) {
+            __nv_bfloat16* __restrict__ h, int count_groups, unsigned* tiles_done) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  __shared__ int s_le, s_tm;
+  __shared__ int s_le, s_tm, s_count;
   if (threadIdx.x == 0) {
     int le, tm;
-    moe_tile_of(L, blockIdx.y, le, tm);
+    s_count = moe_tile_of(L, blockIdx.y, le, tm) < count_groups;
     s_le = le; s_tm = tm;
     const int j0 = tm * cuco_gemm::BM - p.blk[le];
     for (int k = 1; k < p.n; k++) {   // remote rows in this tile: wait for each of their sources
@@ -257,6 +258,10 @@ moe_gate_up(MoePlan p, MoeTiles L, const unsigned* __restrict__ flags, unsigned 
     *reinterpret_cast<int4*>(h + (tm * (long long)cuco_gemm::BM + r) * F + 64LL * tn + ch * 8) =
         *reinterpret_cast<const int4*>(out);
   }
+  if (s_count) {   // a tile the down GEMM waits for (tail_fill): its h rows stored, then counted
+    __syncthreads();
+    if (tid == 0) { __threadfence(); atomicAdd(tiles_done, 1u); }
+  }
 }
 
 // Down GEMM epilogue: own rows into this rank's return window at their placement rows, remote rows into
@@ -273,13 +278,15 @@ struct MoeDownEpi {
 };
 __global__ void __launch_bounds__(cuco_gemm::THREADS, 2)
 moe_down(MoePlan p, MoeTiles L, const __nv_bfloat16* __restrict__ h, const __nv_bfloat16* __restrict__ W2, long long H,
-         long long F, __nv_bfloat16* ret, __nv_bfloat16* xr) {
+         long long F, __nv_bfloat16* ret, __nv_bfloat16* xr, const unsigned* tiles_done, unsigned tiles_target,
+         unsigned long long tmo, unsigned* tflag) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int s_le, s_tm;
   if (threadIdx.x == 0) {
     int le, tm;
     moe_tile_of(L, blockIdx.y, le, tm);
     s_le = le; s_tm = tm;
+    if (tiles_done) cuco_wait_geq(tiles_done, tiles_target, tmo, tflag);   // its h rows' gate/up tiles (tail_fill)
   }
   __syncthreads();
   const int le = s_le, tm = s_tm, tn = blockIdx.x;
@@ -303,9 +310,10 @@ __global__ void moe_recv(MoePlan p, long long nT, const int* __restrict__ gid, c
 // EVOLVE-BLOCK-START schedule
 // cuco:design backend=lsa placement=fused sync=source_counters issuer=warp
 constexpr int kDispatchCtas = 32;  // cuco:knob dispatch_ctas
-// 1: the tiles with remote rows (gate/up, then down) run on a high-priority stream once the own rows' gate/up
-// is done, and the own rows' down GEMM on the timed stream beside them, filling the last waves of their
-// grids; what is left of it runs while the copy engines return the remote rows. 0: one stream, three grids.
+// 1: the gate/up grid and the remote tiles' down GEMM run on a high-priority stream, the own tiles' down GEMM
+// at once on the timed stream, each CTA after a counter of finished own gate/up tiles: it gets only the SMs
+// the high-priority grids leave idle (their last waves), and what is left of it runs while the copy engines
+// return the remote rows. 0: one stream, three grids one after another.
 constexpr int kTailFill = 0;  // cuco:knob tail_fill
 struct MoeState {
   moe::Shape s;
@@ -320,7 +328,9 @@ struct MoeState {
   unsigned epoch;
   cudaStream_t side;                 // high priority: the dispatch push, then the copy-engine return
   cudaStream_t crit;                 // high priority: the remote rows' GEMMs (tail_fill 1)
-  cudaEvent_t ev_placed, ev_own_gate, ev_remote_down, ev_done;
+  cudaEvent_t ev_placed, ev_remote_down, ev_done;
+  unsigned* own_gate_done;           // finished own gate/up tiles, over all calls (tail_fill 1)
+  unsigned own_gate_target;
 };
 
 // Rank r's receive layout from every rank's counts: block start per local expert, and per (le, ring k) the
@@ -369,8 +379,10 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaMalloc(&st->gid, TK * sizeof(int)));
   CUCO_CK(cudaMalloc(&st->allc, s.n * E * sizeof(int)));
   CUCO_CK(cudaMallocHost(&st->hall, s.n * E * sizeof(int)));
-  CUCO_CK(cudaMalloc(&st->done, kMoeMaxE * sizeof(unsigned)));
-  CUCO_CK(cudaMemset(st->done, 0, kMoeMaxE * sizeof(unsigned)));
+  CUCO_CK(cudaMalloc(&st->done, (kMoeMaxE + 1) * sizeof(unsigned)));
+  CUCO_CK(cudaMemset(st->done, 0, (kMoeMaxE + 1) * sizeof(unsigned)));
+  st->own_gate_done = st->done + kMoeMaxE;
+  st->own_gate_target = 0;
   CUCO_CK(cudaMalloc(&st->weight, TK * sizeof(float)));
   CUCO_CK(cudaMalloc(&st->h, st->cap * s.F * 2));
   CUCO_NK(ncclMemAlloc(&st->xr, st->cap * s.H * 2));
@@ -395,7 +407,6 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaStreamCreateWithPriority(&st->side, cudaStreamNonBlocking, hi));
   CUCO_CK(cudaEventCreateWithFlags(&st->ev_placed, cudaEventDisableTiming));
   CUCO_CK(cudaStreamCreateWithPriority(&st->crit, cudaStreamNonBlocking, hi));
-  CUCO_CK(cudaEventCreateWithFlags(&st->ev_own_gate, cudaEventDisableTiming));
   CUCO_CK(cudaEventCreateWithFlags(&st->ev_remote_down, cudaEventDisableTiming));
   CUCO_CK(cudaEventCreateWithFlags(&st->ev_done, cudaEventDisableTiming));
   CUCO_CK(cudaFuncSetAttribute(moe_gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
@@ -479,22 +490,17 @@ static int impl_run(cuco_ctx* ctx) {
   const dim3 up_grid((unsigned)(F / 64)), down_grid((unsigned)(H / 128));
   cudaStream_t crit = ctx->stream;
   if (kTailFill) {
-    if (n_own > 0)
-      moe_gate_up<<<dim3(up_grid.x, (unsigned)n_own), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
-          p, own_tiles, my_flags, epoch, ctx->spin_timeout_ns, ctx->timeout_flag, X, xr, st->src_token, W1, H, F, st->h);
-    CUCO_CK(cudaEventRecord(st->ev_own_gate, ctx->stream));
-    CUCO_CK(cudaStreamWaitEvent(st->crit, st->ev_own_gate, 0));
     crit = st->crit;
-    if (n_remote > 0)
-      moe_gate_up<<<dim3(up_grid.x, (unsigned)n_remote), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, crit>>>(
-          p, remote_tiles, my_flags, epoch, ctx->spin_timeout_ns, ctx->timeout_flag, X, xr, st->src_token, W1, H, F, st->h);
-  } else if (n_all > 0) {
-    moe_gate_up<<<dim3(up_grid.x, (unsigned)n_all), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
-        p, all_tiles, my_flags, epoch, ctx->spin_timeout_ns, ctx->timeout_flag, X, xr, st->src_token, W1, H, F, st->h);
+    CUCO_CK(cudaStreamWaitEvent(crit, st->ev_placed, 0));
+    st->own_gate_target += (unsigned)n_own * up_grid.x;
   }
+  if (n_all > 0)
+    moe_gate_up<<<dim3(up_grid.x, (unsigned)n_all), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, crit>>>(
+        p, all_tiles, my_flags, epoch, ctx->spin_timeout_ns, ctx->timeout_flag, X, xr, st->src_token, W1, H, F, st->h,
+        kTailFill ? EL : 0, st->own_gate_done);
   if (n_remote > 0)
     moe_down<<<dim3(down_grid.x, (unsigned)n_remote), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, crit>>>(
-        p, remote_tiles, st->h, W2, H, F, ret, xr);
+        p, remote_tiles, st->h, W2, H, F, ret, xr, nullptr, 0u, ctx->spin_timeout_ns, ctx->timeout_flag);
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaEventRecord(st->ev_remote_down, crit));
   CUCO_CK(cudaStreamWaitEvent(st->side, st->ev_remote_down, 0));
@@ -510,9 +516,10 @@ static int impl_run(cuco_ctx* ctx) {
     moe_raise<<<1, 32, 0, st->side>>>(st->peers.flags[src] + 128 + me, epoch);
   }
   CUCO_CK(cudaEventRecord(st->ev_done, st->side));
-  if (n_own > 0)
+  if (n_own > 0)   // tail_fill: launched beside the high-priority grids, each CTA after the own gate/up tiles
     moe_down<<<dim3(down_grid.x, (unsigned)n_own), cuco_gemm::THREADS, cuco_gemm::SMEM_BYTES, ctx->stream>>>(
-        p, own_tiles, st->h, W2, H, F, ret, xr);
+        p, own_tiles, st->h, W2, H, F, ret, xr, kTailFill ? st->own_gate_done : nullptr, st->own_gate_target,
+        ctx->spin_timeout_ns, ctx->timeout_flag);
   CUCO_CK(cudaStreamWaitEvent(ctx->stream, st->ev_remote_down, 0));   // RECV reads ids the remote tiles waited for
   CUCO_CK(cudaMemsetAsync(recv, 0, ctx->outputs[2].bytes, ctx->stream));
   moe_recv<<<dim3((unsigned)((s.n * s.T + 255) / 256), (unsigned)EL), 256, 0, ctx->stream>>>(p, s.n * s.T, st->gid,
@@ -541,8 +548,7 @@ static int impl_teardown(cuco_ctx* ctx) {
   cudaFreeHost(st->hall);
   cudaStreamDestroy(st->side);
   cudaStreamDestroy(st->crit);
-  cudaEventDestroy(st->ev_placed); cudaEventDestroy(st->ev_own_gate); cudaEventDestroy(st->ev_remote_down);
-  cudaEventDestroy(st->ev_done);
+  cudaEventDestroy(st->ev_placed); cudaEventDestroy(st->ev_remote_down); cudaEventDestroy(st->ev_done);
   delete st;
   ctx->state = nullptr;
   return 0;
