@@ -1,1 +1,0 @@
-CORPUS=$PWD/.gpu-tree-corpus ONLY="async_ring_allreduce_single cuco_moe_seed nvidia_jacobi_nccl nvidia_jacobi_nccl_overlap nvidia_jacobi_nccl_graphs" RUN_LIMIT=75 DEADLINE_S=340 timeout -k 5 420 bash tests/onboard/gpu_onboard_2gpu.sh > $OUT/onboard.log 2>&1; grep -v "^PASS.*verify\|do_nothing\|skip_comm" $OUT/summary.txt | tail -n 14
