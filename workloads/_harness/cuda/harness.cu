@@ -21,8 +21,8 @@
 //      rank's outputs checked by problem.cu (bit-exact for moved data, dtype tolerance vs an fp32
 //      reference for computed data, NaN/Inf fail), inputs checked unchanged after every call;
 //   4. benchmark mode: fresh inputs from a new seed; warm-ups; then per iteration, in this order,
-//      baseline compute-only, baseline comm-only, then baseline and candidate in an order drawn from the
-//      job's seed per iteration (A B, B A), each call preceded by
+//      baseline compute-only, baseline comm-only, then baseline and candidate in alternating order (A B, B A,
+//      from a phase drawn from the job's seed), each call preceded by
 //      poisoning the outputs, an L2 flush (a 256 MiB write), resetting persisting L2 lines, and a rank
 //      alignment (an all-reduce on the timed stream), timed with CUDA events on ctx->stream, followed by
 //      a device-wide synchronize; the host wall time of each call is kept too, and a candidate whose
@@ -480,13 +480,15 @@ static bool start_outputs(ChildState& st, std::string& err) {
   return true;
 }
 
-// Which of baseline and candidate a benchmark iteration times first: a bit of a splitmix64 of the job's seed
-// and the iteration.
+// Which of baseline and candidate a benchmark iteration times first: the two orders alternate, from a phase
+// drawn from the job's seed, so over any run of iterations each side is first in half of them (at most one
+// more): a position effect then moves both medians alike, where an unbalanced random draw (10 of 15 one way)
+// would hand it to one side.
 static bool order_bit(unsigned long long seed, int it) {
-  unsigned long long z = seed + 0x9E3779B97F4A7C15ULL * (unsigned long long)(it + 1);
+  unsigned long long z = seed * 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return ((z ^ (z >> 31)) >> 17) & 1;
+  return (((z ^ (z >> 31)) >> 17) + (unsigned long long)it) & 1;
 }
 
 static void align_ranks(ChildState& st) {
@@ -908,8 +910,8 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
         check_ms += now_ms() - c0;
         call(bctx, cuco_baseline_run_compute, "baseline compute", true, &c, &dummy);
         call(bctx, cuco_baseline_run_comm, "baseline comm", true, &d, &dummy);
-        // Baseline and candidate in an order drawn per iteration from the job's seed (the same on every rank;
-        // the candidate never sees it): a program whose call leaves state behind (an allocator's cache, a
+        // Baseline and candidate in alternating order from a phase drawn from the job's seed (the same on every
+        // rank; the candidate never sees it): a program whose call leaves state behind (an allocator's cache, a
         // freed scratch) would otherwise favour whichever of the two always comes second.
         // Every candidate call is verified (outputs and inputs, every rank; the outputs by the problem's
         // sampled check where it has one), outside its timing: a checked call and a timed call are the same
