@@ -446,6 +446,10 @@ class LsaSendrecv:
             + (f"; {', '.join(own)} allocated with ncclMemAlloc and registered as symmetric windows" if own else "")
         )
         if p["cuda_file"] == facts.path:
+            # one translation unit: the helpers internal (the harness admits no other definition)
+            code = (HOST_CODE + "\n\n" + DEVICE_CODE).replace(
+                "\nncclResult_t cuco_p2p_", "\nstatic ncclResult_t cuco_p2p_"
+            )
             return Rewritten(
                 edits,
                 note,
@@ -453,7 +457,7 @@ class LsaSendrecv:
                 setup,
                 teardown,
                 headers=list(self.headers),
-                definitions=[HOST_CODE + "\n\n" + DEVICE_CODE],
+                definitions=[code],
             )
         # The region's file is built by the host compiler: it gets the host's half; the kernel goes to the
         # program's CUDA file, after the host's half again (the same declarations in both).

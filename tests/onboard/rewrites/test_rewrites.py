@@ -234,7 +234,7 @@ def _jacobi_facts_or_skip(folder: Path):
 def test_jacobi_patched_with_every_offered_rewrite_builds_with_its_own_makefile(tmp_path):
     files, v = _jacobi_facts_or_skip(CORPUS / "nvidia_jacobi_nccl")
     offered = [r.name for r in REGISTRY if isinstance(v[r.name], Offer)]
-    assert offered == ["boundary_first", "nccl_register", "comm_config", "graph_replay"], v
+    assert offered == ["boundary_first", "nccl_register", "comm_config", "lsa_sendrecv", "graph_replay"], v
     nvcc, nccl_include = _toolchain()
     dest, _ = _patched_copy(files, offered, {"comm_ctas": "8"}, tmp_path / "nccl")
     make = (dest / "Makefile").read_text().replace("-std=c++14", "-std=c++17")  # CUDA 13's CUB
