@@ -464,5 +464,5 @@ class LsaSendrecv:
         cu, data = p["cuda_file"], facts.texts[p["cuda_file"]]
         program_only = _includes(cu, data, ["nccl.h", "nccl_device.h"])
         program_only.append(Edit(cu, len(data), len(data), f"\n{HOST_CODE}\n\n{DEVICE_CODE}\n"))
-        note += f"; the kernel is in {cu}"
+        note += f"; the kernel is in {cu}, which now includes NCCL's headers (its compiler needs their path)"
         return Rewritten(edits, note, members, setup, teardown, program_only=program_only, definitions=[HOST_CODE])

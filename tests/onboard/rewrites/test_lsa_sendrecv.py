@@ -189,7 +189,9 @@ def test_offered_on_nvidias_jacobi_with_the_kernel_in_its_cuda_file():
     assert "NCCL_CALL(cuco_g.recv(a_new, nx, NCCL_REAL_TYPE, top));" in host
     assert "NCCL_CALL(cuco_p2p_launch(cuco_p2p, cuco_g, compute_stream));" in host
     assert "#include <nccl_device.h>" in device and "cuco_lsa_sendrecv<<<st->ctas, 512, 0, stream>>>" in device
-    assert notes[0].endswith(f"the kernel is in {files[1]}")
+    assert notes[0].endswith(
+        f"the kernel is in {files[1]}, which now includes NCCL's headers (its compiler needs their path)"
+    )
 
 
 @compiles_with_nccl("the rewritten program is compiled where it is")
