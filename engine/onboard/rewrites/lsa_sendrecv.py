@@ -301,6 +301,7 @@ def plan(facts: ScheduleFacts) -> dict | str:
     harness = harness_buffers(facts)
     comms: set[str] = set()
     bases: list[str] = []
+    first_use: dict[str, str] = {}  # a receive buffer -> the receive that names it first
     for g in groups:
         streams = set()
         sends = [c for _, c in g["calls"] if c.name == "ncclSend"]
@@ -322,6 +323,7 @@ def plan(facts: ScheduleFacts) -> dict | str:
                     return f"{where}: the receive buffer {buf} is not B or B + offset, B a variable"
                 if m.group(1) not in bases:
                     bases.append(m.group(1))
+                    first_use[m.group(1)] = where
         if len(streams) != 1:
             return f"{facts.path}:{g['start'].line}: the group's calls are on several streams"
         stream = streams.pop()
@@ -330,9 +332,12 @@ def plan(facts: ScheduleFacts) -> dict | str:
         g["stream"] = stream
     if len(comms) != 1:
         return f"the groups use several communicators ({', '.join(sorted(comms))})"
+    if len({g["stream"] for g in groups}) != 1:
+        # their kernels could run at once, and they share the barriers and the tables
+        return "the groups are on different streams"
     windows: dict[str, dict] = {}
     for b in _partners(facts, bases):
-        w = window_of(facts, b, harness, f"{facts.path}:{facts.line_of(facts.loop_start)}", "cuco_p2p_win_")
+        w = window_of(facts, b, harness, first_use.get(b, facts.at(facts.loop_start)), "cuco_p2p_win_")
         if isinstance(w, str):
             return w
         windows[b] = w

@@ -90,6 +90,20 @@ def test_offered_on_the_halo_exchange_with_its_ping_pong_partner():
             "the group's calls are on several streams",
         ),
         (
+            "    NCCLCHECK(ncclGroupEnd());\n",
+            "    NCCLCHECK(ncclGroupEnd());\n    NCCLCHECK(ncclGroupStart());\n"
+            "    NCCLCHECK(ncclRecv(a, nx, ncclFloat, top, comm, stream));\n"
+            "    NCCLCHECK(ncclSend(a + nx, nx, ncclFloat, bottom, comm, stream));\n    NCCLCHECK(ncclGroupEnd());\n",
+            "the group at",  # two groups on one stream: offered (the check below is for two streams)
+        ),
+        (
+            "    NCCLCHECK(ncclGroupEnd());\n",
+            "    NCCLCHECK(ncclGroupEnd());\n    NCCLCHECK(ncclGroupStart());\n"
+            "    NCCLCHECK(ncclRecv(a, nx, ncclFloat, top, comm, stream));\n"
+            "    NCCLCHECK(ncclSend(a + nx, nx, ncclFloat, bottom, comm, (cudaStream_t)0));\n    NCCLCHECK(ncclGroupEnd());\n",
+            "the group's calls are on several streams",
+        ),
+        (
             "NCCLCHECK(ncclSend(a_new + iy_start * nx, nx, ncclFloat, top, comm, stream));",
             "NCCLCHECK(ncclSend(a_new + iy_start * nx, nx, ncclFloat, top, comms[0], stream));",
             "the communicator comms[0] is not a plain variable",
@@ -98,7 +112,25 @@ def test_offered_on_the_halo_exchange_with_its_ping_pong_partner():
 )
 def test_refused_where_a_precondition_does_not_hold(tmp_path, old, new, reason):
     v = verdict(halo_variant(tmp_path, old, new))
+    if reason == "the group at":
+        assert isinstance(v, Offer) and v.what.count("the group at") == 2, v
+        return
     assert isinstance(v, Refusal) and reason in v.reason, v
+
+
+def test_refused_for_two_groups_on_different_streams(tmp_path):
+    f = halo_variant(
+        tmp_path,
+        "    NCCLCHECK(ncclGroupEnd());\n",
+        "    NCCLCHECK(ncclGroupEnd());\n    NCCLCHECK(ncclGroupStart());\n"
+        "    NCCLCHECK(ncclRecv(a, nx, ncclFloat, top, comm, cuco_comm_stream));\n"
+        "    NCCLCHECK(ncclSend(a + nx, nx, ncclFloat, bottom, comm, cuco_comm_stream));\n    NCCLCHECK(ncclGroupEnd());\n",
+    )
+    f.write_text(f.read_text().replace("  cudaStream_t stream;\n", "  cudaStream_t stream, cuco_comm_stream;\n"))
+    v = verdict(f)
+    # each on a stream a group may use (the region's, the one boundary_first makes), but their kernels could
+    # run at once and would share the barriers and the tables
+    assert isinstance(v, Refusal) and v.reason == "the groups are on different streams", v
 
 
 def test_refused_for_collectives_and_for_sends_inside_a_helper():
