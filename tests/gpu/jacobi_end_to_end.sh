@@ -31,6 +31,9 @@ nvidia-smi -L | tee "$OUT/machine.txt"
 cuco() { python3 -m cuco_tui.cli "$@"; }
 N=${NCCL_HOME:-$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])")}
 export NCCL_HOME=$N
+# lsa_sendrecv puts its kernel in jacobi_kernels.cu, which then includes NCCL's headers; the Makefile gives
+# their path to mpicxx only (nvcc finds them where NCCL_HOME is its default /usr): CPATH gives it to nvcc
+export CPATH="$N/include${CPATH:+:$CPATH}"
 CUDA=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
 
 # 1-2: the search in the harness

@@ -25,6 +25,12 @@ POINTS += [
     (["boundary_first", "nccl_register", "comm_config", "graph_replay"], {"comm_ctas": c, "nccl_proto": p})
     for c, p in (("4", "default"), ("16", "LL"))
 ]
+# the halo exchange as one device-initiated kernel (LSA stores into the peers' windows), alone and with the split
+# and the graphs (appended: the points above keep their names)
+POINTS += [
+    (["lsa_sendrecv"], {"comm_ctas": "8"}),
+    (["boundary_first", "nccl_register", "lsa_sendrecv", "graph_replay"], {"comm_ctas": "8"}),
+]
 
 
 def main(corpus: str, out: str) -> int:

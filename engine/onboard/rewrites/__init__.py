@@ -12,6 +12,7 @@ from .facts import FactsError, ScheduleFacts, build_facts, facts_from_analysis
 from .graph_replay import GraphReplay
 from .keep_scratch import KeepScratch
 from .lsa_collective import LsaCollective
+from .lsa_sendrecv import LsaSendrecv
 from .nccl_register import NcclRegister
 
 REGISTRY: tuple[Rewrite, ...] = (
@@ -20,6 +21,7 @@ REGISTRY: tuple[Rewrite, ...] = (
     NcclRegister(),
     CommConfig(),
     LsaCollective(),
+    LsaSendrecv(),
     KeepScratch(),
     GraphReplay(),
 )

@@ -60,6 +60,86 @@ def _alloc_range(facts: ScheduleFacts) -> tuple[int, int]:
     return facts.function[0], facts.loop_start
 
 
+def harness_buffers(facts: ScheduleFacts) -> dict[str, str]:
+    """In the harness's candidate: each variable set from a harness buffer -> that buffer (`cuco_c->outputs[1]`),
+    a symmetric window already ({} in the user's program)."""
+    if facts.members_at is None:
+        return {}
+    text = facts.text.decode("utf-8", "replace")
+    return {m.group(1): f"cuco_c->{m.group(2)}[{m.group(3)}]" for m in _HARNESS_BUFFER.finditer(text)}
+
+
+def window_of(facts: ScheduleFacts, buf: str, harness: dict[str, str], where: str, prefix: str) -> dict | str:
+    """How the device buffer `buf` becomes (or already is) an NCCL symmetric window: a harness buffer, or
+    the program's own `cudaMalloc(&buf, bytes)` statements of one size before the region (ncclMemAlloc
+    ones kept), to become ncclMemAlloc; `cudaFree(buf)` statements, to become ncclMemFree. A refusal
+    otherwise."""
+    if buf in harness:
+        return dict(win=f"{harness[buf]}.win", buffer=harness[buf], allocs=[], frees=[])
+    lo, hi = _alloc_range(facts)
+    allocs = [
+        a
+        for a in facts.calls
+        if a.name in ALLOCS
+        and len(a.args) == 2
+        and lo <= a.start < hi
+        and re.sub(r"\s|\(void\s*\*\*\)|[()]", "", a.args[0].text) == f"&{buf}"
+    ]
+    if not allocs:
+        return (
+            f"{where}: the receive buffer {buf} is not allocated by cudaMalloc(&{buf}, ...) before the "
+            "region, nor by ncclMemAlloc (it must become an NCCL window)"
+        )
+    if any(facts.call_stmts.get(a.start) is None for a in allocs):
+        return f"{facts.path}:{allocs[0].line}: the {allocs[0].name} of {buf} is not a statement of its own"
+    if len({re.sub(r"\s", "", a.args[1].text) for a in allocs}) != 1:
+        return f"{facts.path}:{allocs[0].line}: {buf} is allocated with different sizes"
+    flo, fhi = (0, len(facts.text)) if facts.members_at is not None else facts.function
+    frees = [
+        f
+        for f in facts.calls
+        if f.name == "cudaFree" and f.args and f.args[0].text.strip() == buf and flo <= f.start < fhi
+    ]
+    if any(facts.call_stmts.get(f.start) is None for f in frees):
+        return f"{facts.path}:{frees[0].line}: the cudaFree of {buf} is not a statement of its own"
+    return dict(win=f"{prefix}{buf}", allocs=allocs, frees=frees, bytes=allocs[0].args[1].text.strip())
+
+
+def own_window_edits(facts: ScheduleFacts, buf: str, w: dict, comm: str, who: str) -> tuple[list, list, list, list]:
+    """A buffer of the program's own made a symmetric window: (members, set-up, teardown, edits): the
+    handle, its registration before the timer, its deregistration after the loop, and ncclMemAlloc /
+    ncclMemFree where the program called cudaMalloc / cudaFree."""
+    members = [f"ncclWindow_t {w['win']}{{}};   // cuco rewrite {who}: {buf} as an NCCL symmetric window"]
+    setup = [
+        "    "
+        + facts.wrap_nccl(f"ncclCommWindowRegister({comm}, {buf}, {w['bytes']}, &{w['win']}, NCCL_WIN_COLL_SYMMETRIC)")
+    ]
+    teardown = [facts.wrap_nccl(f"ncclCommWindowDeregister({comm}, {w['win']})")]
+    edits = []
+    for a in (a for a in w["allocs"] if a.name == "cudaMalloc"):
+        start, end = facts.call_stmts[a.start]
+        edits.append(_replace(facts, start, end, [facts.wrap_nccl(f"ncclMemAlloc((void**)&{buf}, {a.args[1].text})")]))
+    for f in w["frees"]:
+        start, end = facts.call_stmts[f.start]
+        edits.append(_replace(facts, start, end, [facts.wrap_nccl(f"ncclMemFree({buf})")]))
+    return members, setup, teardown, edits
+
+
+def dev_comm_setup(facts: ScheduleFacts, comm: str, ctas: str, var: str, who: str) -> list[str]:
+    """Set-up lines (a block) making `var`, a device communicator on `comm` with one LSA barrier per CTA,
+    and checking that every rank is reachable by load/store (one node), else NCCL's invalid-usage error."""
+    return [
+        f"{{   // cuco rewrite {who}: a device communicator with one LSA barrier per CTA",
+        "    ncclDevCommRequirements cuco_reqs{};",
+        f"    cuco_reqs.lsaBarrierCount = {ctas};",
+        "    " + facts.wrap_nccl(f"ncclDevCommCreate({comm}, &cuco_reqs, &{var})"),
+        "    int cuco_nranks = 0;",
+        "    " + facts.wrap_nccl(f"ncclCommCount({comm}, &cuco_nranks)"),
+        "    // every rank reachable by load/store (one node), else NCCL's invalid-usage error",
+        "    " + facts.wrap_nccl(f"{var}.lsaSize == cuco_nranks ? ncclSuccess : ncclInvalidUsage"),
+    ]
+
+
 def _calls(facts: ScheduleFacts) -> list[tuple[int, Call]] | str:
     found = [(i, c) for i, s in enumerate(facts.stmts) for c in s.calls if c.name in KINDS]
     if not found:
@@ -73,13 +153,7 @@ def plan(facts: ScheduleFacts) -> dict | str:
         return found
     if any(c.name in ("ncclGroupStart", "ncclGroupEnd") for s in facts.stmts for c in s.calls):
         return "the region groups NCCL calls (ncclGroupStart): a grouped collective is not made device-initiated"
-    text = facts.text.decode("utf-8", "replace")
-    harness = (
-        {m.group(1): f"cuco_c->{m.group(2)}[{m.group(3)}].win" for m in _HARNESS_BUFFER.finditer(text)}
-        if facts.members_at is not None
-        else {}
-    )
-    lo, hi = _alloc_range(facts)
+    harness = harness_buffers(facts)
     comms, steps = set(), []
     windows: dict[str, dict] = {}  # receive buffer -> its window, allocations and frees
     for i, c in found:
@@ -100,39 +174,10 @@ def plan(facts: ScheduleFacts) -> dict | str:
             return f"{where}: {c.name} is in place"
         comms.add(comm)
         if recv not in windows:
-            if recv in harness:
-                windows[recv] = dict(win=harness[recv], allocs=[], frees=[])
-            else:
-                allocs = [
-                    a
-                    for a in facts.calls
-                    if a.name in ALLOCS
-                    and len(a.args) == 2
-                    and lo <= a.start < hi
-                    and re.sub(r"\s|\(void\s*\*\*\)|[()]", "", a.args[0].text) == f"&{recv}"
-                ]
-                if not allocs:
-                    return (
-                        f"{where}: the receive buffer {recv} is not allocated by cudaMalloc(&{recv}, ...) before the "
-                        "region, nor by ncclMemAlloc (it must become an NCCL window)"
-                    )
-                if any(facts.call_stmts.get(a.start) is None for a in allocs):
-                    return (
-                        f"{facts.path}:{allocs[0].line}: the {allocs[0].name} of {recv} is not a statement of its own"
-                    )
-                if len({re.sub(r"\s", "", a.args[1].text) for a in allocs}) != 1:
-                    return f"{facts.path}:{allocs[0].line}: {recv} is allocated with different sizes"
-                flo, fhi = (0, len(facts.text)) if facts.members_at is not None else facts.function
-                frees = [
-                    f
-                    for f in facts.calls
-                    if f.name == "cudaFree" and f.args and f.args[0].text.strip() == recv and flo <= f.start < fhi
-                ]
-                if any(facts.call_stmts.get(f.start) is None for f in frees):
-                    return f"{facts.path}:{frees[0].line}: the cudaFree of {recv} is not a statement of its own"
-                windows[recv] = dict(
-                    win=f"cuco_win_{recv}", allocs=allocs, frees=frees, bytes=allocs[0].args[1].text.strip()
-                )
+            w = window_of(facts, recv, harness, where, "cuco_win_")
+            if isinstance(w, str):
+                return w
+            windows[recv] = w
         steps.append(dict(stmt=stmt, call=c, send=send, recv=recv, count=count, elem=NCCL_DTYPE_BYTES[dtype]))
     if len(comms) != 1:
         return f"the collectives use several communicators ({', '.join(sorted(comms))})"
@@ -185,35 +230,15 @@ class LsaCollective:
                 )
             )
         members = [f"ncclDevComm cuco_dev_comm{{}};   // cuco rewrite {NAME}: the device communicator"]
-        setup = [
-            f"{{   // cuco rewrite {NAME}: a device communicator with one LSA barrier per CTA",
-            "    ncclDevCommRequirements cuco_reqs{};",
-            f"    cuco_reqs.lsaBarrierCount = {ctas};",
-            "    " + facts.wrap_nccl(f"ncclDevCommCreate({comm}, &cuco_reqs, &cuco_dev_comm)"),
-            "    int cuco_nranks = 0;",
-            "    " + facts.wrap_nccl(f"ncclCommCount({comm}, &cuco_nranks)"),
-            "    // every rank reachable by load/store (one node), else NCCL's invalid-usage error",
-            "    " + facts.wrap_nccl("cuco_dev_comm.lsaSize == cuco_nranks ? ncclSuccess : ncclInvalidUsage"),
-        ]
+        setup = dev_comm_setup(facts, comm, ctas, "cuco_dev_comm", NAME)
         teardown = []
         own = {r: w for r, w in p["windows"].items() if w["allocs"]}
         for r, w in own.items():
-            members.append(f"ncclWindow_t {w['win']}{{}};   // cuco rewrite {NAME}: {r} as an NCCL symmetric window")
-            setup.append(
-                "    "
-                + facts.wrap_nccl(
-                    f"ncclCommWindowRegister({comm}, {r}, {w['bytes']}, &{w['win']}, NCCL_WIN_COLL_SYMMETRIC)"
-                )
-            )
-            teardown.append(facts.wrap_nccl(f"ncclCommWindowDeregister({comm}, {w['win']})"))
-            for a in (a for a in w["allocs"] if a.name == "cudaMalloc"):
-                start, end = facts.call_stmts[a.start]
-                edits.append(
-                    _replace(facts, start, end, [facts.wrap_nccl(f"ncclMemAlloc((void**)&{r}, {a.args[1].text})")])
-                )
-            for f in w["frees"]:
-                start, end = facts.call_stmts[f.start]
-                edits.append(_replace(facts, start, end, [facts.wrap_nccl(f"ncclMemFree({r})")]))
+            m, su, td, ed = own_window_edits(facts, r, w, comm, NAME)
+            members += m
+            setup += su
+            teardown += td
+            edits += ed
         setup.append("}")
         teardown.append(facts.wrap_nccl(f"ncclDevCommDestroy({comm}, &cuco_dev_comm)"))
         moved = "; ".join(f"{st['call'].name} ({facts.path}:{st['call'].line}) into {st['recv']}" for st in p["steps"])

@@ -23,7 +23,7 @@ from ..toolchain import compiles_with_nccl
 # the corpus programs with a kernel and a region the rewrites read (nccl_graphs replays graphs: none offered)
 NAMES = ["nvidia_jacobi_nccl_overlap", "cuco_moe_seed", "async_ring_allreduce_single"]
 EXPECTED = {
-    "nvidia_jacobi_nccl_overlap": ["nccl_register", "comm_config"],
+    "nvidia_jacobi_nccl_overlap": ["nccl_register", "comm_config", "lsa_sendrecv"],
     "cuco_moe_seed": ["comm_config", "lsa_collective"],
     "async_ring_allreduce_single": ["comm_config", "keep_scratch"],
 }

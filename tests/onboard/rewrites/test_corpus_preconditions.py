@@ -38,6 +38,9 @@ def test_jacobi_is_offered_every_rewrite_but_a_bare_comm_stream_and_lsa_collecti
     assert (
         v["nccl_register"].what == "a_new, a by ncclMemAlloc, registered with nccl_comm"
     )  # a_new's ping-pong half too
+    # its halo exchange, a group of two sends and two receives, becomes one LSA kernel; the receives land in
+    # a_new, and after the swap in a: both become windows
+    assert v["lsa_sendrecv"].what.endswith("jacobi.cpp:351-356 (2 sends, 2 receives) as LSA stores into a_new, a")
 
 
 def test_the_hand_overlapped_jacobi_is_not_split_or_captured_again():
@@ -47,6 +50,8 @@ def test_the_hand_overlapped_jacobi_is_not_split_or_captured_again():
     )
     assert isinstance(v["graph_replay"], Refusal) and "does not fork" in v["graph_replay"].reason
     assert isinstance(v["comm_stream"], Refusal) and "already runs on several streams" in v["comm_stream"].reason
+    # its exchange is on the region's stream (push_stream, the one the analysis times): made device-initiated there
+    assert isinstance(v["lsa_sendrecv"], Offer) and "jacobi.cpp:369-374 (2 sends, 2 receives)" in v["lsa_sendrecv"].what
 
 
 def test_the_graph_replaying_jacobi_is_refused_for_what_it_is():
@@ -61,6 +66,10 @@ def test_the_ring_allreduce_allocating_in_its_helper_is_not_captured():
     assert isinstance(v["boundary_first"], Refusal) and "inside a called function" in v["boundary_first"].reason
     assert isinstance(v["comm_config"], Offer)
     assert isinstance(v["nccl_register"], Refusal) and "inside a called function" in v["nccl_register"].reason
+    assert (
+        isinstance(v["lsa_sendrecv"], Refusal)
+        and "hold no group of ncclSend / ncclRecv (one inside a called function" in v["lsa_sendrecv"].reason
+    )
     # the helper's scratch buffer, allocated and freed on every call, is kept across calls instead
     assert isinstance(v["keep_scratch"], Offer) and v["keep_scratch"].what.startswith(
         "scratch_buff of ringAllReduce() ("
@@ -78,6 +87,7 @@ def test_the_moe_seed_timed_section_is_read_and_not_captured():
     )
     assert isinstance(v["comm_config"], Offer) and "ds_v3_moe.cu:369" in v["comm_config"].what
     assert isinstance(v["lsa_collective"], Offer) and "into d_quant_recv, d_final_output" in v["lsa_collective"].what
+    assert isinstance(v["lsa_sendrecv"], Refusal) and "hold no group of ncclSend / ncclRecv" in v["lsa_sendrecv"].reason
     assert (
         isinstance(v["keep_scratch"], Refusal) and "no function the region calls allocates" in v["keep_scratch"].reason
     )

@@ -44,10 +44,25 @@ def test_init_makes_each_offered_set_of_rewrites_a_point_the_mutator_moves_to(tm
     spec = yaml.safe_load((out / "workload.yaml").read_text())
     dim = spec["design_space"]["dimensions"]["rewrites"]
     assert dim == {
-        "values": ["none", "boundary_first", "graph_replay", "boundary_first+graph_replay"],
+        "values": [
+            "none",
+            "boundary_first",
+            "lsa_sendrecv",
+            "graph_replay",
+            "boundary_first+lsa_sendrecv",
+            "boundary_first+graph_replay",
+            "lsa_sendrecv+graph_replay",
+            "boundary_first+lsa_sendrecv+graph_replay",
+        ],
         "default": "none",
     }
-    assert spec["program"]["rewrites"] == ["boundary_first", "nccl_register", "comm_config", "graph_replay"]
+    assert spec["program"]["rewrites"] == [
+        "boundary_first",
+        "nccl_register",
+        "comm_config",
+        "lsa_sendrecv",
+        "graph_replay",
+    ]
     workload = load_workload(out)
     seed = (out / "candidate.cu").read_text()
     mutator = DesignSpaceMutator(workload.design_space, seed)
@@ -58,7 +73,7 @@ def test_init_makes_each_offered_set_of_rewrites_a_point_the_mutator_moves_to(tm
         child = mutator._structural(parent, rng)
         if child is not None:
             reached.add(workload.design_space.descriptor(child).get("rewrites"))
-    assert {"boundary_first", "graph_replay", "boundary_first+graph_replay"} <= reached
+    assert {"boundary_first", "lsa_sendrecv", "graph_replay", "boundary_first+graph_replay"} <= reached
 
 
 def _at_point(out: Path, point: str) -> str:

@@ -234,7 +234,7 @@ def _jacobi_facts_or_skip(folder: Path):
 def test_jacobi_patched_with_every_offered_rewrite_builds_with_its_own_makefile(tmp_path):
     files, v = _jacobi_facts_or_skip(CORPUS / "nvidia_jacobi_nccl")
     offered = [r.name for r in REGISTRY if isinstance(v[r.name], Offer)]
-    assert offered == ["boundary_first", "nccl_register", "comm_config", "graph_replay"], v
+    assert offered == ["boundary_first", "nccl_register", "comm_config", "lsa_sendrecv", "graph_replay"], v
     nvcc, nccl_include = _toolchain()
     dest, _ = _patched_copy(files, offered, {"comm_ctas": "8"}, tmp_path / "nccl")
     make = (dest / "Makefile").read_text().replace("-std=c++14", "-std=c++17")  # CUDA 13's CUB
@@ -257,11 +257,15 @@ def test_jacobi_patched_with_every_offered_rewrite_builds_with_its_own_makefile(
     )
     if cuda is None:
         pytest.skip("no CUDA toolkit with include/cuda_runtime.h found for the Makefile's CUDA_HOME")
+    # lsa_sendrecv's kernel is in jacobi_kernels.cu, which now includes NCCL's headers: the Makefile gives their
+    # path to mpicxx only, so nvcc finds them as where NCCL_HOME is the default /usr, through CPATH
+    env = {**os.environ, "CPATH": os.pathsep.join(filter(None, [nccl_include, os.environ.get("CPATH", "")]))}
     r = subprocess.run(
         ["make", "BUILD_SM_ARCH=90", f"NCCL_HOME={home}", f"CUDA_HOME={cuda}", "jacobi"],
         cwd=dest,
         capture_output=True,
         text=True,
         timeout=600,
+        env=env,
     )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]

@@ -48,7 +48,18 @@ def test_every_rewrite_compiles_on_jacobi(tmp_path):
     if not folder.is_dir():
         pytest.skip(f"the corpus is not at {folder}")
     text, variants = _validate(tmp_path, folder, ["jacobi.cpp", "jacobi_kernels.cu"])
-    assert set(variants) == {"rw_boundary_first", "rw_graph_replay", "rw_boundary_first_graph_replay"}
+    assert set(variants) == {
+        f"rw_{'_'.join(p)}"
+        for p in [
+            ["boundary_first"],
+            ["lsa_sendrecv"],
+            ["graph_replay"],
+            ["boundary_first", "lsa_sendrecv"],
+            ["boundary_first", "graph_replay"],
+            ["lsa_sendrecv", "graph_replay"],
+            ["boundary_first", "lsa_sendrecv", "graph_replay"],
+        ]
+    }
     if "compiled seed" in text:
         for v in variants:
             assert f"compiled {v}" in text, text
