@@ -19,6 +19,7 @@
 //   bench_split_tail [--iters N] [--warmup N] [--shapes M:N:K,...]
 #include "split_tail.cu"  // the shipped variant itself (workloads/gemm_allgather/variants), for its kernel
 
+#include "bench_common.cuh"
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -26,18 +27,8 @@
 
 namespace {
 
-#define BENCH_CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(2); } } while (0)
-
-__global__ void fill_bf16(__nv_bfloat16* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = __float2bfloat16(((h & 0xFFFF) / 32768.0f) - 1.0f);
-  }
-}
-
-struct Shape { long long M, N, K; };
+using bench::fill_bf16;
+using bench::Shape;
 
 const char* const kNames[] = {"plain", "whole", "k2", "k3", "k4", "halves"};
 const int kSplitOf[] = {0, 0, 2, 3, 4, -2};
@@ -147,26 +138,8 @@ void check(const Shape& s, Buffers& b, int slots, cudaStream_t st, long long (&d
 
 int main(int argc, char** argv) {
   int iters = 41, warmup = 5;
-  std::string shapes_arg = "8192:4096:4096,8192:4096:8192,4096:4096:8192";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--iters") iters = atoi(argv[i + 1]);
-    else if (a == "--warmup") warmup = atoi(argv[i + 1]);
-    else if (a == "--shapes") shapes_arg = argv[i + 1];
-    else { fprintf(stderr, "unknown argument %s (--iters N, --warmup N, --shapes M:N:K,...)\n", a.c_str()); return 2; }
-  }
   std::vector<Shape> shapes;
-  for (size_t pos = 0; pos < shapes_arg.size();) {
-    size_t end = shapes_arg.find(',', pos);
-    if (end == std::string::npos) end = shapes_arg.size();
-    Shape s{};
-    if (sscanf(shapes_arg.substr(pos, end - pos).c_str(), "%lld:%lld:%lld", &s.M, &s.N, &s.K) != 3 || !cuco_gemm::shape_ok(s.M, s.N, s.K)) {
-      fprintf(stderr, "--shapes: '%s' is not M:N:K with M, N multiples of 128 and K of 32\n", shapes_arg.substr(pos, end - pos).c_str());
-      return 2;
-    }
-    shapes.push_back(s);
-    pos = end + 1;
-  }
+  if (!bench::parse_args(argc, argv, iters, warmup, shapes)) return 2;
   cudaDeviceProp prop;
   BENCH_CK(cudaGetDeviceProperties(&prop, 0));
   BENCH_CK(cudaFuncSetAttribute(cuco_gemm::gemm_kernel<cuco_gemm::StoreEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, cuco_gemm::SMEM_BYTES));
