@@ -104,10 +104,10 @@ def table(result: dict) -> str:
     return "\n".join(rows)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_common_arguments(ap: argparse.ArgumentParser, binary: Path) -> None:
+    """The command line the GEMM benches share: compiler, binary, iterations, shapes, JSON output."""
     ap.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
-    ap.add_argument("--binary", type=Path, default=Path("/tmp/cuco-bench-gemm-codegen"))
+    ap.add_argument("--binary", type=Path, default=binary)
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--iters", type=int, default=41)
     ap.add_argument("--warmup", type=int, default=5)
@@ -117,6 +117,11 @@ def main() -> int:
         help="per-rank GEMM shapes M:N:K (default: m8k_k4096, m8k_k8192, r4_m4k_k8192)",
     )
     ap.add_argument("--json", type=Path, help="write the result (with the nvcc version) here")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(ap, Path("/tmp/cuco-bench-gemm-codegen"))
     ap.add_argument(
         "--check", action="store_true", help="exit 1 on a mismatch, an expired wait or a ratio over --max-ratio"
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,21 +65,11 @@ def table(result: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nvcc", default=os.environ.get("NVCC", "nvcc"))
-    ap.add_argument("--binary", type=Path, default=Path("/tmp/cuco-bench-split-tail"))
-    ap.add_argument("--build-only", action="store_true")
-    ap.add_argument("--iters", type=int, default=41)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument(
-        "--shapes",
-        default="8192:4096:4096,8192:4096:8192,4096:4096:8192",
-        help="per-rank GEMM shapes M:N:K (default: m8k_k4096, m8k_k8192, r4_m4k_k8192)",
-    )
-    ap.add_argument("--json", type=Path, help="write the result (with the nvcc version) here")
+    codegen = _codegen_bench()
+    codegen.add_common_arguments(ap, Path("/tmp/cuco-bench-split-tail"))
     ap.add_argument("--check", action="store_true", help="exit 1 when a kernel's result is wrong")
     args = ap.parse_args()
 
-    codegen = _codegen_bench()
     seconds = codegen.build(args.binary, args.nvcc, SRC)
     print(f"built {args.binary} in {seconds:.0f} s ({codegen.nvcc_version(args.nvcc)})", file=sys.stderr)
     if args.build_only:
