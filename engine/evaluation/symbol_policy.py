@@ -43,6 +43,9 @@ NVCC_REGISTRATION = (
 NVCC_SECTIONS = (".nv_fatbin", ".nvFatBinSegment", "__nv_module_id", ".nv_module_id", ".rela.nvFatBinSegment")
 _MANGLED_NVCC = re.compile(r"^_ZL\d+(" + "|".join(re.escape(n) for n in NVCC_REGISTRATION) + r")")
 EXTENSION_KEYS = ("define", "sections", "allow")
+# A C++17 inline variable (libcu++'s customization point objects, thrust::seq: any CUB or Thrust header) is a
+# GNU "unique" symbol; pyelftools names that binding by its number's range, STB_LOOS.
+WEAK_BINDINGS = ("STB_WEAK", "STB_GNU_UNIQUE", "STB_LOOS")
 
 
 class PolicyError(Exception):
@@ -337,7 +340,7 @@ def check_object(data: bytes, policy: Policy) -> Verdict:
         if s["st_shndx"] == "SHN_COMMON":
             reasons.append(f"candidate defines `{s.name}` (a common symbol): only the ABI may be defined")
             continue
-        if bind == "STB_WEAK" or bind == "STB_GNU_UNIQUE":
+        if bind in WEAK_BINDINGS:
             if s.name in exports:
                 reasons.append(
                     f"candidate defines `{s.name}`, a name the C or C++ runtime exports: its definition "

@@ -38,8 +38,8 @@ CUDA=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
 
 # 1-2: the search in the harness
 cp -r "$CORPUS/nvidia_jacobi_nccl" "$W/user"
-stamp "cuco init (the Makefile's flags, NVTX and CUB left out for the workload: docs/bring-your-own-program.md)"
-(cd "$W/user" && cuco init jacobi.cpp jacobi_kernels.cu --ranks 2 -UUSE_NVTX -UHAVE_CUB -I"$CUDA/include" \
+stamp "cuco init (the Makefile's flags, NVTX left out for the workload: docs/bring-your-own-program.md)"
+(cd "$W/user" && cuco init jacobi.cpp jacobi_kernels.cu --ranks 2 -UUSE_NVTX -DHAVE_CUB -I"$CUDA/include" \
     -I"$N/include" -o "$W/workload") > "$OUT/init.log" 2>&1 && tail -n 8 "$OUT/init.log"
 PATCH=""
 if [ -f "$W/workload/workload.yaml" ] && [ -z "${SKIP_HARNESS:-}" ]; then
