@@ -14,6 +14,10 @@ its communication being with itself), runs it as the launcher does, and prints p
 the timeline's source, its kernel / copy / memset records and the figures of engine/timeline/timeline.py. `abab`
 measures what the profiled call costs: the same binary with `timeline: false` and `true`, alternating; the
 speedups of both and each job's wall time. Results (result.json per job, summary.json) go to OUT.
+
+`run` reads two settings from the environment: TL_CONFIGS (how many of a workload's bench configs, in its
+workload.yaml's order; "all" for every one; default 2) and TL_ONLY (comma-separated WORKLOAD/NAME binaries, e.g.
+"kv_transfer/ce_spread,kv_transfer/seed"; default every binary built).
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ from engine.timeline import timeline  # noqa: E402  (stdlib only: runs on the ba
 
 WORKLOADS = ("gemm_allgather", "kv_transfer")
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-CONFIGS_PER_WORKLOAD = 2
+
+
+def configs_per_workload() -> int:
+    raw = os.environ.get("TL_CONFIGS", "2")
+    return 1 << 30 if raw == "all" else int(raw)
 
 
 def _yaml(path: Path) -> dict:
@@ -90,13 +98,13 @@ def build(out: Path, workloads: list[str]) -> None:
 
 def bench_spec(w: str, ranks: int, timeline_on: bool, seed: int = 12345) -> dict:
     spec = _yaml(ROOT / "workloads" / w / "workload.yaml")
-    configs, seen = [], set()
+    configs, seen, most = [], set(), configs_per_workload()
     for c in spec["configs"]:
         if not c.get("bench"):
             continue
         params = {k: v for k, v in c.get("params", {}).items() if k != "ranks"}
         key = json.dumps(params, sort_keys=True)
-        if key not in seen and len(configs) < CONFIGS_PER_WORKLOAD:
+        if key not in seen and len(configs) < most:
             seen.add(key)
             configs.append({"name": c["name"], "params": params})
     b = spec.get("benchmark", {})
@@ -162,8 +170,11 @@ def describe(res: dict) -> list[dict]:
 
 def run_all(bins: Path, out: Path, ranks: int) -> None:
     summary = {}
+    only = {x for x in os.environ.get("TL_ONLY", "").split(",") if x}
     for binary in sorted(bins.glob("*/bench.*")):
         w, name = binary.parent.name, binary.name.split(".", 1)[1]
+        if only and f"{w}/{name}" not in only:
+            continue
         res, wall = run_one(binary, bench_spec(w, ranks, True), out / w / name)
         summary[f"{w}/{name}"] = {
             "wall_s": round(wall, 2),
