@@ -136,7 +136,8 @@ except Exception as e:
     print(f"FAIL {name} {tag}: no result ({e}): {tail[:400]}"); sys.exit(0)
 cfgs = r.get("configs", [])
 detail = "; ".join(f"{c['name']}: correct={c['correct']} speedup={c.get('speedup')} "
-                   f"spread={c.get('baseline_spread')}/{c.get('candidate_spread')} mismatch={c.get('mismatch')}"
+                   f"spread (IQR, ms)={c.get('baseline_spread')}/{c.get('candidate_spread')} of "
+                   f"{c.get('baseline_ms')}/{c.get('candidate_ms')} mismatch={c.get('mismatch')}"
                    for c in cfgs)
 if want == "correct":
     ok = r.get("correct") is True
@@ -144,9 +145,10 @@ elif want == "incorrect":
     # incorrect by the comparison (a mismatch on every config), not by a crash or a timeout
     ok = r.get("correct") is False and bool(cfgs) and all(not c["correct"] and c.get("mismatch") for c in cfgs)
 else:       # the seed against its own baseline: 1.00x within the measured spread
+    def rel_spread(c):   # the spreads are interquartile ranges in ms: relative to their medians
+        return sum((c.get(f"{s}_spread") or 0) / c[f"{s}_ms"] for s in ("baseline", "candidate") if c.get(f"{s}_ms"))
     ok = r.get("correct") is True and all(
-        c.get("speedup") and abs(c["speedup"] - 1.0) <= max(0.03, (c.get("baseline_spread") or 0)
-                                                           + (c.get("candidate_spread") or 0)) for c in cfgs)
+        c.get("speedup") and abs(c["speedup"] - 1.0) <= max(0.03, rel_spread(c)) for c in cfgs)
 print(f"{'PASS' if ok else 'FAIL'} {name} {tag} (want {want}): error={r.get('error')} {detail} gpu={r.get('env', {}).get('gpu')}")
 PY
 }
