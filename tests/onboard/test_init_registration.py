@@ -56,7 +56,7 @@ def test_buffers_sharing_a_call_with_a_window_are_registered_like_it(tmp_path, c
         assert teardown.index("ncclCommDeregister(cuco_c->comm, cuco_reg_recv)") < teardown.index("ncclMemFree(recv)")
         assert "ncclMemFree(expert_out)" in teardown and "cudaFree(mid)" in teardown, rel
     # the harness's reference run uses plain copies (no window), so there the buffers stay unregistered too
-    assert "ref.inputs[i].win = nullptr;" in (out / "problem.cu").read_text()
+    assert "r.ctx.inputs[i].win = nullptr;" in (out / "problem.cu").read_text()
     assert "NCCL_LOCAL_REGISTER" not in (out / "workload.yaml").read_text()
     # lsa_collective still applies: the receive buffer is ncclMemAlloc'd already, and becomes its window
     variant = (out / "variants" / "rw_lsa_collective.cu").read_text()
