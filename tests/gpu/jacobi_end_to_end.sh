@@ -115,8 +115,8 @@ rm -rf "$W/final"; mkdir -p "$W/final"; cp -r "$CORPUS/nvidia_jacobi_nccl" "$W/f
 (cd "$W/final/cuco_patched" && patch -p1 < "$PATCH") | tee -a "$OUT/steps.log"
 stamp "timing nccl, nccl_overlap, nccl_graphs and the patched copy, three runs per size"
 SIZES="$SIZES" NITER="$NITER" bash "$CORPUS/run_nvidia_jacobi.sh" "$W/final/cuco_patched" | tee "$OUT/final.csv"
-python3 - "$OUT/final.csv" > "$OUT/table.md" <<'PY'
-import sys
+python3 - "$OUT/final.csv" "$OUT/report.json" "$NITER" > "$OUT/table.md" <<'PY'
+import json, os, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     f = [x.strip() for x in line.split(",")]
@@ -127,5 +127,16 @@ print("| nx = ny | nccl | nccl_overlap | nccl_graphs | cuco patched |\n| --- | -
 for n in sorted(rows, reverse=True):
     cells = [f"{min(rows[n][l]):.3f}-{max(rows[n][l]):.3f}" if l in rows[n] else "-" for l in labels]
     print(f"| {n} | " + " | ".join(cells) + " |")
+# the harness's baseline per call (one iteration) against NVIDIA's nccl per iteration (-csv seconds / -niter)
+best = json.load(open(sys.argv[2])).get("best") if os.path.exists(sys.argv[2]) else None
+if best and best.get("configs"):
+    print("\n| nx = ny | harness baseline ms per iteration | NVIDIA nccl ms per iteration (median of 3) | ratio |")
+    print("| --- | --- | --- | --- |")
+    for c in best["configs"]:
+        n = int(c["name"].lstrip("n")) if c["name"].lstrip("n").isdigit() else None
+        runs = rows.get(n, {}).get("nvidia_jacobi_nccl")
+        if n and runs and c.get("baseline_ms"):
+            ref = statistics.median(runs) * 1000 / int(sys.argv[3])
+            print(f"| {n} | {c['baseline_ms']:.4f} | {ref:.4f} | {c['baseline_ms'] / ref:.3f} |")
 PY
 cat "$OUT/table.md"; stamp "done"
