@@ -151,9 +151,18 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     assert "launch_initialize_boundaries(a, a_new" in start
     assert 'extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx)' in baseline
     # the reference run of verify starts from the same value (poisoned outputs otherwise: NaN in the halo
-    # rows the iteration reads but never writes, and every seed incorrect)
-    verify = (out / "problem.cu").read_text().split("int cuco_problem_verify(")[1]
-    run_order = [verify.index(f"cuco_baseline_{step}(&ref)") for step in ("setup", "start_outputs", "run")]
+    # rows the iteration reads but never writes, and every seed incorrect), on the reference set up once per
+    # config (its buffers and the baseline's state kept between checks)
+    problem = (out / "problem.cu").read_text()
+    assert "cuco_baseline_setup(&r.ctx)" in problem.split("cuco_ctx* reference_for(")[1].split("\n}\n")[0]
+    verify = problem.split("int cuco_problem_verify(")[1]
+    steps = (
+        "reference_for(ctx",
+        "cudaMemsetAsync(ref->outputs[i].ptr, 0xFF",
+        "cuco_baseline_start_outputs(ref)",
+        "cuco_baseline_run(ref)",
+    )
+    run_order = [verify.index(step) for step in steps]
     assert run_order == sorted(run_order)
     _validates_as_written(capsys, out, tmp_path / "home")
 
