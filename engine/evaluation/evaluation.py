@@ -126,22 +126,29 @@ def build_job(workload: Workload, source: str, job_id: str, frozen_objects: dict
 
 
 def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
-    """Compile each frozen source once (`-c`), with the workload's own compiler and flags."""
-    lines = []
-    for name in workload.harness_sources:
-        cmd = workload.build_command.replace("{sources}", "-c " + shlex.quote(name)).replace(
+    """Compile each frozen source once (`-c`), with the workload's own compiler and flags, all at once: every
+    candidate's build waits for these objects, so the first GPU job of a run waits for the slowest of them
+    rather than for their sum. The job holds a CPU slot per source; it fails if any compile fails, after all
+    have ended."""
+    names = workload.harness_sources
+    compiles = [
+        "( "
+        + workload.build_command.replace("{sources}", "-c " + shlex.quote(name)).replace(
             "{binary}", shlex.quote(_object_name(name))
         )
-        lines.append(cmd)
-    script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + "; ".join(lines)
+        + f" ) & p{i}=$!"
+        for i, name in enumerate(names)
+    ]
+    waits = "s=0; " + "".join(f"wait $p{i} || s=1; " for i in range(len(names))) + "exit $s"
+    script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + "; ".join([*compiles, waits])
     return JobSpec(
         job_id=job_id,
         argv=["sh", "-c", script],
         files=dict(workload.harness_files),
-        outputs=[_object_name(n) for n in workload.harness_sources],
+        outputs=[_object_name(n) for n in names],
         timeout_s=workload.timeouts[BUILD],
         kind="build",
-        cpus=1,
+        cpus=max(1, len(names)),
     )
 
 
