@@ -128,8 +128,9 @@ def build_job(workload: Workload, source: str, job_id: str, frozen_objects: dict
 def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
     """Compile each frozen source once (`-c`), with the workload's own compiler and flags, all at once: every
     candidate's build waits for these objects, so the first GPU job of a run waits for the slowest of them
-    rather than for their sum. The job holds a CPU slot per source; it fails if any compile fails, after all
-    have ended."""
+    rather than for their sum. It fails if any compile fails, after all have ended. It asks for one CPU slot
+    (a batch system would hold a larger request for a node that has the cores; a node's own slot table caps
+    it anyway): while it runs, every other build of the run waits for it, so the cores it borrows are idle."""
     names = workload.harness_sources
     compiles = [
         "( "
@@ -148,7 +149,7 @@ def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
         outputs=[_object_name(n) for n in names],
         timeout_s=workload.timeouts[BUILD],
         kind="build",
-        cpus=max(1, len(names)),
+        cpus=1,
     )
 
 

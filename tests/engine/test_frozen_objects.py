@@ -26,14 +26,13 @@ def _run(job, where: Path) -> subprocess.CompletedProcess:
     return subprocess.run(job.argv, cwd=where, capture_output=True, text=True, timeout=600)
 
 
-def test_every_frozen_object_is_built_and_the_job_holds_a_slot_per_source(tmp_path):
+def test_every_frozen_object_is_built(tmp_path):
     workload = load_workload("demo")
     job = frozen_objects_job(workload, "frozen-ok")
     proc = _run(job, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in workload.harness_sources:
         assert (tmp_path / _object_name(name)).stat().st_size > 0, name
-    assert job.cpus == len(workload.harness_sources)
 
 
 def test_one_broken_source_fails_the_job_after_the_others_end(tmp_path):
