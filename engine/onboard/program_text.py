@@ -867,6 +867,9 @@ class ProgramWriter:
             f"    // the carried buffers' starting value, as the program sets it ({self.src.at(s)})"
             for s in self.carried_init[:1]
         ]
+        # The outputs were just poisoned on the harness's stream, which is non-blocking: the program's own
+        # writes below may go to the legacy default stream (cudaMemset), which does not wait for it.
+        lines += ["    CUCO_UNCHECKED(cudaDeviceSynchronize());   // the poisoning first, whatever stream it ran on"]
         lines += self._carried_pointers()
         lines += ["    " + self.src.text(s).strip() for s in self.carried_init]
         lines += ["    CUCO_UNCHECKED(cudaDeviceSynchronize());   // done before the call, whatever stream"]

@@ -148,6 +148,9 @@ def test_init_then_validate_with_no_hand_edit(name, capsys, monkeypatch, tmp_pat
     baseline = (out / "baseline.cu").read_text()
     start = baseline.split("int start_outputs() {")[1].split("\n  }")[0]
     assert "cudaMemset(a, 0, nx * (chunk_size + 2) * sizeof(real))" in start
+    # the outputs are poisoned on the harness's non-blocking stream and cudaMemset runs on the legacy one,
+    # which does not wait for it: the start value is written only once the poisoning is done
+    assert start.index("cudaDeviceSynchronize()") < start.index("cudaMemset(a, 0")
     assert "launch_initialize_boundaries(a, a_new" in start
     assert 'extern "C" int cuco_baseline_start_outputs(cuco_ctx* ctx)' in baseline
     # the reference run of verify starts from the same value (poisoned outputs otherwise: NaN in the halo
