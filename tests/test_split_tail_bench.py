@@ -80,3 +80,22 @@ def test_check_names_each_wrong_kernel():
     timed_out = result()
     timed_out["shapes"][0]["timeout_flag"] = 1
     assert bench.problems(timed_out) == ["8192x4096x8192: a bounded wait in the epilogue expired"]
+
+
+@needs_nvcc
+def test_gemm_under_copies_bench_compiles_with_the_shipped_kernels(tmp_path):
+    # tests/bench/gemm_codegen/gemm_under_copies.cu: the two-GPU measurement behind docs/gpu-runs.md's
+    # account of m8k_k4096 (what the copy traffic costs the baseline's and split_tail's GEMM); built as
+    # its header says
+    src = ROOT / "tests" / "bench" / "gemm_codegen" / "gemm_under_copies.cu"
+    binary = tmp_path / "gemm_under_copies"
+    includes = [ROOT / "workloads" / "_harness" / "cuda", ROOT / "workloads" / "gemm_allgather" / "variants"]
+    r = subprocess.run(
+        [NVCC, "-std=c++17", "-arch=sm_90", "-O3", *(f"-I{d}" for d in includes), f"-I{NCCL}/include", str(src)]
+        + ["-o", str(binary), f"-L{NCCL}/lib", "-l:libnccl.so.2", "-Xlinker", f"-rpath,{NCCL}/lib"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert binary.stat().st_size > 0
