@@ -191,7 +191,7 @@ class EngineClient:
     async def request(self, op: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
         if self.ended is not None:
             raise self.ended
-        if self._writer is None:
+        if self._writer is None or not self._connected.is_set():  # lost: give a reconnect its chance first
             try:
                 await asyncio.wait_for(self._connected.wait(), self.connect_timeout)
             except TimeoutError:
@@ -200,16 +200,22 @@ class EngineClient:
         rid = next(self._ids)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        self._writer.write(protocol.encode({"op": op, "id": rid, **args}))
         try:
+            self._writer.write(protocol.encode({"op": op, "id": rid, **args}))
             await asyncio.wait_for(self._writer.drain(), self.connect_timeout)
             reply = await asyncio.wait_for(fut, timeout or self.request_timeout)
         except TimeoutError:
             raise EngineError(
                 f"{op}: no reply from the engine within {timeout or self.request_timeout:.0f} s"
             ) from None
+        except EngineGone:
+            raise
+        except OSError as exc:  # the engine died between the read loop's last look and this write
+            raise EngineGone(f"{op}: connection to the engine lost ({exc.strerror or exc})") from None
         finally:
             self._pending.pop(rid, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # failed by the read loop while the write failed too: this raise says it
         if not reply.get("ok"):
             raise EngineError(reply.get("error") or f"{op} failed", bad_input=bool(reply.get("bad_input")))
         return reply
