@@ -353,7 +353,8 @@ async def test_report_gives_the_best_candidate_of_every_config_with_its_overlap_
     for name, (ratio, cid, c) in per.items():
         assert got[name]["candidate"] == cid and got[name]["speedup"] == ratio
         window = c["baseline_ms"] - max(c["comp_ms"], c["comm_ms"])
-        assert got[name]["efficiency"] == pytest.approx((c["baseline_ms"] - c["candidate_ms"]) / window, abs=1e-3)
+        saved = (c["baseline_ms"] - c["candidate_ms"]) / window  # within the margin under the bound: at it, 1
+        assert got[name]["efficiency"] == pytest.approx(min(saved, 1.0), abs=1e-3)
     for c in report["best"]["configs"]:
         assert c["efficiency"] is not None
 
