@@ -18,7 +18,8 @@
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD; OUT=${OUT:-/tmp/jacobi-e2e}; CORPUS=$(realpath "${CORPUS:-.gpu-tree-corpus}")
-SIZES=${SIZES:-4096 8192 16384}; NITER=${NITER:-1000}; SEARCH_MIN=${SEARCH_MIN:-2}
+SIZES=${SIZES:-4096 8192 16384}; NITER=${NITER:-1000}; SEARCH_MIN=${SEARCH_MIN:-2}; MAX_EVALS=${MAX_EVALS:-30}
+# SEED_ONLY=1: step 1 and the seed's evaluation only (MAX_EVALS=1), with its profiled call's timeline, then stop
 # Budget (one device call, 10 min at most): the harness search ~3 min, the fallback search ~2.5 min, the
 # final timing ~3 min. SKIP_HARNESS=1 goes straight to the search on the program.
 mkdir -p "$OUT"; mkdir -p .gpu-homes; W=$(mktemp -d "$PWD/.gpu-homes/jacobi-e2e-XXXX")   # not under /tmp: a job's /tmp is its own
@@ -57,11 +58,16 @@ if {"nx", "ny"} <= set(params):
 else:
     print(f"the workload has no nx/ny parameters ({sorted(params)}): its own config only")
 PY
-  stamp "cuco run --ranks 2 (design-space mutator, no LLM, at most 30 evaluations, $SEARCH_MIN min)"
+  stamp "cuco run --ranks 2 (design-space mutator, no LLM, at most $MAX_EVALS evaluations, $SEARCH_MIN min)"
   timeout -s TERM -k 20 $(( SEARCH_MIN * 60 + 45 )) python3 -m cuco_tui.cli run "$W/workload" --headless \
-      --ranks 2 --max-evals 30 --max-minutes "$SEARCH_MIN" --name jac --home "$W/home" > "$OUT/run.log" 2>&1
+      --ranks 2 --max-evals "$MAX_EVALS" --max-minutes "$SEARCH_MIN" --name jac --home "$W/home" > "$OUT/run.log" 2>&1
   tail -n 15 "$OUT/run.log"
   cuco report jac --json --home "$W/home" > "$OUT/report.json" 2>>"$OUT/run.log"
+  if [ -n "${SEED_ONLY:-}" ]; then   # the seed is the run's first candidate
+    cuco report 1 --timeline --home "$W/home" > "$OUT/seed_timeline.txt" 2>&1
+    cuco report 1 --timeline --json --home "$W/home" > "$OUT/seed_timeline.json" 2>>"$OUT/run.log"
+    stamp "seed evaluated, its timeline in seed_timeline.txt"; exit 0
+  fi
   if cuco export jac --patch --home "$W/home" -o "$OUT/best.patch" 2>>"$OUT/run.log"; then
     PATCH="$OUT/best.patch"; stamp "best candidate exported as a patch"
   else
