@@ -21,8 +21,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 SIZES="$SIZES" MAX_EVALS=1 SEARCH_MIN=3 SEED_ONLY=1 OUT="$OUT/harness" CORPUS="$CORPUS" bash tests/gpu/jacobi_end_to_end.sh
 
 N=${NCCL_HOME:-$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])")}
-mkdir -p "$W/nccl/lib"; ln -sfn "$N/include" "$W/nccl/include"; ln -sf "$N/lib/libnccl.so.2" "$W/nccl/lib/libnccl.so"
-export LD_LIBRARY_PATH="$W/nccl/lib:$N/lib:${LD_LIBRARY_PATH:-}"
+. tests/gpu/jacobi_common.sh
+jacobi_nccl_home "$W" "$N"
 cp -r "$CORPUS/nvidia_jacobi_nccl" "$W/nccl_as_is"; cp -r "$CORPUS/nvidia_jacobi_nccl" "$W/nccl_standin"
 python3 - "$W/nccl_standin/jacobi.cpp" <<'PY'
 import sys
@@ -38,18 +38,11 @@ assert text.count(host) == 1 and text.count(timer) >= 1, "jacobi.cpp is not the 
 text = text.replace(host, standin).replace(timer, warm + timer, 1)
 open(path, "w").write(text)
 PY
-for l in nccl_as_is nccl_standin; do
-  sed -i 's/-std=c++14/-std=c++17/g' "$W/$l/Makefile"    # CUDA 13's CUB needs C++17
-  (make -C "$W/$l" BUILD_SM_ARCH=90 NCCL_HOME="$W/nccl" jacobi > "$W/$l.build.log" 2>&1 \
-     || { echo "build of $l failed:"; tail -5 "$W/$l.build.log"; }) &
-done
+for l in nccl_as_is nccl_standin; do jacobi_build "$W/$l" "$W/nccl"; done
 wait
-M=(mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
-   -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x LD_LIBRARY_PATH -x CUDA_DEVICE_ORDER)
 echo "label,nx,seconds" > "$OUT/gap.csv"
 for n in $SIZES; do for r in 1 2 3; do for l in nccl_as_is nccl_standin; do
-  line=$(timeout 120 "${M[@]}" "$W/$l/jacobi" -csv -niter "$NITER" -nx "$n" -ny "$n" 2>"$W/$l.err" | grep -E '^[a-z_]+, ' | tail -1)
-  echo "$l,$n,$(echo "$line" | cut -d, -f8 | tr -d ' ')" >> "$OUT/gap.csv"
+  echo "$l,$n,$(jacobi_seconds "$W/$l" "$n" "$NITER")" >> "$OUT/gap.csv"
 done; done; done
 
 nvcc -O3 -std=c++17 -arch=sm_90 tests/bench/l2_flush/stencil_after_flush.cu -o "$W/stencil_after_flush" \

@@ -29,6 +29,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 nvidia-smi -L | tee "$OUT/machine.txt"
 . tests/gpu/node_setup.sh
+. tests/gpu/jacobi_common.sh
 cuco() { python3 -m cuco_tui.cli "$@"; }
 N=${NCCL_HOME:-$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])")}
 export NCCL_HOME=$N
@@ -80,26 +81,21 @@ if [ -z "$PATCH" ]; then
   stamp "searching the rewrites on the program itself"
   python3 tests/gpu/jacobi_prepare.py "$CORPUS" "$W/points" | tee -a "$OUT/steps.log"
   cp "$W/points/points.json" "$OUT/" 2>/dev/null
-  mkdir -p "$W/nccl/lib"; ln -sfn "$N/include" "$W/nccl/include"; ln -sf "$N/lib/libnccl.so.2" "$W/nccl/lib/libnccl.so"
-  export LD_LIBRARY_PATH="$W/nccl/lib:$N/lib:${LD_LIBRARY_PATH:-}"
+  jacobi_nccl_home "$W" "$N"
   points=()
   for p in "$W"/points/p*.patch; do
     name=$(basename "$p" .patch); points+=("$name")
     cp -r "$CORPUS/nvidia_jacobi_nccl" "$W/$name"
     (cd "$W/$name" && patch -p1 -s < "$p") || { echo "$name: the patch does not apply"; continue; }
-    sed -i 's/-std=c++14/-std=c++17/g' "$W/$name/Makefile"    # CUDA 13's CUB needs C++17
-    (make -C "$W/$name" BUILD_SM_ARCH=90 NCCL_HOME="$W/nccl" jacobi > "$W/$name.build.log" 2>&1 \
-       || { echo "$name: build failed"; tail -5 "$W/$name.build.log"; }) &
+    jacobi_build "$W/$name" "$W/nccl"
   done
   wait
-  M=(mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
-     -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x LD_LIBRARY_PATH -x CUDA_DEVICE_ORDER)
   echo "point,nx,seconds" > "$OUT/search.csv"
   for name in "${points[@]}"; do
     [ -x "$W/$name/jacobi" ] || continue
     for n in $SIZES; do
-      line=$(timeout 120 "${M[@]}" "$W/$name/jacobi" -csv -niter "$NITER" -nx "$n" -ny "$n" 2>"$W/$name.err" | grep -E '^[a-z_]+, ' | tail -1)
-      if [ -n "$line" ]; then echo "$name,$n,$(echo "$line" | cut -d, -f8 | tr -d ' ')" >> "$OUT/search.csv"
+      seconds=$(jacobi_seconds "$W/$name" "$n" "$NITER")
+      if [ -n "$seconds" ]; then echo "$name,$n,$seconds" >> "$OUT/search.csv"
       else echo "$name,$n,failed" >> "$OUT/search.csv"; echo "$name at $n: no result line: $(tail -2 "$W/$name.err" | tr '\n' ' ')"; fi
     done
   done
