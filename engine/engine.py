@@ -154,7 +154,7 @@ class Engine:
                 if c.status in (PENDING, RUNNING)
                 for job in stages.job_ids(f"{run_id}-c{c.id}")
             }
-            await asyncio.wait_for(engine.executor.reconcile(keep), 120)
+            await asyncio.wait_for(engine.executor.reconcile(keep, stages.run_jobs_pattern(run_id)), 120)
         except BaseException:
             await store.close()
             if owns and executor is not None:

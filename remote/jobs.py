@@ -131,9 +131,12 @@ class Executor(Protocol):
         """The most GPUs one job can lease (0 when there are no GPUs)."""
         ...
 
-    async def reconcile(self, keep: set[str]) -> list[str]:
+    async def reconcile(self, keep: set[str], mine: str) -> list[str]:
         """After an engine died: kill what it left running, except the jobs named in `keep` (a restarted
-        engine may adopt them); returns the ids killed. Default: an executor that leaves nothing behind."""
+        engine may adopt them); returns the ids killed. Only jobs whose id `mine` matches (a whole-id
+        pattern, valid as POSIX ERE and Python `re`) are touched: the jobs of every other run sharing the
+        work directory are another engine's, live or not, and stay. Default: an executor that leaves
+        nothing behind."""
         return []
 
     def watch_submissions(self, hook: SubmittedHook | None) -> None:

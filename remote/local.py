@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -21,6 +22,16 @@ from .sandbox import job_environment, wrap
 from .slots import SlotTable
 
 KILL_GRACE_S = 2.0
+
+
+def job_dir_name(job_id: str) -> str:
+    """A job's directory: its id, then this process and a clock, so two attempts never share one."""
+    return f"{job_id}-{os.getpid()}-{time.monotonic_ns()}"
+
+
+def job_id_of(dir_name: str) -> str:
+    """The job id a directory named by `job_dir_name` belongs to."""
+    return dir_name.rsplit("-", 2)[0]
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -76,7 +87,7 @@ class LocalExecutor(Executor):
             return await self._run_leased(spec, gpus)
 
     async def _run_leased(self, spec: JobSpec, gpus: tuple[int, ...]) -> JobResult:
-        job_dir = self.work_dir / f"{spec.job_id}-{os.getpid()}-{time.monotonic_ns()}"
+        job_dir = self.work_dir / job_dir_name(spec.job_id)
         job_dir.mkdir(parents=True)
         started = time.monotonic()
         try:
@@ -169,22 +180,25 @@ class LocalExecutor(Executor):
         except TimeoutError:
             pass
 
-    async def reconcile(self, keep: set[str]) -> list[str]:
-        """Kill what a dead engine left running here. Local jobs are never adopted: the engine runs
-        unfinished ones again, so every leftover group is killed (keep is accepted for the interface)."""
+    async def reconcile(self, keep: set[str], mine: str) -> list[str]:
+        """Kill what a dead engine of this run left running here. Local jobs are never adopted: the engine
+        runs unfinished ones again, so every leftover group of the run's jobs is killed (keep is accepted
+        for the interface). Another run's job directories, in flight beside it, are left alone."""
+        owned = re.compile(mine)
         killed = []
         for job_dir in self.work_dir.iterdir() if self.work_dir.is_dir() else []:
-            pgid_file = job_dir / ".pgid"
-            if not pgid_file.is_file():
+            if not owned.fullmatch(job_id_of(job_dir.name)):
                 continue
-            try:
-                pgid = int(pgid_file.read_text())
-                cwd = Path(os.readlink(f"/proc/{pgid}/cwd")).resolve()
-            except (OSError, ValueError):
-                cwd = None
-            if cwd is not None and cwd == job_dir.resolve():  # still ours, not a recycled pid
-                kill_group(pgid)
-                killed.append(job_dir.name)
+            pgid_file = job_dir / ".pgid"
+            if pgid_file.is_file():
+                try:
+                    pgid = int(pgid_file.read_text())
+                    cwd = Path(os.readlink(f"/proc/{pgid}/cwd")).resolve()
+                except (OSError, ValueError):
+                    cwd = None
+                if cwd is not None and cwd == job_dir.resolve():  # still ours, not a recycled pid
+                    kill_group(pgid)
+                    killed.append(job_dir.name)
             shutil.rmtree(job_dir, ignore_errors=True)
         return killed
 

@@ -271,18 +271,20 @@ def kill_script(work_dir: str, job_id: str, kill_grace_s: float, remove: bool = 
     return "\n".join(lines) + "\n"
 
 
-def reconcile_script(work_dir: str, kill_grace_s: float) -> str:
-    """Kill and remove every job whose id is not on stdin (one per line); print `KILLED <id>` for each
-    that was still running and `REMOVED <id>` for each finished one removed."""
+def reconcile_script(work_dir: str, kill_grace_s: float, mine: str) -> str:
+    """Kill and remove every job whose id matches `mine` (a whole-id ERE: one run's jobs) and is not on
+    stdin (one per line); print `KILLED <id>` for each that was still running and `REMOVED <id>` for each
+    finished one removed. Other runs' jobs in the same work directory are left alone."""
     n = max(int(kill_grace_s * 10), 1)
     return (
         "\n".join(
             [
-                f"W={q(work_dir)}",
+                f"W={q(work_dir)}; M={q(mine)}",
                 'K=$(mktemp) || exit 3; cat > "$K"',
                 'cd "$W/jobs" 2>/dev/null || { rm -f "$K"; exit 0; }',
                 "for d in *; do",
                 '  [ -d "$d" ] || continue',
+                '  printf "%s\\n" "$d" | grep -qxE -- "$M" || continue',
                 '  grep -qxF -- "$d" "$K" && continue',
                 '  if [ -f "$d/pgid" ] && read P < "$d/pgid" && kill -s 0 -- "-$P" 2>/dev/null; then',
                 '    : > "$d/cancel"; kill -s TERM -- "-$P" 2>/dev/null',

@@ -287,14 +287,15 @@ WAIT_GONE = (
 )
 
 
-def reconcile_script(work_dir: str) -> str:
-    """Cancel and remove every job not listed on stdin (cuco job ids, one per line): those with a
-    directory in the work dir and those Slurm still lists under a cuco name running in it. Prints `CANCELLED <id>`
-    for each that Slurm still had queued or running and `REMOVED <id>` for each finished one."""
+def reconcile_script(work_dir: str, mine: str) -> str:
+    """Cancel and remove every job whose cuco job id matches `mine` (a whole-id ERE: one run's jobs) and is
+    not listed on stdin (one per line): those with a directory in the work dir and those Slurm still lists
+    under a cuco name running in it. Prints `CANCELLED <id>` for each that Slurm still had queued or running
+    and `REMOVED <id>` for each finished one. Other runs' jobs in the same work dir are left alone."""
     return (
         "\n".join(
             [
-                f"W={q(work_dir)}",
+                f"W={q(work_dir)}; M={q(mine)}",
                 'K=$(mktemp) || exit 3; cat > "$K"',
                 "L=$(squeue -h -u \"$(id -un)\" -o '%i|%j|%Z' 2>/dev/null)",
                 "G=",
@@ -302,6 +303,7 @@ def reconcile_script(work_dir: str) -> str:
                 "  S=${line%%|*}; R=${line#*|}; N=${R%%|*}; Z=${R#*|}",
                 f'  case "$N" in {NAME_PREFIX}*) j=${{N#{NAME_PREFIX}}};; *) continue;; esac',
                 '  [ "$Z" = "$W/jobs/$j/work" ] || continue   # a job of another work dir (another project) stays',
+                '  printf "%s\\n" "$j" | grep -qxE -- "$M" || continue   # another run\'s job stays',
                 '  grep -qxF -- "$j" "$K" && continue',
                 '  [ -d "$W/jobs/$j" ] && : > "$W/jobs/$j/cancel"',
                 '  scancel "$S" 2>/dev/null && { echo "CANCELLED $j"; G="$G${G:+,}$S"; }',
@@ -310,6 +312,7 @@ def reconcile_script(work_dir: str) -> str:
                 'cd "$W/jobs" 2>/dev/null || { rm -f "$K"; exit 0; }',
                 "for d in *; do",
                 '  [ -d "$d" ] || continue',
+                '  printf "%s\\n" "$d" | grep -qxE -- "$M" || continue',
                 '  grep -qxF -- "$d" "$K" && continue',
                 '  [ -f "$d/rc" ] || [ ! -s "$d/slurm_id" ] || { read S < "$d/slurm_id"; scancel "$S" 2>/dev/null; }',
                 '  echo "REMOVED $d"; rm -rf "$d"',

@@ -285,15 +285,15 @@ class SlurmExecutor(Executor):
                 await asyncio.wait_for(self._poller, 10)
         await self._quiet(self.shell.close())
 
-    async def reconcile(self, keep: set[str]) -> list[str]:
-        """Cancel (and remove) every job of ours Slurm still has, and every job directory, whose cuco job id
-        is not in `keep`. Returns the ids of jobs that Slurm still had queued or running."""
+    async def reconcile(self, keep: set[str], mine: str) -> list[str]:
+        """Cancel (and remove) every job of this run (its cuco job id matches `mine`) that Slurm still has,
+        and every such job directory, whose cuco job id is not in `keep`. Returns the ids of jobs that Slurm still had queued or running."""
         if self.work_dir is None:
             return []
         keep = set(keep) | {t.job_id for t in self._tracked.values()}
         try:
             res = await self.shell.run(
-                reconcile_script(self.work_dir),
+                reconcile_script(self.work_dir, mine),
                 timeout=COMMAND_TIMEOUT_S,
                 input="".join(f"{k}\n" for k in sorted(keep)),
             )

@@ -151,9 +151,9 @@ class SSHExecutor(Executor):
         await asyncio.gather(*(kill_all(n) for n in self._nodes))
         await asyncio.gather(*(n.pool.close() for n in self._nodes))
 
-    async def reconcile(self, keep: set[str]) -> list[str]:
-        """Kill (and remove) the job directories on every node whose ids are not in `keep`, except jobs
-        this executor is running. Returns the ids of jobs that were still running and were killed;
+    async def reconcile(self, keep: set[str], mine: str) -> list[str]:
+        """Kill (and remove) the job directories on every node whose ids `mine` matches (this run's) and are
+        not in `keep`, except jobs this executor is running. Returns the ids of jobs that were still running and were killed;
         finished unwanted directories are removed silently."""
         await self._ready_all()
         keep = set(keep)
@@ -165,7 +165,7 @@ class SSHExecutor(Executor):
                 return []
             try:
                 res = await n.pool.run(
-                    reconcile_script(n.work_dir, self.cluster.kill_grace_s),
+                    reconcile_script(n.work_dir, self.cluster.kill_grace_s, mine),
                     input="".join(f"{k}\n" for k in sorted(keep)),
                     timeout=120,
                 )

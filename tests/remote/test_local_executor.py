@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.evaluation.stages import run_jobs_pattern
 from remote.jobs import JobSpec, JobStatus
 from remote.local import LocalExecutor
 from remote.slots import SlotTable
@@ -142,6 +143,35 @@ async def test_close_kills_running_jobs(tmp_path: Path):
     assert res.rc != 0
     (job_dir,) = (tmp_path / "jobs").glob("orphan-*")
     assert await gone(job_dir) == []
+
+
+async def test_reconcile_touches_only_its_own_runs_jobs(tmp_path: Path):
+    """Two engines share a home's jobs folder. One whose engine died left a job running; the other's job is in
+    flight (its run's name begins with the first's). Reconciling the first run kills and removes its own
+    leftover only: the other run's job runs on and finishes."""
+    dead = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=2, gpus=[])
+    left = asyncio.create_task(dead.run(JobSpec(job_id="demo-1-c4-benchmark", argv=["sh", "-c", SPAWNER])))
+    live = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=2, gpus=[])
+    other = asyncio.create_task(
+        live.run(JobSpec(job_id="demo-1-c7-c2-r1-build", argv=["sh", "-c", "sleep 1.5; echo mine > out"], outputs=["out"]))
+    )
+    for _ in range(200):
+        if next((tmp_path / "jobs").glob("demo-1-c4-*/started"), None):
+            break
+        await asyncio.sleep(0.05)
+    (orphan_dir,) = (tmp_path / "jobs").glob("demo-1-c4-*")
+    restarted = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=2, gpus=[])
+    try:
+        killed = await restarted.reconcile(set(), run_jobs_pattern("demo-1"))
+        assert [k.rsplit("-", 2)[0] for k in killed] == ["demo-1-c4-benchmark"]
+        assert await gone(orphan_dir) == [] and not orphan_dir.exists()
+        res = await asyncio.wait_for(other, 10)
+        assert res.ok and res.outputs == {"out": b"mine\n"}, res
+    finally:
+        left.cancel()
+        await asyncio.gather(left, return_exceptions=True)
+        for ex in (dead, live, restarted):
+            await ex.close()
 
 
 # ----- slots -----------------------------------------------------------------------------------------

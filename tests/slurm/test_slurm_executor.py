@@ -121,7 +121,7 @@ async def test_a_second_executor_adopts_the_job_the_first_submitted(slurm_yaml, 
         await task
     second = await started(path, tmp_path / ".cuco")
     try:
-        assert await second.reconcile({"t4-run"}) == []
+        assert await second.reconcile({"t4-run"}, "t4-.*") == []
         res = await asyncio.wait_for(second.run(spec), 60)
         assert res.ok and res.outputs == {"out.txt": b"adopted\n"}, res
         assert second.submissions == 0  # adopted, not submitted again
@@ -142,7 +142,7 @@ async def test_reconcile_cancels_jobs_the_engine_no_longer_wants(slurm_yaml, slu
         await task
     second = await started(path, tmp_path / ".cuco")
     try:
-        assert await second.reconcile(set()) == ["t5-run"]
+        assert await second.reconcile(set(), "t5-.*") == ["t5-run"]
         assert not [j for j in slurm.queue() if j[2] == "cuco.t5-run"]
     finally:
         await second.close()
@@ -253,10 +253,10 @@ async def test_reconcile_leaves_the_jobs_of_another_work_dir_alone(slurm_yaml, s
     )
     mine = await started(slurm_yaml(), tmp_path / ".cuco")
     try:
-        assert await mine.reconcile(set()) == []
+        assert await mine.reconcile(set(), "t[0-9]+-run") == []
         assert [j for j in slurm.queue() if j[2] == "cuco.t11-run"]  # another project's job runs on
     finally:
         await mine.close()
         first._closing = False  # noqa: SLF001
-        assert await first.reconcile(set()) == ["t11-run"]
+        assert await first.reconcile(set(), "t11-run") == ["t11-run"]
         await first.close()

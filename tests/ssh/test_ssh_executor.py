@@ -348,7 +348,7 @@ async def test_engine_dies_then_reconcile_collects_adopts_and_kills(nodes):
     ex = make_executor(nodes)
     await ex.start()
     try:
-        killed = await ex.reconcile({"keep-done", "keep-slow"})
+        killed = await ex.reconcile({"keep-done", "keep-slow"}, "unwanted|keep-.*")
         assert killed == ["unwanted"]
         assert not group_alive(unwanted_pgid)
         t0 = time.monotonic()
