@@ -153,7 +153,9 @@ async def test_reconcile_touches_only_its_own_runs_jobs(tmp_path: Path):
     left = asyncio.create_task(dead.run(JobSpec(job_id="demo-1-c4-benchmark", argv=["sh", "-c", SPAWNER])))
     live = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=2, gpus=[])
     other = asyncio.create_task(
-        live.run(JobSpec(job_id="demo-1-c7-c2-r1-build", argv=["sh", "-c", "sleep 1.5; echo mine > out"], outputs=["out"]))
+        live.run(
+            JobSpec(job_id="demo-1-c7-c2-r1-build", argv=["sh", "-c", "sleep 1.5; echo mine > out"], outputs=["out"])
+        )
     )
     for _ in range(200):
         if next((tmp_path / "jobs").glob("demo-1-c4-*/started"), None):
