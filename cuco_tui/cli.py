@@ -7,12 +7,15 @@ import asyncio
 import importlib
 import json
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 
 from engine.llm.keys import hold_keys
 from remote.errors import InputError
 from remote.jobs import NoUsableNode
+
+from .failures import quiet_closed_pipe, store_failure
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report it (128 + SIGINT)
@@ -437,7 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return code
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -446,6 +451,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `cuco ls | head`: the reader has what it wanted
+        return quiet_closed_pipe()
+    except (sqlite3.Error, OSError) as exc:  # the store or the disk under the home failed: one line, no traceback
+        said = store_failure(exc, home_from(args))
+        if said is None:
+            raise
+        print(said[0], file=sys.stderr)
+        return said[1]
 
 
 def entry() -> int:

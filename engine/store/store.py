@@ -36,7 +36,7 @@ import aiosqlite
 from ..contract import Event, checked
 from .blobs import BlobStore
 from .schema import MIGRATIONS, SCHEMA_VERSION
-from .store_check import check_store_file, connect_for_reading, not_usable
+from .store_check import check_store_file, connect_for_reading, damaged, empty_store, not_usable
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +83,14 @@ class Store:
         try:
             for pragma in _pragmas():
                 await self._db.execute(pragma)
+            await self._check_pages()
             await self._migrate()
-        except sqlite3.Error as exc:
+        except BaseException as exc:  # a damaged store, or SQLite's refusal: closed, then said
             await self._db.close()
             self._db = None
-            raise (not_usable(self.db_path, exc) or exc) from None
+            if isinstance(exc, sqlite3.Error):
+                raise (not_usable(self.db_path, exc) or exc) from None
+            raise
         return self
 
     async def reserve_candidate_ids(self, n: int = 1) -> None:
@@ -193,6 +196,16 @@ class Store:
                         log.exception("delivering event %s", event.get("seq"))
             if not done.done():
                 done.set_result([e["seq"] for e in batch.delivered])
+
+    async def _check_pages(self) -> None:
+        """Refuse a damaged store before writing to it: SQLite writes into one whose untouched pages are
+        garbage, and the write would look like a success. `quick_check` reads every page once (a
+        fraction of a second for a store of tens of MB)."""
+        assert self._db is not None
+        cur = await self._db.execute("PRAGMA quick_check(1)")
+        row = await cur.fetchone()
+        if row is not None and row[0] != "ok":
+            raise damaged(self.db_path, str(row[0])[:200])
 
     async def _migrate(self) -> None:
         assert self._db is not None
@@ -417,7 +430,8 @@ class ReadStore:
         self.db_path = self.home / DB_NAME
         if not self.db_path.exists():
             raise FileNotFoundError(f"{self.db_path}: no cuco store here (run `cuco run` first, or pass --home)")
-        check_store_file(self.db_path)
+        if not check_store_file(self.db_path):
+            raise empty_store(self.db_path)
         self.blobs = BlobStore(self.home / "blobs")
         self._conn = connect_for_reading(self.db_path, DB_TIMEOUT_S, check_same_thread=False)
 

@@ -6,6 +6,7 @@ locked each end in an `InputError` naming the file and what to do (the CLI exits
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -32,6 +33,11 @@ def not_usable(db_path: Path, exc: BaseException) -> InputError | None:
             "not a cuco database, or a damaged one: move it aside (`mv cuco.db cuco.db.bad`) "
             "and run again, or pass another --home",
         )
+    if isinstance(exc, sqlite3.OperationalError) and ("full" in text or _no_space(db_path)):
+        return _error(
+            db_path,
+            f"the disk is full ({text}): nothing was written; free space on it, then run the command again",
+        )
     if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
         return _error(
             db_path,
@@ -39,8 +45,28 @@ def not_usable(db_path: Path, exc: BaseException) -> InputError | None:
             "wait for it to end or stop it (`cuco ls` shows the runs), then try again",
         )
     if isinstance(exc, sqlite3.OperationalError) and ("unable to open" in text or "readonly" in text):
+        if _read_only_disk(db_path):
+            return _error(
+                db_path,
+                f"on a read-only file system ({text}): nothing can be written there; remount it read-write, "
+                "or copy the home elsewhere and pass --home",
+            )
         return _error(db_path, f"cannot be opened ({text}): check the permissions of the file and its folder")
     return None
+
+
+def _no_space(db_path: Path) -> bool:
+    try:
+        return os.statvfs(db_path.parent).f_bavail == 0
+    except OSError:
+        return False
+
+
+def _read_only_disk(db_path: Path) -> bool:
+    try:
+        return bool(os.statvfs(db_path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def connect_for_reading(db_path: Path, timeout: float, check_same_thread: bool = True) -> sqlite3.Connection:
@@ -59,11 +85,12 @@ def _probe(db_path: Path) -> tuple[set[str], Any]:
     return tables, row
 
 
-def check_store_file(db_path: Path) -> None:
-    """Raise InputError when the file at `db_path` (if any) is not a cuco store this version can use."""
+def check_store_file(db_path: Path) -> bool:
+    """Raise InputError when the file at `db_path` (if any) is not a cuco store this version can use.
+    Returns whether it holds one (False: no file, or an empty one that a writer makes a store of)."""
     db_path = Path(db_path)
     if not db_path.exists():
-        return
+        return False
     # SQLite itself reads the header (garbage: "file is not a database"): a plain open() and close() of the
     # file would drop every POSIX lock this process's connections hold on it, and another process closing
     # its last connection would then take the database for unused and delete the WAL under them.
@@ -91,3 +118,22 @@ def check_store_file(db_path: Path) -> None:
             f"written by a newer cuco (store schema v{version}; this cuco reads up to "
             f"v{SCHEMA_VERSION}): upgrade cuco (`pip install -U cuco`), or pass another --home",
         )
+    return bool(tables)
+
+
+def empty_store(db_path: Path) -> InputError:
+    """What a reader says of a store file with nothing in it (a first writer stopped while making it)."""
+    return _error(
+        db_path,
+        "an empty file, not a cuco store yet: start a run in it (`cuco run WORKLOAD`), or remove it, "
+        "or pass another --home",
+    )
+
+
+def damaged(db_path: Path, detail: str) -> InputError:
+    """A store whose pages SQLite's integrity check refuses."""
+    return _error(
+        db_path,
+        f"damaged ({' '.join(detail.split())}): nothing was written to it; move it aside (`mv cuco.db cuco.db.bad`) and run "
+        "again, or pass another --home",
+    )
