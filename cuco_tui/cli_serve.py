@@ -103,11 +103,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     public_url = (args.public_url or f"http://{url_host(args.host)}:{args.port}").rstrip("/")
     token = secrets.token_urlsafe(32)
-    print(
-        f"cuco serve: run {run_id} at {public_url}/?token={token} (only this address opens it; ctrl+c stops "
-        "serving, the run goes on)",
-        flush=True,
-    )
     serve_command(
         attach_argv(home, run_id),
         args.host,
@@ -116,6 +111,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         token=token,
         public_url=public_url,
         loopback=loopback,
+        announce=f"cuco serve: run {run_id} at {public_url}/?token={token} (only this address opens it; ctrl+c "
+        "stops serving, the run goes on)",
     )
     return EXIT_OK
 

@@ -22,6 +22,7 @@ import hmac
 import ipaddress
 import logging
 import signal
+import sys
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -158,7 +159,25 @@ def end_process_group(pgid: int) -> None:
     end_groups([pgid], grace_s=SESSION_END_GRACE_S)
 
 
-def make_server(argv: list[str], host: str, port: int, title: str, token: str, public_url: str, loopback: bool) -> Any:
+class OneLine(logging.Formatter):
+    """A record's message alone, on one line, with the secret masked: an exception is named by its type,
+    never printed with its traceback (a malformed request's, whose frames hold the token)."""
+
+    def __init__(self, fmt: str, secret: str):
+        super().__init__(fmt)
+        self.secret = secret
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = record.getMessage()
+        text = self.formatMessage(record)
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f" ({type(record.exc_info[1]).__name__})"
+        return " ".join(text.replace(self.secret, "<token>").split())
+
+
+def make_server(
+    argv: list[str], host: str, port: int, title: str, token: str, public_url: str, loopback: bool, announce: str
+) -> Any:
     from textual_serve.server import Server
 
     tab_process = _app_service_class()
@@ -176,8 +195,34 @@ def make_server(argv: list[str], host: str, port: int, title: str, token: str, p
             app.middlewares.append(self.gate.middleware())
             return app
 
-        async def on_startup(self, app: Any) -> None:  # cuco prints its own line (with the token)
+        async def on_startup(self, app: Any) -> None:  # cuco prints its own line, once it listens
             return None
+
+        def initialize_logging(self) -> None:
+            """One plain line per record on stderr: no traceback (its locals would show the token)."""
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(OneLine("cuco serve: %(message)s", token))
+            logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+
+        def serve(self, debug: bool = False) -> None:
+            """textual-serve's loop, with `announce` printed once the port accepts connections."""
+            from aiohttp import web
+
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.request_exit)
+            web.run_app(
+                self._make_app(),
+                host=host,
+                port=port,
+                handle_signals=False,
+                loop=loop,
+                access_log=None,  # request lines carry the token on a first load
+                print=lambda *_: print(announce, flush=True),  # aiohttp calls it after its sites started
+            )
 
         async def on_shutdown(self, app: Any) -> None:
             await asyncio.to_thread(self.end_children)
@@ -212,7 +257,7 @@ def make_server(argv: list[str], host: str, port: int, title: str, token: str, p
                 with contextlib.suppress(Exception):
                     await websocket.close()
             except Exception as error:  # noqa: BLE001 - one tab's failure must not end the server
-                log.exception(error)
+                log.warning("a browser tab's connection ended: %s", type(error).__name__)
             finally:
                 if service is not None:
                     await asyncio.shield(service.stop())
@@ -222,10 +267,11 @@ def make_server(argv: list[str], host: str, port: int, title: str, token: str, p
 
 
 def serve_command(
-    argv: list[str], host: str, port: int, title: str, token: str, public_url: str, loopback: bool
+    argv: list[str], host: str, port: int, title: str, token: str, public_url: str, loopback: bool, announce: str
 ) -> None:
-    """Serve until SIGINT or SIGTERM (blocks); every tab's process ends with it."""
-    server = make_server(argv, host, port, title, token, public_url, loopback)
+    """Serve until SIGINT or SIGTERM (blocks), printing `announce` once listening; every tab's process ends
+    with it."""
+    server = make_server(argv, host, port, title, token, public_url, loopback, announce)
     try:
         server.serve()
     finally:
