@@ -1,4 +1,5 @@
-"""`cuco run --headless`: a rich progress display while the engine runs, and a summary at the end."""
+"""`cuco run --headless`: a rich progress display while the engine runs, and a summary at the end, on
+stdout (what goes wrong, on stderr)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class HeadlessDisplay:
 
     def __init__(self, engine, console: Console | None = None):
         self.engine = engine
-        self.console = console or Console(stderr=True)
+        self.console = console or Console()  # stdout: `> run.log` and `| tee` keep it; errors go to stderr
         self.lines = not self.console.is_terminal
         total = engine.config.max_evals
         self.progress = Progress(

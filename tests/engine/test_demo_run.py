@@ -48,7 +48,7 @@ def test_frozen_seed_copy_matches_the_shipped_seed():
 
 def test_demo_run_report_export_and_marks(tmp_path):
     home = tmp_path / "home"
-    summary = cuco(home, "run", "demo", "--headless", "--max-evals", "6", "--name", "d1").stderr  # the display's stream
+    summary = cuco(home, "run", "demo", "--headless", "--max-evals", "6", "--name", "d1").stdout  # the display's stream
     assert "per config" in summary and "eff" in summary  # the end-of-run table: overlap efficiency per config
     assert "(same)" in summary and "differs from #1" in summary  # design points as changes from the seed
     report = json.loads(cuco(home, "report", "d1", "--json").stdout)

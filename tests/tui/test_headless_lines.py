@@ -1,5 +1,6 @@
-"""`cuco run --headless` into a pipe: one line per finished candidate and per state change, each arriving as
-it happens (not one frame at the end), and Ctrl-C ends it with 130, as a shell expects."""
+"""`cuco run --headless` into a pipe: one line per finished candidate and per state change on stdout (so
+`> run.log` and `| tee` keep them), each arriving as it happens (not one frame at the end), and Ctrl-C ends
+it with 130, as a shell expects."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ REPO = Path(__file__).resolve().parents[2]
 def _read_lines(proc: subprocess.Popen, want, timeout: float) -> list[str]:
     """Lines of the pipe as they arrive, until `want(lines)` holds (or the time runs out)."""
     sel = selectors.DefaultSelector()
-    sel.register(proc.stderr, selectors.EVENT_READ)
+    sel.register(proc.stdout, selectors.EVENT_READ)
     lines: list[str] = []
     buf = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not want(lines):
         if not sel.select(timeout=0.5):
             continue
-        chunk = os.read(proc.stderr.fileno(), 65536)
+        chunk = os.read(proc.stdout.fileno(), 65536)
         if not chunk:
             break
         buf += chunk
@@ -70,3 +71,5 @@ def test_headless_into_a_pipe_is_line_by_line_and_ctrl_c_exits_130(tmp_path):
             proc.kill()
             proc.wait()
     assert rc == 130
+    err = proc.stderr.read().decode()
+    assert "evaluated]" not in err and "run running" not in err, err  # progress is not a diagnostic
