@@ -6,8 +6,10 @@ Every problem is an `InputError` naming the file and the field. The format: docs
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,17 @@ class _Fields:
             raise self.error(key, f"must be {names}, got {type(value).__name__} {value!r}")
         return value
 
+    def refuse_unknown(self, known: Iterable[str]) -> None:
+        """A key this section does not have is a typo (`tolerence`, `itres`) that would silently take the
+        default: refused, naming it and the nearest known key, as cluster.yaml's unknown fields are."""
+        known = sorted(known)
+        for key in self.data:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise self.error(str(key), f"unknown field; {hint}(expected one of: {', '.join(known)})")
+
     def sub(self, key: str, required: bool = True) -> _Fields:
         if key not in self.data or self.data[key] is None:
             if required:
@@ -172,6 +185,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
             str(yaml_file), "(syntax)", f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
         ) from None
     f = _Fields(yaml_file, data)
+    f.refuse_unknown(_KNOWN_KEYS | set(_EXTENSION_KEYS))
 
     name = f.get("name", str)
     if not NAME_RE.match(name):
@@ -198,6 +212,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
         )
 
     h = f.sub("harness")
+    h.refuse_unknown(("sources", "headers", "nonce"))
     harness_files: dict[str, bytes] = {}
     harness_sources: list[str] = []
     for key in ("sources", "headers"):
@@ -219,6 +234,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     harness_nonce = h.get("nonce", bool, default=False)
 
     b = f.sub("build")
+    b.refuse_unknown(("command", "nccl", "cache_frozen"))
     build_command = b.get("command", str, what="a shell command using {sources} and {binary}")
     for token in ("{sources}", "{binary}"):
         if token not in build_command:
@@ -227,6 +243,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     cache_frozen = b.get("cache_frozen", bool, default=False)
 
     la = f.sub("launch")
+    la.refuse_unknown(("command", "gpus", "env"))
     launch_command = la.get("command", list)
     if not launch_command or not all(isinstance(x, str) for x in launch_command):
         raise la.error("command", "must be a non-empty list of strings (argv)")
@@ -243,6 +260,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     launch_env = {k: str(v) for k, v in launch_env.items()}
 
     t = f.sub("timeouts")
+    t.refuse_unknown(STAGES)
     timeouts = {}
     for stage in STAGES:
         value = t.get(stage, float)
@@ -251,6 +269,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
         timeouts[stage] = value
 
     bench = f.sub("benchmark", required=False)
+    bench.refuse_unknown(("warmup", "iters"))
     warmup = bench.get("warmup", int, default=2)
     iters = bench.get("iters", int, default=9)
     if warmup < 0:
@@ -268,6 +287,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
 
     space = _load_design_space(f, yaml_file, root, seed_source)
     llm = f.sub("llm", required=False)
+    llm.refuse_unknown(("task", "api_notes"))
     workload = Workload(
         name=name,
         description=f.get("description", str, default=""),
@@ -293,7 +313,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
         design_space=space,
         task=llm.get("task", str, default=""),
         api_notes=llm.get("api_notes", str, default=""),
-        extra={k: v for k, v in data.items() if k not in _KNOWN_KEYS},
+        extra={k: data[k] for k in _EXTENSION_KEYS if k in data},
         all_configs=configs,
     )
     symbol_policy.policy_for(workload)  # a bad `policy:` section is an input error now, not at the first build
@@ -318,6 +338,7 @@ _KNOWN_KEYS = {
     "llm",
     "program",
 }  # program: the user's files a workload made by `cuco init` came from (export --patch)
+_EXTENSION_KEYS = ("policy",)  # sections another module reads from Workload.extra (symbol_policy.py)
 
 
 def _load_configs(f: _Fields, yaml_file: Path) -> list[ProblemConfig]:
@@ -327,6 +348,7 @@ def _load_configs(f: _Fields, yaml_file: Path) -> list[ProblemConfig]:
     configs, names = [], set()
     for i, item in enumerate(raw):
         c = _Fields(yaml_file, item, f"configs[{i}]")
+        c.refuse_unknown(("name", "public", "bench", "params"))
         name = c.get("name", str)
         if name in names:
             raise c.error("name", f"repeats config name {name!r}")
@@ -342,10 +364,12 @@ def _load_configs(f: _Fields, yaml_file: Path) -> list[ProblemConfig]:
 
 def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str) -> DesignSpace:
     ds = f.sub("design_space")
+    ds.refuse_unknown(("dimensions", "archive"))
     dims_raw = ds.get("dimensions", dict)
     dims: dict[str, Dimension] = {}
     for name, spec in dims_raw.items():
         d = _Fields(yaml_file, spec, f"design_space.dimensions.{name}")
+        d.refuse_unknown(("values", "default", "knob"))
         values = d.get("values", list)
         if not values:
             raise d.error("values", "needs at least one value")
@@ -363,6 +387,7 @@ def _load_design_space(f: _Fields, yaml_file: Path, root: Path, seed_source: str
     variants: list[Variant] = []
     for i, item in enumerate(f.get("variants", list, default=[])):
         v = _Fields(yaml_file, item, f"variants[{i}]")
+        v.refuse_unknown(("name", "file", "point"))
         vname, vfile = v.get("name", str), v.get("file", str)
         text = _read_text(root / vfile, yaml_file, v.path("file"))
         try:

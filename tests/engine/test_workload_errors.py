@@ -236,3 +236,41 @@ def test_nan_timeout_is_refused(demo_copy: Path):
     with pytest.raises(InputError) as exc:
         load_workload(demo_copy)
     assert exc.value.field == "timeouts.verify"
+
+
+TYPOS = [
+    ("tolerence", None, "tolerence", "tolerances"),  # a top-level key
+    ("itres", "benchmark", "benchmark.itres", "iters"),
+    ("verfy", "timeouts", "timeouts.verfy", "verify"),
+    ("comand", "build", "build.comand", "command"),
+    ("publc", "configs.0", "configs[0].publc", "public"),
+]
+
+
+@pytest.mark.parametrize("key,section,field,nearest", TYPOS, ids=[t[2] for t in TYPOS])
+def test_an_unknown_key_is_refused_naming_it_and_the_nearest(
+    demo_copy: Path, tmp_path: Path, key, section, field, nearest
+):
+    """A typo would otherwise take the default in silence (`itres: 50` runs 9 iterations): refused, as
+    cluster.yaml refuses an unknown field, by `cuco validate` and `cuco run` alike."""
+
+    def change(data):
+        node = data
+        for k in section.split(".") if section else []:
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        node[key] = 1
+
+    edit_yaml(demo_copy, change)
+    with pytest.raises(InputError) as exc:
+        load_workload(demo_copy)
+    assert exc.value.field == field and f"did you mean {nearest}?" in exc.value.message, str(exc.value)
+    home = tmp_path / "home"
+    for verb in (
+        ("validate", str(demo_copy), "--no-compile"),
+        ("run", str(demo_copy), "--headless", "--home", str(home)),
+    ):
+        proc = cuco(*verb, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"{demo_copy / 'workload.yaml'}: {field}: unknown field; did you mean {nearest}?" in proc.stderr
+        assert "spec OK" not in proc.stdout and "Traceback" not in proc.stderr
+    assert not (home / "cuco.db").exists()
