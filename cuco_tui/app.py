@@ -51,6 +51,7 @@ from engine.contract import (
 from engine.contract import Log as LogEvent  # textual's Log is the engine-log widget
 from themes import APP_CSS, DEFAULT_DARK, DEFAULT_LIGHT, THEMES
 
+from . import advice
 from .actions import bindings_for
 from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
 from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
@@ -258,9 +259,7 @@ class CucoApp(App):
         for problem in self.settings.problems:
             self.notify(problem, severity="warning")
         self._main.query_one(CandidatesTable).focus()
-        self._set_banner(
-            None if self.socket_path else f"read-only: no live engine (restart: cuco resume {self.run_id})"
-        )
+        self._set_banner(None if self.socket_path else advice.read_only_banner(self.run_id, self.summary.state))
         self._initial_load()
         self.set_interval(REFRESH_S / 4, self._tick)
         loop = asyncio.get_running_loop()
@@ -368,6 +367,8 @@ class CucoApp(App):
             summary = replace(summary, state=self.ended[0])  # its last word, whatever a slow read saw
         if self.live and not summary.nodes:
             summary = replace(summary, nodes=self.summary.nodes)  # the engine's (status), not the table's
+        if self.socket_path is None and self.summary.state != summary.state:  # opened read-only: now its state is known
+            self._set_banner(advice.read_only_banner(self.run_id, summary.state))
         self.summary = summary
         header = self._main.query_one(RunHeader)
         header.live = self.live
@@ -507,11 +508,7 @@ class CucoApp(App):
         header = self._main.query_one(RunHeader)
         header.live = False
         header.summary = self.summary
-        self._set_banner(
-            f"the run {message.state}"
-            + (f": {message.reason}" if message.reason else "")
-            + "; its engine has ended (the store is open read-only)"
-        )
+        self._set_banner(advice.ended_banner(self.run_id, message.state, message.reason))
         self._dirty = True
 
     @_ui_guard
@@ -520,12 +517,11 @@ class CucoApp(App):
         self.live = False
         self._main.query_one(RunHeader).live = False
         state = self.summary.state
+        next_step = advice.resume_or_fork(self.run_id, state)
         if state in TERMINAL_STATES:
-            self._set_banner(f"the run is {state}; the store is open read-only")
+            self._set_banner(f"the run is {state}; the store is open read-only; {next_step}")
         else:
-            self._set_banner(
-                f"read-only: the engine went away ({message.reason}); restart it with: cuco resume {self.run_id}"
-            )
+            self._set_banner(f"read-only: the engine went away ({message.reason}); {next_step}")
         self._dirty = True
 
     @_ui_guard
@@ -590,13 +586,16 @@ class CucoApp(App):
 
     # ---- commands
 
-    def _need_live(self, what: str) -> bool:
+    def _need_live(self, what: str, shell: str | None = None) -> bool:
+        """Whether the engine is there to do `what`; if not, say what works instead (`shell`: the command
+        that does it from a shell, where one does it without an engine)."""
         if self.live and self.client is not None:
             return True
-        if self.ended is not None:
-            self.notify(f"{what}: the run {self.ended[0]}; its engine has ended", severity="warning")
-            return False
-        self.notify(f"{what}: no live engine (read-only). From a shell: cuco resume {self.run_id}", severity="warning")
+        state = self.ended[0] if self.ended is not None else self.summary.state
+        self.notify(
+            advice.without_engine(what, self.run_id, state, ended=self.ended is not None, shell=shell),
+            severity="warning",
+        )
         return False
 
     @work(group="command", exit_on_error=False)
@@ -657,7 +656,7 @@ class CucoApp(App):
 
     def action_accept(self) -> None:
         cid = self._selected("accept")
-        if cid is None or not self._need_live("accept"):
+        if cid is None or not self._need_live("accept", advice.accept_command(self.run_id, cid)):
             return
 
         def done(note: str | None) -> None:
@@ -668,7 +667,7 @@ class CucoApp(App):
 
     def action_reject(self) -> None:
         cid = self._selected("reject")
-        if cid is None or not self._need_live("reject"):
+        if cid is None or not self._need_live("reject", advice.reject_command(self.run_id, cid)):
             return
 
         def done(reason: str | None) -> None:
@@ -678,9 +677,9 @@ class CucoApp(App):
         self.push_screen(ReasonModal(cid), done)
 
     def action_fork(self) -> None:
-        if not self._need_live("fork"):
-            return
         cid = self._main.query_one(CandidatesTable).selected_id()
+        if not self._need_live("fork", advice.fork_command(self.run_id, cid)):
+            return
 
         def done(request: ForkRequest | None) -> None:
             if request is not None:

@@ -16,6 +16,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from .. import advice
 from ..actions import bindings_for
 from ..widgets import KeyFooter
 from .modals import NoteModal, ReasonModal
@@ -108,7 +109,7 @@ class ReviewScreen(Screen):
 
     def action_accept(self) -> None:
         cid = self.selected_id()
-        if cid is None or not self.app._need_live("accept"):
+        if cid is None or not self.app._need_live("accept", advice.accept_command(self.run_id, cid)):
             return
 
         def done(note: str | None) -> None:
@@ -119,7 +120,7 @@ class ReviewScreen(Screen):
 
     def action_reject(self) -> None:
         cid = self.selected_id()
-        if cid is None or not self.app._need_live("reject"):
+        if cid is None or not self.app._need_live("reject", advice.reject_command(self.run_id, cid)):
             return
 
         def done(reason: str | None) -> None:
