@@ -10,6 +10,8 @@ of another type is refused (`UndeclaredEvent`). Standard library only, so every 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -348,3 +350,23 @@ def timeline_figures(metrics: Any, config: str) -> dict[str, Any] | None:
         return None
     figures = metrics["timeline"].get(config)
     return figures if isinstance(figures, dict) else None
+
+
+def _three_figures(value: float) -> str:
+    """`value` to three significant figures, never in exponent form (1.13, 12.3, 0.987, 1234)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:.2f}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
+
+
+def format_speedup(value: float | None, interval: Sequence[float] | None = None) -> str:
+    """A speedup as every reader shows it: `1.23x`, and with its 95 % interval when the result has one
+    (`speedup_interval`, absent on results measured before it): `1.23x [1.18-1.29]`. None: ''."""
+    if value is None:
+        return ""
+    text = f"{_three_figures(value)}x"
+    if interval is not None and len(interval) == 2:
+        low, high = interval
+        text += f" [{_three_figures(low)}-{_three_figures(high)}]"
+    return text

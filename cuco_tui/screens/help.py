@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -21,7 +22,18 @@ from engine.glossary import GLOSSARY
 
 from ..actions import SCOPES, actions_in, bindings_for
 
-MEANING_WIDTH = 44  # the action column's width at 80 columns
+MEANING_WIDTH = 44  # the widest a meaning's line gets (a wide terminal): a line longer reads badly
+DIALOG_WIDTH, DIALOG_SHARE = 80, 0.95  # .dialog's width in themes/cuco.tcss: 80 cells, at most 95 %
+DIALOG_FRAME = 2 + 4 + 2  # its border, its padding (2 a side) and the table's scrollbar
+CELL_PAD = 2  # a DataTable cell's padding (1 a side)
+
+
+def meaning_width(screen_width: int, widths: list[int]) -> int:
+    """How wide the action column can be for the help dialog on a `screen_width` terminal to show it whole:
+    what is left of the dialog after the screen and key columns (`widths`), at most MEANING_WIDTH."""
+    dialog = min(DIALOG_WIDTH, int(screen_width * DIALOG_SHARE))
+    left = dialog - DIALOG_FRAME - sum(w + CELL_PAD for w in widths) - CELL_PAD
+    return max(16, min(MEANING_WIDTH, left))
 
 
 class HelpScreen(ModalScreen):
@@ -45,8 +57,15 @@ class HelpScreen(ModalScreen):
         table.add_columns("screen", "key", "action", "binding id")
         for scope, key, description, binding_id in self.bindings_list:
             table.add_row(scope, key, description, binding_id)
-        for name, meaning in GLOSSARY.items():  # every number's unit and meaning, wrapped to stay readable
-            for i, line in enumerate(textwrap.wrap(meaning, MEANING_WIDTH)):
+        # every number's unit and meaning, wrapped to what the dialog shows of the action column
+        lead = [
+            max(cell_len(str(row[col])) for row in [*self.bindings_list, ("screen", "key"), ("numbers", *GLOSSARY)])
+            for col in (0, 1)
+        ]
+        lead[1] = max(lead[1], *(cell_len(name) for name in GLOSSARY))
+        width = meaning_width(self.app.size.width, lead)
+        for name, meaning in GLOSSARY.items():
+            for i, line in enumerate(textwrap.wrap(meaning, width)):
                 table.add_row("numbers" if i == 0 else "", name if i == 0 else "", line, "")
         table.focus()
 

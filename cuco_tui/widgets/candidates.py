@@ -21,6 +21,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from engine.contract import format_speedup
+
 from ..actions import bindings_for
 from ..data import CANDIDATE_WINDOW
 from ..messages import CandidateSelected
@@ -46,6 +48,18 @@ STATUS_STYLE = {
     "pending": "dim",
 }
 CELL_PADDING = 1  # blank columns either side of a cell, as DataTable draws them
+# How the columns give way on a narrow pane (80 columns: the candidates get half), in order, until the row
+# fits: the id, the speedup and the verdict never do, and the mark shrinks but keeps its sign (+ accepted,
+# x rejected) and a word. ("drop", key) hides a column; ("mark", n) narrows the mark column to n cells.
+GIVE_WAY: tuple[tuple[str, Any], ...] = (
+    ("drop", "island"),
+    ("drop", "generation"),
+    ("mark", 12),
+    ("drop", "operator"),
+    ("drop", "status"),  # the verdict cell then says running / pending itself
+    ("mark", 4),
+)
+ELLIPSIS = "…"
 DESCENDING_FIRST = {"speedup", "id", "generation"}  # a first sort by these shows the largest on top
 SORT_ARROW = {True: " ▼", False: " ▲"}
 
@@ -89,10 +103,39 @@ def cells_of(row: dict[str, Any]) -> dict[str, Cell]:
         cells["status"] = (str(row["status"]), STATUS_STYLE.get(row["status"], ""))
         cells["verdict"] = (verdict_of(row), "")
     if "speedup" in row:
-        cells["speedup"] = (f"{row['speedup']:.3f}x" if row.get("speedup") is not None else "", "")
+        cells["speedup"] = (format_speedup(row.get("speedup"), row.get("speedup_interval")), "")
     if "mark" in row:
         cells["mark"] = mark_of(row.get("mark"), row.get("mark_text"))
     return cells
+
+
+def fit_columns(widths: list[int], available: int) -> list[tuple[int, int]]:
+    """The columns shown, left to right, as (index into COLUMNS, width): all of them where they fit in
+    `available` cells, else fewer by GIVE_WAY; the mark column then takes what room is left, up to its own
+    width. Below the last step the row is wider than the pane (the pane scrolls sideways)."""
+    pad = 2 * CELL_PADDING
+    mark = COLUMN_KEYS.index("mark")
+    shown = dict(enumerate(widths))
+
+    def total() -> int:
+        return sum(shown.values()) + pad * len(shown)
+
+    for step, arg in GIVE_WAY:
+        if total() <= available:
+            break
+        if step == "drop":
+            shown.pop(COLUMN_KEYS.index(arg), None)
+        else:
+            shown[mark] = min(shown[mark], max(arg, cell_len(COLUMNS[mark][1])))
+    shown[mark] = min(widths[mark], shown[mark] + max(0, available - total()))
+    return sorted(shown.items())
+
+
+def clip(text: str, width: int) -> str:
+    """`text` in `width` cells: cut with an ellipsis when longer."""
+    if cell_len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + ELLIPSIS if width > 0 else ""
 
 
 @dataclass
@@ -150,7 +193,9 @@ class CandidatesTable(ScrollView, can_focus=True):
         self._rows: dict[int, _Row] = {}
         self._base = 0  # _seq[id] - _base is a row's index (trims shift _base)
         self._seq: dict[int, int] = {}
-        self._widths = [cell_len(label) for _, label in COLUMNS]
+        self._widths = [cell_len(label) for _, label in COLUMNS]  # each column's widest cell
+        self._layout: list[tuple[int, int]] = list(enumerate(self._widths))  # what is shown (fit_columns)
+        self._layout_for: tuple[list[int], int] | None = None
         self._cursor = 0
         self._generation = 0  # bumped when styles or widths change: every line is stale
         self._styles: dict[str, Style] | None = None
@@ -300,8 +345,25 @@ class CandidatesTable(ScrollView, can_focus=True):
         return self._seq[cid] - self._base
 
     def _resize(self) -> None:
-        width = sum(self._widths) + 2 * CELL_PADDING * len(self._widths)
+        self._fit()
+        width = sum(w for _, w in self._layout) + 2 * CELL_PADDING * len(self._layout)
         self.virtual_size = Size(width, self.row_count + 1)
+
+    def _fit(self) -> None:
+        """Lay the columns out for the pane's width (again when a column grew or the pane was resized)."""
+        key = (list(self._widths), self.scrollable_content_region.width or self.size.width)
+        if key == self._layout_for:
+            return
+        self._layout_for = key
+        layout = fit_columns(*key) if key[1] > 0 else list(enumerate(self._widths))
+        if layout != self._layout:
+            self._layout = layout
+            self._generation += 1
+            self._header = None
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._resize()
+        self.refresh()
 
     # ---- the cursor
 
@@ -378,7 +440,8 @@ class CandidatesTable(ScrollView, can_focus=True):
     def column_at(self, x: int) -> str | None:
         """The column key under content column `x` (scrolled)."""
         x += round(self.scroll_x)
-        for key, width in zip(COLUMN_KEYS, self._widths):
+        for i, width in self._layout:
+            key = COLUMN_KEYS[i]
             width += 2 * CELL_PADDING
             if x < width:
                 return key
@@ -441,10 +504,16 @@ class CandidatesTable(ScrollView, can_focus=True):
         if 1 <= y < self.scrollable_content_region.height:
             self.refresh(Region(0, y, self.size.width, 1))
 
-    def _draw(self, cells: Iterable[Cell], look: Style) -> Strip:
+    def _draw(self, cells: list[Cell], look: Style) -> Strip:
         segments = []
         pad = " " * CELL_PADDING
-        for (text, style), width in zip(cells, self._widths):
+        status, verdict = COLUMN_KEYS.index("status"), COLUMN_KEYS.index("verdict")
+        status_hidden = all(i != status for i, _ in self._layout)
+        for i, width in self._layout:
+            text, style = cells[i]
+            if i == verdict and status_hidden and not text:  # running, pending: the verdict cell says so
+                text, style = cells[status]
+            text = clip(text, width)
             cell_style = look + Style.parse(style) if style else look
             segments.append(Segment(pad, look))
             segments.append(Segment(text + " " * (width - cell_len(text)), cell_style))
@@ -472,7 +541,10 @@ class CandidatesTable(ScrollView, can_focus=True):
             row.lines[look] = line
         return line
 
-    def _header_cells(self) -> Iterable[Cell]:
+    def _header_cells(self) -> list[Cell]:
+        return list(self._header_iter())
+
+    def _header_iter(self) -> Iterable[Cell]:
         for key, label in COLUMNS:
             if self.sort is not None and self.sort[0] == key:
                 yield label + SORT_ARROW[self.sort[1]], "bold"
@@ -480,6 +552,7 @@ class CandidatesTable(ScrollView, can_focus=True):
                 yield label, ""
 
     def render_line(self, y: int) -> Strip:
+        self._fit()
         width = self.scrollable_content_region.width
         looks = self._looks()
         scroll_x = round(self.scroll_x)

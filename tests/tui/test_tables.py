@@ -34,7 +34,7 @@ async def test_sort_by_key_and_by_clicking_a_header(tmp_path):
     speedups = _speedups(tmp_path)
     ranked = sorted((s, cid) for cid, s in speedups.items() if s is not None)
     app = CucoApp(tmp_path, RUN)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(160, 30)) as pilot:  # wide enough for every column (a narrow pane drops some)
         table = app.query_one(CandidatesTable)
         assert await until(lambda: table.row_count == 60)
         table.focus()
