@@ -166,7 +166,8 @@ class SSHExecutor(Executor):
             try:
                 res = await n.pool.run(
                     reconcile_script(n.work_dir, self.cluster.kill_grace_s, mine),
-                    input="".join(f"{k}\n" for k in sorted(keep)),
+                    # never empty: an empty input sends no end-of-file, and the script's `cat` would wait
+                    input="".join(f"{k}\n" for k in sorted(keep)) or "\n",
                     timeout=120,
                 )
             except (TimeoutError, NodeDown):

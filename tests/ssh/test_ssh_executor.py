@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.evaluation.stages import run_jobs_pattern
 from remote.cluster import load_cluster
 from remote.jobs import Executor, JobSpec, JobStatus
 from remote.registry import executor_from_file
 from remote.ssh_executor import NoUsableNode, SSHExecutor
+from tests.ssh.conftest import USER
 
 CPP = b"""#include <cstdio>
 #include <optional>
@@ -365,6 +368,33 @@ async def test_engine_dies_then_reconcile_collects_adopts_and_kills(nodes):
         left = [p.name for n in ("a", "b") for p in (nodes.work_dir(n) / "jobs").iterdir()]
         assert left == []
     finally:
+        await ex.close()
+
+
+async def test_reconcile_leaves_another_runs_jobs_on_the_node_alone(nodes):
+    """Two runs share a node's work dir. Reconciling run `r1` (its engine died) kills its leftover job and
+    removes its directory; the job of run `r1-c1` (a name that begins with the first's), in flight for
+    another engine, runs on and keeps its directory."""
+    ex = make_executor(nodes)
+    await ex.start()
+    groups = {}
+    try:
+        jobs = nodes.work_dir("a") / "jobs"
+        for job_id in ("r1-c4-benchmark", "r1-c1-c2-r1-build"):  # as the node's user ran them
+            proc = subprocess.Popen(["sleep", "120"], start_new_session=True, user=USER)
+            groups[job_id] = proc
+            (jobs / job_id).mkdir(parents=True)
+            (jobs / job_id / "pgid").write_text(f"{proc.pid}\n")
+            for path in (jobs / job_id, jobs / job_id / "pgid"):
+                shutil.chown(path, USER)
+        killed = await ex.reconcile(set(), run_jobs_pattern("r1"))
+        assert killed == ["r1-c4-benchmark"]
+        assert not group_alive(groups["r1-c4-benchmark"].pid) and not (jobs / "r1-c4-benchmark").exists()
+        assert group_alive(groups["r1-c1-c2-r1-build"].pid) and (jobs / "r1-c1-c2-r1-build").is_dir()
+    finally:
+        for proc in groups.values():
+            proc.kill()
+            proc.wait()
         await ex.close()
 
 
