@@ -1,5 +1,5 @@
 """A store that fails under a verb: empty, damaged where SQLite only notices on a full read, on a disk that
-filled up or went read-only. Each verb says so in one line naming the file and what to do, exits non-zero,
+filled up or went read-only, or locked by another program. Each verb says so in one line naming the file and what to do, exits non-zero,
 and a write that did not land is never reported done. And a reader that closes the pipe (`cuco ... | head`)
 ends the command quietly."""
 
@@ -10,6 +10,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,29 @@ def test_a_closed_pipe_ends_the_command_quietly(finished: Path, verb: tuple[str,
     proc.wait(60)
     assert err == "", err
     assert proc.returncode != 0
+
+
+def test_a_locked_store_names_the_lock_for_reads_and_writes(finished: Path, tmp_path: Path):
+    home = copy_home(finished, tmp_path / "home")
+    db = home / "cuco.db"
+    first = candidate_ids(home)[0]
+    holder = subprocess.Popen(  # another program holds it locked (a rollback-journal writer blocks readers too)
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+            "c.execute('PRAGMA journal_mode=DELETE'); c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); "
+            "time.sleep(120)",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        for verb in (("ls",), ("accept", "a", str(first), "--note", "fine")):
+            one_line(cuco(home, *verb), db, "locked by another process")
+    finally:
+        holder.kill()
+        holder.wait(10)
+    assert decisions(home) == ([], [])
