@@ -39,10 +39,11 @@ def store_failure(exc: BaseException, home: Path) -> tuple[str, int] | None:
     if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
         where = exc.filename or home
         what = DISK_ERRNOS[exc.errno]
-        problem = f"the disk is {what}" if what else "permission denied"
+        if what is None:  # EACCES: a read as likely as a write
+            return f"cuco: {where}: permission denied: make it readable and writable for this user", EXIT_FAILED
         todo = "free space on it" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "make it writable"
         return (
-            f"cuco: {where}: {problem} ({exc.strerror}); {NOTHING_WRITTEN}: {todo}, or pass another --home",
+            f"cuco: {where}: the disk is {what} ({exc.strerror}); {NOTHING_WRITTEN}: {todo}, or pass another --home",
             EXIT_FAILED,
         )
     return None
