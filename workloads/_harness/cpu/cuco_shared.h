@@ -1,11 +1,12 @@
-// The memory the CPU harness's judge shares with the processes that run the ranks.
+// The memory the CPU harness's judge shares with a process that runs the ranks.
 //
 // The judge (the harness's first process) owns the clock, the link model, the pristine inputs, the
 // reference, the nonce, the verdict and result.json. The ranks run in processes of their own, started from
 // a fresh image of the same executable (exec: nothing of the judge's memory is in them): one for the
-// candidate, one for the frozen baseline. Each maps this one region and nothing else of the judge's.
-// Everything in it is writable by the candidate, so the judge reads it as untrusted input (bounds-checked,
-// reset before every call) and decides nothing from it but what it verifies.
+// candidate, one for the frozen baseline, each with a region of its own (the candidate's process never maps
+// the baseline's). The judge reads a region as untrusted input (bounds-checked, reset before every call)
+// and decides nothing from it but what it verifies: the geometry, the data area's size and every time it
+// takes are its own copies, which the fields below only mirror for the ranks' process.
 #pragma once
 #include <atomic>
 #include <climits>
@@ -33,9 +34,6 @@ struct PutReq {
   std::atomic<uint32_t> seq;   // its ring index + 1 once the fields are written
   int32_t from, dst, row, col, rows, cols, src_ld, flag, helper;
   int64_t src_off;             // where the source starts, in floats from the start of the data area
-  int64_t t_ns;                // when it was queued, by the ranks' clock (CLOCK_MONOTONIC, the judge's too):
-                               // the judge takes it only between the call's start and the moment it saw
-                               // the put, where any time is one the candidate could have put it at
 };
 
 struct Event {   // a rank's wait, quiet or barrier in the profiled call (CLOCK_MONOTONIC, ns)

@@ -95,7 +95,7 @@ int link_put(void* l, int rank, int dst, int row, int col, int rows, int cols, c
   while (i - sh->put_tail.load(std::memory_order_acquire) >= kRing) std::this_thread::yield();   // ring full
   PutReq& q = sh->ring[i % kRing];
   q.from = rank; q.dst = dst; q.row = row; q.col = col; q.rows = rows; q.cols = cols; q.src_ld = src_ld;
-  q.flag = flag; q.helper = t_rank != rank; q.src_off = off; q.t_ns = now_ns();
+  q.flag = flag; q.helper = t_rank != rank; q.src_off = off;
   sh->posted[rank].fetch_add(1);
   q.seq.store(i + 1, std::memory_order_release);
   sh->put_bell.fetch_add(1);
