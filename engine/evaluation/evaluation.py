@@ -124,7 +124,9 @@ def build_job(workload: Workload, source: str, job_id: str, frozen_objects: dict
     link = workload.build_command.replace(
         "{sources}", " ".join(shlex.quote(s) for s in [*frozen, CANDIDATE_OBJECT])
     ).replace("{binary}", BINARY)
-    script = "( set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + compile_ + "; " + link + " ); " + SPACE_PROBE
+    script = (
+        "( set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + compile_ + "; " + link + " ); " + SPACE_PROBE
+    )
     return JobSpec(
         job_id=job_id,
         argv=["sh", "-c", script],
@@ -153,7 +155,11 @@ def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
     ]
     waits = "s=0; " + "".join(f"wait $p{i} || s=1; " for i in range(len(names))) + "exit $s"
     script = (
-        "( set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + "; ".join([*compiles, waits]) + " ); " + SPACE_PROBE
+        "( set -e; "
+        + (NCCL_PRELUDE if workload.build_nccl else "")
+        + "; ".join([*compiles, waits])
+        + " ); "
+        + SPACE_PROBE
     )
     return JobSpec(
         job_id=job_id,
@@ -238,6 +244,7 @@ def spec_json(
 # harness echoes it in result.json: a result written by anyone else lacks it.
 NONCE_FILE = ".nonce"
 NONCE_WRAPPER = '( exec <.nonce && rm -f .nonce && exec "$@" )'
+
 
 def launch_argv(workload: Workload) -> list[str]:
     """The workload's launch command with the job's file names filled in."""
@@ -465,7 +472,11 @@ async def evaluate_source(
             rec.status = "failed"
             await hook(mode, rec)
             return EvalOutcome(
-                "failed", reason=judged.reason, feedback=f"{judged.reason}\n{trim(job.log)}", stages=stages, fault=judged
+                "failed",
+                reason=judged.reason,
+                feedback=f"{judged.reason}\n{trim(job.log)}",
+                stages=stages,
+                fault=judged,
             )
         if job.rc != 0 and result.correct:
             # Whatever the file says: the judge writes a correct verdict and exits 0, or it did not finish.

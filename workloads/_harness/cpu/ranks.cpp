@@ -84,7 +84,7 @@ int link_put(void* l, int rank, int dst, int row, int col, int rows, int cols, c
   }
   const int ld = sh->R * sh->N;
   if (dst < 0 || dst >= sh->R || flag < 0 || flag >= CUCO_FLAGS || rows < 0 || cols < 0 || row < 0 || col < 0 ||
-      col + cols > ld || row + rows > sh->M || src_ld < cols)
+      (int64_t)col + cols > ld || (int64_t)row + rows > sh->M || src_ld < cols)   // 64-bit: no sum wraps
     return -1;
   // The link reads the source from the memory it shares with this process: it must lie in it.
   const float* base = data(sh);
