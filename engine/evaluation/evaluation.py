@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus
+from remote.sandbox import WEAKER_NOTICES
 
 from ..llm.keys import redact
 from ..timeline import timeline
@@ -399,6 +400,22 @@ async def build_stage(
     return Built(job.outputs[BINARY], stages)
 
 
+def weaker_sandbox(stages: list[StageRecord]) -> str | None:
+    """The weaker sandbox a node's user chose (CUCO_SANDBOX=unshare or none) where a stage's job ran in one,
+    from the notice its launcher printed before anything of the job's ran; None under bwrap."""
+    for name, notice in WEAKER_NOTICES.items():
+        if any(notice in (st.log or "") for st in stages):
+            return name
+    return None
+
+
+def _with_sandbox(metrics: dict[str, Any], stages: list[StageRecord]) -> dict[str, Any]:
+    weaker = weaker_sandbox(stages)
+    if weaker is not None:
+        metrics["sandbox"] = f"{weaker} (weaker than bwrap: chosen by the node's CUCO_SANDBOX)"
+    return metrics
+
+
 def read_result(job: JobResult, mode: str, expected: list[str], nonce: str | None) -> HarnessResult:
     """The harness's result.json, believed only if it carries the job's nonce and its timings fit in the
     job's wall time as measured from outside; raises ResultError otherwise."""
@@ -493,7 +510,7 @@ async def evaluate_source(
                 reason=summary,
                 feedback=f"{mode}: {summary}",
                 stages=stages,
-                metrics={VERIFY if mode == VERIFY else BENCHMARK: result.raw},
+                metrics=_with_sandbox({VERIFY if mode == VERIFY else BENCHMARK: result.raw}, stages),
             )
         await hook(mode, rec)
         results.append(result)
@@ -508,7 +525,10 @@ async def evaluate_source(
 
     if upto == VERIFY:
         return EvalOutcome(
-            VERIFIED, reason="correct on every config; not measured", stages=stages, metrics={VERIFY: results[0].raw}
+            VERIFIED,
+            reason="correct on every config; not measured",
+            stages=stages,
+            metrics=_with_sandbox({VERIFY: results[0].raw}, stages),
         )
     benches = results[1:]
     best = min(benches, key=lambda r: r.speedup or 0.0)  # conservative when re-measured
@@ -522,6 +542,7 @@ async def evaluate_source(
         metrics["flags"] = flags
     if best.timelines:
         metrics["timeline"] = timeline.summarize(best.timelines)
+    _with_sandbox(metrics, stages)
     return EvalOutcome(
         "done",
         speedup=best.speedup,

@@ -27,6 +27,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from remote.jobs import JobResult, JobStatus, NoUsableNode
+from remote.sandbox import NO_SANDBOX_EXIT
 
 from .stages import BUILD
 
@@ -43,10 +44,11 @@ TOOLCHAIN = "toolchain"
 GPU = "GPU"
 STORE = "store"
 EXECUTOR = "executor"
+NO_SANDBOX = "no sandbox"
 
 # Kinds for which retrying at once is pointless: the run pauses itself after a short backoff instead of
 # working through every pending candidate (each would meet the same full disk or dead cluster).
-PERSISTENT = frozenset({NO_SPACE, STORE, NO_NODE})
+PERSISTENT = frozenset({NO_SPACE, STORE, NO_NODE, NO_SANDBOX})
 
 NOT_OURS_EXIT = 97  # evaluation.NCCL_PRELUDE: the node has no NCCL for the build
 NO_SPACE_EXIT = 98  # evaluation.SPACE_PROBE: the job's shell could not write 64 KiB in the job's directory
@@ -121,6 +123,12 @@ def of_job(stage: str, job: JobResult) -> Fault | None:
     if job.rc == 0:
         return None
     log = job.log or ""
+    if job.rc == NO_SANDBOX_EXIT:
+        return environment(
+            NO_SANDBOX,
+            f"{stage}: {job.node or 'the node'} has no working bwrap and names no weaker sandbox: nothing ran "
+            "(install bubblewrap, or export CUCO_SANDBOX=unshare in the node's setup lines)",
+        )
     if job.rc == NO_SPACE_EXIT:
         return environment(
             NO_SPACE,

@@ -18,6 +18,7 @@ place; a candidate that printed "No space left on device" and crashed, taken for
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -102,7 +103,8 @@ def layout() -> dict[str, int]:
 # Every process it can see: its memory read through /proc/PID/mem for a 32-hex-digit string (the nonce's
 # shape), each one found printed; then a result.json of its own, saying correct, with the first one found,
 # put in place of the judge's by rename (and result.json.tmp taken first, where a judge that writes
-# through a temporary file would have failed silently). Then it computes honestly.
+# through a temporary file would have failed silently). Then it computes honestly; where it could not
+# write the job's directory at all (its ranks run under a uid of their own), it says so as its verdict.
 STEAL_AND_FORGE = (
     "static int cuco_candidate_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }\n"
     "static int cuco_candidate_scan(int pid, char* nonce) {\n"
@@ -142,7 +144,7 @@ STEAL_AND_FORGE = (
     "}\n"
 )
 STEAL_AND_FORGE_HEAD = (
-    "  static int forged = 0;\n"
+    "  static int forged = 0, placed = 0;\n"
     "  if (p->rank == 0 && !forged) {\n"
     "    forged = 1;\n"
     '    char nonce[33] = "00000000000000000000000000000000";\n'
@@ -157,10 +159,13 @@ STEAL_AND_FORGE_HEAD = (
     "      fputs(nonce, f);\n"
     '      fputs("\\"}\\n", f);\n'
     "      fclose(f);\n"
-    '      printf("forged result in place: %d\\n", rename("forged.json", "result.json") == 0);\n'
+    '      placed = rename("forged.json", "result.json") == 0;\n'
     "    }\n"
+    '    printf("forged result in place: %d\\n", placed);\n'
     "    fflush(nullptr);\n"
     "  }\n"
+    "  p->barrier(p->barrier_ctx);\n"
+    "  if (!placed) return 46;   // the job's directory is not its to write: nothing to gain, say so\n"
 )
 
 
@@ -262,16 +267,22 @@ def logs(out: EvalOutcome) -> str:
 
 
 def test_no_process_of_the_job_shows_the_nonce_and_a_result_put_in_its_place_is_seen(run):
-    """The nonce reaches the judge as its stdin from a file no shell reads; the judge created result.json
-    before any candidate code ran and finds its file replaced at the end: the verdict says so."""
+    """The nonce reaches the judge as its stdin from a file no shell reads. Run by root, the candidate's ranks
+    run under a uid of their own that cannot write the job's directory; else the judge, which created
+    result.json before any candidate code ran, finds its file replaced at the end, and the verdict says so."""
     outcomes, nonces = run
     out = outcomes["steal_the_nonce_and_forge"]
     text = logs(out)
-    assert "forged result in place: 1" in text, text[-2000:]
     assert nonces and not any(n in text for n in nonces), "a process of the job held the nonce"
-    assert out.status == "incorrect", (out.status, out.reason)
-    assert "result.json was replaced while the job ran" in out.reason, out.reason
-    assert out.speedup is None
+    assert out.status == "incorrect" and out.speedup is None, (out.status, out.reason)
+    if os.geteuid() == 0:
+        assert "forged result in place: 0" in text, text[-2000:]
+        assert "cuco_run returned 46" in out.reason, out.reason
+        uid = out.metrics["verify"]["env"]["candidate_uid"]
+        assert uid != 0 and uid != out.metrics["verify"]["env"]["judge_uid"], out.metrics["verify"]["env"]
+    else:
+        assert "forged result in place: 1" in text, text[-2000:]
+        assert "result.json was replaced while the job ran" in out.reason, out.reason
 
 
 def test_the_baselines_commands_are_not_in_the_candidates_region(run):

@@ -35,6 +35,7 @@
 #include <linux/securebits.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -384,7 +385,8 @@ void drop_capabilities() {
 // executable, stopped except while one of its calls is timed, its threads counted by the kernel.
 class RankProcess {
  public:
-  RankProcess(const char* role, int fd, Region* sh) : role_(role), sh_(sh) {
+  // `uid`: the uid it runs under (0: the judge's own).
+  RankProcess(const char* role, int fd, Region* sh, uid_t uid = 0) : role_(role), sh_(sh) {
     sh_->ready.store(0);
     pid_ = fork();
     if (pid_ < 0) die_with_result(g_mode, std::string("cannot start the ranks' process: ") + strerror(errno));
@@ -392,6 +394,10 @@ class RankProcess {
       int devnull = open("/dev/null", O_RDONLY);   // the nonce came on stdin: not for the ranks
       if (devnull >= 0) dup2(devnull, 0);
       fcntl(fd, F_SETFD, 0);   // its own region survives the exec; every other descriptor of the judge's does not
+      if (uid != 0) {   // no group of root's, then the uid (which clears every capability)
+        if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
+          fprintf(stderr, "harness: the candidate's ranks keep the judge's uid: %s\n", strerror(errno));
+      }
       drop_capabilities();
       // The same address layout in both ranks' processes (no randomization, and arguments of the same
       // length): with layouts of their own, where the process's stacks and mappings fell made the seed
@@ -411,8 +417,11 @@ class RankProcess {
     }
     stop();
     base_threads_ = threads();
+    struct stat st;
+    uid_ = stat(("/proc/" + std::to_string(pid_)).c_str(), &st) == 0 ? (long)st.st_uid : -1;
     started_ = true;
   }
+  long uid() const { return uid_; }   // as the kernel shows it (its /proc directory's owner)
   pid_t pid() const { return pid_; }
   Region* region() const { return sh_; }   // its own: the other process never maps it
   Link* link = nullptr;                     // the link that serves its region
@@ -497,6 +506,7 @@ class RankProcess {
   Region* sh_;
   pid_t pid_ = -1;
   int base_threads_ = 0;
+  long uid_ = -1;
   bool started_ = false;
 };
 
@@ -901,6 +911,21 @@ struct Runner {
   }
 };
 
+// The uid the candidate's ranks run under. Run by root (a node that runs jobs as root; the sandbox keeps
+// CAP_SETUID, CAP_SETGID and CAP_KILL for this), a uid of their own, drawn per job, that owns nothing: they
+// can then neither open any other process of the job (the judge, the baseline's, the job's shells) through
+// /proc, nor signal one, nor write the job's directory (result.json included). Else the judge's (0 here),
+// where the judge not being dumpable and the filter are what hold. The executable is made readable and
+// executable for it (it execs /proc/self/exe).
+uid_t candidate_uid() {
+  if (geteuid() != 0) return 0;
+  uint64_t r = 0;
+  kernel_random(&r, 1);
+  struct stat st;
+  if (stat("/proc/self/exe", &st) == 0) chmod("/proc/self/exe", st.st_mode | 0055);
+  return (uid_t)(0x60000000u + (uint32_t)(r % 0x10000000u));
+}
+
 // A region of shared memory for one ranks' process (its descriptor in *fd, for that process alone).
 Region* make_region(int R, int64_t floats, int* fd) {
   const size_t bytes = data_offset() + (size_t)floats * sizeof(float);
@@ -990,7 +1015,7 @@ int main(int argc, char** argv) {
   Region* csh = make_region(R, most, &cfd);
   Region* bsh = make_region(R, most, &bfd);
   Link clink(csh, most), blink(bsh, most);
-  RankProcess cand("cand", cfd, csh);   // role names of one length: one layout
+  RankProcess cand("cand", cfd, csh, candidate_uid());   // role names of one length: one layout
   g_procs[0] = &cand;
   cand.link = &clink;
   close(cfd);
@@ -1106,7 +1131,8 @@ int main(int argc, char** argv) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   o += "], \"timed_ms\": " + num(run.timed_ms) + ", \"check_ms\": " + num(run.check_ms) + ", \"nonce\": " + quote(nonce) + ", \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
-       ", \"ranks\": " + std::to_string(R) + ", \"hw_threads\": " +
+       ", \"ranks\": " + std::to_string(R) + ", \"candidate_uid\": " + std::to_string(cand.uid()) +
+       ", \"judge_uid\": " + std::to_string((long)geteuid()) + ", \"hw_threads\": " +
        std::to_string(std::thread::hardware_concurrency()) + "}}\n";
   // The ranks' processes end before the verdict exists: nothing of theirs runs after it.
   for (Region* sh : {csh, bsh}) {
