@@ -36,6 +36,7 @@
 #include "cuco_abi.h"
 #include "cuco_problem.h"
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <nccl.h>
 #include <algorithm>
@@ -49,9 +50,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -491,6 +494,73 @@ static bool order_bit(unsigned long long seed, int it) {
   return (((z ^ (z >> 31)) >> 17) + (unsigned long long)it) & 1;
 }
 
+// ------------------------------------------------------------------------------------------------
+// The stream memory operations the ABI offers (cuco_abi.h): the driver's, looked up here before any
+// candidate code runs, so that a candidate never needs a driver entry point of its own.
+// ------------------------------------------------------------------------------------------------
+static PFN_cuStreamWaitValue32_v11070 g_wait_value32 = nullptr;
+static PFN_cuStreamWriteValue32_v11070 g_write_value32 = nullptr;
+static void lookup_stream_memops() {
+  cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&g_wait_value32, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) g_wait_value32 = nullptr;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&g_write_value32, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) g_write_value32 = nullptr;
+  (void)cudaGetLastError();
+}
+extern "C" CUresult cuco_stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return g_wait_value32 ? g_wait_value32(stream, addr, value, flags) : CUDA_ERROR_NOT_SUPPORTED;
+}
+extern "C" CUresult cuco_stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return g_write_value32 ? g_write_value32(stream, addr, value, flags) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host threads. A thread a candidate starts could wait for a call's kernels and launch the rest of its
+// work after the clock stopped (during the checks, or the next call). The kernel's list of this process's
+// threads (/proc/self/task), never a count the candidate could write: a thread a call started must have
+// ended before the call's end event is recorded (the harness waits for it, up to 2 s, on the clock); one
+// still running then fails the call. Threads of the CUDA runtime and NCCL (named "cuda..." and "NCCL ...")
+// may outlive a call or cuco_candidate_setup: they start lazily, and a candidate cannot name a thread (the
+// symbol policy refuses prctl, pthread_setname_np and files).
+// ------------------------------------------------------------------------------------------------
+static std::set<long> thread_ids() {
+  std::set<long> ids;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) if (e->d_name[0] != '.') ids.insert(strtol(e->d_name, nullptr, 10));
+    closedir(d);
+  }
+  return ids;
+}
+static std::string thread_name(long tid) {
+  char path[64]; snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
+  char buf[32] = "";
+  if (FILE* f = fopen(path, "r")) { if (!fgets(buf, sizeof buf, f)) buf[0] = 0; fclose(f); }
+  std::string n = buf; while (!n.empty() && (n.back() == '\n' || n.back() == ' ')) n.pop_back();
+  return n;
+}
+static bool runtime_thread(const std::string& name) { return name.rfind("cuda", 0) == 0 || name.rfind("NCCL", 0) == 0; }
+// The threads started since `before` that are still running and are not the runtime's, after waiting up to
+// `wait_s` for them to end: "" when none, else what to say.
+static std::string threads_left(const std::set<long>& before, double wait_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  for (;;) {
+    std::vector<std::string> left;
+    for (long t : thread_ids())
+      if (!before.count(t)) {
+        std::string n = thread_name(t);
+        if (!n.empty() && !runtime_thread(n)) left.push_back(n);
+      }
+    if (left.empty()) return "";
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string o = std::to_string(left.size()) + " thread(s) it started still running " + std::to_string((int)wait_s) + " s later (";
+      for (size_t i = 0; i < left.size() && i < 4; i++) o += (i ? ", " : "") + left[i];
+      return o + "): a candidate's threads must end before it returns";
+    }
+    usleep(50);
+  }
+}
+
 static void align_ranks(ChildState& st) {
   CKN(ncclAllReduce(st.align_buf, st.align_buf + 1, 1, ncclInt32, ncclSum, st.hcomm, st.stream));
 }
@@ -509,10 +579,14 @@ static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), boo
   align_ranks(st);
   CKC(cudaStreamSynchronize(st.stream));
   align_ranks(st);  // all ranks now arrive within host skew; this one aligns them on the GPU
+  const std::set<long> threads_before = thread_ids();
   double h0 = now_ms();
   CKC(cudaEventRecord(st.e0, st.stream));
   ctx.error[0] = 0;
   int rc = run(&ctx);
+  // on the clock: threads the call started end before its end event (the baseline's calls pay the same look)
+  std::string left = threads_left(threads_before, 2.0);
+  if (!left.empty()) { err = "cuco_run returned while " + left; return false; }
   CKC(cudaEventRecord(st.e1, st.stream));
   cudaError_t se = cudaDeviceSynchronize();
   double h1 = now_ms();
@@ -740,6 +814,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
   if (ndev < st.nranks) child_fatal("job needs " + std::to_string(st.nranks) + " GPUs, " + std::to_string(ndev) + " visible");
   CKC(cudaSetDevice(rank));
   cudaDeviceProp prop; CKC(cudaGetDeviceProperties(&prop, rank));
+  lookup_stream_memops();
 
   // NCCL unique id through a file (rank 0 writes it, atomically renamed; the others poll, bounded).
   ncclUniqueId id;
@@ -827,8 +902,15 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     // setup: candidate then baseline, each with its own state
     cuco_ctx cctx = ctx, bctx = ctx;
     std::string cfg_err; bool ok = true;
+    const std::set<long> threads_before_setup = thread_ids();
     if (cand.setup(&cctx) != 0) {  // its peers may be blocked in a collective setup call: end this rank now
       rec("fail\t%s\t%s", sc.name.c_str(), clean(std::string("candidate setup failed: ") + cctx.error).c_str());
+      _exit(4);
+    }
+    // a thread setup left running would outlive every call's clock
+    std::string setup_left = threads_left(threads_before_setup, 2.0);
+    if (!setup_left.empty()) {
+      rec("fail\t%s\t%s", sc.name.c_str(), clean("candidate setup returned while " + setup_left).c_str());
       _exit(4);
     }
     (void)cudaGetLastError();

@@ -227,11 +227,8 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaMemcpy(&s->peers, d, sizeof(GaPeers), cudaMemcpyDeviceToHost));
   CUCO_CK(cudaFree(d));
-  cudaDriverEntryPointQueryResult q;
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&s->wait_value, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !s->wait_value) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32 not available"); return 1; }
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&s->write_value, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !s->write_value) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32 not available"); return 1; }
+  s->wait_value = cuco_stream_wait_value32;   // the harness's (cuco_abi.h)
+  s->write_value = cuco_stream_write_value32;
   int lo = 0, hi = 0;
   CUCO_CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   for (int k = 0; k < s->peers.n; k++) {
