@@ -13,6 +13,7 @@ import dataclasses
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -137,9 +138,11 @@ async def test_unshare_when_the_node_names_it(engine_with_key, tmp_path):
     check_probe(res.log, outside)
 
 
-async def test_a_job_sees_the_toolchain_and_its_directory_not_the_node_users_files(monkeypatch, tmp_path):
+async def test_a_job_sees_the_toolchain_and_its_directory_not_the_node_users_files(monkeypatch, tmp_path, request):
     """A node user's key in a home of their own, /proc/sys, the rest of /: none of it is the job's to see."""
-    home = tmp_path / "nodeuser"
+    # not under /tmp, which every job sees as its own (empty) directory anyway
+    home = Path(tempfile.mkdtemp(prefix="cuco-nodeuser-", dir="/var/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_test").write_text(f"-----BEGIN KEY----- {CANARY}-ssh\n")
     monkeypatch.setenv("HOME", str(home))
