@@ -51,6 +51,7 @@ ALLOWED = [
     "snprintf",
     "rename",
     "stderr",
+    "write",
 ]
 
 DECLS = (
@@ -68,6 +69,7 @@ DECLS = (
     'extern "C" FILE* stderr;\n'
     'extern "C" int snprintf(char*, unsigned long, const char*, ...);\n'
     'extern "C" int rename(const char*, const char*);\n'
+    'extern "C" long write(int, const void*, unsigned long);\n'
 )
 
 
@@ -76,12 +78,8 @@ def layout() -> dict[str, int]:
     names = {
         "cmd_seq": "offsetof(Region, cmd_seq)",
         "data_floats": "offsetof(Region, data_floats)",
-        "put_head": "offsetof(Region, put_head)",
-        "ring": "offsetof(Region, ring)",
         "put_size": "sizeof(PutReq)",
-        "put_from": "offsetof(PutReq, from)",
         "put_src_off": "offsetof(PutReq, src_off)",
-        "ring_len": "kRing",
     }
     src = (
         '#include <cstddef>\n#include <cstdio>\n#include "cuco_shared.h"\nusing namespace cuco_shared;\nint main() {\n'
@@ -197,19 +195,18 @@ def region_cheats(lay: dict[str, int]) -> dict[str, tuple[str, str]]:
         "    }\n"
         "  }\n"
     )
-    # After honest work: a put written straight into the link's queue (round the put call's own checks),
-    # whose `col + cols` wraps round in 32 bits (it crashed the judge, leaving whatever result.json was there).
+    # After honest work: a put sent straight on the link's socket (descriptor 11, round the put call's own
+    # checks), whose `col + cols` wraps round in 32 bits (it crashed the judge, leaving whatever result.json
+    # was there).
     wrap = (
         "  {\n    " + region + "    int rc = cuco_candidate_honest(p);\n"
         "    p->barrier(p->barrier_ctx);\n"
         "    if (p->rank == 0) {\n"
-        f"      unsigned* head = (unsigned*)(cuco_candidate_region + {lay['put_head']});\n"
-        "      unsigned i = __atomic_fetch_add(head, 1, __ATOMIC_ACQ_REL);\n"
-        f"      char* e = cuco_candidate_region + {lay['ring']} + (unsigned long)(i % {lay['ring_len']}) * {lay['put_size']};\n"
+        f"      char e[{lay['put_size']}] = {{0}};\n"
         "      int fields[9] = {0, 1, 0, 0x7fffff00, 1, 0x200, 0x200, 0, 0};   // from dst row col rows cols src_ld flag helper\n"
-        f"      memcpy(e + {lay['put_from']}, fields, sizeof fields);\n"
+        "      memcpy(e, fields, sizeof fields);\n"
         f"      *(long*)(e + {lay['put_src_off']}) = 0;\n"
-        "      __atomic_store_n((unsigned*)e, i + 1, __ATOMIC_RELEASE);\n"
+        "      if (write(11, e, sizeof e) != (long)sizeof e) return 47;\n"
         '      printf("wrapping put queued\\n");\n'
         "      fflush(nullptr);\n"
         "    }\n"

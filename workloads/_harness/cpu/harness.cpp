@@ -36,8 +36,10 @@
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <grp.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -54,7 +56,7 @@ using jsonmin::num;
 using jsonmin::quote;
 using namespace cuco_shared;
 
-int cuco_ranks_main(const char* role, int fd);   // ranks.cpp
+int cuco_ranks_main(const char* role, int fd, int sock);   // ranks.cpp
 
 namespace {
 
@@ -143,10 +145,13 @@ std::string printable(const char* s, size_t cap) {
 }
 
 // The link: one copy engine per source rank, modelled by the judge, one link per ranks' process (each
-// serves its own region). A put is queued at the moment the judge's link thread read it from the queue, by
-// the judge's clock: a time the ranks' process wrote would let a candidate date its puts back to the
-// call's start and overlap for free. Every limit it checks a put against (the geometry, the data area's
-// size) is the judge's own, never a field of the shared region. Transfers of one rank queue behind each other. Its bytes land progressively, as a
+// serves its own region). A put reaches the judge as a datagram on a socket of its own (the put's fields,
+// fixed when it was sent), and is queued at the moment the kernel stamped it when it was sent
+// (SO_TIMESTAMPNS): a time the candidate cannot move back (a time it wrote would let it date a put made
+// after its compute back to the call's start, and overlap for free), and one the judge's link thread need
+// not be running at (on two busy cores it waits for one). Every limit a put is checked against (the
+// geometry, the data area's size) is the judge's own, never a field of the shared region. Transfers of one
+// rank queue behind each other. Its bytes land progressively, as a
 // DMA engine's do: in row blocks of about kLandBytes, each at the time the link has carried it, copied by
 // the judge from the source in the shared region into the destination rank's `out`; the put's flag
 // counter rises with its last block. The link thread sleeps between landings; the ranks wait on the
@@ -154,15 +159,17 @@ std::string printable(const char* s, size_t cap) {
 constexpr size_t kLandBytes = 64 * 1024;
 class Link {
  public:
-  Link(Region* sh, int64_t data_floats) : sh_(sh), data_floats_(data_floats), thread_([this] { loop(); }) {}
+  // `sock`: the judge's end of the ranks' process's put socket (the link owns it).
+  Link(Region* sh, int64_t data_floats, int sock)
+      : sh_(sh), data_floats_(data_floats), sock_(sock), thread_([this] { loop(); }) {}
   ~Link() {
     {
       std::lock_guard<std::mutex> g(mu_);
       quit_ = true;
     }
-    sh_->put_bell.fetch_add(1);
-    futex_wake(&sh_->put_bell);
+    shutdown(sock_, SHUT_RDWR);   // wakes its poll at once
     thread_.join();
+    close(sock_);
   }
   // A config's geometry and link speed, and where the ranks' outputs are (the ranks' processes are stopped).
   void configure(int R, int M, int N, double gbps, std::vector<float*> outs) {
@@ -179,16 +186,15 @@ class Link {
     bad_.clear();
     record_ = record;
     free_at_.assign(R_, Clock::time_point());
-    tail_ = 0;
-    sh_->put_head.store(0);
-    sh_->put_tail.store(0);
-    for (uint32_t i = 0; i < kRing; ++i) sh_->ring[i].seq.store(0, std::memory_order_relaxed);
     for (int r = 0; r < R_; ++r) {
       for (auto& c : sh_->counters[r]) c.store(0, std::memory_order_relaxed);
       sh_->posted[r].store(0);
       sh_->landed[r].store(0);
-      sh_->busy_until_ns[r].store(0);
     }
+    // The kernel stamps a datagram by the real-time clock; the judge's is monotonic
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    real_minus_judge_ns_ = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - ns_of(Clock::now());
     active_ = true;
   }
   // The call's start (the judge's clock, taken just before the ranks' process is let run).
@@ -257,11 +263,12 @@ class Link {
   };
   struct Landed { int dst, row, col, rows, cols; };
 
+  static constexpr int kIdlePoll = 20;   // ms: how long the link sleeps with nothing to land
+
   void loop() {
     prctl(PR_SET_TIMERSLACK, 1UL);   // landings on time, not 50 us late
     std::unique_lock<std::mutex> lk(mu_);
     while (!quit_) {
-      const uint32_t bell = sh_->put_bell.load();
       Clock::time_point next = Clock::time_point::max();
       if (active_) {
         auto now = Clock::now();
@@ -269,33 +276,54 @@ class Link {
         deliver_due(now);
         for (auto& it : pending_) next = std::min(next, it.land_at);
       }
-      sh_->link_sleeping.store(1);
-      // A put queued since the intake rang the bell: futex_wait then returns at once.
       lk.unlock();
-      struct timespec ts = ns_timespec(next == Clock::time_point::max() ? 100000000
-                                                                       : ns_of(next) - ns_of(Clock::now()));
-      if (next == Clock::time_point::max() || ts.tv_sec || ts.tv_nsec) futex_wait(&sh_->put_bell, bell, &ts);
-      sh_->link_sleeping.store(0);
+      // until a put arrives or the next landing is due
+      int64_t wait_ns = next == Clock::time_point::max() ? (int64_t)kIdlePoll * 1000000 : ns_of(next) - ns_of(Clock::now());
+      if (wait_ns > 0) {
+        struct pollfd pfd = {sock_, POLLIN, 0};
+        struct timespec ts = ns_timespec(wait_ns);
+        ppoll(&pfd, 1, &ts, nullptr);
+      }
       lk.lock();
     }
   }
-  // Take the puts the ranks have queued (in order; each checked: the queue is the candidate's memory).
+  // Take the puts the ranks' process has sent (in order; each checked: its fields are the candidate's).
   void intake(Clock::time_point now) {
     for (;;) {
-      PutReq& q = sh_->ring[tail_ % kRing];
-      if (q.seq.load(std::memory_order_acquire) != tail_ + 1) return;
+      PutReq q;
+      char control[CMSG_SPACE(sizeof(struct timespec))];
+      struct iovec io = {&q, sizeof q};
+      struct msghdr msg;
+      memset(&msg, 0, sizeof msg);
+      msg.msg_iov = &io;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = recvmsg(sock_, &msg, MSG_DONTWAIT);
+      if (n < 0) return;   // nothing more (EAGAIN), or the ranks' process is gone
+      int64_t sent_ns = INT64_MIN;
+      for (struct cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_TIMESTAMPNS) {
+          struct timespec ts;
+          memcpy(&ts, CMSG_DATA(h), sizeof ts);
+          sent_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - real_minus_judge_ns_;
+        }
+      // a put is taken from the call's start on; without the kernel's stamp, when the link reads it
+      const auto sent = sent_ns == INT64_MIN ? now : Clock::time_point(Clock::duration(sent_ns));
+      const auto queued = std::min(now, std::max(call_t0_, sent));
+      if (n != (ssize_t)sizeof q) {
+        if (bad_.empty()) bad_ = "the link was handed something that is not a put: its socket was written around the put call";
+        continue;
+      }
       const int from = q.from, dst = q.dst, row = q.row, col = q.col, rows = q.rows, cols = q.cols;
       const int src_ld = q.src_ld, flag = q.flag;
       const bool helper = q.helper != 0;
       const int64_t off = q.src_off;
-      const auto queued = std::max(call_t0_, now);
-      ++tail_;
-      sh_->put_tail.store(tail_, std::memory_order_release);
       if (!put_fits(from, dst, row, col, rows, cols, src_ld, flag, off)) {
         if (bad_.empty()) bad_ = "the link was handed a put it cannot carry (rank " + std::to_string(from) + " to " +
                                  std::to_string(dst) + ", " + std::to_string(rows) + " x " + std::to_string(cols) +
                                  " at row " + std::to_string(row) + ", column " + std::to_string(col) +
-                                 "): the queue was written around the put call";
+                                 "): its socket was written around the put call";
         continue;
       }
       const size_t row_bytes = (size_t)cols * sizeof(float);
@@ -312,7 +340,6 @@ class Link {
         r0 += block;
       } while (r0 < rows);
       free_at_[from] = at;
-      sh_->busy_until_ns[from].store(ns_of(at));
       if (record_ && puts_.size() < 20000)
         puts_.push_back(PutRecord{from, dst, queued, std::max(queued, free_before), at, (long)rows * cols * (long)sizeof(float), helper});
     }
@@ -352,6 +379,8 @@ class Link {
 
   Region* sh_;
   const int64_t data_floats_;   // the data area's size, the judge's
+  const int sock_;              // puts arrive here, stamped by the kernel when sent
+  int64_t real_minus_judge_ns_ = 0;
   int R_ = 0, M_ = 0, N_ = 0, ld_ = 0;
   double bytes_per_s_ = 1e9;
   std::vector<float*> outs_;
@@ -361,7 +390,6 @@ class Link {
   std::vector<PutRecord> puts_;            // the profiled call's
   std::vector<unsigned char> delivered_;   // undelivered_peer_tiles' map of one rank's out
   std::string bad_;
-  uint32_t tail_ = 0;
   Clock::time_point call_t0_;
   bool active_ = false, record_ = false, quit_ = false;
   std::mutex mu_;
@@ -385,15 +413,18 @@ void drop_capabilities() {
 // executable, stopped except while one of its calls is timed, its threads counted by the kernel.
 class RankProcess {
  public:
-  // `uid`: the uid it runs under (0: the judge's own).
-  RankProcess(const char* role, int fd, Region* sh, uid_t uid = 0) : role_(role), sh_(sh) {
+  // `fd`: its region; `sock`: its end of the put socket; `uid`: the uid it runs under (0: the judge's own).
+  RankProcess(const char* role, int fd, int sock, Region* sh, uid_t uid = 0) : role_(role), sh_(sh) {
     sh_->ready.store(0);
     pid_ = fork();
     if (pid_ < 0) die_with_result(g_mode, std::string("cannot start the ranks' process: ") + strerror(errno));
     if (pid_ == 0) {
       int devnull = open("/dev/null", O_RDONLY);   // the nonce came on stdin: not for the ranks
       if (devnull >= 0) dup2(devnull, 0);
-      fcntl(fd, F_SETFD, 0);   // its own region survives the exec; every other descriptor of the judge's does not
+      // Its region and its put socket survive the exec, as descriptors 10 and 11 in both ranks' processes (one
+      // layout: arguments of one length); every other descriptor of the judge's does not.
+      const int region = fcntl(fd, F_DUPFD_CLOEXEC, 20), put = fcntl(sock, F_DUPFD_CLOEXEC, 20);
+      if (region < 0 || put < 0 || dup2(region, 10) != 10 || dup2(put, 11) != 11) _exit(126);
       if (uid != 0) {   // no group of root's, then the uid (which clears every capability)
         if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
           fprintf(stderr, "harness: the candidate's ranks keep the judge's uid: %s\n", strerror(errno));
@@ -403,8 +434,7 @@ class RankProcess {
       // length): with layouts of their own, where the process's stacks and mappings fell made the seed
       // measure 0.75x-1.16x against its own copy (the same code, the same shared buffers).
       personality(ADDR_NO_RANDOMIZE);
-      std::string fds = std::to_string(fd);
-      execl("/proc/self/exe", "cuco-ranks", "--ranks", role, fds.c_str(), (char*)nullptr);
+      execl("/proc/self/exe", "cuco-ranks", "--ranks", role, "10", "11", (char*)nullptr);
       _exit(127);
     }
     // Ready: its threads started and its filter installed. Then it is stopped until its first call.
@@ -926,6 +956,18 @@ uid_t candidate_uid() {
   return (uid_t)(0x60000000u + (uint32_t)(r % 0x10000000u));
 }
 
+// The put socket of one ranks' process: sv[0] the judge's link's (the kernel stamps every datagram when it
+// was sent), sv[1] the ranks' process's. Room for a few hundred puts before a put waits.
+void put_socket(int sv[2]) {
+  if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0)
+    die_with_result(g_mode, std::string("cannot create the link's socket: ") + strerror(errno));
+  int on = 1, bytes = 8 << 20;
+  if (setsockopt(sv[0], SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0)
+    die_with_result(g_mode, std::string("cannot stamp the link's socket: ") + strerror(errno));
+  setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
+
 // A region of shared memory for one ranks' process (its descriptor in *fd, for that process alone).
 Region* make_region(int R, int64_t floats, int* fd) {
   const size_t bytes = data_offset() + (size_t)floats * sizeof(float);
@@ -950,7 +992,7 @@ std::string mismatch_json(const Mismatch& m, const std::string& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && !strcmp(argv[1], "--ranks")) return cuco_ranks_main(argv[2], atoi(argv[3]));
+  if (argc == 5 && !strcmp(argv[1], "--ranks")) return cuco_ranks_main(argv[2], atoi(argv[3]), atoi(argv[4]));
   cuco_clock::init();
   // Not dumpable: a ranks' process (same user) may not open this one's memory, environment or descriptors
   // through /proc, nor attach to it.
@@ -1011,18 +1053,22 @@ int main(int argc, char** argv) {
     most = std::max(most, Buffers::floats(R, (int)prm.number("M", 64), (int)prm.number("N", 64), (int)prm.number("K", 16)));
   }
   // A region for each ranks' process: the candidate's never maps the baseline's.
-  int cfd = -1, bfd = -1;
+  int cfd = -1, bfd = -1, cput[2], bput[2];
   Region* csh = make_region(R, most, &cfd);
   Region* bsh = make_region(R, most, &bfd);
-  Link clink(csh, most), blink(bsh, most);
-  RankProcess cand("cand", cfd, csh, candidate_uid());   // role names of one length: one layout
+  put_socket(cput);
+  put_socket(bput);
+  Link clink(csh, most, cput[0]), blink(bsh, most, bput[0]);
+  RankProcess cand("cand", cfd, cput[1], csh, candidate_uid());   // role names of one length: one layout
   g_procs[0] = &cand;
   cand.link = &clink;
   close(cfd);
-  RankProcess base("base", bfd, bsh);
+  close(cput[1]);
+  RankProcess base("base", bfd, bput[1], bsh);
   g_procs[1] = &base;
   base.link = &blink;
   close(bfd);
+  close(bput[1]);
   Runner run{R, cand, base, tol};
   std::vector<ConfigResult> results;
   bool all_ok = true;
