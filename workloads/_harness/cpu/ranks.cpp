@@ -64,10 +64,10 @@ thread_local int t_rank = -1;   // the rank whose thread this is (-1: a thread t
 
 struct Port {   // what a rank's `link` points at
   Region* sh;
-  int sock;      // the put socket (its other end is the judge's link)
   int rank;
   bool record;   // the profiled call: waits, quiets and barriers are recorded
   SpinBarrier* barrier;
+  int sock;      // the put socket (its other end is the judge's link)
 };
 
 void record(Region* sh, EventKind kind, int rank, int64_t t0) {
@@ -200,8 +200,8 @@ int cuco_ranks_main(const char* role, int fd, int sock) {
   SpinBarrier barrier(sh, R);
   std::vector<Port> ports(R), recording(R);
   for (int r = 0; r < R; ++r) {
-    ports[r] = Port{sh, sock, r, false, &barrier};
-    recording[r] = Port{sh, sock, r, true, &barrier};
+    ports[r] = Port{sh, r, false, &barrier, sock};
+    recording[r] = Port{sh, r, true, &barrier, sock};
   }
   std::vector<std::thread> threads;
   for (int r = 0; r < R; ++r)
