@@ -7,7 +7,8 @@ A job runs code an LLM wrote. The launcher starts it
   reaches it, whatever its name (nor one a setup line exports under a name that says so);
 - under bubblewrap (`bwrap`), with a file system of its own that shows only what a job needs: the toolchain
   read-only (`/usr` and its links, `/etc` without its secrets, `/sys`, and the directories the job's
-  PATH, LD_LIBRARY_PATH, PYTHONPATH, CUDA_HOME, CUDA_PATH, NCCL_HOME, VIRTUAL_ENV and CUCO_PYTHON name),
+  PATH, LD_LIBRARY_PATH, PYTHONPATH, CUDA_HOME, CUDA_PATH, NCCL_HOME, VIRTUAL_ENV and CUCO_PYTHON name, and
+  the prefix of the job's own command when it is an absolute path),
   its own directory writable, a private `/tmp` (and `/dev/shm`), the GPUs (`gpu` mode): never the node
   user's home or the rest of `/`; its own pid namespace and a fresh `/proc` (no other process's environ,
   memory or fds) with `/proc/sys` read-only, its own network namespace (loopback only), IPC and UTS
@@ -144,10 +145,13 @@ if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --as-pi
   done
   for f in {" ".join(ETC_SECRETS)}; do [ -e "$f" ] && view="$view --ro-bind /dev/null $f"; done
   for f in {" ".join(ETC_SECRET_DIRS)}; do [ -d "$f" ] && view="$view --tmpfs $f"; done
-  # an interpreter's prefix (a venv's python links to one elsewhere)
+  # an interpreter's prefix, and where a venv's python links to (the job's own command, if absolute, too)
   prefixes=
-  for x in "${{CUCO_PYTHON:-}}" "${{VIRTUAL_ENV:-/nonexistent}}/bin/python"; do
-    t=$(readlink -f "$x" 2>/dev/null) && [ -x "$t" ] && prefixes="$prefixes:${{t%/bin/*}}"
+  for x in "${{CUCO_PYTHON:-}}" "${{VIRTUAL_ENV:-/nonexistent}}/bin/python" "$1"; do
+    case $x in /*/bin/*) ;; *) continue;; esac
+    t=$(readlink -f "$x" 2>/dev/null) && [ -x "$t" ] || continue
+    prefixes="$prefixes:${{x%/bin/*}}"
+    case $t in /*/bin/*) prefixes="$prefixes:${{t%/bin/*}}";; esac
   done
   home=$(cd -P "${{HOME:-/nonexistent}}" 2>/dev/null && pwd) || home=/nonexistent
   IFS=:
