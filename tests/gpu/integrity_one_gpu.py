@@ -47,7 +47,8 @@ def main() -> int:
 
     def answer(req) -> Reply:
         name = names[next(turn) % len(names)]
-        return Reply(f"{name}\n<<<<<<< SEARCH\n{old}=======\n{bodies[name]}>>>>>>> REPLACE\n", 100, 100)
+        text = f"{name}\n<<<<<<< SEARCH\n{old}=======\n{bodies[name]}>>>>>>> REPLACE\n"
+        return Reply(text, input_tokens=100, output_tokens=100)
 
     env = {k: v for k, v in os.environ.items() if not k.endswith("_KEY")}
     env.update(HOME=str(nodehome), CUCO_OPENAI_COMPAT_KEY=KEY)
