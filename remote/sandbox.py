@@ -5,14 +5,24 @@ A job runs code an LLM wrote. The launcher starts it
 - with an environment built from an allow-list (names below, plus the ones the job itself sets and the
   ones a node's `setup:` lines export), so no key, token or password of the engine's or the node's user
   reaches it, whatever its name (nor one a setup line exports under a name that says so);
-- under bubblewrap (`bwrap`): its own pid namespace and a fresh `/proc` (no other process's environ,
-  memory or fds), the whole file system read-only except its own job directory, a private `/tmp` (and
-  `/dev/shm`), its own network namespace (loopback only), IPC and UTS namespaces, every capability
-  dropped, killed when its launcher dies; the command is its namespace's pid 1 (bwrap's own reaper there
-  kept a Slurm job in the queue ~3 s after it ended), so everything it leaves dies with it;
-- else under util-linux `unshare`: pid and mount namespaces, a fresh `/proc`, a private `/tmp`, network
-  and IPC namespaces; the rest of the file system stays writable (say so in the log);
-- else as a plain process with the allow-listed environment only, and a notice in its log.
+- under bubblewrap (`bwrap`), with a file system of its own that shows only what a job needs: the toolchain
+  read-only (`/usr` and its links, `/etc` without its secrets, `/sys`, and the directories the job's
+  PATH, LD_LIBRARY_PATH, PYTHONPATH, CUDA_HOME, CUDA_PATH, NCCL_HOME, VIRTUAL_ENV and CUCO_PYTHON name, and
+  the prefix of the job's own command when it is an absolute path),
+  its own directory writable, a private `/tmp` (and `/dev/shm`), the GPUs (`gpu` mode): never the node
+  user's home or the rest of `/`; its own pid namespace and a fresh `/proc` (no other process's environ,
+  memory or fds) with `/proc/sys` read-only, its own network namespace (loopback only), IPC and UTS
+  namespaces, every capability dropped (run by root, a `cpu` job keeps three for its harness: CAP_SETUID and
+  CAP_SETGID to run the candidate's ranks under a uid of their own, CAP_KILL to stop and resume them), killed
+  when its launcher dies; the command is its namespace's pid 1 (bwrap's own reaper there kept a Slurm job
+  in the queue ~3 s after it ended), so everything it leaves dies with it;
+- without a working bwrap, no candidate runs, unless the node's user names a weaker sandbox
+  (`export CUCO_SANDBOX=unshare` or `CUCO_SANDBOX=none` in the node's `setup:` lines, or in the engine's
+  environment for local jobs): util-linux `unshare` (pid and mount namespaces, a fresh `/proc`, a private
+  `/tmp`, network and IPC namespaces; the rest of the file system visible and writable) or a plain process
+  with the allow-listed environment only. The job's log then says which (WEAKER_NOTICES), and every result
+  built from it says so (evaluation.py). Else the job exits NO_SANDBOX_EXIT, which faults.py takes for the
+  node's fault.
 
 `sh -c LAUNCHER cuco-sandbox MODE CMD...` runs CMD in the current directory (the job's): MODE is `gpu`
 (the host's /dev, for the GPUs) or `cpu` (a minimal /dev). A node that gives its jobs a shared scratch
@@ -45,13 +55,25 @@ ENV_ALLOW = (
     "CUDA_VISIBLE_DEVICES",
     "VIRTUAL_ENV",
     "PYTHONPATH",
+    "CUCO_SANDBOX",
+    "CUCO_SANDBOX_WRITABLE",
 )  # where the NCCL wheel may be installed (the build finds NCCL_HOME through it)
 # Families of names a job may inherit (locale, NCCL's and CUDA's knobs, Slurm's job description).
 ENV_ALLOW_PREFIXES = ("LC_", "NCCL_", "CUDA_", "SLURM_")
 # Never, even inside an allowed family (NCCL_..._TOKEN would be someone's secret).
 SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL")
-NO_SANDBOX_NOTICE = "cuco: no sandbox on this node (neither bwrap nor unshare works): the job ran unconfined"
-PARTIAL_NOTICE = "cuco: bwrap missing or unusable on this node; sandboxed with unshare (file system writable)"
+NO_SANDBOX_EXIT = 95  # no working bwrap, and the node's user named no weaker sandbox: nothing ran
+NO_SANDBOX_NOTICE = "cuco: no sandbox on this node (CUCO_SANDBOX=none): the job ran unconfined"
+PARTIAL_NOTICE = "cuco: bwrap missing or unusable on this node; sandboxed with unshare (CUCO_SANDBOX=unshare: file system visible and writable)"
+WEAKER_NOTICES = {"unshare": PARTIAL_NOTICE, "none": NO_SANDBOX_NOTICE}
+REFUSED_NOTICE = (
+    "cuco: bwrap is missing or does not work on this node, so no job runs there: install bubblewrap "
+    "(apt-get install bubblewrap, dnf install bubblewrap), or name a weaker sandbox in the node's setup lines "
+    "(export CUCO_SANDBOX=unshare, or CUCO_SANDBOX=none), and every result from it will say so"
+)
+# Files and directories of /etc a job never sees (passwords, host keys, TLS keys, sudo rules).
+ETC_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/security/opasswd")
+ETC_SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/etc/cuco")
 
 
 def env_name_allowed(name: str, keep: Iterable[str] = ()) -> bool:
@@ -111,12 +133,49 @@ as_child='"$@"; exit $?'
 # run by another user, the sandbox has none already
 caps=
 [ "$(id -u)" = 0 ] && caps="--cap-drop ALL"
+weaker=${{CUCO_SANDBOX:-}}
 if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --as-pid-1 --proc /proc $caps true >/dev/null 2>&1; then
-  exec bwrap --ro-bind / / $dev --proc /proc --tmpfs /tmp $binds --bind "$d" "$d" --chdir "$d" \\
+  # Run by root, a cpu job's harness keeps what it needs to run the candidate's ranks as another user
+  [ -n "$caps" ] && [ "$mode" = cpu ] && caps="$caps --cap-add CAP_SETUID --cap-add CAP_SETGID --cap-add CAP_KILL"
+  # The view: the toolchain read-only, the job's directory, nothing else of the node's
+  view=
+  for p in /usr /bin /sbin /lib /lib32 /lib64 /libx32 /etc /sys; do
+    if [ -L "$p" ]; then view="$view --symlink $(readlink "$p") $p"
+    elif [ -d "$p" ]; then view="$view --ro-bind $p $p"; fi
+  done
+  for f in {" ".join(ETC_SECRETS)}; do [ -e "$f" ] && view="$view --ro-bind /dev/null $f"; done
+  for f in {" ".join(ETC_SECRET_DIRS)}; do [ -d "$f" ] && view="$view --tmpfs $f"; done
+  # an interpreter's prefix, and where a venv's python links to (the job's own command, if absolute, too)
+  prefixes=
+  for x in "${{CUCO_PYTHON:-}}" "${{VIRTUAL_ENV:-/nonexistent}}/bin/python" "$1"; do
+    case $x in /*/bin/*) ;; *) continue;; esac
+    t=$(readlink -f "$x" 2>/dev/null) && [ -x "$t" ] || continue
+    prefixes="$prefixes:${{x%/bin/*}}"
+    case $t in /*/bin/*) prefixes="$prefixes:${{t%/bin/*}}";; esac
+  done
+  home=$(cd -P "${{HOME:-/nonexistent}}" 2>/dev/null && pwd) || home=/nonexistent
+  IFS=:
+  for p in $PATH:${{LD_LIBRARY_PATH:-}}:${{PYTHONPATH:-}}:${{CUDA_HOME:-}}:${{CUDA_PATH:-}}:${{NCCL_HOME:-}}:${{VIRTUAL_ENV:-}}$prefixes; do
+    case $p in /*) ;; *) continue;; esac
+    r=$(cd -P "$p" 2>/dev/null && pwd) || continue
+    # never a directory the node user's home lies in (nor the home itself), nor what the view has already
+    case "$home/" in "$r"/*) continue;; esac
+    case $r in /|/usr|/usr/*|/etc|/etc/*|/sys|/sys/*|/proc|/proc/*|/dev|/dev/*) continue;; esac
+    view="$view --ro-bind $r $r"
+    [ "$r" = "$p" ] || view="$view --ro-bind $r $p"
+  done
+  IFS=$oldifs
+  # /tmp first: a toolchain named under the host's /tmp is bound on top of the private one
+  exec bwrap --tmpfs /tmp $view $dev --proc /proc --ro-bind /proc/sys /proc/sys --setenv HOME /tmp \\
+    $binds --bind "$d" "$d" --chdir "$d" \\
     --unshare-pid --as-pid-1 --unshare-ipc --unshare-uts --unshare-net --unshare-cgroup-try --die-with-parent \\
     $caps \\
     -- /bin/sh -c "$as_child" cuco-job "$@"
 fi
+case $weaker in
+  unshare|none) ;;
+  *) echo "{REFUSED_NOTICE}" >&2; exit {NO_SANDBOX_EXIT};;
+esac
 userns=
 [ "$(id -u)" = 0 ] || userns="--user --map-root-user"
 # cwd still names the job directory once /tmp is covered: bind it back from there
@@ -128,11 +187,12 @@ net=--net
 if [ "$mode" = gpu ] && ! command -v ip >/dev/null 2>&1 && ! command -v ifconfig >/dev/null 2>&1; then
   net=; unset NCCL_SOCKET_IFNAME
 fi
-if command -v unshare >/dev/null 2>&1 && unshare $userns --pid --fork --mount --mount-proc true >/dev/null 2>&1; then
+if [ "$weaker" = unshare ] && command -v unshare >/dev/null 2>&1 && unshare $userns --pid --fork --mount --mount-proc true >/dev/null 2>&1; then
   echo "{PARTIAL_NOTICE}" >&2
   exec unshare $userns --pid --fork --kill-child --mount --mount-proc --ipc $net --propagation private \\
     sh -c "$private_tmp" cuco-sandbox "$d" "$@"
 fi
+if [ "$weaker" = unshare ]; then echo "{REFUSED_NOTICE} (CUCO_SANDBOX=unshare, but unshare does not work here either)" >&2; exit {NO_SANDBOX_EXIT}; fi
 echo "{NO_SANDBOX_NOTICE}" >&2
 exec "$@"
 """

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus
+from remote.sandbox import WEAKER_NOTICES
 
 from ..llm.keys import redact
 from ..timeline import timeline
@@ -41,6 +42,17 @@ NCCL_PRELUDE = (
     'NCCL_HOME=$(${CUCO_PYTHON:-python3} -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null) '
     '|| { echo "cuco: NCCL not found on this node: pip install nvidia-nccl-cu13==2.28.9 or set NCCL_HOME" >&2; exit 97; }; '
     "fi; export NCCL_HOME; "
+)
+
+
+# After a job that failed, the job's own shell (never the candidate's code) tries to write 64 KiB in the
+# job's directory: where it cannot, the disk is full, and the job exits faults.NO_SPACE_EXIT, which
+# faults.py takes for the environment's fault. Nothing the job printed is read for that.
+SPACE_PROBE = (
+    'rc=$?; if [ "$rc" -ne 0 ]; then '
+    "if ! (printf '%65536s' '' >.cuco-space) 2>/dev/null; then rm -f .cuco-space; "
+    f'echo "cuco: no space left in the job directory" >&2; exit {faults.NO_SPACE_EXIT}; fi; '
+    'rm -f .cuco-space; fi; exit "$rc"'
 )
 
 
@@ -113,7 +125,9 @@ def build_job(workload: Workload, source: str, job_id: str, frozen_objects: dict
     link = workload.build_command.replace(
         "{sources}", " ".join(shlex.quote(s) for s in [*frozen, CANDIDATE_OBJECT])
     ).replace("{binary}", BINARY)
-    script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + compile_ + "; " + link
+    script = (
+        "( set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + compile_ + "; " + link + " ); " + SPACE_PROBE
+    )
     return JobSpec(
         job_id=job_id,
         argv=["sh", "-c", script],
@@ -141,7 +155,13 @@ def frozen_objects_job(workload: Workload, job_id: str) -> JobSpec:
         for i, name in enumerate(names)
     ]
     waits = "s=0; " + "".join(f"wait $p{i} || s=1; " for i in range(len(names))) + "exit $s"
-    script = "set -e; " + (NCCL_PRELUDE if workload.build_nccl else "") + "; ".join([*compiles, waits])
+    script = (
+        "( set -e; "
+        + (NCCL_PRELUDE if workload.build_nccl else "")
+        + "; ".join([*compiles, waits])
+        + " ); "
+        + SPACE_PROBE
+    )
     return JobSpec(
         job_id=job_id,
         argv=["sh", "-c", script],
@@ -219,11 +239,12 @@ def spec_json(
     return json.dumps(spec, sort_keys=True).encode()
 
 
-# The nonce reaches the harness through a pipe on stdin: the file is gone before the binary starts, and
-# a pipe is read once, so code of the candidate's that reads it first leaves the harness without it
-# (which fails the job). The harness echoes it in result.json: a result written by anyone else lacks it.
+# The nonce reaches the harness as its stdin: a subshell opens the file, removes its name and execs the
+# harness in its own place, so no process ever holds the nonce but the harness (which is not dumpable and
+# closes the descriptor once read); no shell reads it into its memory, none keeps the file open. The
+# harness echoes it in result.json: a result written by anyone else lacks it.
 NONCE_FILE = ".nonce"
-NONCE_WRAPPER = 'n=$(cat .nonce); rm -f .nonce; printf %s "$n" | exec "$@"'
+NONCE_WRAPPER = '( exec <.nonce && rm -f .nonce && exec "$@" )'
 
 
 def launch_argv(workload: Workload) -> list[str]:
@@ -254,13 +275,14 @@ def run_job(
     """A harness run in `mode` (verify or benchmark). `wrapper`: an sh script that runs the launch command
     as "$@" (a profiler around it); `outputs`: files it brings back beside result.json."""
     argv = launch_argv(workload)
-    if wrapper is not None:
-        argv = ["sh", "-c", wrapper, "sh", *argv]
     stage = VERIFY if mode == VERIFY else BENCHMARK
     files = {BINARY: binary, SPEC: spec_json(workload, mode, seed, configs=configs, timeline=timeline)}
-    if nonce is not None:
+    if nonce is not None:  # innermost: a profiler around the harness never holds it either
         argv = ["sh", "-c", NONCE_WRAPPER, "sh", *argv, "--nonce-stdin"]
         files[NONCE_FILE] = nonce.encode()
+    if wrapper is not None:
+        argv = ["sh", "-c", wrapper, "sh", *argv]
+    argv = ["sh", "-c", '"$@"; ' + SPACE_PROBE, "sh", *argv]
     return JobSpec(
         job_id=job_id,
         argv=argv,
@@ -378,6 +400,22 @@ async def build_stage(
     return Built(job.outputs[BINARY], stages)
 
 
+def weaker_sandbox(stages: list[StageRecord]) -> str | None:
+    """The weaker sandbox a node's user chose (CUCO_SANDBOX=unshare or none) where a stage's job ran in one,
+    from the notice its launcher printed before anything of the job's ran; None under bwrap."""
+    for name, notice in WEAKER_NOTICES.items():
+        if any(notice in (st.log or "") for st in stages):
+            return name
+    return None
+
+
+def _with_sandbox(metrics: dict[str, Any], stages: list[StageRecord]) -> dict[str, Any]:
+    weaker = weaker_sandbox(stages)
+    if weaker is not None:
+        metrics["sandbox"] = f"{weaker} (weaker than bwrap: chosen by the node's CUCO_SANDBOX)"
+    return metrics
+
+
 def read_result(job: JobResult, mode: str, expected: list[str], nonce: str | None) -> HarnessResult:
     """The harness's result.json, believed only if it carries the job's nonce and its timings fit in the
     job's wall time as measured from outside; raises ResultError otherwise."""
@@ -429,7 +467,10 @@ async def evaluate_source(
         job = await _run(executor, run_job(workload, binary, mode, stage_seed, f"{job_prefix}-{suffix}", nonce))
         rec = _record(mode, job)
         stages.append(rec)
-        if rec.status != "ok" and not (rec.status == "failed" and RESULT in job.outputs):
+        fault = faults.of_job(mode, job)
+        if rec.status != "ok" and (
+            not (rec.status == "failed" and RESULT in job.outputs) or (fault is not None and fault.environment)
+        ):
             await hook(mode, rec)
             out = _failure(mode, rec, job)
             out.stages = stages
@@ -443,6 +484,23 @@ async def evaluate_source(
             reason = f"{mode}: {exc}"
             return EvalOutcome("failed", reason=reason, feedback=f"{reason}\n{trim(job.log)}", stages=stages)
         rec.result = result.raw
+        judged = faults.of_judge(mode, result.raw)
+        if judged is not None:  # the harness's own setup failed before any candidate code ran
+            rec.status = "failed"
+            await hook(mode, rec)
+            return EvalOutcome(
+                "failed",
+                reason=judged.reason,
+                feedback=f"{judged.reason}\n{trim(job.log)}",
+                stages=stages,
+                fault=judged,
+            )
+        if job.rc != 0 and result.correct:
+            # Whatever the file says: the judge writes a correct verdict and exits 0, or it did not finish.
+            rec.status = "failed"
+            await hook(mode, rec)
+            reason = f"{mode}: the job exited with status {job.rc}: its result.json is not believed"
+            return EvalOutcome("failed", reason=reason, feedback=f"{reason}\n{trim(job.log)}", stages=stages)
         if not result.correct:
             rec.status = "incorrect"
             await hook(mode, rec)
@@ -452,7 +510,7 @@ async def evaluate_source(
                 reason=summary,
                 feedback=f"{mode}: {summary}",
                 stages=stages,
-                metrics={VERIFY if mode == VERIFY else BENCHMARK: result.raw},
+                metrics=_with_sandbox({VERIFY if mode == VERIFY else BENCHMARK: result.raw}, stages),
             )
         await hook(mode, rec)
         results.append(result)
@@ -467,7 +525,10 @@ async def evaluate_source(
 
     if upto == VERIFY:
         return EvalOutcome(
-            VERIFIED, reason="correct on every config; not measured", stages=stages, metrics={VERIFY: results[0].raw}
+            VERIFIED,
+            reason="correct on every config; not measured",
+            stages=stages,
+            metrics=_with_sandbox({VERIFY: results[0].raw}, stages),
         )
     benches = results[1:]
     best = min(benches, key=lambda r: r.speedup or 0.0)  # conservative when re-measured
@@ -481,6 +542,7 @@ async def evaluate_source(
         metrics["flags"] = flags
     if best.timelines:
         metrics["timeline"] = timeline.summarize(best.timelines)
+    _with_sandbox(metrics, stages)
     return EvalOutcome(
         "done",
         speedup=best.speedup,

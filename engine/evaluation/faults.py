@@ -8,9 +8,14 @@ ending the job, a killed or missing toolchain, a GPU in a bad state, a store tha
 None of those says anything about the candidate's design point, so it is never marked failed for them:
 its stage is retried (`fault_policy`) and the run pauses itself when the fault persists.
 
-Text in a job's log is written partly by the candidate (its compile errors, what it prints), so a
-candidate could dress its own failure up as the environment's. `fault_policy` bounds that: an
-environment fault that only one candidate keeps meeting while others evaluate cleanly is its own.
+Only what the executor and the judge saw decides: the job's status as the executor observed it (lost,
+never started, killed from outside), exit codes only the job's own shell or the harness can produce (the
+job's shell found no space to write in its directory; the build's NCCL lookup failed; the compiler is
+missing), and a failure the harness reports in its own result (carrying the job's nonce) from before any
+candidate code ran. Never text in a job's log: the candidate writes part of it (its compile errors, what
+it prints), and one that printed "No space left on device" and crashed would pause the run.
+`fault_policy` bounds what is left (a candidate that gets its job killed from outside): an environment
+fault that only one candidate keeps meeting while others evaluate cleanly is its own.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from remote.jobs import JobResult, JobStatus, NoUsableNode
+from remote.sandbox import NO_SANDBOX_EXIT
 
 from .stages import BUILD
 
@@ -38,44 +44,19 @@ TOOLCHAIN = "toolchain"
 GPU = "GPU"
 STORE = "store"
 EXECUTOR = "executor"
+NO_SANDBOX = "no sandbox"
 
 # Kinds for which retrying at once is pointless: the run pauses itself after a short backoff instead of
 # working through every pending candidate (each would meet the same full disk or dead cluster).
-PERSISTENT = frozenset({NO_SPACE, STORE, NO_NODE})
+PERSISTENT = frozenset({NO_SPACE, STORE, NO_NODE, NO_SANDBOX})
 
 NOT_OURS_EXIT = 97  # evaluation.NCCL_PRELUDE: the node has no NCCL for the build
+NO_SPACE_EXIT = 98  # evaluation.SPACE_PROBE: the job's shell could not write 64 KiB in the job's directory
 SHELL_NOT_FOUND = 127  # sh: the compiler (or another tool) is not installed there
 KILLED = {-9, 128 + 9}  # SIGKILL, seen directly or through `sh -c` (OOM killer, an operator)
 
-_LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
-    (NO_SPACE, re.compile(r"No space left on device|Disk quota exceeded|database or disk is full", re.I)),
-    (
-        HOST_OOM,
-        re.compile(
-            r"Cannot allocate memory|fork: retry: Resource temporarily unavailable|"
-            r"virtual memory exhausted|Out of memory: Killed process",
-            re.I,
-        ),
-    ),
-    (
-        TOOLCHAIN,
-        re.compile(
-            r"Killed signal terminated program|internal compiler error: Killed|"
-            r"nvcc error\s*: '[^']+' died due to signal 9",
-            re.I,
-        ),
-    ),
-    (
-        GPU,
-        re.compile(
-            r"uncorrectable ECC|cudaErrorECCUncorrectable|GPU is lost|fallen off the bus|"
-            r"all CUDA-capable devices are busy or unavailable|cudaErrorDevicesUnavailable|"
-            r"no CUDA-capable device is detected|CUDA driver version is insufficient|"
-            r"cudaErrorSystemNotReady|cudaErrorSystemDriverMismatch|Xid \d+",
-            re.I,
-        ),
-    ),
-)
+# The executor's own error text (it could not create or start the job): no candidate code has run.
+_EXECUTOR_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded|database or disk is full", re.I)
 # A Slurm job that the scheduler (not the job) ended, as the Slurm executor names its state.
 _SLURM_ENDED = re.compile(
     r"\b(PREEMPTED|NODE_FAIL|BOOT_FAIL|DEADLINE|REVOKED|CANCELLED|SPECIAL_EXIT|REQUEUED)\b|"
@@ -120,8 +101,8 @@ def _first_match(pattern: re.Pattern, text: str) -> str:
 
 
 def of_job(stage: str, job: JobResult) -> Fault | None:
-    """The fault of a stage's job, or None when it ran and exited 0. Only what the executor itself
-    observed (status, exit code) and well-known system messages in the log are taken as the environment's."""
+    """The fault of a stage's job, or None when it ran and exited 0. Only what the executor itself observed
+    (status, exit code) is taken as the environment's; what the job printed only words a reason."""
     if job.status is JobStatus.LOST:
         where = f" on {job.node}" if job.node else ""
         if _SLURM_ENDED.search(job.error or ""):
@@ -133,7 +114,7 @@ def of_job(stage: str, job: JobResult) -> Fault | None:
         )
     if job.status is JobStatus.ERROR:
         text = job.error or "the executor could not start it"
-        kind = NO_SPACE if _LOG_PATTERNS[0][1].search(text) else HOST_OOM if "OUT_OF_MEMORY" in text else EXECUTOR
+        kind = NO_SPACE if _EXECUTOR_NO_SPACE.search(text) else HOST_OOM if "OUT_OF_MEMORY" in text else EXECUTOR
         return environment(kind, f"{stage}: {text}")
     if job.status is JobStatus.CANCELLED:
         return environment(EXECUTOR, f"{stage}: cancelled by the engine")
@@ -142,10 +123,18 @@ def of_job(stage: str, job: JobResult) -> Fault | None:
     if job.rc == 0:
         return None
     log = job.log or ""
-    for kind, pattern in _LOG_PATTERNS:
-        line = _first_match(pattern, log)
-        if line:
-            return environment(kind, f"{stage}: {line}")
+    if job.rc == NO_SANDBOX_EXIT:
+        return environment(
+            NO_SANDBOX,
+            f"{stage}: {job.node or 'the node'} has no working bwrap and names no weaker sandbox: nothing ran "
+            "(install bubblewrap, or export CUCO_SANDBOX=unshare in the node's setup lines)",
+        )
+    if job.rc == NO_SPACE_EXIT:
+        return environment(
+            NO_SPACE,
+            f"{stage}: no space left on {job.node or 'the node'}: after the job failed, its shell could not write "
+            "64 KiB in the job's directory",
+        )
     if stage == BUILD and not log.strip():
         # A compiler that fails says why; one that said nothing could not write its log (a full disk).
         return environment(
@@ -168,6 +157,18 @@ def of_job(stage: str, job: JobResult) -> Fault | None:
             "the host's OOM killer or an operator)",
         )
     return candidate("failed", f"{stage} failed with exit code {job.rc}")
+
+
+def of_judge(stage: str, result: dict) -> Fault | None:
+    """An environment fault the harness itself reports in its result.json (already checked to carry the
+    job's nonce): its own setup failed before any candidate code ran (a GPU it could not use, memory it
+    could not get). `{"environment": {"kind": ..., "reason": ...}}`; None when there is none."""
+    env = result.get("environment")
+    if not isinstance(env, dict) or not isinstance(env.get("reason"), str):
+        return None
+    kind = env.get("kind")
+    known = {NO_SPACE, HOST_OOM, TOOLCHAIN, GPU}
+    return environment(kind if kind in known else EXECUTOR, f"{stage}: {env['reason'][:300]}")
 
 
 def of_exception(exc: BaseException) -> Fault:

@@ -89,3 +89,13 @@ def test_a_slowed_candidate_measures_slower_and_the_timings_fit_the_wall_time():
     res = bench(BAD / "slow.cu")
     assert res["correct"] is True and all(c["speedup"] < 0.5 for c in res["configs"])
     assert res["timed_ms"] > 0
+
+
+def test_a_helper_thread_left_running_is_refused():
+    """A thread the candidate's setup started and left running would launch work after every call's clock
+    stopped: the harness lists the process's threads (the kernel's /proc/self/task) after setup and after
+    every call, and refuses one that is not the runtime's."""
+    res = bench(BAD / "host_thread.cu")
+    assert res["correct"] is False
+    errors = [c.get("error") or "" for c in res["configs"]] + [res.get("error") or ""]
+    assert any("thread(s) it started still running" in e for e in errors), errors

@@ -63,6 +63,23 @@ CHEATS = {
     ),
     "setenv": ("", '  setenv("NCCL_PROTO", "LL", 1);\n'),
     "host_asm": ("", '  if (ctx->rank == 99) asm volatile("syscall" ::: "rax", "rcx", "r11", "memory");\n'),
+    # a denied driver function reached by its name, through the pointer the runtime hands out
+    "driver_entry_point": (
+        "",
+        "  {\n"
+        "    void* fn = nullptr; cudaDriverEntryPointQueryResult q;\n"
+        '    cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &fn, 12000, cudaEnableDefault, &q);\n'
+        "    if (fn) ((CUresult (*)(CUcontext))fn)(nullptr);\n"
+        "  }\n",
+    ),
+    "driver_proc_address": (
+        "",
+        "  {\n"
+        "    void* fn = nullptr;\n"
+        '    cuGetProcAddress("cuCtxSetCurrent", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr);\n'
+        "    if (fn) ((CUresult (*)(CUcontext))fn)(nullptr);\n"
+        "  }\n",
+    ),
 }
 
 EXPECTED = {
@@ -74,6 +91,8 @@ EXPECTED = {
     "dlsym": "candidate calls `dlsym` (dynamic loading)",
     "setenv": "candidate calls `setenv` (the environment)",
     "host_asm": "inline assembly (`asm`) in host code",
+    "driver_entry_point": "candidate calls `cudaGetDriverEntryPointByVersion` (driver entry-point lookups, which hand out",
+    "driver_proc_address": "candidate calls `cuGetProcAddress",
 }
 
 
@@ -136,3 +155,16 @@ def test_cuda_seeds_and_variants_pass_the_policy(workload_name, tmp_path):
     }
     refused = {name: r for name, r in verdicts(w, sources, tmp_path).items() if r}
     assert not refused, refused
+
+
+def test_the_gpu_bad_candidates_meet_the_policy_as_they_should(tmp_path):
+    """Compiled here, run on a GPU by tests/gpu/test_integrity_gpu.py and tests/gpu/integrity_one_gpu.sh: the
+    helper-thread candidate is the harness's to catch (the policy admits it), the entry-point one the policy's."""
+    w = load_workload("gemm_allgather")
+    bad = Path(__file__).resolve().parents[1] / "gpu" / "bad_candidates"
+    sources = {n: (bad / f"{n}.cu").read_text() for n in ("host_thread", "entry_point")}
+    for src in sources.values():
+        blocks.validate_child(w.seed_source, src.split("\n", 1)[1])  # a legal edit, once its test line is off
+    found = verdicts(w, sources, tmp_path)
+    assert found["host_thread"] == [], found["host_thread"]
+    assert any("cudaGetDriverEntryPointByVersion" in r for r in found["entry_point"]), found["entry_point"]

@@ -13,16 +13,20 @@ import dataclasses
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from engine import blocks
+from engine.evaluation import faults
 from engine.evaluation.evaluation import evaluate_source
+from engine.evaluation.stages import VERIFY
 from engine.workload import load_workload
 from remote.jobs import JobSpec
 from remote.local import LocalExecutor
 from remote.remote_job import read_result, run_script
+from remote.sandbox import NO_SANDBOX_EXIT, PARTIAL_NOTICE
 
 CANARY = "sk-ant-CANARY-sandbox-0123456789"
 RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {\n'
@@ -86,30 +90,79 @@ async def test_local_job_sees_no_secret_no_process_and_writes_only_its_directory
     assert res.ok, res.log
     check_probe(res.log, outside)
     assert "CUCO_JOB_SETTING=kept" in res.log  # what the job itself sets survives
-    # no capability, even when the engine runs as root (bwrap keeps a root caller's unless told)
-    assert "CapEff:\t0000000000000000" in res.log, res.log
+    # no capability, even when the engine runs as root (bwrap keeps a root caller's unless told), but the
+    # three a cpu job's harness needs to run the candidate's ranks under a uid of their own
+    want = "00000000000000e0" if os.geteuid() == 0 else "0000000000000000"
+    assert f"CapEff:\t{want}" in res.log, res.log
     assert res.outputs["own"] == b"mine\n"
     assert "no sandbox" not in res.log
 
 
-async def test_unshare_is_the_fallback_when_bwrap_is_unusable(engine_with_key, tmp_path):
-    if shutil.which("unshare") is None:
-        pytest.skip("util-linux unshare is not on PATH")
+def fake_bwrap(tmp_path: Path) -> str:
+    """A PATH on which bwrap exists but does not work."""
     fake = tmp_path / "fakebin"
-    fake.mkdir()
+    fake.mkdir(exist_ok=True)
     (fake / "bwrap").write_text("#!/bin/sh\nexit 1\n")
     (fake / "bwrap").chmod(0o755)
+    return f"{fake}:{os.environ['PATH']}"
+
+
+async def test_without_bwrap_no_job_runs_unless_a_weaker_sandbox_is_named(engine_with_key, tmp_path):
+    ex = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=1, gpus=[], extra_env={"PATH": fake_bwrap(tmp_path)})
+    try:
+        res = await ex.run(JobSpec("probe", ["sh", "-c", "echo RAN"]))
+    finally:
+        await ex.close()
+    assert res.rc == NO_SANDBOX_EXIT and "RAN" not in res.log, res.log
+    assert "install bubblewrap" in res.log and "CUCO_SANDBOX=unshare" in res.log
+    fault = faults.of_job("verify", res)
+    assert fault is not None and fault.environment and fault.persistent, fault
+
+
+async def test_unshare_when_the_node_names_it(engine_with_key, tmp_path):
+    if shutil.which("unshare") is None:
+        pytest.skip("util-linux unshare is not on PATH")
     outside = [Path("/tmp") / f"cuco-escape-unshare-{os.getpid()}"]
     ex = LocalExecutor(
-        work_dir=tmp_path / "jobs", cpu_slots=1, gpus=[], extra_env={"PATH": f"{fake}:{os.environ['PATH']}"}
+        work_dir=tmp_path / "jobs",
+        cpu_slots=1,
+        gpus=[],
+        extra_env={"PATH": fake_bwrap(tmp_path), "CUCO_SANDBOX": "unshare"},
     )
     try:
         res = await ex.run(JobSpec("probe", ["sh", "-c", probe_script(engine_with_key.pid, outside)]))
     finally:
         await ex.close()
     assert res.ok, res.log
-    assert "sandboxed with unshare" in res.log
+    assert PARTIAL_NOTICE in res.log
     check_probe(res.log, outside)
+
+
+async def test_a_job_sees_the_toolchain_and_its_directory_not_the_node_users_files(monkeypatch, tmp_path, request):
+    """A node user's key in a home of their own, /proc/sys, the rest of /: none of it is the job's to see."""
+    # not under /tmp, which every job sees as its own (empty) directory anyway
+    home = Path(tempfile.mkdtemp(prefix="cuco-nodeuser-", dir="/var/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_test").write_text(f"-----BEGIN KEY----- {CANARY}-ssh\n")
+    monkeypatch.setenv("HOME", str(home))
+    script = (
+        f"cat {home}/.ssh/id_test $HOME/.ssh/id_test 2>&1; echo ROOT $(ls /); "
+        "(echo cuco > /proc/sys/kernel/domainname) 2>/dev/null && echo SYSCTL-WRITTEN; "
+        "cat /etc/shadow 2>/dev/null | head -c 1 | wc -c | sed 's/^/SHADOW /'; "
+        "command -v g++ >/dev/null && echo TOOLCHAIN-OK; echo x > own && echo JOB-OK"
+    )
+    ex = LocalExecutor(work_dir=tmp_path / "jobs", cpu_slots=1, gpus=[])
+    try:
+        res = await ex.run(JobSpec("view", ["sh", "-c", script], outputs=["own"]))
+    finally:
+        await ex.close()
+    assert res.ok, res.log
+    assert CANARY not in res.log, res.log
+    assert "SYSCTL-WRITTEN" not in res.log and "SHADOW 0" in res.log, res.log
+    assert "TOOLCHAIN-OK" in res.log and "JOB-OK" in res.log, res.log
+    root = next(line for line in res.log.splitlines() if line.startswith("ROOT ")).split()[1:]
+    assert "usr" in root and not {"var", "opt", "home", "mnt", "srv"} & set(root), root
 
 
 def test_remote_wrapper_filters_the_nodes_environment_and_sandboxes(engine_with_key, tmp_path):
@@ -226,3 +279,25 @@ def test_what_a_nodes_setup_exports_reaches_the_job_but_no_secret_named_one(tmp_
     log = members["logtail"].decode()
     assert "CUCO_SETUP_VAR=loaded" in log, log
     assert CANARY not in log and "HF_TOKEN" not in log
+
+
+@needs_gxx
+def test_every_result_from_a_weaker_sandbox_says_so(tmp_path):
+    if shutil.which("unshare") is None:
+        pytest.skip("util-linux unshare is not on PATH")
+    workload = dataclasses.replace(load_workload("demo"), warmup=1, iters=1)
+
+    async def main():
+        ex = LocalExecutor(
+            work_dir=tmp_path / "jobs", extra_env={"PATH": fake_bwrap(tmp_path), "CUCO_SANDBOX": "unshare"}
+        )
+        try:
+            return await asyncio.wait_for(
+                evaluate_source(workload, workload.seed_source, ex, job_prefix="weak", seed=5, upto=VERIFY), 240
+            )
+        finally:
+            await ex.close()
+
+    out = asyncio.run(main())
+    assert out.status == "verified", (out.status, out.reason)
+    assert out.metrics is not None and out.metrics["sandbox"].startswith("unshare (weaker than bwrap"), out.metrics

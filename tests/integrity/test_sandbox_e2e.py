@@ -1,5 +1,6 @@
 """End to end: `cuco run --headless` with a canary key in its environment, and an LLM (a local server) that
-answers with a spy: a candidate that reads the engine's /proc/PID/environ for the key, prints it, and
+answers with a spy: a candidate that reads the engine's /proc/PID/environ for the key and a key file in the
+node user's home (the engine's HOME: local jobs run on the engine's node), prints them, and
 writes into --home and the workload folder (a write "succeeds" only where the path lies under /tmp, which
 is the job's own: nothing lands outside). The spy fails (nothing to steal), nothing was written, and the
 canary is in no file under --home (the SQLite database, its WAL, the blobs: stage logs, feedback, prompts)
@@ -13,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from fake_llm import FakeLLMServer, Reply  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = "sk-ant-CANARY-e2e-9876543210fedcba"
+NODE_SECRET = "NODE-USER-KEY-e2e-13579bdf"
 RUN_HEAD = 'extern "C" int cuco_run(const cuco_problem* p) {'
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH: the spy is compiled")
@@ -37,7 +40,7 @@ SPY_DECLS = (
 )
 
 
-def spy(engine_pid: int, targets: list[Path]) -> str:
+def spy(engine_pid: int, targets: list[Path], node_file: Path) -> str:
     names = ", ".join(f'"{t}"' for t in targets)
     return (
         "  {\n"
@@ -48,6 +51,11 @@ def spy(engine_pid: int, targets: list[Path]) -> str:
         "      fclose(f);\n"
         "      for (unsigned long i = 0; i + 18 < n; ++i)\n"
         '        if (!memcmp(buf + i, "ANTHROPIC_API_KEY=", 18)) { printf("stolen: %s\\n", buf + i); found = 1; }\n'
+        "    }\n"
+        f'    if (FILE* f = fopen("{node_file}", "rb")) {{\n'
+        "      unsigned long n = fread(buf, 1, sizeof buf - 1, f);\n"
+        "      fclose(f);\n"
+        '      buf[n] = 0; printf("node file: %s\\n", buf); found = 1;\n'
         "    }\n"
         f"    const char* targets[] = {{{names}}};\n"
         "    for (const char* t : targets)\n"
@@ -67,10 +75,16 @@ def test_a_spy_from_the_llm_steals_no_key_and_the_canary_is_nowhere(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     targets = [home / "pwned", folder / "pwned"]
+    # the node user's home (the engine's, for local jobs), with a key in it; not under /tmp, which every job
+    # sees as its own (empty) directory anyway
+    nodehome = Path(tempfile.mkdtemp(prefix="cuco-nodeuser-", dir="/var/tmp"))
+    (nodehome / ".ssh").mkdir(parents=True)
+    node_file = nodehome / ".ssh" / "id_test"
+    node_file.write_text(f"-----BEGIN KEY-----\n{NODE_SECRET}\n")
     engine: dict[str, int] = {}
 
     def answer(req) -> Reply:
-        body = spy(engine["pid"], targets)
+        body = spy(engine["pid"], targets, node_file)
         return Reply(
             f"Faster.\n<<<<<<< SEARCH\n{RUN_HEAD}\n=======\n{SPY_DECLS}{RUN_HEAD}\n{body}>>>>>>> REPLACE\n",
             input_tokens=100,
@@ -78,7 +92,7 @@ def test_a_spy_from_the_llm_steals_no_key_and_the_canary_is_nowhere(tmp_path):
         )
 
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_KEY"))}
-    env.update(PYTHONPATH=str(ROOT), ANTHROPIC_API_KEY=CANARY, CUCO_OPENAI_COMPAT_KEY=CANARY)
+    env.update(PYTHONPATH=str(ROOT), ANTHROPIC_API_KEY=CANARY, CUCO_OPENAI_COMPAT_KEY=CANARY, HOME=str(nodehome))
     with FakeLLMServer(responder=answer) as srv:
         model = f"openai-compat:coder@{srv.url}/v1"
         proc = subprocess.Popen(
@@ -118,7 +132,9 @@ def test_a_spy_from_the_llm_steals_no_key_and_the_canary_is_nowhere(tmp_path):
     assert all(status == "incorrect" and "cuco_run returned 7" in (reason or "") for status, reason in spies), spies
     for t in targets:
         assert not t.exists(), f"the spy wrote {t}"
-    assert not any(CANARY in p for p in prompts), "the canary reached a prompt"
-    leaked = [str(p) for p in home.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+    shutil.rmtree(nodehome, ignore_errors=True)
+    assert not any(CANARY in p or NODE_SECRET in p for p in prompts), "a secret reached a prompt"
+    secret = (CANARY.encode(), NODE_SECRET.encode())
+    leaked = [str(p) for p in home.rglob("*") if p.is_file() and any(x in p.read_bytes() for x in secret)]
     assert leaked == [], leaked
-    assert CANARY not in out
+    assert CANARY not in out and NODE_SECRET not in out

@@ -1,11 +1,12 @@
-// The memory the CPU harness's judge shares with the processes that run the ranks.
+// The memory the CPU harness's judge shares with a process that runs the ranks.
 //
 // The judge (the harness's first process) owns the clock, the link model, the pristine inputs, the
 // reference, the nonce, the verdict and result.json. The ranks run in processes of their own, started from
 // a fresh image of the same executable (exec: nothing of the judge's memory is in them): one for the
-// candidate, one for the frozen baseline. Each maps this one region and nothing else of the judge's.
-// Everything in it is writable by the candidate, so the judge reads it as untrusted input (bounds-checked,
-// reset before every call) and decides nothing from it but what it verifies.
+// candidate, one for the frozen baseline, each with a region of its own (the candidate's process never maps
+// the baseline's). The judge reads a region as untrusted input (bounds-checked, reset before every call)
+// and decides nothing from it but what it verifies: the geometry, the data area's size and every time it
+// takes are its own copies, which the fields below only mirror for the ranks' process.
 #pragma once
 #include <atomic>
 #include <climits>
@@ -21,21 +22,17 @@
 namespace cuco_shared {
 
 constexpr int kMaxRanks = 64;
-constexpr uint32_t kRing = 8192;      // puts queued in one call before a put waits for the link to take them
 constexpr uint32_t kEvents = 20000;   // the profiled call's records of waits, quiets and barriers
 constexpr size_t kPage = 4096;
 
 enum Cmd : int32_t { kIdle = 0, kSetup, kCandidate, kProfiled, kBaseline, kCompOnly, kCommOnly, kTeardown, kQuit };
 enum EventKind : int32_t { kWait = 1, kQuiet = 2, kBarrier = 3 };
 
-// A put as the ranks' process queues it; the judge's link reads it, checks it and carries it.
+// A put as the ranks' process sends it: one datagram on its put socket (the kernel stamps when it was
+// sent); the judge's link reads it, checks it and carries it.
 struct PutReq {
-  std::atomic<uint32_t> seq;   // its ring index + 1 once the fields are written
   int32_t from, dst, row, col, rows, cols, src_ld, flag, helper;
   int64_t src_off;             // where the source starts, in floats from the start of the data area
-  int64_t t_ns;                // when it was queued, by the ranks' clock (CLOCK_MONOTONIC, the judge's too):
-                               // the judge takes it only between the call's start and the moment it saw
-                               // the put, where any time is one the candidate could have put it at
 };
 
 struct Event {   // a rank's wait, quiet or barrier in the profiled call (CLOCK_MONOTONIC, ns)
@@ -55,19 +52,14 @@ struct Region {
   int32_t cmd;
   std::atomic<uint32_t> done;
   int32_t rc[kMaxRanks];
-  // The link: puts go into the ring (put_head counts them, put_bell wakes the judge's link); the judge
-  // raises counters[dst][flag] when a put has landed, and landed[from] (what quiet waits for).
-  std::atomic<uint32_t> put_head, put_tail, put_bell;
-  std::atomic<int32_t> link_sleeping;   // the judge's link waits on put_bell: a put must ring it
-  std::atomic<int64_t> busy_until_ns[kMaxRanks];   // when a rank's link is done with what it has (a hint:
-                                                   // a put behind a busy link needs no wake-up)
+  // The link: puts go to the judge as datagrams (PutReq); the judge raises counters[dst][flag] when a put
+  // has landed, and landed[from] (what quiet waits for, against the ranks' own count of posted puts).
   std::atomic<uint32_t> posted[kMaxRanks], landed[kMaxRanks];
   std::atomic<int32_t> foreign_put;   // a put named another rank's link (seen in the ranks' process)
   // The profiled call's rank-side records.
   int64_t start_ns[kMaxRanks], return_ns[kMaxRanks];
   std::atomic<uint32_t> n_events;
   Event events[kEvents];
-  PutReq ring[kRing];
   std::atomic<uint32_t> counters[kMaxRanks][CUCO_FLAGS];
   char error[1024];   // why a ranks' process ended itself (a refused system call, a deadlock)
 };

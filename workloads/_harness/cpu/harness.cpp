@@ -35,7 +35,12 @@
 #include <linux/securebits.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <grp.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -51,18 +56,69 @@ using jsonmin::num;
 using jsonmin::quote;
 using namespace cuco_shared;
 
-int cuco_ranks_main(const char* role, int fd);   // ranks.cpp
+int cuco_ranks_main(const char* role, int fd, int sock);   // ranks.cpp
 
 namespace {
 
-std::string g_result_path, g_mode = "verify", g_nonce;
+std::string g_mode = "verify", g_nonce;
 
-void write_text(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  std::ofstream f(tmp);
-  f << text;
-  f.close();
-  std::rename(tmp.c_str(), path.c_str());
+// The verdict's channel. result.json is created by the judge before any candidate code exists (whatever an
+// earlier attempt left is removed first), with O_EXCL and O_NOFOLLOW: the file is the judge's own, not one
+// a candidate prepared. The verdict goes through that descriptor with every error checked, after both
+// ranks' processes have ended; the path must then still name the judge's file, or the verdict says it was
+// replaced (in a new file of the judge's). Any failure ends the judge with a status other than 0, and the
+// engine believes no result of a job that did not exit 0.
+class ResultFile {
+ public:
+  bool create(const std::string& path) {
+    path_ = path;
+    unlink(path.c_str());
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    return fd_ >= 0 && fstat(fd_, &st_) == 0;
+  }
+  // "" once written, else why not.
+  std::string write(const std::string& text) {
+    if (fd_ < 0) return "no result file";
+    if (ftruncate(fd_, 0) != 0) return std::string("ftruncate: ") + strerror(errno);
+    for (size_t at = 0; at < text.size();) {
+      ssize_t n = pwrite(fd_, text.data() + at, text.size() - at, (off_t)at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::string("write: ") + strerror(n < 0 ? errno : ENOSPC);
+      at += (size_t)n;
+    }
+    if (fsync(fd_) != 0) return std::string("fsync: ") + strerror(errno);
+    return "";
+  }
+  bool replaced() const {
+    struct stat now;
+    return stat(path_.c_str(), &now) != 0 || now.st_dev != st_.st_dev || now.st_ino != st_.st_ino;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  struct stat st_ {};
+};
+ResultFile g_result;
+
+std::string failed_result(const std::string& mode, const std::string& error);
+
+// Writes the verdict; returns the judge's exit status (0 only when it is in place, unreplaced).
+int write_verdict(const std::string& text, int status) {
+  std::string why = g_result.write(text);
+  if (why.empty() && g_result.replaced()) {
+    ResultFile again;
+    if (!again.create(g_result.path())) why = "cannot create it again: " + std::string(strerror(errno));
+    else why = again.write(failed_result(g_mode, "result.json was replaced while the job ran (the candidate wrote the "
+                                                 "job's directory): the harness's verdict was not where the engine reads it"));
+    if (why.empty()) return 3;
+  }
+  if (!why.empty()) {
+    fprintf(stderr, "harness: cannot write %s: %s\n", g_result.path().c_str(), why.c_str());
+    return 5;
+  }
+  return status;
 }
 
 std::string failed_result(const std::string& mode, const std::string& error) {
@@ -74,9 +130,9 @@ void kill_rank_processes();
 
 [[noreturn]] void die_with_result(const std::string& mode, const std::string& error) {
   kill_rank_processes();
-  write_text(g_result_path, failed_result(mode, error));
+  const int status = write_verdict(failed_result(mode, error), 3);
   fflush(stdout);
-  _exit(3);
+  _exit(status);
 }
 
 int64_t ns_of(Clock::time_point t) { return t.time_since_epoch().count(); }
@@ -88,12 +144,14 @@ std::string printable(const char* s, size_t cap) {
   return o;
 }
 
-// The link: one copy engine per source rank, modelled by the judge. A put is queued at the time the ranks'
-// process stamped on it, taken only between the call's start and the moment the judge's link thread read
-// it from the queue: any time in there is one at which the candidate could really have made that put (its
-// arguments are its own to choose, and the link reads the source only when the bytes land), so a forged
-// stamp buys nothing an honest put could not, while the link thread need not win a core from busy ranks
-// the instant a put is made. Transfers of one rank queue behind each other. Its bytes land progressively, as a
+// The link: one copy engine per source rank, modelled by the judge, one link per ranks' process (each
+// serves its own region). A put reaches the judge as a datagram on a socket of its own (the put's fields,
+// fixed when it was sent), and is queued at the moment the kernel stamped it when it was sent
+// (SO_TIMESTAMPNS): a time the candidate cannot move back (a time it wrote would let it date a put made
+// after its compute back to the call's start, and overlap for free), and one the judge's link thread need
+// not be running at (on two busy cores it waits for one). Every limit a put is checked against (the
+// geometry, the data area's size) is the judge's own, never a field of the shared region. Transfers of one
+// rank queue behind each other. Its bytes land progressively, as a
 // DMA engine's do: in row blocks of about kLandBytes, each at the time the link has carried it, copied by
 // the judge from the source in the shared region into the destination rank's `out`; the put's flag
 // counter rises with its last block. The link thread sleeps between landings; the ranks wait on the
@@ -101,15 +159,17 @@ std::string printable(const char* s, size_t cap) {
 constexpr size_t kLandBytes = 64 * 1024;
 class Link {
  public:
-  Link(Region* sh) : sh_(sh), thread_([this] { loop(); }) {}
+  // `sock`: the judge's end of the ranks' process's put socket (the link owns it).
+  Link(Region* sh, int64_t data_floats, int sock)
+      : sh_(sh), data_floats_(data_floats), sock_(sock), thread_([this] { loop(); }) {}
   ~Link() {
     {
       std::lock_guard<std::mutex> g(mu_);
       quit_ = true;
     }
-    sh_->put_bell.fetch_add(1);
-    futex_wake(&sh_->put_bell);
+    shutdown(sock_, SHUT_RDWR);   // wakes its poll at once
     thread_.join();
+    close(sock_);
   }
   // A config's geometry and link speed, and where the ranks' outputs are (the ranks' processes are stopped).
   void configure(int R, int M, int N, double gbps, std::vector<float*> outs) {
@@ -126,16 +186,15 @@ class Link {
     bad_.clear();
     record_ = record;
     free_at_.assign(R_, Clock::time_point());
-    tail_ = 0;
-    sh_->put_head.store(0);
-    sh_->put_tail.store(0);
-    for (uint32_t i = 0; i < kRing; ++i) sh_->ring[i].seq.store(0, std::memory_order_relaxed);
     for (int r = 0; r < R_; ++r) {
       for (auto& c : sh_->counters[r]) c.store(0, std::memory_order_relaxed);
       sh_->posted[r].store(0);
       sh_->landed[r].store(0);
-      sh_->busy_until_ns[r].store(0);
     }
+    // The kernel stamps a datagram by the real-time clock; the judge's is monotonic
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    real_minus_judge_ns_ = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - ns_of(Clock::now());
     active_ = true;
   }
   // The call's start (the judge's clock, taken just before the ranks' process is let run).
@@ -204,11 +263,12 @@ class Link {
   };
   struct Landed { int dst, row, col, rows, cols; };
 
+  static constexpr int kIdlePoll = 20;   // ms: how long the link sleeps with nothing to land
+
   void loop() {
     prctl(PR_SET_TIMERSLACK, 1UL);   // landings on time, not 50 us late
     std::unique_lock<std::mutex> lk(mu_);
     while (!quit_) {
-      const uint32_t bell = sh_->put_bell.load();
       Clock::time_point next = Clock::time_point::max();
       if (active_) {
         auto now = Clock::now();
@@ -216,37 +276,54 @@ class Link {
         deliver_due(now);
         for (auto& it : pending_) next = std::min(next, it.land_at);
       }
-      sh_->link_sleeping.store(1);
-      // A put queued since the intake rang the bell: futex_wait then returns at once.
       lk.unlock();
-      struct timespec ts = ns_timespec(next == Clock::time_point::max() ? 100000000
-                                                                       : ns_of(next) - ns_of(Clock::now()));
-      if (next == Clock::time_point::max() || ts.tv_sec || ts.tv_nsec) futex_wait(&sh_->put_bell, bell, &ts);
-      sh_->link_sleeping.store(0);
+      // until a put arrives or the next landing is due
+      int64_t wait_ns = next == Clock::time_point::max() ? (int64_t)kIdlePoll * 1000000 : ns_of(next) - ns_of(Clock::now());
+      if (wait_ns > 0) {
+        struct pollfd pfd = {sock_, POLLIN, 0};
+        struct timespec ts = ns_timespec(wait_ns);
+        ppoll(&pfd, 1, &ts, nullptr);
+      }
       lk.lock();
     }
   }
-  // Take the puts the ranks have queued (in order; each checked: the queue is the candidate's memory).
+  // Take the puts the ranks' process has sent (in order; each checked: its fields are the candidate's).
   void intake(Clock::time_point now) {
     for (;;) {
-      PutReq& q = sh_->ring[tail_ % kRing];
-      if (q.seq.load(std::memory_order_acquire) != tail_ + 1) return;
+      PutReq q;
+      char control[CMSG_SPACE(sizeof(struct timespec))];
+      struct iovec io = {&q, sizeof q};
+      struct msghdr msg;
+      memset(&msg, 0, sizeof msg);
+      msg.msg_iov = &io;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = recvmsg(sock_, &msg, MSG_DONTWAIT);
+      if (n < 0) return;   // nothing more (EAGAIN), or the ranks' process is gone
+      int64_t sent_ns = INT64_MIN;
+      for (struct cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_TIMESTAMPNS) {
+          struct timespec ts;
+          memcpy(&ts, CMSG_DATA(h), sizeof ts);
+          sent_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - real_minus_judge_ns_;
+        }
+      // a put is taken from the call's start on; without the kernel's stamp, when the link reads it
+      const auto sent = sent_ns == INT64_MIN ? now : Clock::time_point(Clock::duration(sent_ns));
+      const auto queued = std::min(now, std::max(call_t0_, sent));
+      if (n != (ssize_t)sizeof q) {
+        if (bad_.empty()) bad_ = "the link was handed something that is not a put: its socket was written around the put call";
+        continue;
+      }
       const int from = q.from, dst = q.dst, row = q.row, col = q.col, rows = q.rows, cols = q.cols;
       const int src_ld = q.src_ld, flag = q.flag;
       const bool helper = q.helper != 0;
       const int64_t off = q.src_off;
-      const auto stamped = Clock::time_point(Clock::duration(q.t_ns));
-      const auto queued = std::min(now, std::max(call_t0_, stamped));
-      ++tail_;
-      sh_->put_tail.store(tail_, std::memory_order_release);
-      const int64_t last = rows ? off + (int64_t)(rows - 1) * src_ld + cols : off;
-      if (from < 0 || from >= R_ || dst < 0 || dst >= R_ || flag < 0 || flag >= CUCO_FLAGS || rows < 0 || cols < 0 ||
-          row < 0 || col < 0 || col + cols > ld_ || row + rows > M_ || src_ld < cols || off < 0 ||
-          last > sh_->data_floats) {
+      if (!put_fits(from, dst, row, col, rows, cols, src_ld, flag, off)) {
         if (bad_.empty()) bad_ = "the link was handed a put it cannot carry (rank " + std::to_string(from) + " to " +
                                  std::to_string(dst) + ", " + std::to_string(rows) + " x " + std::to_string(cols) +
                                  " at row " + std::to_string(row) + ", column " + std::to_string(col) +
-                                 "): the queue was written around the put call";
+                                 "): its socket was written around the put call";
         continue;
       }
       const size_t row_bytes = (size_t)cols * sizeof(float);
@@ -263,10 +340,18 @@ class Link {
         r0 += block;
       } while (r0 < rows);
       free_at_[from] = at;
-      sh_->busy_until_ns[from].store(ns_of(at));
       if (record_ && puts_.size() < 20000)
         puts_.push_back(PutRecord{from, dst, queued, std::max(queued, free_before), at, (long)rows * cols * (long)sizeof(float), helper});
     }
+  }
+  // Every bound in 64-bit arithmetic on values already known to be small: no sum of the candidate's
+  // numbers can wrap round and pass.
+  bool put_fits(int from, int dst, int row, int col, int rows, int cols, int src_ld, int flag, int64_t off) const {
+    if (from < 0 || from >= R_ || dst < 0 || dst >= R_ || flag < 0 || flag >= CUCO_FLAGS) return false;
+    if (rows < 0 || cols < 0 || row < 0 || col < 0 || src_ld < cols || src_ld < 0 || off < 0) return false;
+    if ((int64_t)col + cols > ld_ || (int64_t)row + rows > M_ || off > data_floats_) return false;
+    const int64_t last = rows ? off + (int64_t)(rows - 1) * src_ld + cols : off;   // each term < 2^62
+    return last <= data_floats_;
   }
   void deliver_due(Clock::time_point now) {
     auto keep = std::partition(pending_.begin(), pending_.end(), [&](const Item& it) { return it.land_at > now; });
@@ -293,6 +378,9 @@ class Link {
   }
 
   Region* sh_;
+  const int64_t data_floats_;   // the data area's size, the judge's
+  const int sock_;              // puts arrive here, stamped by the kernel when sent
+  int64_t real_minus_judge_ns_ = 0;
   int R_ = 0, M_ = 0, N_ = 0, ld_ = 0;
   double bytes_per_s_ = 1e9;
   std::vector<float*> outs_;
@@ -302,7 +390,6 @@ class Link {
   std::vector<PutRecord> puts_;            // the profiled call's
   std::vector<unsigned char> delivered_;   // undelivered_peer_tiles' map of one rank's out
   std::string bad_;
-  uint32_t tail_ = 0;
   Clock::time_point call_t0_;
   bool active_ = false, record_ = false, quit_ = false;
   std::mutex mu_;
@@ -326,20 +413,28 @@ void drop_capabilities() {
 // executable, stopped except while one of its calls is timed, its threads counted by the kernel.
 class RankProcess {
  public:
-  RankProcess(const char* role, int fd, Region* sh) : role_(role), sh_(sh) {
+  // `fd`: its region; `sock`: its end of the put socket; `uid`: the uid it runs under (0: the judge's own).
+  RankProcess(const char* role, int fd, int sock, Region* sh, uid_t uid = 0) : role_(role), sh_(sh) {
     sh_->ready.store(0);
     pid_ = fork();
     if (pid_ < 0) die_with_result(g_mode, std::string("cannot start the ranks' process: ") + strerror(errno));
     if (pid_ == 0) {
       int devnull = open("/dev/null", O_RDONLY);   // the nonce came on stdin: not for the ranks
       if (devnull >= 0) dup2(devnull, 0);
+      // Its region and its put socket survive the exec, as descriptors 10 and 11 in both ranks' processes (one
+      // layout: arguments of one length); every other descriptor of the judge's does not.
+      const int region = fcntl(fd, F_DUPFD_CLOEXEC, 20), put = fcntl(sock, F_DUPFD_CLOEXEC, 20);
+      if (region < 0 || put < 0 || dup2(region, 10) != 10 || dup2(put, 11) != 11) _exit(126);
+      if (uid != 0) {   // no group of root's, then the uid (which clears every capability)
+        if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
+          fprintf(stderr, "harness: the candidate's ranks keep the judge's uid: %s\n", strerror(errno));
+      }
       drop_capabilities();
       // The same address layout in both ranks' processes (no randomization, and arguments of the same
       // length): with layouts of their own, where the process's stacks and mappings fell made the seed
       // measure 0.75x-1.16x against its own copy (the same code, the same shared buffers).
       personality(ADDR_NO_RANDOMIZE);
-      std::string fds = std::to_string(fd);
-      execl("/proc/self/exe", "cuco-ranks", "--ranks", role, fds.c_str(), (char*)nullptr);
+      execl("/proc/self/exe", "cuco-ranks", "--ranks", role, "10", "11", (char*)nullptr);
       _exit(127);
     }
     // Ready: its threads started and its filter installed. Then it is stopped until its first call.
@@ -352,9 +447,14 @@ class RankProcess {
     }
     stop();
     base_threads_ = threads();
+    struct stat st;
+    uid_ = stat(("/proc/" + std::to_string(pid_)).c_str(), &st) == 0 ? (long)st.st_uid : -1;
     started_ = true;
   }
+  long uid() const { return uid_; }   // as the kernel shows it (its /proc directory's owner)
   pid_t pid() const { return pid_; }
+  Region* region() const { return sh_; }   // its own: the other process never maps it
+  Link* link = nullptr;                     // the link that serves its region
   void cont() { kill(pid_, SIGCONT); }
   // SIGSTOP and wait until every thread of it has stopped.
   void stop() {
@@ -407,11 +507,16 @@ class RankProcess {
   }
 
  private:
-  // The process ended on its own. Killed by a signal (a crash): the judge ends the same way, as the
-  // candidate's crash always ended the job. Else the reason it left (a refused system call, a deadlock),
-  // or an exit the candidate called.
+  // The process ended on its own. The candidate's, killed by a signal (a crash, or SIGKILL: its own or the
+  // host's OOM killer choosing it): the judge says so in its verdict, and the job's exit status is the
+  // judge's, never a signal a candidate can choose for it (the engine would take a SIGKILL for the host's
+  // fault). The baseline's, killed: the judge ends the same way (not the candidate's doing). Else the reason
+  // it left (a refused system call, a deadlock), or an exit the candidate called.
   [[noreturn]] void ended(int st) {
     pid_ = -1;
+    if (WIFSIGNALED(st) && !strcmp(role_, "cand"))
+      die_with_result(g_mode, std::string("the candidate's ranks' process was killed by signal ") +
+                                  std::to_string(WTERMSIG(st)) + " (" + strsignal(WTERMSIG(st)) + ")");
     if (WIFSIGNALED(st)) {
       kill_rank_processes();
       fflush(stdout);
@@ -431,6 +536,7 @@ class RankProcess {
   Region* sh_;
   pid_t pid_ = -1;
   int base_threads_ = 0;
+  long uid_ = -1;
   bool started_ = false;
 };
 
@@ -446,19 +552,41 @@ struct Mismatch {
   std::string what;
 };
 
-// One config's buffers: the inputs, outputs and scratch in the shared region (the ranks' view), the
+// Where one ranks' process sees a config's buffers: in its own region.
+struct View {
+  float* A = nullptr;
+  std::vector<float*> B, out, scratch;
+};
+
+// Random bits from the kernel, drawn when asked (after the call they check): nothing in any process's
+// memory (a generator's state) predicts them.
+void kernel_random(uint64_t* words, size_t n) {
+  size_t got = 0;
+  while (got < n * sizeof(uint64_t)) {
+    ssize_t k = getrandom(reinterpret_cast<char*>(words) + got, n * sizeof(uint64_t) - got, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) die_with_result(g_mode, std::string("getrandom failed: ") + strerror(errno));
+    got += (size_t)k;
+  }
+}
+
+// One config's buffers: the inputs, outputs and scratch in each ranks' process's region (its view), the
 // pristine copies of the inputs and the reference in the judge's own memory (nobody else's).
 struct Buffers {
   int R, M, N, K;
-  float* A;
-  std::vector<float*> B, out, scratch;
+  View cand, base;
   std::vector<float> A_copy;
   std::vector<std::vector<float>> B_copy;
   std::vector<double> ref;       // fp64 reference, rank-major: ref[r][i*N+j]
   std::vector<double> refscale;  // sum |a||b| per element, for the relative tolerance
 
-  // Lays the config out in the region (the ranks' processes are stopped).
-  Buffers(Region* sh, int R_, int M_, int N_, int K_) : R(R_), M(M_), N(N_), K(K_) {
+  // Lays the config out in both regions (the ranks' processes are stopped).
+  Buffers(Region* csh, Region* bsh, int R_, int M_, int N_, int K_)
+      : R(R_), M(M_), N(N_), K(K_), cand(lay_out(csh)), base(lay_out(bsh)) {
+    A_copy.resize((size_t)M * K);
+    B_copy.assign(R, std::vector<float>((size_t)K * N));
+  }
+  View lay_out(Region* sh) const {
     const int64_t m = M, n = N, k = K, r = R;
     sh->R = R; sh->M = M; sh->N = N; sh->K = K;
     sh->off_A = 0;
@@ -466,27 +594,37 @@ struct Buffers {
     sh->off_out = sh->off_B + r * k * n;
     sh->off_scratch = sh->off_out + r * m * r * n;
     float* d = data(sh);
-    A = d + sh->off_A;
+    View v;
+    v.A = d;
     for (int p = 0; p < R; ++p) {
-      B.push_back(d + sh->off_B + p * k * n);
-      out.push_back(d + sh->off_out + p * m * r * n);
-      scratch.push_back(d + sh->off_scratch + p * m * n);
+      v.B.push_back(d + m * k + p * k * n);
+      v.out.push_back(d + m * k + r * k * n + p * m * r * n);
+      v.scratch.push_back(d + m * k + r * k * n + r * m * r * n + p * m * n);
     }
-    A_copy.resize((size_t)M * K);
-    B_copy.assign(R, std::vector<float>((size_t)K * N));
+    return v;
   }
   static int64_t floats(int R, int M, int N, int K) {
     const int64_t m = M, n = N, k = K, r = R;
     return m * k + r * k * n + r * m * r * n + r * m * n;
   }
 
+  // New inputs, in the judge's memory; they reach a region in load(), right before a call there.
   void fill(uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     for (auto& x : A_copy) x = u(rng);
     for (auto& b : B_copy) for (auto& x : b) x = u(rng);
-    memcpy(A, A_copy.data(), A_copy.size() * sizeof(float));
-    for (int p = 0; p < R; ++p) memcpy(B[p], B_copy[p].data(), B_copy[p].size() * sizeof(float));
+  }
+
+  // Before every call in a region: the current inputs written there, every output poisoned with a NaN
+  // pattern and scratch cleared, by this thread (both sides start from the same cache state), so nothing
+  // from an earlier call (the reference's answer included) is left where the candidate could read it.
+  void load(View& v) {
+    memcpy(v.A, A_copy.data(), A_copy.size() * sizeof(float));
+    for (int p = 0; p < R; ++p) memcpy(v.B[p], B_copy[p].data(), B_copy[p].size() * sizeof(float));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (float* o : v.out) std::fill(o, o + (size_t)M * R * N, nan);
+    for (float* s : v.scratch) std::fill(s, s + (size_t)M * N, nan);
   }
 
   // The fp64 reference of the current inputs, made AFTER the candidate's call (from the pristine copies)
@@ -510,32 +648,26 @@ struct Buffers {
         }
   }
 
-  // Poison every output with a NaN pattern and clear scratch and flags: nothing from an earlier call
-  // (the reference's answer included) is left where the candidate could read it.
-  void poison() {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (float* o : out) std::fill(o, o + (size_t)M * R * N, nan);
-    for (float* s : scratch) std::fill(s, s + (size_t)M * N, nan);
-  }
-
-  bool inputs_unchanged() const {
-    if (memcmp(A, A_copy.data(), A_copy.size() * sizeof(float))) return false;
+  bool inputs_unchanged(const View& v) const {
+    if (memcmp(v.A, A_copy.data(), A_copy.size() * sizeof(float))) return false;
     for (int r = 0; r < R; ++r)
-      if (memcmp(B[r], B_copy[r].data(), B_copy[r].size() * sizeof(float))) return false;
+      if (memcmp(v.B[r], B_copy[r].data(), B_copy[r].size() * sizeof(float))) return false;
     return true;
   }
 
   // The check after EVERY candidate call (warm-up, timed, final, profiled alike), outside its timing:
   // each rank's own tile against a randomized product check (Freivalds: out_p x == A (B_p x) for a random
-  // x drawn after the call, row by row within the tolerance the element-wise check allows, summed), and
-  // every copy of a tile bit-exact against its owner's. O(M N + M K + K N) per rank, against the call's
-  // O(M N K): a call that skipped or faked any part of its work fails it, whichever call it was.
-  bool check_call(double tol, std::mt19937_64& rng, Mismatch* m) {
-    std::uniform_real_distribution<double> mag(0.5, 1.5);
+  // x drawn from the kernel after the call, row by row within the tolerance the element-wise check
+  // allows, summed), and every copy of a tile bit-exact against its owner's. O(M N + M K + K N) per rank,
+  // against the call's O(M N K): a call that skipped or faked any part of its work fails it, whichever
+  // call it was. The same check follows every call of the baseline's.
+  bool check_call(const View& v, double tol, Mismatch* m) {
     const int ld = R * N;
-    x_.resize(N); bx_.resize(K); babs_.resize(K);
+    x_.resize(N); bx_.resize(K); babs_.resize(K); bits_.resize(N);
     for (int p = 0; p < R; ++p) {
-      for (int j = 0; j < N; ++j) x_[j] = (rng() & 1 ? 1.0 : -1.0) * mag(rng);
+      kernel_random(bits_.data(), bits_.size());
+      for (int j = 0; j < N; ++j)   // a sign and a magnitude in [0.5, 1.5)
+        x_[j] = (bits_[j] & 1 ? 1.0 : -1.0) * (0.5 + (double)(bits_[j] >> 11) * 0x1p-53);
       const float* b = B_copy[p].data();
       for (int k = 0; k < K; ++k) {
         double s = 0, sa = 0;
@@ -543,7 +675,7 @@ struct Buffers {
         bx_[k] = s; babs_[k] = sa;
       }
       for (int i = 0; i < M; ++i) {
-        const float* row = &out[p][(size_t)i * ld + (size_t)p * N];
+        const float* row = &v.out[p][(size_t)i * ld + (size_t)p * N];
         double y = 0;
         for (int j = 0; j < N; ++j) y += (double)row[j] * x_[j];
         double z = 0, bound = 0;
@@ -558,11 +690,12 @@ struct Buffers {
         }
       }
     }
-    return gather_exact(m);
+    return gather_exact(v, m);
   }
 
   // Tile p of rank q must equal, bit for bit, tile p of rank p (the owner's copy).
-  bool gather_exact(Mismatch* m) const {
+  static bool gather_exact(const View& v, int R, int M, int N, Mismatch* m) {
+    const auto& out = v.out;
     for (int q = 0; q < R; ++q)
       for (int p = 0; p < R; ++p)
         if (p != q)
@@ -583,16 +716,19 @@ struct Buffers {
   // the inputs of the call just made, and dropped again), and every copy bit-exact.
   bool verify(double tol, Mismatch* m) {
     make_reference();
-    bool ok = verify_against_reference(tol, m);
+    bool ok = verify_against_reference(cand, tol, m);
     forget_reference();
     return ok;
   }
 
  private:
   std::vector<double> x_, bx_, babs_;   // check_call's vectors, kept between calls
+  std::vector<uint64_t> bits_;
+  bool gather_exact(const View& v, Mismatch* m) const { return gather_exact(v, R, M, N, m); }
 
  public:
-  bool verify_against_reference(double tol, Mismatch* m) const {
+  bool verify_against_reference(const View& v, double tol, Mismatch* m) const {
+    const auto& out = v.out;
     for (int p = 0; p < R; ++p)
       for (int i = 0; i < M; ++i)
         for (int j = 0; j < N; ++j) {
@@ -605,7 +741,7 @@ struct Buffers {
             return false;
           }
         }
-    return gather_exact(m);
+    return gather_exact(v, m);
   }
 };
 
@@ -672,12 +808,11 @@ std::string timeline_json(Region* sh, int R, Clock::time_point t0, Clock::time_p
 }
 
 struct Runner {
-  Region* sh;
-  Link& link;
+  int R;   // the judge's, as is every other number it times or checks a call by
   RankProcess& cand;
   RankProcess& base;
   double tol;
-  std::mt19937_64 check_rng{std::random_device{}()};   // the checks' random vectors: drawn after each call
+  std::mt19937_64 check_rng{std::random_device{}()};   // the warm-up count (the checks draw from the kernel)
   double check_ms = 0;   // the time every call's checks took (untimed; reported as check_ms)
   double timed_ms = 0;   // every call's time added up: the launcher checks that it fits in the job's wall time
 
@@ -685,7 +820,8 @@ struct Runner {
   // stopped again with every transfer landed. Fills *error when the call failed.
   double timed(RankProcess& proc, int cmd, std::string* error, bool record = false,
                Clock::time_point* started = nullptr, Clock::time_point* ended = nullptr) {
-    const int R = sh->R;
+    Region* sh = proc.region();
+    Link& link = *proc.link;
     link.begin_call(record);
     sh->cmd = cmd;
     sh->done.store(0);
@@ -745,10 +881,10 @@ struct Runner {
     return ok;
   }
   bool checks_untimed(Buffers& b, ConfigResult* res) {
-    if (!b.inputs_unchanged()) { res->error = "the candidate modified its inputs (A or B)"; return false; }
-    std::string missing = link.undelivered_peer_tiles();
+    if (!b.inputs_unchanged(b.cand)) { res->error = "the candidate modified its inputs (A or B)"; return false; }
+    std::string missing = cand.link->undelivered_peer_tiles();
     if (!missing.empty()) { res->error = missing; return false; }
-    return b.check_call(tol, check_rng, &res->mismatch);
+    return b.check_call(b.cand, tol, &res->mismatch);
   }
   // The element-wise verification against the fp64 reference (made after the call), counted with the checks.
   bool verify(Buffers& b, ConfigResult* res) {
@@ -760,7 +896,7 @@ struct Runner {
 
   // One candidate call with every check after it. Returns false (with res->error) on any failure.
   bool candidate_call(Buffers& b, ConfigResult* res, double* ms) {
-    b.poison();
+    b.load(b.cand);
     std::string error;
     double t = timed(cand, kCandidate, &error);
     if (ms) *ms = t;
@@ -770,7 +906,7 @@ struct Runner {
   // The profiled call: untimed, after the timed loop, checked like every other; its records go to
   // res->timeline.
   bool profiled_call(Buffers& b, ConfigResult* res) {
-    b.poison();
+    b.load(b.cand);
     std::string error;
     Clock::time_point t0, t1;
     timed(cand, kProfiled, &error, true, &t0, &t1);
@@ -779,14 +915,20 @@ struct Runner {
       return false;
     }
     if (!checks(b, res)) return false;
-    res->timeline = timeline_json(sh, b.R, t0, t1, link.put_records());
+    res->timeline = timeline_json(cand.region(), b.R, t0, t1, cand.link->put_records());
     return true;
   }
+  // A baseline call, checked like a candidate's (untimed, not counted as check time): its inputs unchanged,
+  // and a full call's output by the product check and the gather.
   double baseline_call(Buffers& b, int cmd) {
-    b.poison();
+    b.load(b.base);
     std::string error;
     double t = timed(base, cmd, &error);
     if (!error.empty()) die_with_result(g_mode, "the frozen baseline failed (" + error + "): harness bug");
+    Mismatch m;
+    if (!b.inputs_unchanged(b.base) || (cmd == kBaseline && !b.check_call(b.base, tol, &m)))
+      die_with_result(g_mode, "the frozen baseline's call failed its checks (" +
+                                  (m.what.empty() ? std::string("its inputs changed") : m.what) + "): harness bug");
     return t;
   }
   // cuco_setup / cuco_teardown in the candidate's process (untimed: no timed call's inputs exist yet).
@@ -799,6 +941,47 @@ struct Runner {
   }
 };
 
+// The uid the candidate's ranks run under. Run by root (a node that runs jobs as root; the sandbox keeps
+// CAP_SETUID, CAP_SETGID and CAP_KILL for this), a uid of their own, drawn per job, that owns nothing: they
+// can then neither open any other process of the job (the judge, the baseline's, the job's shells) through
+// /proc, nor signal one, nor write the job's directory (result.json included). Else the judge's (0 here),
+// where the judge not being dumpable and the filter are what hold. The executable is made readable and
+// executable for it (it execs /proc/self/exe).
+uid_t candidate_uid() {
+  if (geteuid() != 0) return 0;
+  uint64_t r = 0;
+  kernel_random(&r, 1);
+  struct stat st;
+  if (stat("/proc/self/exe", &st) == 0) chmod("/proc/self/exe", st.st_mode | 0055);
+  return (uid_t)(0x60000000u + (uint32_t)(r % 0x10000000u));
+}
+
+// The put socket of one ranks' process: sv[0] the judge's link's (the kernel stamps every datagram when it
+// was sent), sv[1] the ranks' process's. Room for a few hundred puts before a put waits.
+void put_socket(int sv[2]) {
+  if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0)
+    die_with_result(g_mode, std::string("cannot create the link's socket: ") + strerror(errno));
+  int on = 1, bytes = 8 << 20;
+  if (setsockopt(sv[0], SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0)
+    die_with_result(g_mode, std::string("cannot stamp the link's socket: ") + strerror(errno));
+  setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
+
+// A region of shared memory for one ranks' process (its descriptor in *fd, for that process alone).
+Region* make_region(int R, int64_t floats, int* fd) {
+  const size_t bytes = data_offset() + (size_t)floats * sizeof(float);
+  *fd = memfd_create("cuco-shared", MFD_CLOEXEC);
+  if (*fd < 0 || ftruncate(*fd, (off_t)bytes) != 0)
+    die_with_result(g_mode, std::string("cannot create the shared memory: ") + strerror(errno));
+  void* at = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (at == MAP_FAILED) die_with_result(g_mode, std::string("cannot map the shared memory: ") + strerror(errno));
+  Region* sh = static_cast<Region*>(at);
+  sh->R = R;
+  sh->data_floats = floats;   // the ranks' process's own check; the judge keeps its own copy
+  return sh;
+}
+
 std::string mismatch_json(const Mismatch& m, const std::string& config) {
   if (m.rank < 0) return "null";
   return "{\"rank\": " + std::to_string(m.rank) + ", \"config\": " + quote(config) + ", \"index\": " +
@@ -809,19 +992,23 @@ std::string mismatch_json(const Mismatch& m, const std::string& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && !strcmp(argv[1], "--ranks")) return cuco_ranks_main(argv[2], atoi(argv[3]));
+  if (argc == 5 && !strcmp(argv[1], "--ranks")) return cuco_ranks_main(argv[2], atoi(argv[3]), atoi(argv[4]));
   cuco_clock::init();
   // Not dumpable: a ranks' process (same user) may not open this one's memory, environment or descriptors
   // through /proc, nor attach to it.
   prctl(PR_SET_DUMPABLE, 0);
-  std::string spec_path;
+  std::string spec_path, result_path;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!strcmp(argv[i], "--spec")) spec_path = argv[i + 1];
-    if (!strcmp(argv[i], "--result")) g_result_path = argv[i + 1];
+    if (!strcmp(argv[i], "--result")) result_path = argv[i + 1];
   }
-  if (spec_path.empty() || g_result_path.empty()) {
+  if (spec_path.empty() || result_path.empty()) {
     fprintf(stderr, "usage: %s --spec spec.json --result result.json\n", argv[0]);
     return 2;
+  }
+  if (!g_result.create(result_path)) {
+    fprintf(stderr, "harness: cannot create %s: %s\n", result_path.c_str(), strerror(errno));
+    return 5;
   }
   jsonmin::Value spec;
   try {
@@ -839,6 +1026,9 @@ int main(int argc, char** argv) {
       char buf[129] = "";
       size_t n = fread(buf, 1, sizeof buf - 1, stdin);
       nonce.assign(buf, n);
+      // Nothing else of this process's keeps it: stdin (the nonce's file, unlinked) goes.
+      int devnull = open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, 0);
       if (nonce.size() < 16) die_with_result(g_mode, "the job's nonce was missing from stdin (read by someone else?)");
     }
   const bool bench = g_mode == "benchmark";
@@ -862,22 +1052,24 @@ int main(int argc, char** argv) {
     const auto& prm = cfg.at("params");
     most = std::max(most, Buffers::floats(R, (int)prm.number("M", 64), (int)prm.number("N", 64), (int)prm.number("K", 16)));
   }
-  const size_t bytes = data_offset() + (size_t)most * sizeof(float);
-  int fd = memfd_create("cuco-shared", 0);
-  if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0)
-    die_with_result(g_mode, std::string("cannot create the shared memory: ") + strerror(errno));
-  void* at = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (at == MAP_FAILED) die_with_result(g_mode, std::string("cannot map the shared memory: ") + strerror(errno));
-  Region* sh = static_cast<Region*>(at);
-  sh->R = R;
-  sh->data_floats = most;
-  Link link(sh);
-  RankProcess cand("cand", fd, sh);   // role names of one length: one layout
+  // A region for each ranks' process: the candidate's never maps the baseline's.
+  int cfd = -1, bfd = -1, cput[2], bput[2];
+  Region* csh = make_region(R, most, &cfd);
+  Region* bsh = make_region(R, most, &bfd);
+  put_socket(cput);
+  put_socket(bput);
+  Link clink(csh, most, cput[0]), blink(bsh, most, bput[0]);
+  RankProcess cand("cand", cfd, cput[1], csh, candidate_uid());   // role names of one length: one layout
   g_procs[0] = &cand;
-  RankProcess base("base", fd, sh);
+  cand.link = &clink;
+  close(cfd);
+  close(cput[1]);
+  RankProcess base("base", bfd, bput[1], bsh);
   g_procs[1] = &base;
-  close(fd);
-  Runner run{sh, link, cand, base, tol};
+  base.link = &blink;
+  close(bfd);
+  close(bput[1]);
+  Runner run{R, cand, base, tol};
   std::vector<ConfigResult> results;
   bool all_ok = true;
 
@@ -886,8 +1078,9 @@ int main(int argc, char** argv) {
     res.name = cfg.at("name").str;
     const auto& prm = cfg.at("params");
     int M = (int)prm.number("M", 64), N = (int)prm.number("N", 64), K = (int)prm.number("K", 16);
-    Buffers b(sh, R, M, N, K);
-    link.configure(R, M, N, prm.number("link_gbps", 1.0), b.out);
+    Buffers b(csh, bsh, R, M, N, K);
+    clink.configure(R, M, N, prm.number("link_gbps", 1.0), b.cand.out);
+    blink.configure(R, M, N, prm.number("link_gbps", 1.0), b.base.out);
     // Verification and timing use different inputs: a candidate cannot replay a cached answer.
     b.fill(seed * 1000003ULL + std::hash<std::string>{}(res.name) % 1000 + (bench ? 17 : 0));
     if (!run.untimed(kSetup)) {
@@ -984,14 +1177,16 @@ int main(int argc, char** argv) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   o += "], \"timed_ms\": " + num(run.timed_ms) + ", \"check_ms\": " + num(run.check_ms) + ", \"nonce\": " + quote(nonce) + ", \"env\": {\"host\": " + quote(host) + ", \"compiler\": " + quote(__VERSION__) +
-       ", \"ranks\": " + std::to_string(R) + ", \"hw_threads\": " +
+       ", \"ranks\": " + std::to_string(R) + ", \"candidate_uid\": " + std::to_string(cand.uid()) +
+       ", \"judge_uid\": " + std::to_string((long)geteuid()) + ", \"hw_threads\": " +
        std::to_string(std::thread::hardware_concurrency()) + "}}\n";
   // The ranks' processes end before the verdict exists: nothing of theirs runs after it.
-  sh->cmd = kQuit;
-  sh->cmd_seq.fetch_add(1);
-  futex_wake(&sh->cmd_seq);
+  for (Region* sh : {csh, bsh}) {
+    sh->cmd = kQuit;
+    sh->cmd_seq.fetch_add(1);
+    futex_wake(&sh->cmd_seq);
+  }
   cand.finish();
   base.finish();
-  write_text(g_result_path, o);
-  return 0;
+  return write_verdict(o, 0);
 }

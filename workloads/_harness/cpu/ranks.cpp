@@ -67,6 +67,7 @@ struct Port {   // what a rank's `link` points at
   int rank;
   bool record;   // the profiled call: waits, quiets and barriers are recorded
   SpinBarrier* barrier;
+  int sock;      // the put socket (its other end is the judge's link)
 };
 
 void record(Region* sh, EventKind kind, int rank, int64_t t0) {
@@ -84,24 +85,24 @@ int link_put(void* l, int rank, int dst, int row, int col, int rows, int cols, c
   }
   const int ld = sh->R * sh->N;
   if (dst < 0 || dst >= sh->R || flag < 0 || flag >= CUCO_FLAGS || rows < 0 || cols < 0 || row < 0 || col < 0 ||
-      col + cols > ld || row + rows > sh->M || src_ld < cols)
+      (int64_t)col + cols > ld || (int64_t)row + rows > sh->M || src_ld < cols)   // 64-bit: no sum wraps
     return -1;
   // The link reads the source from the memory it shares with this process: it must lie in it.
   const float* base = data(sh);
   const int64_t off = src - base;
   const int64_t last = rows ? off + (int64_t)(rows - 1) * src_ld + cols : off;
   if (src < base || off < 0 || last > sh->data_floats) return -1;
-  const uint32_t i = sh->put_head.fetch_add(1);
-  while (i - sh->put_tail.load(std::memory_order_acquire) >= kRing) std::this_thread::yield();   // ring full
-  PutReq& q = sh->ring[i % kRing];
+  PutReq q;
   q.from = rank; q.dst = dst; q.row = row; q.col = col; q.rows = rows; q.cols = cols; q.src_ld = src_ld;
-  q.flag = flag; q.helper = t_rank != rank; q.src_off = off; q.t_ns = now_ns();
+  q.flag = flag; q.helper = t_rank != rank; q.src_off = off;
   sh->posted[rank].fetch_add(1);
-  q.seq.store(i + 1, std::memory_order_release);
-  sh->put_bell.fetch_add(1);
-  // A link still busy with this rank's earlier puts takes this one when it wakes for their next landing;
-  // an idle one is woken now (the put's time on the link starts when the judge sees it).
-  if (sh->link_sleeping.load() && now_ns() + 50000 >= sh->busy_until_ns[rank].load()) futex_wake(&sh->put_bell);
+  for (;;) {   // blocks while the link's queue is full, as a full ring did
+    const ssize_t n = write(port->sock, &q, sizeof q);
+    if (n == (ssize_t)sizeof q) break;
+    if (n < 0 && errno == EINTR) continue;
+    sh->posted[rank].fetch_sub(1);
+    return -1;
+  }
   return 0;
 }
 
@@ -182,8 +183,8 @@ int run_command(int cmd, bool candidate, const cuco_problem* q) {
 
 }  // namespace
 
-// Entry point of a ranks' process: argv = harness --ranks cand|base FD.
-int cuco_ranks_main(const char* role, int fd) {
+// Entry point of a ranks' process: argv = harness --ranks cand|base FD SOCK (its region, its put socket).
+int cuco_ranks_main(const char* role, int fd, int sock) {
   cuco_clock::init();
   const bool candidate = !strcmp(role, "cand");
   prctl(PR_SET_PDEATHSIG, SIGKILL);                // never outlive the judge
@@ -199,8 +200,8 @@ int cuco_ranks_main(const char* role, int fd) {
   SpinBarrier barrier(sh, R);
   std::vector<Port> ports(R), recording(R);
   for (int r = 0; r < R; ++r) {
-    ports[r] = Port{sh, r, false, &barrier};
-    recording[r] = Port{sh, r, true, &barrier};
+    ports[r] = Port{sh, r, false, &barrier, sock};
+    recording[r] = Port{sh, r, true, &barrier, sock};
   }
   std::vector<std::thread> threads;
   for (int r = 0; r < R; ++r)

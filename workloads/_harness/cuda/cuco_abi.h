@@ -30,6 +30,7 @@
 #define CUCO_ABI_H
 
 #include <stddef.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -84,6 +85,14 @@ static inline long long cuco_param_get(const cuco_ctx* c, const char* name, long
 int cuco_candidate_setup(cuco_ctx* ctx);
 int cuco_candidate_run(cuco_ctx* ctx);
 int cuco_candidate_teardown(cuco_ctx* ctx);
+
+// Stream memory operations (a stream waits for, or writes, a 32-bit word in device memory without a kernel):
+// the driver's cuStreamWaitValue32 / cuStreamWriteValue32, looked up by the harness before any candidate
+// code runs; the signatures of PFN_cuStreamWaitValue32_v11070 / PFN_cuStreamWriteValue32_v11070. A
+// candidate may not look driver functions up itself: the symbol policy refuses cudaGetDriverEntryPoint*
+// and cuGetProcAddress*, which hand out any driver function by name, denied ones included.
+CUresult cuco_stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult cuco_stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 
 int cuco_baseline_setup(cuco_ctx* ctx);
 int cuco_baseline_run(cuco_ctx* ctx);

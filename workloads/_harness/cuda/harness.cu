@@ -36,6 +36,7 @@
 #include "cuco_abi.h"
 #include "cuco_problem.h"
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <nccl.h>
 #include <algorithm>
@@ -49,9 +50,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -173,6 +176,7 @@ struct ConfigResult {
 struct JobResult {
   std::string mode = "verify"; bool correct = false; std::string error; int ranks = 0;
   std::string nonce;   // the job's nonce, echoed: a result.json written by anyone else lacks it
+  std::string environment;   // a failure of the node's, before any candidate code ran (GPU, NCCL), or empty
   double timed_ms = 0; // every timed call's event time (max over ranks) added up: the launcher checks it fits its wall time
   double check_ms = 0; // the untimed fresh inputs and per-call verification of the benchmark loops (slowest rank's)
   std::vector<ConfigResult> configs;
@@ -186,6 +190,7 @@ static std::string result_json(const JobResult& r) {
   o += ", \"error\": " + (r.error.empty() ? std::string("null") : jstr(r.error));
   o += ", \"ranks\": " + std::to_string(r.ranks);
   o += ", \"nonce\": " + (r.nonce.empty() ? std::string("null") : jstr(r.nonce));
+  if (!r.environment.empty()) o += ", \"environment\": {\"kind\": \"GPU\", \"reason\": " + jstr(r.environment) + "}";
   o += ", \"timed_ms\": " + jnum(r.timed_ms) + ", \"check_ms\": " + jnum(r.check_ms);
   o += ", \"configs\": [";
   for (size_t i = 0; i < r.configs.size(); i++) {
@@ -219,6 +224,43 @@ static std::string result_json(const JobResult& r) {
   o += "}}\n";
   return o;
 }
+
+// The verdict's channel (the launching process's): result.json is created before any rank (any candidate
+// code) exists, after whatever an earlier attempt left is removed, with O_EXCL and O_NOFOLLOW; the verdict
+// goes through that descriptor, every error checked, once every rank has ended; the path must then still
+// name this file, or a new one says it was replaced. Any failure: an exit status other than 0, and the
+// engine believes no result of such a job.
+class ResultFile {
+ public:
+  bool create(const std::string& path) {
+    path_ = path;
+    unlink(path.c_str());
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    return fd_ >= 0 && fstat(fd_, &st_) == 0;
+  }
+  std::string write(const std::string& text) {
+    if (fd_ < 0) return "no result file";
+    if (ftruncate(fd_, 0) != 0) return std::string("ftruncate: ") + strerror(errno);
+    for (size_t at = 0; at < text.size();) {
+      ssize_t n = pwrite(fd_, text.data() + at, text.size() - at, (off_t)at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::string("write: ") + strerror(n < 0 ? errno : ENOSPC);
+      at += (size_t)n;
+    }
+    if (fsync(fd_) != 0) return std::string("fsync: ") + strerror(errno);
+    return "";
+  }
+  bool replaced() const {
+    struct stat now;
+    return stat(path_.c_str(), &now) != 0 || now.st_dev != st_.st_dev || now.st_ino != st_.st_ino;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  struct stat st_ {};
+};
 
 static bool write_atomic(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
@@ -415,9 +457,13 @@ static std::string clean(const std::string& s) {  // one line, no tabs
   std::string o = s; for (char& c : o) if (c == '\n' || c == '\t' || c == '\r') c = ' ';
   return o;
 }
+// Until a rank calls the candidate's first function, a failure is the node's (its GPU, its NCCL): the rank
+// says so with "envfatal", and the launcher's result names it as the environment's (faults.of_judge). Once
+// candidate code has run in the process, nothing it could have written is taken for the node's word.
+static bool g_candidate_ran = false;
 [[noreturn]] static void child_fatal(const std::string& msg) {
   fprintf(stderr, "[rank %d] fatal: %s\n", g_rank, msg.c_str());
-  if (g_out) rec("fatal\t%s", clean(msg).c_str());
+  if (g_out) rec("%s\t%s", g_candidate_ran ? "fatal" : "envfatal", clean(msg).c_str());
   _exit(3);
 }
 #define CKC(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) child_fatal(std::string("CUDA ") + #x + ": " + cudaGetErrorString(e_)); } while (0)
@@ -491,6 +537,75 @@ static bool order_bit(unsigned long long seed, int it) {
   return (((z ^ (z >> 31)) >> 17) + (unsigned long long)it) & 1;
 }
 
+// ------------------------------------------------------------------------------------------------
+// The stream memory operations the ABI offers (cuco_abi.h): the driver's, looked up here before any
+// candidate code runs, so that a candidate never needs a driver entry point of its own.
+// ------------------------------------------------------------------------------------------------
+static PFN_cuStreamWaitValue32_v11070 g_wait_value32 = nullptr;
+static PFN_cuStreamWriteValue32_v11070 g_write_value32 = nullptr;
+static void lookup_stream_memops() {
+  cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&g_wait_value32, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) g_wait_value32 = nullptr;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&g_write_value32, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) g_write_value32 = nullptr;
+  (void)cudaGetLastError();
+}
+extern "C" CUresult cuco_stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return g_wait_value32 ? g_wait_value32(stream, addr, value, flags) : CUDA_ERROR_NOT_SUPPORTED;
+}
+extern "C" CUresult cuco_stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return g_write_value32 ? g_write_value32(stream, addr, value, flags) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host threads. A thread a candidate starts could wait for a call's kernels and launch the rest of its
+// work after the clock stopped (during the checks, or the next call). The kernel's list of this process's
+// threads (/proc/self/task), never a count the candidate could write: a thread a call started must have
+// ended before the call's end event is recorded (the harness waits for it, up to 2 s, on the clock); one
+// still running then fails the call. Threads of the CUDA runtime and NCCL (named "cuda..." and "NCCL ...")
+// may outlive a call or cuco_candidate_setup: they start lazily, and a candidate cannot name a thread (the
+// symbol policy refuses prctl, pthread_setname_np and files).
+// ------------------------------------------------------------------------------------------------
+static std::set<long> thread_ids() {
+  std::set<long> ids;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) if (e->d_name[0] != '.') ids.insert(strtol(e->d_name, nullptr, 10));
+    closedir(d);
+  }
+  return ids;
+}
+static std::string thread_name(long tid) {
+  char path[64]; snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
+  char buf[32] = "";
+  if (FILE* f = fopen(path, "r")) { if (!fgets(buf, sizeof buf, f)) buf[0] = 0; fclose(f); }
+  std::string n = buf; while (!n.empty() && (n.back() == '\n' || n.back() == ' ')) n.pop_back();
+  return n;
+}
+static bool runtime_thread(const std::string& name) {
+  return name.rfind("cuda", 0) == 0 || name.rfind("NCCL", 0) == 0 || name.rfind("cupti", 0) == 0;
+}
+// The threads started since `before` that are still running and are not the runtime's, after waiting up to
+// `wait_s` for them to end: "" when none, else what to say.
+static std::string threads_left(const std::set<long>& before, double wait_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  for (;;) {
+    std::vector<std::string> left;
+    for (long t : thread_ids())
+      if (!before.count(t)) {
+        std::string n = thread_name(t);
+        if (!n.empty() && !runtime_thread(n)) left.push_back(n);
+      }
+    if (left.empty()) return "";
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string o = std::to_string(left.size()) + " thread(s) it started still running " + std::to_string((int)wait_s) + " s later (";
+      for (size_t i = 0; i < left.size() && i < 4; i++) o += (i ? ", " : "") + left[i];
+      return o + "): a candidate's threads must end before it returns";
+    }
+    usleep(50);
+  }
+}
+
 static void align_ranks(ChildState& st) {
   CKN(ncclAllReduce(st.align_buf, st.align_buf + 1, 1, ncclInt32, ncclSum, st.hcomm, st.stream));
 }
@@ -501,7 +616,7 @@ static void poison_outputs(ChildState& st, cuco_ctx& ctx) {
 
 // One call of impl.run with poisoning, L2 flush, alignment, timing. Returns false on a call failure.
 static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), bool flush,
-                       float* ev_ms, double* host_ms, std::string& err) {
+                       float* ev_ms, double* host_ms, std::string& err, bool check_threads) {
   poison_outputs(st, ctx);
   if (!start_outputs(st, err)) return false;
   if (flush) { CKC(cudaMemsetAsync(st.flush, 0, st.flush_bytes, st.stream)); cudaCtxResetPersistingL2Cache(); }
@@ -509,10 +624,15 @@ static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), boo
   align_ranks(st);
   CKC(cudaStreamSynchronize(st.stream));
   align_ranks(st);  // all ranks now arrive within host skew; this one aligns them on the GPU
+  const std::set<long> threads_before = thread_ids();
   double h0 = now_ms();
   CKC(cudaEventRecord(st.e0, st.stream));
   ctx.error[0] = 0;
   int rc = run(&ctx);
+  // on the clock: threads the call started end before its end event (the baseline's calls pay the same look,
+  // and are not failed by it: the frozen code starts none of its own)
+  std::string left = threads_left(threads_before, check_threads ? 2.0 : 0.0);
+  if (check_threads && !left.empty()) { err = "cuco_run returned while " + left; return false; }
   CKC(cudaEventRecord(st.e1, st.stream));
   cudaError_t se = cudaDeviceSynchronize();
   double h1 = now_ms();
@@ -731,6 +851,9 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
   // Lazy module loading would load a kernel at its first launch, which waits for the device: a kernel
   // that spins on a flag raised by a not-yet-loaded kernel would then deadlock. Load everything up front.
   setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  // NCCL names its threads ("NCCL ...") only when asked: the per-call thread check tells them from a
+  // candidate's by name (a thread otherwise takes the process's)
+  setenv("NCCL_SET_THREAD_NAME", "1", 1);
   g_out = fopen(outpath.c_str(), "w");
   if (!g_out) { fprintf(stderr, "[rank %d] cannot write %s\n", rank, outpath.c_str()); _exit(3); }
   ChildState st; std::string err;
@@ -740,6 +863,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
   if (ndev < st.nranks) child_fatal("job needs " + std::to_string(st.nranks) + " GPUs, " + std::to_string(ndev) + " visible");
   CKC(cudaSetDevice(rank));
   cudaDeviceProp prop; CKC(cudaGetDeviceProperties(&prop, rank));
+  lookup_stream_memops();
 
   // NCCL unique id through a file (rank 0 writes it, atomically renamed; the others poll, bounded).
   ncclUniqueId id;
@@ -827,8 +951,17 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     // setup: candidate then baseline, each with its own state
     cuco_ctx cctx = ctx, bctx = ctx;
     std::string cfg_err; bool ok = true;
+    const std::set<long> threads_before_setup = thread_ids();
+    if (!g_candidate_ran) rec("candidate\t%s", sc.name.c_str());   // from here on, lines may be the candidate's
+    g_candidate_ran = true;
     if (cand.setup(&cctx) != 0) {  // its peers may be blocked in a collective setup call: end this rank now
       rec("fail\t%s\t%s", sc.name.c_str(), clean(std::string("candidate setup failed: ") + cctx.error).c_str());
+      _exit(4);
+    }
+    // a thread setup left running would outlive every call's clock
+    std::string setup_left = threads_left(threads_before_setup, 2.0);
+    if (!setup_left.empty()) {
+      rec("fail\t%s\t%s", sc.name.c_str(), clean("candidate setup returned while " + setup_left).c_str());
       _exit(4);
     }
     (void)cudaGetLastError();
@@ -868,7 +1001,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     // be blocked inside the candidate's own collectives, and the parent kills them when a rank exits.
     auto call = [&](cuco_ctx& c, int (*run)(cuco_ctx*), const char* who, bool flush, float* ev, double* host) {
       std::string e;
-      if (!timed_call(st, c, run, flush, ev, host, e)) {
+      if (!timed_call(st, c, run, flush, ev, host, e, run == cand.run)) {
         rec("fail\t%s\t%s", sc.name.c_str(), clean(std::string(who) + ": " + e).c_str());
         fprintf(stderr, "[rank %d] %s: %s\n", rank, who, e.c_str());
         _exit(4);
@@ -1068,7 +1201,14 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
     for (auto& l : rf[0].lines) if (l.size() >= 3 && l[0] == "env") jr.env[l[1]] = l[2];
   }
   for (size_t r = 0; r < rf.size(); r++)
-    for (auto& l : rf[r].lines) if (l.size() >= 2 && l[0] == "fatal" && jr.error.empty()) jr.error = "rank " + std::to_string(r) + ": " + l[1];
+    for (auto& l : rf[r].lines) if (l.size() >= 2 && (l[0] == "fatal" || l[0] == "envfatal") && jr.error.empty()) jr.error = "rank " + std::to_string(r) + ": " + l[1];
+  // the node's failure only from before a rank's "candidate" line: every line a candidate's code could have
+  // written comes after it
+  for (size_t r = 0; r < rf.size() && jr.environment.empty(); r++)
+    for (auto& l : rf[r].lines) {
+      if (!l.empty() && l[0] == "candidate") break;
+      if (l.size() >= 2 && l[0] == "envfatal") { jr.environment = "rank " + std::to_string(r) + ": " + l[1]; break; }
+    }
   jr.env["nccl_headers"] = std::to_string(NCCL_VERSION_CODE);
   jr.env["cuda_compiled"] = std::to_string(CUDART_VERSION);
   jr.correct = jr.error.empty() && !jr.configs.empty();
@@ -1077,12 +1217,25 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
   return jr;
 }
 
-static int run_parent(const std::string& self, const std::string& spec_path, const std::string& result_path,
-                      const std::string& nonce) {
+// The verdict written; the launcher's exit status (`status`, or another where it could not be written).
+static int write_verdict(ResultFile& out, const JobResult& jr, int status) {
+  std::string why = out.write(result_json(jr));
+  if (why.empty() && out.replaced()) {
+    JobResult bad; bad.mode = jr.mode; bad.nonce = jr.nonce; bad.ranks = jr.ranks;
+    bad.error = "result.json was replaced while the job ran (the candidate wrote the job's directory): the harness's verdict was not where the engine reads it";
+    ResultFile again;
+    why = again.create(out.path()) ? again.write(result_json(bad)) : std::string("cannot create it again: ") + strerror(errno);
+    if (why.empty()) return 3;
+  }
+  if (!why.empty()) { fprintf(stderr, "harness: cannot write %s: %s\n", out.path().c_str(), why.c_str()); return 5; }
+  return status;
+}
+
+static int run_parent(const std::string& self, const std::string& spec_path, ResultFile& out, const std::string& nonce) {
   Spec sp; std::string err;
   if (!parse_spec(spec_path, sp, err)) {
-    JobResult jr; jr.error = err; jr.nonce = nonce; write_atomic(result_path, result_json(jr));
-    fprintf(stderr, "harness: %s\n", err.c_str()); return 2;
+    JobResult jr; jr.error = err; jr.nonce = nonce;
+    fprintf(stderr, "harness: %s\n", err.c_str()); return write_verdict(out, jr, 2);
   }
   char tmpl[] = "/tmp/cuco-harness-XXXXXX";
   const char* tmpdir_env = getenv("TMPDIR");
@@ -1090,12 +1243,8 @@ static int run_parent(const std::string& self, const std::string& spec_path, con
   std::vector<char> tb(base.begin(), base.end()); tb.push_back(0);
   char* dir = mkdtemp(tb.data());
   if (!dir) dir = mkdtemp(tmpl);
-  if (!dir) { JobResult jr; jr.mode = sp.mode; jr.nonce = nonce; jr.error = std::string("mkdtemp: ") + strerror(errno); write_atomic(result_path, result_json(jr)); return 2; }
+  if (!dir) { JobResult jr; jr.mode = sp.mode; jr.nonce = nonce; jr.error = std::string("mkdtemp: ") + strerror(errno); return write_verdict(out, jr, 2); }
   std::string d = dir;
-  // Not dumpable: a rank (candidate code runs there, as the same user, with no system-call filter) can
-  // neither attach to this process, which holds the nonce and writes the verdict, nor open its
-  // /proc/PID/mem, environ or descriptors.
-  prctl(PR_SET_DUMPABLE, 0);
   std::vector<pid_t> pids(sp.ranks, -1);
   std::vector<std::string> outs(sp.ranks);
   fflush(stdout); fflush(stderr);
@@ -1154,10 +1303,9 @@ static int run_parent(const std::string& self, const std::string& spec_path, con
   JobResult jr = aggregate(sp, rf, launch_error);
   jr.nonce = nonce;
   char wall[32]; snprintf(wall, sizeof wall, "%.1f", (now_ms() - t0) / 1000.0); jr.env["wall_s"] = wall;
-  std::string text = result_json(jr);
-  if (!write_atomic(result_path, text)) { fprintf(stderr, "harness: cannot write %s\n", result_path.c_str()); return 2; }
-  printf("harness: wrote %s (correct=%s)\n", result_path.c_str(), jr.correct ? "true" : "false");
-  return 0;
+  const int status = write_verdict(out, jr, 0);
+  if (status == 0) printf("harness: wrote %s (correct=%s)\n", out.path().c_str(), jr.correct ? "true" : "false");
+  return status;
 }
 
 static int self_test_json(const std::string& path) {
@@ -1195,18 +1343,24 @@ int main(int argc, char** argv) {
   if (!self_json.empty()) return self_test_json(self_json);
   if (child >= 0) { run_child(child, spec, iddir, rankout); return 0; }
   if (spec.empty() || result.empty()) { fprintf(stderr, "usage: %s --spec spec.json --result result.json\n", argv[0]); return 2; }
-  // The engine's nonce arrives on a pipe, read once. Candidate code that read it first (a static
-  // initializer runs before main) leaves the harness without it: the job fails, it is not believed.
+  // Not dumpable from the start: a rank (same user, no system-call filter) can neither attach to this
+  // process, which holds the nonce and writes the verdict, nor open its /proc/PID/mem, environ or fds.
+  prctl(PR_SET_DUMPABLE, 0);
+  ResultFile out;
+  if (!out.create(result)) { fprintf(stderr, "harness: cannot create %s: %s\n", result.c_str(), strerror(errno)); return 5; }
+  // The engine's nonce arrives as stdin (a file no other process holds open, its name already gone), read
+  // once; the descriptor is then closed.
   std::string nonce;
   if (nonce_stdin) {
     char buf[129] = "";
     size_t n = fread(buf, 1, sizeof buf - 1, stdin);
     nonce.assign(buf, n);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
     if (nonce.size() < 16) {
       JobResult jr; jr.error = "the job's nonce was missing from stdin (read by someone else?)";
-      write_atomic(result, result_json(jr));
-      fprintf(stderr, "harness: %s\n", jr.error.c_str()); return 2;
+      fprintf(stderr, "harness: %s\n", jr.error.c_str()); return write_verdict(out, jr, 2);
     }
   }
-  return run_parent(argv[0], spec, result, nonce);
+  return run_parent(argv[0], spec, out, nonce);
 }

@@ -191,8 +191,6 @@ struct GaState {
   float* ws;                    // split-K partials
   GaPeers peers;
   unsigned epoch;
-  PFN_cuStreamWaitValue32_v11070 wait_value;
-  PFN_cuStreamWriteValue32_v11070 write_value;
   cudaStream_t comm[7];
   cudaEvent_t ev_start, ev_ready, ev_done, ev_peer[7];
 };
@@ -227,11 +225,6 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaMemcpy(&s->peers, d, sizeof(GaPeers), cudaMemcpyDeviceToHost));
   CUCO_CK(cudaFree(d));
-  cudaDriverEntryPointQueryResult q;
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&s->wait_value, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !s->wait_value) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32 not available"); return 1; }
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&s->write_value, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !s->write_value) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32 not available"); return 1; }
   int lo = 0, hi = 0;
   CUCO_CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   for (int k = 0; k < s->peers.n; k++) {
@@ -289,7 +282,7 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   for (int k = 1; k < copy_streams; k++) CUCO_CK(cudaStreamWaitEvent(s->comm[k], s->ev_ready, 0));
   for (int c = 0; c < ce_chunks; c++)
     for (int k = 0; k < s->peers.n; k++) {
-      CUresult r = s->wait_value((CUstream)s->comm[k], (CUdeviceptr)(s->counters + c), s->epoch * s->tiles_per_chunk,
+      CUresult r = cuco_stream_wait_value32((CUstream)s->comm[k], (CUdeviceptr)(s->counters + c), s->epoch * s->tiles_per_chunk,
                                  CU_STREAM_WAIT_VALUE_GEQ);
       if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32: error %d", (int)r); return 1; }
       CUCO_CK(cudaMemcpyAsync(s->peers.c_blk[k] + (size_t)c * chunk_elems, local + (size_t)c * chunk_elems,
@@ -298,7 +291,7 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   // each copy stream says "my copies are done" (a write after them in stream order, fenced); the GEMM's last
   // tile waits for these words, then exchanges "done". The streams are still joined to ctx->stream.
   for (int k = 0; k < copy_streams; k++) {
-    CUresult r = s->write_value((CUstream)s->comm[k], (CUdeviceptr)(s->counters + 72 + k), s->epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
+    CUresult r = cuco_stream_write_value32((CUstream)s->comm[k], (CUdeviceptr)(s->counters + 72 + k), s->epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32: error %d", (int)r); return 1; }
   }
   for (int k = 0; k < s->peers.n; k++) {

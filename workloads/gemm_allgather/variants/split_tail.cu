@@ -337,8 +337,6 @@ struct GaState {
   float* ws;                    // split-K partials (small path; large path's k-split tail)
   GaPeers peers;
   unsigned epoch;
-  PFN_cuStreamWaitValue32_v11070 wait_value;
-  PFN_cuStreamWriteValue32_v11070 write_value;
   cudaStream_t comm[7];
   cudaEvent_t ev_start, ev_ready, ev_peer[7];
 };
@@ -408,11 +406,6 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaMemcpy(&s->peers, d, sizeof(GaPeers), cudaMemcpyDeviceToHost));
   CUCO_CK(cudaFree(d));
-  cudaDriverEntryPointQueryResult q;
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&s->wait_value, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !s->wait_value) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32 not available"); return 1; }
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&s->write_value, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || !s->write_value) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32 not available"); return 1; }
   int lo = 0, hi = 0;
   CUCO_CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   for (int k = 0; k < s->peers.n; k++) {
@@ -469,7 +462,7 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
     const int mt1 = mt0 + s->mt_per_chunk < s->lsa_mtile0 ? mt0 + s->mt_per_chunk : s->lsa_mtile0;
     const unsigned want = s->epoch * s->chunk_items[c];
     for (int k = 0; k < s->peers.n; k++) {
-      CUresult r = s->wait_value((CUstream)s->comm[k], (CUdeviceptr)(s->counters + c), want, CU_STREAM_WAIT_VALUE_GEQ);
+      CUresult r = cuco_stream_wait_value32((CUstream)s->comm[k], (CUdeviceptr)(s->counters + c), want, CU_STREAM_WAIT_VALUE_GEQ);
       if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32: error %d", (int)r); return 1; }
       CUCO_CK(cudaMemcpyAsync(s->peers.c_blk[k] + (size_t)mt0 * mtile_elems, local + (size_t)mt0 * mtile_elems,
                               (size_t)(mt1 - mt0) * mtile_elems * 2, cudaMemcpyDeviceToDevice, s->comm[k]));
@@ -478,7 +471,7 @@ static int run_large(cuco_ctx* ctx, GaState* s) {
   // each copy stream says "my copies are done" (a write after them in stream order); the GEMM's last item
   // waits for these words, then exchanges "done". The streams are still joined to ctx->stream.
   for (int k = 0; k < copy_streams; k++) {
-    CUresult r = s->write_value((CUstream)s->comm[k], (CUdeviceptr)(s->counters + 72 + k), s->epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
+    CUresult r = cuco_stream_write_value32((CUstream)s->comm[k], (CUdeviceptr)(s->counters + 72 + k), s->epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32: error %d", (int)r); return 1; }
   }
   for (int k = 0; k < s->peers.n; k++) {

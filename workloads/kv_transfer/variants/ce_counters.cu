@@ -103,8 +103,6 @@ struct KvState {
   unsigned* counters;              // per layer group: finished tiles, monotonic over calls; 255: decode ready
   KvPeer other;
   unsigned epoch;
-  PFN_cuStreamWaitValue32_v11070 wait_value;
-  PFN_cuStreamWriteValue32_v11070 write_value;
   cudaStream_t comm;
   cudaEvent_t ev_start, ev_done;
 };
@@ -128,13 +126,6 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaMemcpy(&s->other, d, sizeof(KvPeer), cudaMemcpyDeviceToHost));
   CUCO_CK(cudaFree(d));
-  cudaDriverEntryPointQueryResult q1, q2;
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&s->wait_value, 12000, cudaEnableDefault, &q1));
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&s->write_value, 12000, cudaEnableDefault, &q2));
-  if (q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess || !s->wait_value || !s->write_value) {
-    snprintf(ctx->error, sizeof ctx->error, "stream memory operations (cuStreamWaitValue32/WriteValue32) not available");
-    return 1;
-  }
   int lo = 0, hi = 0;
   CUCO_CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   CUCO_CK(cudaStreamCreateWithPriority(&s->comm, cudaStreamNonBlocking, kCommPriority ? hi : lo));
@@ -177,11 +168,11 @@ static int impl_run(cuco_ctx* ctx) {
   }
   for (int g = 0; g < ce_groups; g++) {
     long long l0 = (long long)g * s->lpc, l1 = l0 + s->lpc < s->L ? l0 + s->lpc : s->L;
-    CUresult r = s->wait_value((CUstream)s->comm, (CUdeviceptr)(s->counters + g),
+    CUresult r = cuco_stream_wait_value32((CUstream)s->comm, (CUdeviceptr)(s->counters + g),
                                s->epoch * (unsigned)(l1 - l0) * s->tiles_per_group_layer, CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32: error %d", (int)r); return 1; }
     CUCO_CK(cudaMemcpyAsync(s->other.kv + l0 * layer, KV + l0 * layer, (size_t)(l1 - l0) * layer * 2, cudaMemcpyDeviceToDevice, s->comm));
-    r = s->write_value((CUstream)s->comm, (CUdeviceptr)(s->other.landed + g), s->epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
+    r = cuco_stream_write_value32((CUstream)s->comm, (CUdeviceptr)(s->other.landed + g), s->epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32: error %d", (int)r); return 1; }
   }
   CUCO_CK(cudaEventRecord(s->ev_done, s->comm));

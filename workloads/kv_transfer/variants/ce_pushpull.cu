@@ -140,8 +140,6 @@ struct KvState {
   unsigned* counters;               // [c]: push chunk c's finished tiles; [1023]: decode ready
   KvPeer other;
   unsigned epoch;
-  PFN_cuStreamWaitValue32_v11070 wait_value;
-  PFN_cuStreamWriteValue32_v11070 write_value;
   int nstreams;                     // this rank's copy streams: max(push, 1) on the prefill, pull on the decode
   cudaStream_t comm[kMaxLanes];
   cudaEvent_t ev_start, ev_ready, ev_done[kMaxLanes];
@@ -181,13 +179,6 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaMemcpy(&s->other, d, sizeof(KvPeer), cudaMemcpyDeviceToHost));
   CUCO_CK(cudaFree(d));
-  cudaDriverEntryPointQueryResult q1, q2;
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&s->wait_value, 12000, cudaEnableDefault, &q1));
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&s->write_value, 12000, cudaEnableDefault, &q2));
-  if (q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess || !s->wait_value || !s->write_value) {
-    snprintf(ctx->error, sizeof ctx->error, "stream memory operations (cuStreamWaitValue32/WriteValue32) not available");
-    return 1;
-  }
   int lo = 0, hi = 0;
   CUCO_CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   s->nstreams = ctx->rank == 0 ? (s->push > 0 ? s->push : 1) : (s->pull_used > 0 ? s->pull_used : 1);
@@ -257,7 +248,7 @@ static int run_decode(cuco_ctx* ctx, KvState* s) {
     CUCO_CK(cudaMemcpyAsync(KV + l0 * layer, s->other.kv + l0 * layer, (size_t)(l1 - l0) * layer * 2, cudaMemcpyDeviceToDevice, s->comm[q]));
   }
   for (int q = 0; q < s->pull_used; q++) {
-    CUresult r = s->write_value((CUstream)s->comm[q], (CUdeviceptr)(s->other.flags + 8 + q), epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
+    CUresult r = cuco_stream_write_value32((CUstream)s->comm[q], (CUdeviceptr)(s->other.flags + 8 + q), epoch, CU_STREAM_WRITE_VALUE_DEFAULT);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32: error %d", (int)r); return 1; }
     CUCO_CK(cudaEventRecord(s->ev_done[q], s->comm[q]));
     CUCO_CK(cudaStreamWaitEvent(ctx->stream, s->ev_done[q], 0));
@@ -291,12 +282,12 @@ static int impl_run(cuco_ctx* ctx) {
       if (launch_layer(ctx, s, launched)) return 1;
     const int i = c % lanes;
     if (i >= s->push) continue;   // a pull chunk: the decode rank's copy engines take it
-    CUresult r = s->wait_value((CUstream)s->comm[i], (CUdeviceptr)(s->counters + c),
+    CUresult r = cuco_stream_wait_value32((CUstream)s->comm[i], (CUdeviceptr)(s->counters + c),
                                epoch * (unsigned)(l1 - l0) * s->tiles, CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32: error %d", (int)r); return 1; }
     CUCO_CK(cudaMemcpyAsync(s->other.kv + l0 * layer, KV + l0 * layer, (size_t)(l1 - l0) * layer * 2, cudaMemcpyDeviceToDevice, s->comm[i]));
     done[i]++;
-    r = s->write_value((CUstream)s->comm[i], (CUdeviceptr)(s->other.flags + 32 + i), (epoch - 1) * s->per_lane[i] + done[i],
+    r = cuco_stream_write_value32((CUstream)s->comm[i], (CUdeviceptr)(s->other.flags + 32 + i), (epoch - 1) * s->per_lane[i] + done[i],
                        CU_STREAM_WRITE_VALUE_DEFAULT);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32: error %d", (int)r); return 1; }
   }

@@ -149,8 +149,6 @@ struct KvState {
   unsigned* counters;               // [c]: chunk c's finished tiles
   KvPeer other;
   unsigned epoch;
-  PFN_cuStreamWaitValue32_v11070 wait_value;
-  PFN_cuStreamWriteValue32_v11070 write_value;
   cudaStream_t comm[kMaxStreams];
   cudaEvent_t ev_ready, ev_done[kMaxStreams];
 };
@@ -184,13 +182,6 @@ static int impl_setup(cuco_ctx* ctx) {
   CUCO_CK(cudaGetLastError());
   CUCO_CK(cudaMemcpy(&s->other, d, sizeof(KvPeer), cudaMemcpyDeviceToHost));
   CUCO_CK(cudaFree(d));
-  cudaDriverEntryPointQueryResult q1, q2;
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&s->wait_value, 12000, cudaEnableDefault, &q1));
-  CUCO_CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&s->write_value, 12000, cudaEnableDefault, &q2));
-  if (q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess || !s->wait_value || !s->write_value) {
-    snprintf(ctx->error, sizeof ctx->error, "stream memory operations (cuStreamWaitValue32/WriteValue32) not available");
-    return 1;
-  }
   int lo = 0, hi = 0;
   CUCO_CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   for (int i = 0; i < s->streams; i++) {
@@ -240,12 +231,12 @@ static int impl_run(cuco_ctx* ctx) {
   for (int c = 0; c < s->chunks; c++) {
     const long long l0 = chunk_first(s, c), l1 = chunk_first(s, c + 1);
     const int i = c % s->streams;
-    CUresult r = s->wait_value((CUstream)s->comm[i], (CUdeviceptr)(s->counters + c),
+    CUresult r = cuco_stream_wait_value32((CUstream)s->comm[i], (CUdeviceptr)(s->counters + c),
                                epoch * (unsigned)(l1 - l0) * s->tiles, CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWaitValue32: error %d", (int)r); return 1; }
     CUCO_CK(cudaMemcpyAsync(s->other.kv + l0 * layer, KV + l0 * layer, (size_t)(l1 - l0) * layer * 2, cudaMemcpyDeviceToDevice, s->comm[i]));
     done[i]++;
-    r = s->write_value((CUstream)s->comm[i], (CUdeviceptr)(s->other.progress + i), (epoch - 1) * s->per_stream[i] + done[i],
+    r = cuco_stream_write_value32((CUstream)s->comm[i], (CUdeviceptr)(s->other.progress + i), (epoch - 1) * s->per_stream[i] + done[i],
                        CU_STREAM_WRITE_VALUE_DEFAULT);
     if (r != CUDA_SUCCESS) { snprintf(ctx->error, sizeof ctx->error, "cuStreamWriteValue32: error %d", (int)r); return 1; }
   }
