@@ -32,8 +32,14 @@ if git rev-parse -q --verify "$BEFORE^{commit}" >/dev/null 2>&1; then
     git archive "$BEFORE" workloads/_harness | tar -x -C "$OLD"
     cp workloads/_harness/cuda/run_local.py "$OLD/workloads/_harness/cuda/run_local.py"   # the same launcher
     have_before=1
+elif [ -d .whl/before/workloads/_harness ]; then  # carried: `git archive BEFORE workloads/_harness | tar -x -C .whl/before`
+    rm -rf "$OLD"; mkdir -p "$OLD/workloads"
+    cp -r workloads/gemm_allgather "$OLD/workloads/"
+    cp -r .whl/before/workloads/_harness "$OLD/workloads/"
+    cp workloads/_harness/cuda/run_local.py "$OLD/workloads/_harness/cuda/run_local.py"
+    have_before=1
 else
-    echo "no commit $BEFORE here (no git history): the 'before' side is skipped"
+    echo "no commit $BEFORE here (no git history) and no .whl/before: the 'before' side is skipped"
 fi
 seedrun() {  # $1: repository root to run from, $2: label; prints the job's wall seconds
     python3 "$1/workloads/_harness/cuda/run_local.py" "$1/workloads/gemm_allgather" --mode benchmark --ranks 1 \
