@@ -54,7 +54,7 @@ def main() -> int:
     env.update(HOME=str(nodehome), CUCO_OPENAI_COMPAT_KEY=KEY)
     with FakeLLMServer(responder=answer) as srv:
         cmd = [
-            sys.executable, "-m", "cuco_tui.cli", "run", "gemm_allgather", "--headless", "--ranks", "1",
+            sys.executable, "-m", "cuco_tui.cli", "run", os.environ.get("WORKLOAD", "gemm_allgather"), "--headless", "--ranks", "1",
             "--llm", f"openai-compat:coder@{srv.url}/v1", "--max-evals", "4", "--islands", "1",
             "--concurrency", "2", "--max-minutes", "2", "--home", str(home), "--name", "integrity",
         ]  # fmt: skip

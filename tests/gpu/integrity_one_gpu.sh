@@ -46,17 +46,22 @@ seedrun() {  # $1: repository root to run from, $2: label; prints the job's wall
         --configs hidden_odd,hidden_tall --build-dir "$BUILD-$2" "${@:3}"
 }
 stamp "building the seed with both harnesses"
-(seedrun "$PWD" after --build-only > "$OUT/build-after.log" 2>&1) &
-[ $have_before = 1 ] && (seedrun "$OLD" before --build-only > "$OUT/build-before.log" 2>&1) &
+builds=()
+(seedrun "$PWD" after --build-only > "$OUT/build-after.log" 2>&1) & builds+=($!)
+if [ $have_before = 1 ]; then (seedrun "$OLD" before --build-only > "$OUT/build-before.log" 2>&1) & builds+=($!); fi
+# gemm_allgather's bench configs are all of 2 or more ranks: a copy with one 1-rank bench config for `cuco run --ranks 1`
+rm -rf workloads/ga_r1 && cp -r workloads/gemm_allgather workloads/ga_r1
+sed -i 's/^  - {name: small_m1k, .*$/&\n  - {name: r1_m4k, public: true, bench: true, params: {M: 4096, N: 4096, K: 4096, ranks: 1}}/' workloads/ga_r1/workload.yaml
+grep -n r1_m4k workloads/ga_r1/workload.yaml
 
 stamp "cuco run gemm_allgather --ranks 1 with the two bad candidates"
-timeout -k 10 180 python3 tests/gpu/integrity_one_gpu.py; echo "integrity: exit $?"
-wait
+WORKLOAD=ga_r1 timeout -k 10 180 python3 tests/gpu/integrity_one_gpu.py; echo "integrity: exit $?"
+wait "${builds[@]}"   # not a bare wait: it would also wait for the tee of this script's own output
 stamp "built: $(tail -qn 1 "$OUT"/build-*.log | tr '\n' ' ')"
 
 # demo's jobs on the CPU, while the GPU jobs are timed (a different resource; 2 pairs)
 (timeout 150 python3 tests/gpu/defence_cost.py demo --before "$BEFORE" --pairs 2 --out "$OUT/demo_jobs.json" \
-    > "$OUT/demo_jobs.log" 2>&1; echo "demo: exit $?" >> "$OUT/demo_jobs.log") &
+    > "$OUT/demo_jobs.log" 2>&1; echo "demo: exit $?" >> "$OUT/demo_jobs.log") & demo=$!
 
 stamp "the seed's GPU jobs, after / before, alternating"
 python3 - "$have_before" "$OLD" "$BUILD" "$OUT/gpu_jobs.json" <<'EOF'
@@ -79,6 +84,6 @@ report = {"jobs": jobs, "median_wall_s": {s: statistics.median(j["wall_s"] for j
 open(out, "w").write(json.dumps(report, indent=1))
 print(json.dumps(report["median_wall_s"]))
 EOF
-wait
+wait "$demo"
 stamp "demo: $(tail -n 30 "$OUT/demo_jobs.log" | tr -s ' \n' ' ' | tail -c 600)"
 stamp "done"
