@@ -54,6 +54,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
 import torch.multiprocessing as mp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -255,8 +256,6 @@ class SymmCopyChunks:
     end; pull: a barrier per chunk (every rank's chunk done), then copies from every peer's C."""
 
     def __init__(self, a, b, world, rank, k, pull: bool):
-        import torch.distributed._symmetric_memory as symm_mem
-
         self.a, self.b, self.world, self.rank, self.pull = a, b, world, rank, pull
         m, n = a.shape[0], b.shape[0]
         self.c = symm_mem.empty((world, m, n), dtype=torch.bfloat16, device=a.device)
@@ -379,6 +378,13 @@ def bench_config(shape: Shape, rank: int, world: int, device: torch.device, opts
     return [results[name] for name, _, _ in methods]
 
 
+def symm_backend(device: torch.device) -> str | None:
+    try:
+        return symm_mem.get_backend(device)
+    except (AttributeError, RuntimeError) as exc:  # an older torch
+        return f"unknown ({exc})"
+
+
 def worker(rank: int, world: int, port: int, opts: dict) -> None:
     os.environ.update(SAFE_ENV)
     torch.cuda.set_device(rank)
@@ -392,6 +398,10 @@ def worker(rank: int, world: int, port: int, opts: dict) -> None:
         device_id=device,
     )
     out = Path(opts["partial"])
+    try:  # peer-mapped memory moved by copies (the CUDA backend, also the default), not NVSHMEM; no multicast
+        symm_mem.set_backend("CUDA")
+    except (AttributeError, RuntimeError) as exc:  # an older torch: its default backend, named in the result
+        print(f"[torch] rank {rank}: symmetric-memory backend left as it is: {exc}", flush=True)
 
     def log(msg: str) -> None:
         if rank == 0:
@@ -403,7 +413,9 @@ def worker(rank: int, world: int, port: int, opts: dict) -> None:
             timings = bench_config(shape, rank, world, device, opts, log)
             if rank == 0:  # one line per config: what finished survives a later hang
                 with out.open("a") as f:
-                    f.write(json.dumps({"config": asdict(shape), "methods": [asdict(t) for t in timings]}) + "\n")
+                    row = {"config": asdict(shape), "methods": [asdict(t) for t in timings]}
+                    row["symm_mem_backend"] = symm_backend(device)
+                    f.write(json.dumps(row) + "\n")
                 log(f"{shape.name}: {len(timings)} methods in {time.monotonic() - t0:.1f} s")
     finally:
         dist.destroy_process_group()
@@ -484,7 +496,12 @@ def ratios(torch_rows: list[dict], cuco: dict) -> list[dict]:
         entry: dict = {"config": name, "cuco_ms": cand, "methods": {}, "best_per_family": {}}
         for t in row["methods"]:
             r = t["median_ms"] / cand if (cand and t["median_ms"]) else None
-            entry["methods"][t["method"]] = {"median_ms": t["median_ms"], "iqr_ms": t["iqr_ms"], "vs_cuco": r}
+            entry["methods"][t["method"]] = {
+                "median_ms": t["median_ms"],
+                "iqr_ms": t["iqr_ms"],
+                "vs_cuco": r,
+                "error": t["error"],
+            }
             fam = t["method"].rstrip("0123456789")
             best = entry["best_per_family"].get(fam)
             if t["median_ms"] is not None and (best is None or t["median_ms"] < best["median_ms"]):
