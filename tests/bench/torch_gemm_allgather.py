@@ -9,6 +9,8 @@ C = [C_0, ..., C_{W-1}], W blocks of M x N in rank order. Timed here, on one mac
                (workloads/_harness/cuda/run_local.py --mode verify, then --mode benchmark); the harness's
                own baseline (its GEMM, then ncclAllGather) comes with it
   torch, one process per GPU (NCCL process group), every method interleaved per iteration:
+    part_gemm, part_allgather   the two halves alone (torch.matmul of this rank's block; all_gather_into_tensor
+                         of one block), unchecked: torch's T_comp and T_comm, so max of the two is its bound
     matmul_allgather     torch.matmul, then dist.all_gather_into_tensor: what a user writes first
     nccl_ag_chunks{k}    the rows in k chunks: each chunk's GEMM straight into its rows of C, then its
                          all_gather_into_tensor (async: NCCL's own stream) while the next chunk's GEMM runs;
@@ -186,8 +188,36 @@ def row_chunks(m: int, k: int) -> list[slice]:
     return [slice(i * step, (i + 1) * step) for i in range(k)]
 
 
+class GemmOnly:
+    """A part, not an answer (unchecked): this rank's GEMM alone, torch's T_comp."""
+
+    checked = False
+
+    def __init__(self, a, b, world, rank):
+        self.a, self.b, self.rank = a, b, rank
+        self.c = torch.empty(world, a.shape[0], b.shape[0], dtype=torch.bfloat16, device=a.device)
+
+    def run(self) -> None:
+        torch.matmul(self.a, self.b.t(), out=self.c[self.rank])
+
+
+class AllgatherOnly:
+    """A part, not an answer (unchecked): the all-gather of one block alone, torch's T_comm."""
+
+    checked = False
+
+    def __init__(self, a, b, world, rank):
+        self.own = torch.zeros(a.shape[0], b.shape[0], dtype=torch.bfloat16, device=a.device)
+        self.c = torch.empty(world, a.shape[0], b.shape[0], dtype=torch.bfloat16, device=a.device)
+
+    def run(self) -> None:
+        dist.all_gather_into_tensor(self.c.view(-1, self.c.shape[2]), self.own)
+
+
 class MatmulAllgather:
     """What a user writes first: the GEMM, then the all-gather of its result."""
+
+    checked = True
 
     def __init__(self, a, b, world, rank):
         self.a, self.b, self.world, self.rank = a, b, world, rank
@@ -201,6 +231,8 @@ class MatmulAllgather:
 class NcclAllgatherChunks:
     """Row chunks: each chunk's GEMM into C, its all-gather on NCCL's stream (async), a side stream copying the
     gathered chunk into place; the next chunk's GEMM runs meanwhile."""
+
+    checked = True
 
     def __init__(self, a, b, world, rank, k):
         self.a, self.b, self.world, self.rank = a, b, world, rank
@@ -229,6 +261,8 @@ class NcclAllgatherChunks:
 class NcclP2pChunks:
     """Row chunks sent and received with batch_isend_irecv straight into the peers' rows of C."""
 
+    checked = True
+
     def __init__(self, a, b, world, rank, k):
         self.a, self.b, self.world, self.rank = a, b, world, rank
         m, n = a.shape[0], b.shape[0]
@@ -254,6 +288,8 @@ class SymmCopyChunks:
     """C in symmetric memory; chunks moved by tensor copies between this GPU and the peers' buffers (the copy
     engines), on a side stream that waits for each chunk's GEMM. push: into every peer's C, one barrier at the
     end; pull: a barrier per chunk (every rank's chunk done), then copies from every peer's C."""
+
+    checked = True
 
     def __init__(self, a, b, world, rank, k, pull: bool):
         self.a, self.b, self.world, self.rank, self.pull = a, b, world, rank, pull
@@ -290,7 +326,9 @@ def make_methods(a, b, world, rank, chunks: list[int]) -> list[tuple[str, int, C
     """(name, chunks, factory): the factories run collectively, in this order on every rank."""
     m = a.shape[0]
     out: list[tuple[str, int, Callable[[], object]]] = [
-        ("matmul_allgather", 1, lambda: MatmulAllgather(a, b, world, rank))
+        ("part_gemm", 1, lambda: GemmOnly(a, b, world, rank)),
+        ("part_allgather", 1, lambda: AllgatherOnly(a, b, world, rank)),
+        ("matmul_allgather", 1, lambda: MatmulAllgather(a, b, world, rank)),
     ]
     for k in chunks:
         if m % k:
@@ -358,8 +396,10 @@ def bench_config(shape: Shape, rank: int, world: int, device: torch.device, opts
             if name in failed:
                 continue
             ms = timer.call(inst)
-            problem = check_output(inst.c, gather_own_blocks(inst.c, rank, world), ref, rank, BF16_TOL)
-            if not agree(problem is None, device):
+            problem = None
+            if inst.checked:
+                problem = check_output(inst.c, gather_own_blocks(inst.c, rank, world), ref, rank, BF16_TOL)
+            if inst.checked and not agree(problem is None, device):
                 failed[name] = problem or "wrong on another rank"
                 log(f"{shape.name} {name}: FAILED at call {it}: {failed[name]}")
             elif it >= opts["warmup"]:
@@ -459,10 +499,10 @@ def run_cuco(source: Path, ranks: int, out: Path, configs: list[str] | None, lim
         t0 = time.monotonic()
         try:
             p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=limit_s, cwd=ROOT)
-            rc, tail = p.returncode, (p.stdout + p.stderr)[-1500:]
+            rc, log, tail = p.returncode, p.stdout + p.stderr, p.stderr[-1500:]
         except subprocess.TimeoutExpired:
-            rc, tail = -9, f"timed out after {limit_s:.0f} s"
-        (out / f"cuco.{mode}.log").write_text(tail)
+            rc, log, tail = -9, "", f"timed out after {limit_s:.0f} s"
+        (out / f"cuco.{mode}.log").write_text(log or tail)
         print(f"[cuco] {mode}: exit {rc} in {time.monotonic() - t0:.0f} s", flush=True)
         res[mode] = {"exit": rc}
         if rc != 0:
@@ -515,7 +555,15 @@ def ms(x: object) -> str:
 
 
 def print_table(rows: list[dict], cuco: dict) -> None:
-    fams = ["matmul_allgather", "nccl_ag_chunks", "nccl_p2p_chunks", "symm_push_chunks", "symm_pull_chunks"]
+    fams = [
+        "part_gemm",
+        "part_allgather",
+        "matmul_allgather",
+        "nccl_ag_chunks",
+        "nccl_p2p_chunks",
+        "symm_push_chunks",
+        "symm_pull_chunks",
+    ]
     print("\nms (median of the slowest rank); in brackets: time / cuco's time (above 1: cuco faster)")
     print("| config | cuco | harness baseline | " + " | ".join(fams) + " |")
     print("| --- " * (3 + len(fams)) + "|")
