@@ -77,6 +77,7 @@ CONFIGS = (
 )
 BF16_TOL = 1.6e-2  # workload.yaml tolerances.bf16: relative to |ref| + 10 % of C's rms
 FLUSH_BYTES = 256 << 20  # the harness's L2 flush
+BARRIER_TIMEOUT_MS = 10_000  # a symmetric-memory barrier that waits longer traps (0 would spin for ever)
 CALL_TIMEOUT = datetime.timedelta(seconds=120)  # a hung collective ends the job rather than the device call
 
 
@@ -120,7 +121,7 @@ def table_mismatch(workload_yaml: Path) -> str | None:
         if not c.get("bench"):
             continue
         p = c.get("params") or {}
-        want.append((c["name"], int(p["M"]), int(p["N"]), int(p["K"]), int(p.get("ranks", 2))))
+        want.append((c["name"], int(p["M"]), int(p["N"]), int(p["K"]), int(p.get("ranks", spec["ranks"]))))
     if tuple(want) != CONFIGS:
         return f"{workload_yaml}: bench configs {want} differ from CONFIGS in {Path(__file__).name}: update CONFIGS"
     return None
@@ -311,14 +312,14 @@ class SymmCopyChunks:
             for i, (rows, ev) in enumerate(zip(self.rows, self.done)):
                 self.side.wait_event(ev)
                 if self.pull:
-                    self.handle.barrier(channel=i)
+                    self.handle.barrier(channel=i, timeout_ms=BARRIER_TIMEOUT_MS)
                 for q, peer in self.peers.items():
                     if self.pull:
                         self.c[q, rows].copy_(peer[q, rows], non_blocking=True)
                     else:
                         peer[self.rank, rows].copy_(own[rows], non_blocking=True)
             # push: every rank's copies into this C are done; pull: no rank reads this C any more
-            self.handle.barrier(channel=len(self.rows))
+            self.handle.barrier(channel=len(self.rows), timeout_ms=BARRIER_TIMEOUT_MS)
         main.wait_stream(self.side)
 
 
@@ -395,12 +396,15 @@ def bench_config(shape: Shape, rank: int, world: int, device: torch.device, opts
         for name, _, inst in order:
             if name in failed:
                 continue
-            ms = timer.call(inst)
-            problem = None
-            if inst.checked:
-                problem = check_output(inst.c, gather_own_blocks(inst.c, rank, world), ref, rank, BF16_TOL)
-            if inst.checked and not agree(problem is None, device):
-                failed[name] = problem or "wrong on another rank"
+            ms, problem = 0.0, None
+            try:  # every rank issues the same calls, so an API error raises on all of them alike
+                ms = timer.call(inst)
+                if inst.checked:
+                    problem = check_output(inst.c, gather_own_blocks(inst.c, rank, world), ref, rank, BF16_TOL)
+            except Exception as exc:
+                problem = f"run: {type(exc).__name__}: {exc}"
+            if not agree(problem is None, device):
+                failed[name] = problem or "failed on another rank"
                 log(f"{shape.name} {name}: FAILED at call {it}: {failed[name]}")
             elif it >= opts["warmup"]:
                 samples[name].append(ms)
