@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,52 @@ def test_a_gathered_block_must_be_its_owners_bits(gloo_world_of_one):
         assert mod.check_output(c, own, refs[rank], rank, mod.BF16_TOL) == (
             f"gather: block {other} index {3 * 64 + 2} differs from rank {other}'s own block"
         )
+
+
+class HostTimer:
+    """The harness protocol's poisoning, timed on the host: the CPU stand-in for CUDA events."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def call(self, method) -> float:
+        method.c.view(self.torch.int16).fill_(-1)
+        t0 = time.perf_counter()
+        method.run()
+        return (time.perf_counter() - t0) * 1e3
+
+
+def test_a_wrong_or_broken_method_is_reported_failed_and_the_others_timed(gloo_world_of_one):
+    mod, torch = gloo_world_of_one
+    shape = mod.Shape("tiny", 128, 64, 96, 1)
+    a, b = mod.make_inputs(shape, 0, torch.device("cpu"))
+
+    class SkipsOneRow(mod.MatmulAllgather):  # a wrong answer: one row never written (left poisoned)
+        def run(self):
+            super().run()
+            self.c[0, 7].view(torch.int16).fill_(-1)
+
+    def missing_api():
+        raise AttributeError("module has no attribute 'rendezvous'")
+
+    methods = [
+        ("matmul_allgather", 1, lambda: mod.MatmulAllgather(a, b, 1, 0)),
+        ("skips_a_row", 1, lambda: SkipsOneRow(a, b, 1, 0)),
+        ("no_symm_mem", 2, missing_api),
+        ("part_gemm", 1, lambda: mod.GemmOnly(a, b, 1, 0)),
+    ]
+    logged: list[str] = []
+    opts = {"warmup": 2, "iters": 9}
+    got = mod.measure(
+        methods, HostTimer(torch), mod.reference_block(a, b), 0, 1, torch.device("cpu"), opts, logged.append
+    )
+
+    by = {t.method: t for t in got}
+    assert [t.method for t in got] == [m[0] for m in methods]
+    assert by["matmul_allgather"].error is None and by["matmul_allgather"].iterations == 9
+    assert by["part_gemm"].iterations == 9  # a part is timed unchecked: its output is not an answer
+    assert by["skips_a_row"].median_ms is None and by["skips_a_row"].error.startswith(
+        f"compute: block 0 index {7 * 64}"
+    )
+    assert by["no_symm_mem"].median_ms is None and "rendezvous" in by["no_symm_mem"].error
+    assert logged == [f"skips_a_row: FAILED at call 0: {by['skips_a_row'].error}"]

@@ -375,7 +375,16 @@ class Timer:
 def bench_config(shape: Shape, rank: int, world: int, device: torch.device, opts: dict, log) -> list[Timing]:
     a, b = make_inputs(shape, rank, device)
     ref = reference_block(a, b)
-    methods = make_methods(a, b, world, rank, opts["chunks"])
+    timings = measure(
+        make_methods(a, b, world, rank, opts["chunks"]), Timer(device), ref, rank, world, device, opts, log
+    )
+    torch.cuda.empty_cache()  # the methods' buffers went with them: the next config's have the room
+    return timings
+
+
+def measure(methods, timer, ref, rank: int, world: int, device: torch.device, opts: dict, log) -> list[Timing]:
+    """Set every method up (collectively), time them interleaved, check every checked call; a method whose
+    setup, call or check fails on any rank is reported failed with the reason and timed no further."""
     live: list[tuple[str, int, object]] = []
     results: dict[str, Timing] = {}
     for name, k, factory in methods:
@@ -388,7 +397,6 @@ def bench_config(shape: Shape, rank: int, world: int, device: torch.device, opts
             live.append((name, k, inst))
         else:
             results[name] = Timing(name, k, None, None, 0, err or "setup failed on another rank")
-    timer = Timer(device)
     samples: dict[str, list[float]] = {name: [] for name, _, _ in live}
     failed: dict[str, str] = {}
     for it in range(opts["warmup"] + opts["iters"]):
@@ -405,20 +413,18 @@ def bench_config(shape: Shape, rank: int, world: int, device: torch.device, opts
                 problem = f"run: {type(exc).__name__}: {exc}"
             if not agree(problem is None, device):
                 failed[name] = problem or "failed on another rank"
-                log(f"{shape.name} {name}: FAILED at call {it}: {failed[name]}")
+                log(f"{name}: FAILED at call {it}: {failed[name]}")
             elif it >= opts["warmup"]:
                 samples[name].append(ms)
     for name, k, _ in live:
         if name in failed:
             results[name] = Timing(name, k, None, None, 0, failed[name])
             continue
-        per_rank = [None] * world
+        per_rank: list[list[float] | None] = [None] * world
         dist.all_gather_object(per_rank, samples[name])
         slowest = [max(v) for v in zip(*per_rank)]  # the slowest rank's time per iteration
         med, iqr = median_iqr(slowest)
         results[name] = Timing(name, k, med, iqr, len(slowest))
-    live.clear()  # the methods' buffers go before the next config's
-    torch.cuda.empty_cache()
     return [results[name] for name, _, _ in methods]
 
 
@@ -454,7 +460,7 @@ def worker(rank: int, world: int, port: int, opts: dict) -> None:
     try:
         for shape in shapes_for(world, opts["configs"]):
             t0 = time.monotonic()
-            timings = bench_config(shape, rank, world, device, opts, log)
+            timings = bench_config(shape, rank, world, device, opts, lambda msg, n=shape.name: log(f"{n} {msg}"))
             if rank == 0:  # one line per config: what finished survives a later hang
                 with out.open("a") as f:
                     row = {"config": asdict(shape), "methods": [asdict(t) for t in timings]}
