@@ -244,7 +244,8 @@ class _Analyzer:
         prog.helper_calls = self.helper_calls
         prog.captures = self.captures()
         prog.init_blockers = self._init_blockers()
-        prog.check_macros = self._check_macros()
+        prog.check_functions = self._check_functions()
+        prog.check_macros = sorted(set(self._check_macros()) | set(prog.check_functions))
         prog.params = self._params(buffers)
         self._region_notes(prog)
         from .opportunities import dataflow, opportunities
@@ -1215,6 +1216,30 @@ class _Analyzer:
                 used.add(name)
         return sorted(used)
 
+    def _check_functions(self) -> list[str]:
+        """The program's own status-checking functions (`check(cudaMalloc(...), "what")`: a function whose
+        first parameter is a CUDA or NCCL status, called with a call as that argument): the workload maps
+        them to the harness's error return, as it does the check macros (a note says so)."""
+        found: list[str] = []
+        for src, body in self.bodies:
+            for n in src.nodes("call_expression", body):
+                name = call_name(n, src)
+                args = call_args(n)
+                if name is None or name in found or not args or args[0].type != "call_expression":
+                    continue
+                fn = self.functions.get(name)
+                if fn is not None and _checks_a_status(*fn):
+                    found.append(name)
+                    self.unresolved.append(
+                        Unresolved(
+                            fn[0].at(fn[1]),
+                            f"{name}() checks a CUDA/NCCL status",
+                            "mapped to the harness's error return: in the workload a failed call it checks ends "
+                            "the call with that error instead of running its body",
+                        )
+                    )
+        return found
+
     # -- size parameters
     def _params(self, buffers) -> list[dict]:
         roots: list[str] = []
@@ -1441,6 +1466,20 @@ def _helpers(functions, kernels, wrappers) -> set[str]:
                 found.add(n)
                 changed = True
     return found
+
+
+STATUS_TYPES = ("cudaError_t", "cudaError", "ncclResult_t", "CUresult", "cublasStatus_t", "cusparseStatus_t")
+
+
+def _checks_a_status(src, fn) -> bool:
+    """A function whose first parameter is a CUDA/NCCL/library status (`void check(cudaError_t e, ...)`)."""
+    decl = fn.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    first = next((p for p in params.named_children if p.type == "parameter_declaration"), None) if params else None
+    kind = first.child_by_field_name("type") if first is not None else None
+    return kind is not None and src.text(kind) in STATUS_TYPES
 
 
 def _param_names(src, fn):

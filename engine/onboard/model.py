@@ -107,6 +107,8 @@ class Program:
     dataflow: list[dict] = field(default_factory=list)
     preprocessing: dict = field(default_factory=dict)
     helper_calls: list[dict] = field(default_factory=list)  # calls followed into helper functions
+    # the program's status-checking functions (in check_macros too): re-defined like its check macros
+    check_functions: list[str] = field(default_factory=list)
     captures: list = field(default_factory=list)  # (SourceFile, node) of the captures a replay region launches
     init_blockers: list[str] = field(
         default_factory=list

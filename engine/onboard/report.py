@@ -39,12 +39,12 @@ def to_json(prog) -> dict:
         "region": prog.region,
         "timed_stream": prog.timed_stream,
         "params": prog.params,
-        "check_macros": prog.check_macros,
+        "check_macros": [m for m in prog.check_macros if m not in prog.check_functions],
         "dataflow": prog.dataflow,
         "opportunities": prog.opportunities,
         "unresolved": [u.as_json() for u in prog.unresolved],
         "init_blockers": prog.init_blockers,
-    }
+    } | ({"check_functions": prog.check_functions} if prog.check_functions else {})
 
 
 def _op(o) -> dict:

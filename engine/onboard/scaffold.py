@@ -21,6 +21,7 @@ overwritten and a failure leaves nothing half-written.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -124,7 +125,7 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
     text = ProgramWriter(prog, inputs, outputs).build()
     todos = list(text.todos)
     harness_root = os.path.relpath(HARNESS_DIR, out.resolve())
-    top = _top_level_code(prog)
+    top = _top_level_code(prog, _called_text(text))
     files = {
         "candidate.cu": workload_text.candidate(prog, text, top, name),
         # a region replaying graphs: the baseline also captures the graphs of its compute-only and
@@ -147,15 +148,27 @@ class TopLevel:
     includes: list[str]
     macros: list[str]  # #define lines the kernels may need (check macros are re-defined instead)
     check_macros: list[str]
+    check_functions: list[str]  # of check_macros: the program's functions, re-defined as macros too
     device_code: list[str]  # kernels, device functions, structs, constants
     constants: list[str]  # file-scope constants (for problem.cu's sizes)
 
 
-def _top_level_code(prog) -> TopLevel:
+def _called_text(text) -> str:
+    """The code the workload runs of main() (setup, the region and its forms, the start, teardown): the
+    host functions it calls are carried."""
+    parts = [*text.setup, text.run, text.run_compute, text.run_comm, text.start, *text.teardown]
+    parts += [line for members, setup, teardown in text.forms.values() for line in setup]
+    return "\n".join(parts)
+
+
+def _top_level_code(prog, called: str = "") -> TopLevel:
     includes, macros, code, constants = [], [], [], []
+    needed = _needed_host_functions(prog, called)
     for src in prog.sources:
         for node in src.tree.root_node.named_children:
             t = src.text(node).rstrip()
+            if _function_name(src, node) in prog.check_functions or _declares(src, node, prog.check_functions):
+                continue  # a check function is re-defined as a macro handing its status to the harness
             if node.type == "preproc_include":
                 if "mpi.h" not in t and t not in includes:
                     includes.append(t)
@@ -166,7 +179,7 @@ def _top_level_code(prog) -> TopLevel:
             elif node.type == "comment":
                 continue
             elif node.type in ("function_definition", "template_declaration"):
-                if node == prog.main or _is_host_helper(prog, src, node):
+                if node == prog.main or _is_host_helper(src, node, needed):
                     continue
                 host = not any(q in src.text(node).split("{", 1)[0] for q in ("__global__", "__device__"))
                 text = _pragmas_as_operators(src, node, prog.check_macros if host else ())
@@ -201,6 +214,8 @@ def _top_level_code(prog) -> TopLevel:
             ):
                 if "ncclUniqueId" in t or "MPI_" in t:
                     continue
+                if node.type.endswith("_specifier") and not t.endswith(";"):
+                    t += ";"  # the parser leaves a type definition's `;` out of its node
                 code.append(t)
             else:
                 code.append(
@@ -212,10 +227,21 @@ def _top_level_code(prog) -> TopLevel:
     carried = "\n".join(code + macros)
     if not any(w in carried for w in ("cout", "cerr", "clog", "cin")):
         includes = [i for i in includes if "<iostream>" not in i]
-    return TopLevel(includes, macros, list(prog.check_macros), code, constants)
+    return TopLevel(includes, macros, list(prog.check_macros), list(prog.check_functions), code, constants)
 
 
-def _is_host_helper(prog, src, node) -> bool:
+def _declares(src, node, names) -> bool:
+    """A top-level prototype of one of `names` (`static void check(cudaError_t, const char*);`)."""
+    if node.type != "declaration" or not names:
+        return False
+    return any(
+        c.type == "function_declarator" and declarator_name(c, src) in names
+        for d in node.children_by_field_name("declarator")
+        for c in walk(d)
+    )
+
+
+def _is_host_helper(src, node, needed: set[str]) -> bool:
     """A host function (not a kernel, not __device__) the workload does not need: the id exchange, the
     environment readers. The kept code never calls one (setup drops those statements). A host wrapper
     the region launches its kernels through (and what it calls) is needed: it is carried."""
@@ -223,7 +249,7 @@ def _is_host_helper(prog, src, node) -> bool:
     head = text.split("{", 1)[0]
     if "__global__" in head or "__device__" in head:
         return False
-    return _function_name(src, node) not in _needed_host_functions(prog)
+    return _function_name(src, node) not in needed
 
 
 def _static(text: str) -> str:
@@ -244,7 +270,9 @@ def _function_name(src, node) -> str | None:
     return declarator_name(fn.child_by_field_name("declarator"), src)
 
 
-def _needed_host_functions(prog) -> set[str]:
+def _needed_host_functions(prog, called: str = "") -> set[str]:
+    """The host functions the workload runs: the launch wrappers and helpers the region goes through, the
+    functions the code kept of main() calls (`called`: its text), and what they call."""
     defs = {}
     for src in prog.sources:
         for node in src.tree.root_node.named_children:
@@ -268,6 +296,9 @@ def _needed_host_functions(prog) -> set[str]:
         for o in prog.ops  # the helpers the region calls
         if (o.in_region or id(o) in replayed) and len(o.chain) > 1
     }
+    if called:
+        words = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", called))
+        needed |= {n for n in defs if n in words and n != "main" and n not in prog.check_functions}
     todo = list(needed)
     while todo:
         src, node = defs.get(todo.pop(), (None, None))
@@ -275,7 +306,7 @@ def _needed_host_functions(prog) -> set[str]:
             continue
         for call in src.nodes("call_expression", node):
             name = call_name(call, src)
-            if name in defs and name not in needed and name != "main":
+            if name in defs and name not in needed and name != "main" and name not in prog.check_functions:
                 needed.add(name)
                 todo.append(name)
     return needed

@@ -29,11 +29,18 @@ def _indent(lines, n=4) -> str:
 def _check_macro_defs(top) -> list[str]:
     """The program's checking macros (NCCLCHECK(cmd), ...) re-defined to hand the error to the harness
     (ctx->error, a non-zero return) instead of aborting the process."""
+    # a check function's further arguments (`check(cudaMalloc(...), "what")`) are accepted and not used:
+    # the status is the first
     return [
-        f"#define {m}(cmd) do {{ auto cuco_r_ = (cmd); if ((int)cuco_r_ != 0) {{ snprintf(cuco_c->error, "
-        f'sizeof cuco_c->error, "%s failed (%d)", #cmd, (int)cuco_r_); return 1; }} }} while (0)'
+        "#define CUCO_FIRST_(cmd, ...) cmd",
+        "#define CUCO_FIRST(...) CUCO_FIRST_(__VA_ARGS__, 0)",
+        "#define CUCO_UNCHECKED(...) ((void)(__VA_ARGS__))",
+    ] + [
+        f"#define {m}(...) do {{ auto cuco_r_ = (CUCO_FIRST(__VA_ARGS__)); if ((int)cuco_r_ != 0) {{ "
+        f'snprintf(cuco_c->error, sizeof cuco_c->error, "%s failed (%d)", #__VA_ARGS__, (int)cuco_r_); '
+        "return 1; } } while (0)"
         for m in top.check_macros
-    ] + ["#define CUCO_UNCHECKED(cmd) ((void)(cmd))"]
+    ]
 
 
 def _head(prog, top, title: str) -> list[str]:
