@@ -19,6 +19,7 @@ from remote.errors import InputError
 from . import api
 from .command_line import ENV_CALLS, default_of, reads_command_line
 from .evaluate import evaluate, evaluate_text
+from .dispatch import Dispatch, function_holders, resolve, unresolved_message
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .model import Buffer, Op, Program, Unresolved, Var
@@ -198,6 +199,8 @@ class _Analyzer:
         self.entry: str | None = None  # --entry: the target a function-pointer call stands for
         self.assume: dict[str, int] = {}  # --assume NAME=VALUE: run-time flags taken as given
         self.dispatch_holders: set[str] = set()
+        self.holders = function_holders(sources, functions)  # variables and tables holding functions
+        self.dispatches: list[Dispatch] = []
         self.region_src = src
         self.alias: dict[str, str] = {}  # pointer name -> the pointer it is based on
         self.helpers = _helpers(functions, kernels, self.wrappers)
@@ -208,6 +211,7 @@ class _Analyzer:
 
     def run(self) -> Program:
         self._collect_vars()
+        self.constants = self._integer_constants()
         self._collect_ops()
         region_node = self._pick_region()
         self.region_node = region_node
@@ -242,6 +246,7 @@ class _Analyzer:
             unresolved=self.unresolved,
         )
         prog.helper_calls = self.helper_calls
+        prog.dispatches = self.dispatches
         prog.captures = self.captures()
         prog.init_blockers = self._init_blockers()
         prog.check_functions = self._check_functions()
@@ -334,6 +339,20 @@ class _Analyzer:
                     and any(i.text.decode() in self.dispatch_holders for i in identifiers(fn))
                 ):
                     through, name = fn.text.decode(), self.entry  # a call through the table: --entry's target
+                if through is None and (name is None or name in self.holders):
+                    dispatch = resolve(src, n, self.holders, self.constants, self.entry)
+                    if dispatch is not None and any(c in self.helpers for c, _ in dispatch.candidates):
+                        if dispatch.target is None:
+                            raise InputError(dispatch.at, "call", unresolved_message(dispatch))
+                        self.dispatches.append(dispatch)
+                        self.unresolved.append(
+                            Unresolved(
+                                dispatch.at,
+                                f"a call through {dispatch.through}",
+                                f"runs {dispatch.target} ({dispatch.how}); the workload calls it directly",
+                            )
+                        )
+                        through, name = dispatch.through, dispatch.target
                 if name is None:
                     if any(i.text.decode() in api.NCCL_COMM for i in identifiers(n)):
                         raise InputError(
@@ -497,31 +516,22 @@ class _Analyzer:
                     f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
                     "process per GPU: give each GPU its own process and ncclCommInitRank"
                 )
-        # a helper the region in main() calls directly is carried with compute-only and comm-only forms;
-        # a region inside a helper, or collectives a helper reaches through another, are not written yet
+        # the helpers the region in main() calls (and their helpers) are carried with compute-only and
+        # comm-only forms; a region inside a helper is not written yet
         in_main = (
             self.region_node is None
             or self.region_src is self.src
             and self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
         )
-        nested = sorted(
-            {
-                f"{call_name(o.chain[1][1], o.chain[1][0])} at {o.chain[1][0].at(o.chain[1][1])}"
-                for o in self.ops
-                if o.in_region and len(o.chain) > 2 and o.kind != "kernel"
-            }
-        )
-        if not in_main or nested:
+        if not in_main:
             names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
             where = (
                 f"the region ({self.region_src.at(self.region_node)}) is not in main() but inside the helper "
                 f"{self._function_at(self.region_src, self.region_node) or 'function'}"
-                if not in_main
-                else f"its collectives are reached through a helper called by a helper ({', '.join(nested)})"
             )
             out.append(
                 f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
-                "writes a region in main() and carries the helpers it calls directly: move the timed "
+                "writes a region in main() and carries the helpers it calls: move the timed "
                 "section into main(), or write the workload by hand (docs/workload-format.md) from this "
                 "analysis"
             )
@@ -1216,6 +1226,19 @@ class _Analyzer:
                 used.add(name)
         return sorted(used)
 
+    def _integer_constants(self) -> dict[str, int]:
+        """Variables (main's, file-scope) initialised with an integer literal: a table's index."""
+        out = {}
+        for name, v in self.vars.items():
+            text = self._t(v.init).strip() if v.init is not None else ""
+            if text.isdigit():
+                out[name] = int(text)
+        for name, (src, _node, d) in self.globals.items():
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if value is not None and src.text(value).strip().isdigit() and name not in out:
+                out[name] = int(src.text(value).strip())
+        return out
+
     def _check_functions(self) -> list[str]:
         """The program's own status-checking functions (`check(cudaMalloc(...), "what")`: a function whose
         first parameter is a CUDA or NCCL status, called with a call as that argument): the workload maps
@@ -1460,8 +1483,8 @@ def _helpers(functions, kernels, wrappers) -> set[str]:
     while changed:
         changed = False
         for n, (s, f) in functions.items():
-            if n in found or n == "main" or n in kernels or n in wrappers:
-                continue
+            if n in found or n == "main" or n in kernels:
+                continue  # a launch wrapper that also communicates (through a helper) is followed too
             if any(call_name(c, s) in found for c in s.nodes("call_expression", f)):
                 found.add(n)
                 changed = True

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from . import api
 from .command_line import default_of
+from .dispatch import target_of
 from .evaluate import evaluate
 from .model import Unresolved
 from .registration import REGISTERABLE_ALLOCS, UNREGISTERED_ENV, Registration
@@ -460,10 +461,14 @@ class ProgramWriter:
         if self.region is None:
             return f"// {TODO}: no repeated region was found; write one iteration here\n"
         body = self.region.child_by_field_name("body")
+        suffix = HELPER_COMPUTE if "collective" in drop else HELPER_COMM if "kernel" in drop else None
         edits = []
+        for d in self.p.dispatches:  # a call through a table runs the function the program chose
+            if d.path == self.src.path and body.start_byte <= d.span[0] < body.end_byte:
+                edits.append((*d.span, d.target + (suffix or "")))
         for op in self.p.ops:
-            if not op.in_region:
-                continue
+            if not op.in_region or op.src is not self.src or not (body.start_byte <= op.node.start_byte < body.end_byte):
+                continue  # an operation inside a helper goes with the helper's forms
             if op.kind == "mpi" and "collective" not in drop and self._host_collective(op):
                 stmt = _enclosing_statement(op.node)
                 edits.append((stmt.start_byte, stmt.end_byte, self._host_collective(op)))
@@ -500,7 +505,6 @@ class ProgramWriter:
                 ):
                     a = args[spec["stream"]]
                     edits.append((a.start_byte, a.end_byte, self.stream_var))
-        suffix = HELPER_COMPUTE if "collective" in drop else HELPER_COMM if "kernel" in drop else None
         if suffix:
             for call in self.src.nodes("call_expression", body):
                 if call_name(call, self.src) in self.region_helpers:
@@ -727,17 +731,20 @@ class ProgramWriter:
             return []
         followed = {c["name"] for c in self.p.helper_calls}
         out: list[str] = []
+
+        def visit(src, calls) -> None:  # a helper's own helpers first: its forms call theirs
+            for call in calls:
+                name = call_name(call, src) or target_of(self.p.dispatches, src, call)
+                found = find_function(self.p.sources, name) if name in followed and name not in out else None
+                if found is not None:
+                    out.append(name)  # taken before its body: a recursion stops here
+                    visit(found[0], found[0].nodes("call_expression", found[1]))
+                    out.remove(name)
+                    out.append(name)
+
         calls = self.src.nodes("call_expression", self.region)
         calls += [c for st in self.capture_unit for c in self.src.nodes("call_expression", st)]
-        for call in calls:
-            name = call_name(call, self.src)
-            if (
-                name is not None
-                and name in followed
-                and name not in out
-                and find_function(self.p.sources, name) is not None
-            ):
-                out.append(name)
+        visit(self.src, calls)
         return out
 
     def _helper_form(self, name: str, drop: set[str], suffix: str) -> str:
@@ -753,9 +760,12 @@ class ProgramWriter:
                 stmt = _enclosing_statement(op.node)
                 edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"))
         for call in src.nodes("call_expression", fn):
-            if call_name(call, src) in self.p.check_macros:
-                f = call.child_by_field_name("function")
+            f = call.child_by_field_name("function")
+            called = call_name(call, src) or target_of(self.p.dispatches, src, call)
+            if called in self.p.check_macros:
                 edits.append((f.start_byte, f.end_byte, "CUCO_UNCHECKED"))
+            elif called in self.region_helpers:  # a helper's helper: its form of the same variant
+                edits.append((f.start_byte, f.end_byte, called + suffix))
         ident = function_declarator(fn).child_by_field_name("declarator")
         edits.append((ident.start_byte, ident.end_byte, name + suffix))
         text = _apply(src.data, fn, edits)

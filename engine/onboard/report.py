@@ -44,7 +44,9 @@ def to_json(prog) -> dict:
         "opportunities": prog.opportunities,
         "unresolved": [u.as_json() for u in prog.unresolved],
         "init_blockers": prog.init_blockers,
-    } | ({"check_functions": prog.check_functions} if prog.check_functions else {})
+    } | ({"check_functions": prog.check_functions} if prog.check_functions else {}) | (
+        {"dispatches": [d.as_json() for d in prog.dispatches]} if prog.dispatches else {}
+    )
 
 
 def _op(o) -> dict:

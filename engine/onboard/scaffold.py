@@ -164,11 +164,15 @@ def _called_text(text) -> str:
 def _top_level_code(prog, called: str = "") -> TopLevel:
     includes, macros, code, constants = [], [], [], []
     needed = _needed_host_functions(prog, called)
+    words = set(re.findall(r"\b[A-Za-z_]\w*\b", called))
+    tables = {w for d in prog.dispatches for w in re.findall(r"\b[A-Za-z_]\w*\b", d.through)} - words
     for src in prog.sources:
         for node in src.tree.root_node.named_children:
             t = src.text(node).rstrip()
             if _function_name(src, node) in prog.check_functions or _declares(src, node, prog.check_functions):
                 continue  # a check function is re-defined as a macro handing its status to the harness
+            if node.type == "declaration" and _declared(src, node) & tables:
+                continue  # a table the region called through: the workload calls the chosen function
             if node.type == "preproc_include":
                 if "mpi.h" not in t and t not in includes:
                     includes.append(t)
@@ -228,6 +232,10 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
     if not any(w in carried for w in ("cout", "cerr", "clog", "cin")):
         includes = [i for i in includes if "<iostream>" not in i]
     return TopLevel(includes, macros, list(prog.check_macros), list(prog.check_functions), code, constants)
+
+
+def _declared(src, node) -> set[str]:
+    return {n for d in node.children_by_field_name("declarator") if (n := declarator_name(d, src))}
 
 
 def _declares(src, node, names) -> bool:
