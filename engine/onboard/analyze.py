@@ -1385,7 +1385,8 @@ class _Analyzer:
                 Unresolved(
                     region["at"],
                     f"the loop variable {var} is used inside the region",
-                    "the workload runs one iteration per call, with it fixed at 0",
+                    "each call of the workload takes the harness's call index (ctx->iteration: 0, 1, 2, ...; "
+                    "the check's reference run the same) as its value, within the loop's range",
                 )
             )
         for op in self.ops:

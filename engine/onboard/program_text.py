@@ -519,9 +519,26 @@ class ProgramWriter:
         var = (self.p.region or {}).get("loop_variable")
         lead = ""
         if var and any(self.src.text(i) == var for i in identifiers(body)):
-            lead = f"\n    const int {var} = 0;   // {TODO}: the region used its loop variable; one call is iteration 0"
-            self._todo(f"{self.p.region['at']}: the loop variable {var} is used inside the region (fixed at 0)")
+            lead = "\n    " + self._loop_index(var)
         return lead + text
+
+    def _loop_index(self, var: str) -> str:
+        """The region's loop variable as the harness's index of this call (ctx->iteration: 0, 1, 2, ...,
+        the reference run of a check given the same), wrapped into the loop's own range when the loop
+        counts up by one from a start to a bound the workload knows; else the index itself (a note)."""
+        start, bound = _counting_range(self.src, self.region, var)
+        known = set(self.p.vars) | set(self.params)
+        step = "(long long)cuco_c->iteration"
+        if start is not None and bound is not None and all(n in known for n in names_in(f"({start}) + ({bound})")):
+            span = f"(long long)({bound})" if start == "0" else f"((long long)({bound}) - ({start}))"
+            if start.isdigit() and bound.isdigit():
+                span = str(int(bound) - int(start))
+            value = f"{start} + (int)({step} % ({span} > 0 ? {span} : 1))"
+            how = f"the harness's call index, within [{start}, {bound})"
+        else:
+            value = f"(int){step}"
+            how = "the harness's call index (the loop's range is not one the workload knows)"
+        return f"const int {var} = {value};   // the loop variable: {how}"
 
     def teardown(self, suffixes: tuple[str, ...] = ("",)) -> list[str]:
         out = self._graph_teardown(suffixes)
@@ -914,3 +931,24 @@ def _apply(data: bytes, node, edits) -> str:
         pos = b
     out.append(data[pos:end].decode())
     return "".join(out)
+
+
+def _counting_range(src, loop, var: str) -> tuple[str | None, str | None]:
+    """(start, bound) of `for (int var = start; var < bound; ++var)` (also `var++`, `var += 1`), else Nones."""
+    if loop is None or loop.type != "for_statement":
+        return None, None
+    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    if init is None or cond is None or update is None:
+        return None, None
+    value = next(
+        (d.child_by_field_name("value") for d in walk(init) if d.type == "init_declarator"),
+        init.child_by_field_name("right") if init.type == "assignment_expression" else None,
+    )
+    up = src.text(update).replace(" ", "")
+    if value is None or up not in (f"++{var}", f"{var}++", f"{var}+=1"):
+        return None, None
+    if cond.type != "binary_expression" or src.text(cond.child_by_field_name("left")) != var:
+        return None, None
+    if src.text(cond.child_by_field_name("operator")) != "<":
+        return None, None
+    return src.text(value), src.text(cond.child_by_field_name("right"))

@@ -559,7 +559,7 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
     rc |= cudaMemcpyAsync(ref->inputs[i].ptr, pristine[i], ctx->inputs[i].bytes, cudaMemcpyDeviceToDevice, s) != cudaSuccess;
   for (int i = 0; i < kNumOutputs && !rc; i++)   // poisoned like the harness's, before every reference run
     rc |= cudaMemsetAsync(ref->outputs[i].ptr, 0xFF, ctx->outputs[i].bytes, s) != cudaSuccess;
-  if (!rc) ref->error[0] = 0;
+  if (!rc) ref->error[0] = 0, ref->iteration = ctx->iteration;   // the same index as the call it checks
   if (!rc && cuco_baseline_start_outputs) rc |= cuco_baseline_start_outputs(ref) != 0;
   if (!rc) rc |= cuco_baseline_run(ref) != 0;
   if (!rc) rc |= cudaStreamSynchronize(s) != cudaSuccess;
