@@ -467,7 +467,11 @@ class ProgramWriter:
             if d.path == self.src.path and body.start_byte <= d.span[0] < body.end_byte:
                 edits.append((*d.span, d.target + (suffix or "")))
         for op in self.p.ops:
-            if not op.in_region or op.src is not self.src or not (body.start_byte <= op.node.start_byte < body.end_byte):
+            if (
+                not op.in_region
+                or op.src is not self.src
+                or not (body.start_byte <= op.node.start_byte < body.end_byte)
+            ):
                 continue  # an operation inside a helper goes with the helper's forms
             if op.kind == "mpi" and "collective" not in drop and self._host_collective(op):
                 stmt = _enclosing_statement(op.node)

@@ -27,13 +27,13 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from engine.workload import INSTALLED_PREFIX
 from remote.errors import InputError
 
 from . import api, workload_text
 from .program_text import TODO, ProgramWriter
 from .source import call_name, declarator_name, walk
 
-HARNESS_DIR = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness"
 MAX_BUFFERS = 8
 CHECKS = {"do_nothing": "checks/do_nothing.cu", "skip_comm": "checks/skip_comm.cu"}  # must verify incorrect
 
@@ -124,7 +124,7 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
                 )
     text = ProgramWriter(prog, inputs, outputs).build()
     todos = list(text.todos)
-    harness_root = os.path.relpath(HARNESS_DIR, out.resolve())
+    harness_root = INSTALLED_PREFIX + "_harness"  # found in the installed cuco, wherever either lives
     top = _top_level_code(prog, _called_text(text))
     files = {
         "candidate.cu": workload_text.candidate(prog, text, top, name),
