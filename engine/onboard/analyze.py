@@ -18,8 +18,8 @@ from remote.errors import InputError
 
 from . import api
 from .command_line import ENV_CALLS, default_of, reads_command_line
-from .evaluate import evaluate, evaluate_text
 from .dispatch import Dispatch, function_holders, resolve, unresolved_message
+from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .model import Buffer, Op, Program, Unresolved, Var
