@@ -17,6 +17,7 @@ from typing import Any
 from remote.errors import InputError
 
 from . import api
+from .build_flags import diagnose, flags_from_makefile
 from .command_line import ENV_CALLS, default_of, reads_command_line
 from .dispatch import Dispatch, function_holders, resolve, unresolved_message
 from .evaluate import evaluate, evaluate_text
@@ -54,15 +55,30 @@ def analyze_files(
     region: str | None = None,
     entry: str | None = None,
     assume: dict[str, int] | None = None,
+    makefile: str | None = None,
+    for_harness: bool = False,
 ) -> Program:
     """All the files are one program, each read as its compiler reads it: the flags of its entry in
-    `compile_commands` (a compile_commands.json), then `flags` (-D/-U/-I given on the command line)."""
+    `compile_commands` (a compile_commands.json) or of its recipe line in `makefile`, then `flags` (-D/-U/-I
+    given on the command line). `for_harness` (cuco init): flags that cannot work in the harness are
+    diagnosed first (build_flags.py), and the program read as the workload will build it."""
     if not paths:
         raise InputError("cuco analyze", "FILE", "name at least one .cu file")
     flags = flags or Flags()
-    per_file = flags_from_compile_commands(compile_commands, paths) if compile_commands else {}
+    per_file: dict[str, Flags] = {}
+    libraries: list[str] = []
+    if makefile:
+        build = flags_from_makefile(makefile, paths)
+        per_file, libraries = build.per_file, build.libraries
+    if compile_commands:
+        per_file = {**per_file, **flags_from_compile_commands(compile_commands, paths)}
+    flag_notes: list[str] = []
+    if for_harness:
+        diagnosis = diagnose(paths, flags, per_file, libraries)
+        flags, per_file, flag_notes = diagnosis.flags, diagnosis.per_file, diagnosis.notes
     sources = [parse_file(p, per_file[p].merged(flags) if p in per_file else flags) for p in paths]
     prog = analyze_sources(sources, region, entry, assume)
+    prog.flag_notes = flag_notes
     prog.preprocessing = {
         "flags": {
             "defines": list(flags.defines),
@@ -70,6 +86,8 @@ def analyze_files(
             "include_dirs": list(flags.include_dirs),
         },
         "compile_commands": compile_commands,
+        **({"makefile": makefile} if makefile else {}),
+        **({"per_file": {p: f.as_args() for p, f in per_file.items()}} if per_file else {}),
         "branches": [b.as_json() for s in sources if s.pre for b in s.pre.branches],
         "missing_headers": [m for s in sources if s.pre for m in s.pre.missing_headers],
     }

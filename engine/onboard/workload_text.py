@@ -638,6 +638,7 @@ def workload_yaml(
         f"# {name}: made by `cuco init` from {', '.join(prog.files)}. The baseline is the program's own\n"
         "# repeated region (baseline.cu, frozen); candidate.cu is the seed the search starts from.\n"
     )
+    head += "".join(f"# build flags: {note}\n" for note in getattr(prog, "flag_notes", []))
     return head + yaml.safe_dump(spec, sort_keys=False, width=110, default_flow_style=None)
 
 
