@@ -47,7 +47,7 @@ def flags_from_makefile(path: str, files: list[str]) -> BuildFlags:
     except OSError as exc:
         raise InputError(path, "--makefile", f"cannot read it ({exc.strerror or exc})") from None
     variables = _variables(text)
-    recipes = [_expand(line.strip(), variables) for line in text.splitlines() if line.startswith("\t")]
+    recipes = [_expand(line.strip(), variables) for line in _recipe_lines(text)]
     directory = Path(path).resolve().parent
     per_file: dict[str, Flags] = {}
     libraries: list[str] = []
@@ -63,6 +63,19 @@ def flags_from_makefile(path: str, files: list[str]) -> BuildFlags:
     return BuildFlags(per_file, libraries)
 
 
+def _recipe_lines(text: str) -> list[str]:
+    """The tab-indented lines that follow a rule (`target: prerequisites`): its recipe. A tab-indented
+    line elsewhere (inside an `ifdef` of assignments) is not one."""
+    out, in_rule = [], False
+    for raw in text.splitlines():
+        if raw.startswith("\t") and in_rule:
+            out.append(raw)
+        elif raw.strip() and not raw.lstrip().startswith("#"):
+            line = raw.split("#", 1)[0]
+            in_rule = ":" in line and not ASSIGN.match(line) and not raw.startswith("\t")
+    return out
+
+
 def _library(arg: str) -> bool:
     """`-lNAME`, not an nvcc option that starts the same way (-lineinfo, -lto)."""
     return arg.startswith("-l") and len(arg) > 2 and arg != "-lineinfo" and not arg.startswith("-lto")
@@ -73,6 +86,7 @@ def _variables(text: str) -> dict[str, str]:
     would with the variables set so far (and the environment's)."""
     values: dict[str, str] = {}
     active = [True]
+    recipes = set(_recipe_lines(text))
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].rstrip()
         words = line.split()
@@ -90,7 +104,7 @@ def _variables(text: str) -> dict[str, str]:
             active.pop()
             continue
         m = ASSIGN.match(line)
-        if not active[-1] or m is None or raw.startswith("\t"):
+        if not active[-1] or m is None or raw in recipes:
             continue
         name, op, value = m.groups()
         if op == "?=" and (name in values or name in os.environ):

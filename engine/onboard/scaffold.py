@@ -226,12 +226,25 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
                     f"// {TODO}: top-level {node.type} at {src.at(node)} left out; add it if the "
                     f"kernels need it\n// {t.splitlines()[0][:100]}"
                 )
+    # the build's -D defines the code uses (`SCALE` from -DSCALE=3): the workload's build line has none
+    # of them, so they are written into its files, after the headers (a define cannot change those)
+    macros = _build_defines(prog) + macros
     # <iostream> runs a static initialiser (std::ios_base::Init) the harness's symbol policy rejects:
     # kept only when the carried code uses the standard streams
     carried = "\n".join(code + macros)
     if not any(w in carried for w in ("cout", "cerr", "clog", "cin")):
         includes = [i for i in includes if "<iostream>" not in i]
     return TopLevel(includes, macros, list(prog.check_macros), list(prog.check_functions), code, constants)
+
+
+def _build_defines(prog) -> list[str]:
+    out: dict[str, str] = {}
+    for src in prog.sources:
+        for d in src.pre.defines if src.pre is not None else ():
+            name, _, value = d.partition("=")
+            if name.isidentifier() and name not in prog.check_macros:
+                out.setdefault(name, value or "1")
+    return [f"#ifndef {n}\n#define {n} {v}\n#endif" for n, v in out.items()]
 
 
 def _declared(src, node) -> set[str]:
