@@ -29,6 +29,7 @@ MAX_ERROR_LINES = 6  # distinct compiler errors printed per build; the rest are 
 # a compiler or linker error line: nvcc/g++ `file(12): error: ...`, `file:12:3: error: ...`, ld's
 # `undefined reference to ...`, and cuco's own build-job messages
 ERROR_LINE = re.compile(r"(\berror\b[:\s]|undefined reference|cannot find -l|^cuco: )", re.IGNORECASE)
+SUMMARY_LINE = re.compile(r"errors? detected in the compilation")  # nvcc's count, not an error of its own
 JOB_DIR_PATH = re.compile(r"(/[^\s:'\"]*)?/(?=[^/\s:'\"]+\.(cu|cuh|h|hpp|cpp|o)\b)")
 
 
@@ -113,7 +114,7 @@ def distinct_errors(log: str) -> list[str]:
     so the same error from two files or two builds reads the same), in order."""
     seen: dict[str, None] = {}
     for line in log.splitlines():
-        if ERROR_LINE.search(line):
+        if ERROR_LINE.search(line) and not SUMMARY_LINE.search(line):
             seen.setdefault(JOB_DIR_PATH.sub("", line.strip()), None)
     return list(seen)
 

@@ -215,6 +215,9 @@ class ProgramWriter:
             names |= {self.src.text(i) for i in identifiers(stmt)}
         if self.region is not None:
             names |= {self.src.text(i) for i in identifiers(self.region.child_by_field_name("body"))}
+            var = (self.p.region or {}).get("loop_variable")
+            if var in names:  # the loop variable's range: each call's index is taken within it
+                names |= {n for part in _counting_range(self.src, self.region, var) if part for n in names_in(part)}
         changed = True
         while changed:
             changed = False
@@ -531,7 +534,7 @@ class ProgramWriter:
         the reference run of a check given the same), wrapped into the loop's own range when the loop
         counts up by one from a start to a bound the workload knows; else the index itself (a note)."""
         start, bound = _counting_range(self.src, self.region, var)
-        known = set(self.p.vars) | set(self.params)
+        known = {n for n in self.p.vars if self._member(n)} | set(self.params)
         step = "(long long)cuco_c->iteration"
         if start is not None and bound is not None and all(n in known for n in names_in(f"({start}) + ({bound})")):
             span = f"(long long)({bound})" if start == "0" else f"((long long)({bound}) - ({start}))"
