@@ -1248,7 +1248,7 @@ class _Analyzer:
         """Variables (main's, file-scope) initialised with an integer literal: a table's index."""
         out = {}
         for name, v in self.vars.items():
-            text = self._t(v.init).strip() if v.init is not None else ""
+            text = (self._t(v.init) or "").strip() if v.init is not None else ""
             if text.isdigit():
                 out[name] = int(text)
         for name, (src, _node, d) in self.globals.items():

@@ -216,7 +216,7 @@ class ProgramWriter:
         if self.region is not None:
             names |= {self.src.text(i) for i in identifiers(self.region.child_by_field_name("body"))}
             var = (self.p.region or {}).get("loop_variable")
-            if var in names:  # the loop variable's range: each call's index is taken within it
+            if var and var in names:  # the loop variable's range: each call's index is taken within it
                 names |= {n for part in _counting_range(self.src, self.region, var) if part for n in names_in(part)}
         changed = True
         while changed:
@@ -760,7 +760,7 @@ class ProgramWriter:
             for call in calls:
                 name = call_name(call, src) or target_of(self.p.dispatches, src, call)
                 found = find_function(self.p.sources, name) if name in followed and name not in out else None
-                if found is not None:
+                if found is not None and name is not None:
                     out.append(name)  # taken before its body: a recursion stops here
                     visit(found[0], found[0].nodes("call_expression", found[1]))
                     out.remove(name)
