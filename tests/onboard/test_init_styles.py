@@ -153,7 +153,7 @@ def test_validate_stops_at_a_seed_that_does_not_build(capsys, monkeypatch, tmp_p
     """Every variant shares the seed's code: a seed that does not build is reported in one line per
     distinct error, with the full log on disk, and no variant is built."""
     out = tmp_path / "w"
-    _init(capsys, monkeypatch, PROGRAMS, "loop_index.cu", "-o", out)
+    _init(capsys, monkeypatch, PROGRAMS, "check_helper.cu", "-o", out)  # one variant: graph_replay
     cand = out / "candidate.cu"
     cand.write_text(cand.read_text().replace("int run() {", "int run() {\n    undefined_a = 1; undefined_b = 2;", 1))
     rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
