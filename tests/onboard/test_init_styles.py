@@ -195,3 +195,15 @@ def test_the_workload_finds_the_harness_wherever_it_is_moved(capsys, monkeypatch
     shutil.move(out, moved)
     rc, text, _ = _run(capsys, "validate", moved, "--no-compile")
     assert rc == 0 and "spec OK" in text
+
+
+def test_a_std_function_initialised_with_a_function_is_followed(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(PROGRAMS)
+    rc, text, err = _run(capsys, "analyze", "std_function.cu", "--json")
+    assert rc == 0, err
+    data = json.loads(text)
+    assert [(d["through"], d["target"]) for d in data["dispatches"]] == [("step", "step_sum")]
+    assert [c["name"] for c in data["nccl_calls"] if c["in_region"]] == ["ncclAllReduce"]
+    out = tmp_path / "w"
+    _init(capsys, monkeypatch, PROGRAMS, "std_function.cu", "-o", out)
+    assert "step_sum(x, y, n, comm, s);" in (out / "candidate.cu").read_text().split("int run() {")[1]
