@@ -1,7 +1,7 @@
 """`cuco validate WORKLOAD`: the spec, the blocks and the variants; then a real compile of the seed first
 (where the compiler is present) and a verify run of it where it can run here; then every variant, built in
 parallel, unless the seed already failed in a way every variant shares. Each distinct compiler error is one
-line; the full logs are written under WORKLOAD/.validate/."""
+line; the full logs are written under the project home (HOME/validate/WORKLOAD_NAME/)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from engine.evaluation.stages import BUILD, VERIFY
 from engine.store.schema import REFUSED
 from engine.workload import load_workload
 
-LOG_DIR = ".validate"  # under the workload folder: the full build and verify logs of the last validate
 MAX_ERROR_LINES = 6  # distinct compiler errors printed per build; the rest are in the log
 # a compiler or linker error line: nvcc/g++ `file(12): error: ...`, `file:12:3: error: ...`, ld's
 # `undefined reference to ...`, and cuco's own build-job messages
@@ -33,7 +32,8 @@ SUMMARY_LINE = re.compile(r"errors? detected in the compilation")  # nvcc's coun
 JOB_DIR_PATH = re.compile(r"(/[^\s:'\"]*)?/(?=[^/\s:'\"]+\.(cu|cuh|h|hpp|cpp|o)\b)")
 
 
-def validate_workload(spec: str, compile_: bool = True, seed_only: bool = False) -> int:
+def validate_workload(spec: str, compile_: bool = True, seed_only: bool = False, home: Path | None = None) -> int:
+    """`home`: the project home; the full logs of this validate go to home/validate/NAME/."""
     console = Console()
     w = load_workload(spec)  # InputError (exit 2) names the file and the field
     space = w.design_space
@@ -65,7 +65,8 @@ def validate_workload(spec: str, compile_: bool = True, seed_only: bool = False)
             return 0
     if seed_only:
         sources = {"seed": sources["seed"]}
-    return asyncio.run(_compile_all(console, w, sources))
+    logs = (home or Path.cwd() / ".cuco") / "validate" / w.name
+    return asyncio.run(_compile_all(console, w, sources, logs))
 
 
 def todo_markers(root) -> list[str]:
@@ -119,9 +120,8 @@ def distinct_errors(log: str) -> list[str]:
     return list(seen)
 
 
-def _write_log(w, name: str, text: str) -> Path:
-    folder = Path(w.root) / LOG_DIR
-    folder.mkdir(exist_ok=True)
+def _write_log(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.log"
     path.write_text(text)
     return path
@@ -131,7 +131,7 @@ def _stage_logs(out) -> str:
     return "\n".join(f"===== {s.stage}: {s.status}\n{s.log}" for s in out.stages)
 
 
-async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:
+async def _compile_all(console: Console, w, sources: dict[str, str], logs: Path) -> int:
     """The seed through the engine's own cascade first (built, checked by the symbol policy, verified where
     this machine has the GPUs), then the variants in parallel, each built against the frozen harness
     compiled once. A seed that does not build stops here: its error is in code every variant shares."""
@@ -157,16 +157,16 @@ async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:
                 return out, time.monotonic() - t0
 
             seed, took = await one("seed", VERIFY if runs_here else BUILD)
-            seed_built = _report(console, w, "seed", seed, took)
+            seed_built = _report(console, logs, "seed", seed, took)
             failures += not seed_built
             if seed_built:
-                failures += _report_seed_run(console, w, seed, runs_here, have)
+                failures += _report_seed_run(console, w, logs, seed, runs_here, have)
             rest = [n for n in sources if n != "seed"]
             if rest and not seed_built:
                 console.print(f"  {len(rest)} variants not built: they share the seed's code and would fail alike")
             elif rest:
                 outs = await asyncio.gather(*(one(n, BUILD) for n in rest))
-                ok = [n for n, (out, t) in zip(rest, outs) if _report(console, w, n, out, t, quiet=True)]
+                ok = [n for n, (out, t) in zip(rest, outs) if _report(console, logs, n, out, t, quiet=True)]
                 failures += len(rest) - len(ok)
                 if ok:
                     slowest = max(t for n, (out, t) in zip(rest, outs) if n in ok)
@@ -177,22 +177,22 @@ async def _compile_all(console: Console, w, sources: dict[str, str]) -> int:
         finally:
             await close_executor(executor)
     if failures:
-        console.print(f"[red]{failures} problem(s)[/] (full logs: {Path(w.root) / LOG_DIR}/)")
+        console.print(f"[red]{failures} problem(s)[/] (full logs: {logs}/)")
         return 1
     console.print("[green]workload OK[/]")
     return 0
 
 
-def _report(console: Console, w, name: str, out, took: float, quiet: bool = False) -> bool:
+def _report(console: Console, logs: Path, name: str, out, took: float, quiet: bool = False) -> bool:
     """One line for a build that passed (unless `quiet`); for one that did not, its distinct errors, one
     line each, and where its full log is. Whether it built and passed the symbol policy."""
     build = out.stages[0] if out.stages else None
     if out.status != REFUSED and build is not None and build.status == "ok":
         if not quiet:
             console.print(f"  [green]compiled[/] {escape(name)} ({took:.1f} s), passes the symbol policy")
-        _write_log(w, name, _stage_logs(out))
+        _write_log(logs, name, _stage_logs(out))
         return True
-    log = _write_log(w, name, _stage_logs(out) or out.reason)
+    log = _write_log(logs, name, _stage_logs(out) or out.reason)
     if out.status == REFUSED:  # the engine would refuse it before running it
         console.print(f"  [red]{escape(name)}[/]: {escape(out.reason)}")
         return False
@@ -205,7 +205,7 @@ def _report(console: Console, w, name: str, out, took: float, quiet: bool = Fals
     return False
 
 
-def _report_seed_run(console: Console, w, seed, runs_here: bool, have: int) -> int:
+def _report_seed_run(console: Console, w, logs: Path, seed, runs_here: bool, have: int) -> int:
     if not runs_here:
         console.print(f"  (seed not run: it needs {w.launch_gpus} GPUs, this machine has {have})")
         return 0
@@ -220,5 +220,6 @@ def _report_seed_run(console: Console, w, seed, runs_here: bool, have: int) -> i
         + " | ".join(distinct_errors(verify.log)[:MAX_ERROR_LINES] or verify.log.strip().splitlines()[-3:])
     )
     console.print(f"  [red]seed does not verify[/]: {escape(detail[:600])}", soft_wrap=True)
-    console.print(f"    (full log: {Path(w.root) / LOG_DIR / 'seed.log'})", soft_wrap=True)
+    _write_log(logs, "seed", _stage_logs(seed))
+    console.print(f"    (full log: {logs / 'seed.log'})", soft_wrap=True)
     return 1
