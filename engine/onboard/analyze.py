@@ -130,7 +130,15 @@ def analyze_sources(
     analyzer.entry = entry
     analyzer.assume = dict(assume or {})
     analyzer.dispatch_holders = dispatch_targets(sources)[1] if entry else set()
-    return analyzer.run()
+    prog = analyzer.run()
+    if entry and entry not in dispatch_targets(sources)[0] and not any(d.target == entry for d in prog.dispatches):
+        raise InputError(
+            "--entry",
+            entry,
+            "no call of the program goes through a table or function pointer that holds it; pass --entry only "
+            "where the analysis lists candidates (file:line) for a call",
+        )
+    return prog
 
 
 def _refuse_inactive_main(sources: list[SourceFile]) -> None:
