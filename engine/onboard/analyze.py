@@ -19,7 +19,15 @@ from remote.errors import InputError
 from . import api
 from .build_flags import diagnose, flags_from_makefile
 from .command_line import ENV_CALLS, default_of, reads_command_line
-from .dispatch import Dispatch, function_holders, resolve, unresolved_message
+from .dispatch import (
+    Dispatch,
+    function_holders,
+    inside_lambda,
+    lambda_holders,
+    lambda_parameters,
+    resolve,
+    unresolved_message,
+)
 from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
@@ -226,6 +234,7 @@ class _Analyzer:
         self.assume: dict[str, int] = {}  # --assume NAME=VALUE: run-time flags taken as given
         self.dispatch_holders: set[str] = set()
         self.holders = function_holders(sources, functions)  # variables and tables holding functions
+        self.lambdas = lambda_holders(sources)  # variables holding lambdas: followed where they are called
         self.dispatches: list[Dispatch] = []
         self.region_src = src
         self.alias: dict[str, str] = {}  # pointer name -> the pointer it is based on
@@ -356,6 +365,8 @@ class _Analyzer:
         buffers, every operation keeping the chain of calls that reaches it."""
         for stmt in stmts:
             for n in src.nodes("call_expression", stmt):
+                if inside_lambda(n, stmt):
+                    continue  # a lambda's calls run where it is called (followed there)
                 name = call_name(n, src)
                 fn = n.child_by_field_name("function")
                 through = None
@@ -387,6 +398,9 @@ class _Analyzer:
                             f"a call through an expression ({src.text(n)[:50]!r}) the analysis "
                             f"cannot follow; {WHAT_TO_DO}",
                         )
+                    continue
+                if name in self.lambdas and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
+                    self._follow_lambda(src, n, name, chain, depth, top or stmt)
                     continue
                 if name in self.helpers and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
                     self._follow(src, n, name, chain, depth, top or stmt)
@@ -423,6 +437,24 @@ class _Analyzer:
             }
         )
         self._collect_in(hsrc, fn.child_by_field_name("body").named_children, chain + ((src, call),), depth + 1, top)
+
+    def _follow_lambda(self, src, call, name, chain, depth, top) -> None:
+        lsrc, lam = self.lambdas[name]
+        params, pointers = lambda_parameters(lsrc, lam)
+        for p, a in zip(params, call_args(call)):
+            base = self._base_name(a)
+            if p in pointers and base is not None and base != p:
+                self.alias[p] = base
+        self.helper_calls.append(
+            {
+                "name": name,
+                "at": src.at(call),
+                "defined_at": lsrc.at(lam),
+                "args": [a.text.decode() for a in call_args(call)],
+            }
+        )
+        body = lam.child_by_field_name("body")
+        self._collect_in(lsrc, body.named_children if body is not None else [], chain + ((src, call),), depth + 1, top)
 
     def _context(self, op, region) -> None:
         """What decides whether and how often an operation of the region runs: the conditions (`if
@@ -536,6 +568,21 @@ class _Analyzer:
                     "made in main() before the region: move it there, or write the workload by hand "
                     "(docs/workload-format.md)"
                 )
+        through_lambdas = sorted(
+            {
+                f"{call_name(c, s)} at {s.at(c)}"
+                for o in self.ops
+                if o.in_region and o.kind in ("collective", "p2p")
+                for s, c in o.chain[:-1]
+                if call_name(c, s) in self.lambdas
+            }
+        )
+        if through_lambdas:
+            out.append(
+                f"the repeated region's collectives run inside a lambda ({', '.join(through_lambdas)}); cuco init "
+                "carries functions, not lambdas: make it a function (it may take main()'s variables as "
+                "parameters) and run cuco init again"
+            )
         for op in self.ops:
             if op.name == "ncclCommInitAll":
                 out.append(

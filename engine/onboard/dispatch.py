@@ -143,3 +143,52 @@ def target_of(dispatches, src, call) -> str | None:
         if fn is not None and d.path == src.path and d.span == (fn.start_byte, fn.end_byte):
             return d.target
     return None
+
+
+def lambda_holders(sources) -> dict[str, tuple]:
+    """Variables initialised with a lambda: name -> (source, the lambda_expression)."""
+    out: dict[str, tuple] = {}
+    for src in sources:
+        for decl in src.nodes("init_declarator"):
+            value = decl.child_by_field_name("value")
+            name = decl.child_by_field_name("declarator")
+            if (
+                value is not None
+                and value.type == "lambda_expression"
+                and name is not None
+                and name.type == "identifier"
+            ):
+                out.setdefault(src.text(name), (src, value))
+    return out
+
+
+def lambda_parameters(src, lam) -> tuple[list[str], set[str]]:
+    """The lambda's parameter names in order, and those that are pointers."""
+    decl = next((c for c in lam.named_children if c.type == "lambda_declarator"), None)
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    names: list[str] = []
+    pointers: set[str] = set()
+    for p in params.named_children if params is not None else []:
+        if p.type != "parameter_declaration":
+            continue
+        d = p.child_by_field_name("declarator")
+        pointer = False
+        while d is not None and d.type != "identifier":
+            pointer = pointer or d.type == "pointer_declarator"
+            d = d.child_by_field_name("declarator")
+        if d is not None:
+            names.append(src.text(d))
+            if pointer:
+                pointers.add(src.text(d))
+    return names, pointers
+
+
+def inside_lambda(node, stop) -> bool:
+    """Whether `node` sits in a lambda's body below `stop` (its statement): it runs where the lambda is
+    called, not where it is written."""
+    n = node.parent
+    while n is not None and n != stop:
+        if n.type == "lambda_expression":
+            return True
+        n = n.parent
+    return False

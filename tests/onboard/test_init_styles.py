@@ -207,3 +207,18 @@ def test_a_std_function_initialised_with_a_function_is_followed(capsys, monkeypa
     out = tmp_path / "w"
     _init(capsys, monkeypatch, PROGRAMS, "std_function.cu", "-o", out)
     assert "step_sum(x, y, n, comm, s);" in (out / "candidate.cu").read_text().split("int run() {")[1]
+
+
+def test_a_lambda_is_followed_where_it_is_called_and_init_says_what_to_do(capsys, monkeypatch, tmp_path):
+    """The lambda's kernels and all-reduce run where the loop calls it (its pointer parameters bound to the
+    loop's buffers), not where it is written; init carries functions, and says so in one line."""
+    monkeypatch.chdir(PROGRAMS)
+    rc, text, err = _run(capsys, "analyze", "lambda_step.cu", "--json")
+    assert rc == 0, err
+    data = json.loads(text)
+    ops = [(k["name"], k["in_region"], k.get("called_from")) for k in data["kernel_launches"] + data["nccl_calls"]]
+    assert all(in_region and called_from == ["lambda_step.cu:32"] for _, in_region, called_from in ops)
+    assert {b["name"]: b["role"] for b in data["buffers"]}["y"] == "output"
+    rc, _, err = _run(capsys, "init", "lambda_step.cu", "-o", tmp_path / "w")
+    assert rc == 2 and err.count("\n") == 1 and "inside a lambda (step at lambda_step.cu:32)" in err
+    assert not (tmp_path / "w").exists()
