@@ -117,7 +117,8 @@ if want == "correct":
     sys.exit(0)
 if want == "incorrect":   # by the comparison (a mismatch), not by a crash or a timeout
     ok = r.get("correct") is False and bool(cfgs) and all(not c["correct"] and c.get("mismatch") for c in cfgs)
-    what = "; ".join(f"{c['name']}: {(c.get('mismatch') or {}).get('buffer', '?')}" for c in cfgs)
+    what = "; ".join(f"{c['name']}: {(c.get('mismatch') or {}).get('buffer') or (c.get('mismatch') or {}).get('what', '?')}"
+                     for c in cfgs)
     print(f"{'PASS' if ok else 'FAIL'} {name} do_nothing caught (incorrect): {what} error={r.get('error')}")
     with open(rows, "a") as f:
         f.write(f"{name}\tdo_nothing\t{'PASS: incorrect (' + what + ')' if ok else 'FAIL'}\n")
