@@ -56,7 +56,7 @@ def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
     if not _valid_name(name):
         raise InputError(name, "--name", "must match [a-z0-9_-]+")
     files, todos = render_workload(prog, name, ranks, out)
-    notes = [f"{u.at}: {u.what}" for u in prog.unresolved]
+    notes = [f"{u.at}: {u.what}" for u in prog.unresolved] + _headers_not_given(prog)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -68,6 +68,25 @@ def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
         shutil.rmtree(tmp, ignore_errors=True)
         raise InputError(str(out), "-o", f"cannot write the workload there ({exc})") from None
     return InitResult(name, out, todos, notes, files)
+
+
+def _headers_not_given(prog) -> list[str]:
+    """The program's own headers (`#include "x.h"`, found beside the file) that are not among the files
+    given: the workload's build does not see the program's folder, so what they declare is missing there."""
+    given = {Path(s.path).name for s in prog.sources}
+    out = []
+    for src in prog.sources:
+        for node in src.tree.root_node.named_children:
+            text = src.text(node)
+            if node.type != "preproc_include" or '"' not in text:
+                continue
+            name = _included_name(text)
+            if name not in given and (Path(src.path).parent / text.split('"')[1]).is_file():
+                out.append(
+                    f"{src.at(node)}: {name} is your program's header but not among the files given; pass it "
+                    "with them (its types and helpers are carried), or the workload does not build"
+                )
+    return out
 
 
 def _valid_name(name: str) -> bool:
@@ -162,7 +181,13 @@ def _called_text(text) -> str:
 
 
 def _top_level_code(prog, called: str = "") -> TopLevel:
-    includes, macros, code, constants = [], [], [], []
+    includes, macros, constants = [], [], []
+    items: list[tuple[str, set[str], set[str]]] = []  # (text, names it defines, identifiers it uses)
+
+    def add(src, node, text: str) -> None:
+        items.append((text, _defined_names(src, node), {src.text(i) for i in walk(node) if i.type in NAME_NODES}))
+
+    given = {Path(s.path).name for s in prog.sources}
     needed = _needed_host_functions(prog, called)
     words = set(re.findall(r"\b[A-Za-z_]\w*\b", called))
     tables = {w for d in prog.dispatches for w in re.findall(r"\b[A-Za-z_]\w*\b", d.through)} - words
@@ -174,6 +199,8 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
             if node.type == "declaration" and _declared(src, node) & tables:
                 continue  # a table the region called through: the workload calls the chosen function
             if node.type == "preproc_include":
+                if _included_name(t) in given:
+                    continue  # a header given among the files: its code is carried with theirs
                 if "mpi.h" not in t and t not in includes:
                     includes.append(t)
             elif node.type in ("preproc_def", "preproc_function_def"):
@@ -187,7 +214,7 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
                     continue
                 host = not any(q in src.text(node).split("{", 1)[0] for q in ("__global__", "__device__"))
                 text = _pragmas_as_operators(src, node, prog.check_macros if host else ())
-                code.append(_static(text) if host else text)
+                add(src, node, _static(text) if host else text)
             elif (
                 node.type == "declaration"
                 and ("const" in t.split("=")[0] or "constexpr" in t)
@@ -195,16 +222,16 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
                     c.type == "function_declarator" for d in node.children_by_field_name("declarator") for c in walk(d)
                 )
             ):
-                code.append(t)
+                add(src, node, t)
                 constants.append(t)
             elif node.type == "declaration" and any(
                 c.type == "function_declarator" for d in node.children_by_field_name("declarator") for c in walk(d)
             ):
                 # a host function's prototype: static like its carried definition (internal linkage: the
                 # symbol policy lets a candidate define only the ABI)
-                code.append(_static(t))
+                add(src, node, _static(t))
             elif node.type in ("type_definition", "alias_declaration"):
-                code.append(t)  # the constants' types too (`typedef float real;` before `const real`)
+                add(src, node, t)  # the constants' types too (`typedef float real;` before `const real`)
                 if t not in constants:
                     constants.append(t)
             elif node.type in (
@@ -220,12 +247,15 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
                     continue
                 if node.type.endswith("_specifier") and not t.endswith(";"):
                     t += ";"  # the parser leaves a type definition's `;` out of its node
-                code.append(t)
+                add(src, node, t)
             else:
-                code.append(
+                add(
+                    src,
+                    node,
                     f"// {TODO}: top-level {node.type} at {src.at(node)} left out; add it if the "
-                    f"kernels need it\n// {t.splitlines()[0][:100]}"
+                    f"kernels need it\n// {t.splitlines()[0][:100]}",
                 )
+    code = _dependency_order(items)
     # the build's -D defines the code uses (`SCALE` from -DSCALE=3): the workload's build line has none
     # of them, so they are written into its files, after the headers (a define cannot change those)
     macros = _build_defines(prog) + macros
@@ -235,6 +265,62 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
     if not any(w in carried for w in ("cout", "cerr", "clog", "cin")):
         includes = [i for i in includes if "<iostream>" not in i]
     return TopLevel(includes, macros, list(prog.check_macros), list(prog.check_functions), code, constants)
+
+
+NAME_NODES = ("identifier", "type_identifier", "namespace_identifier")
+
+
+def _included_name(line: str) -> str:
+    """The file name an `#include "dir/x.h"` line names (its last part)."""
+    m = re.search(r'["<]([^">]+)[">]', line)
+    return Path(m.group(1)).name if m else ""
+
+
+def _defined_names(src, node) -> set[str]:
+    """What a top-level item declares: a function, a type (struct, class, enum, typedef, alias), variables."""
+    name = _function_name(src, node)
+    if name:
+        return {name}
+    out = set()
+    for n in walk(node):
+        if n.type in ("struct_specifier", "class_specifier", "enum_specifier", "union_specifier"):
+            tag = n.child_by_field_name("name")
+            if tag is not None and n.child_by_field_name("body") is not None:
+                out.add(src.text(tag))
+        if n.type in ("type_definition", "alias_declaration", "declaration"):
+            for d in n.children_by_field_name("declarator"):
+                declared = declarator_name(d, src) if d.type != "type_identifier" else src.text(d)
+                if declared:
+                    out.add(declared)
+            if n.type == "alias_declaration" and n.child_by_field_name("name") is not None:
+                out.add(src.text(n.child_by_field_name("name")))
+    return out
+
+
+def _dependency_order(items: list[tuple[str, set[str], set[str]]]) -> list[str]:
+    """The items in the files' order, except that one using a name a later item defines (a type from a file
+    given after it) comes after that item: each file's own order is what its compiler accepted."""
+    first: dict[str, int] = {}
+    for k, (_, defines, _) in enumerate(items):
+        for name in defines:
+            first.setdefault(name, k)
+    placed: list[int] = []
+    state: dict[int, int] = {}  # 1 visiting, 2 placed
+
+    def visit(k: int) -> None:
+        if state.get(k):
+            return  # placed, or a cycle (prototypes break those): keep the files' order
+        state[k] = 1
+        for name in sorted(items[k][2] - items[k][1]):
+            d = first.get(name)
+            if d is not None and d != k and not state.get(d):  # defined by an item not placed yet
+                visit(d)
+        state[k] = 2
+        placed.append(k)
+
+    for k in range(len(items)):
+        visit(k)
+    return [items[k][0] for k in placed]
 
 
 def _build_defines(prog) -> list[str]:

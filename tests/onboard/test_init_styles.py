@@ -222,3 +222,21 @@ def test_a_lambda_is_followed_where_it_is_called_and_init_says_what_to_do(capsys
     rc, _, err = _run(capsys, "init", "lambda_step.cu", "-o", tmp_path / "w")
     assert rc == 2 and err.count("\n") == 1 and "inside a lambda (step at lambda_step.cu:32)" in err
     assert not (tmp_path / "w").exists()
+
+
+@COMPILES
+def test_a_header_given_with_the_files_is_carried_in_dependency_order(capsys, monkeypatch, tmp_path):
+    """shared.h (a struct, a constant, an inline helper, the wrappers' prototypes) given after the .cu files
+    that use it: its code is carried before what uses it, its #include line left out; not given, init
+    names it at each include."""
+    folder = PROGRAMS / "header_types"
+    out = tmp_path / "w"
+    _, text = _init(capsys, monkeypatch, folder, "main.cu", "kernels.cu", "shared.h", "-o", out)
+    assert "not among the files given" not in text
+    cand = (out / "candidate.cu").read_text()
+    assert '#include "shared.h"' not in cand
+    assert cand.index("static const float kDecay") < cand.index("__global__ void decay_kernel")
+    assert cand.index("struct Geometry {") < cand.index("static void launch_decay(const float* in")
+    _validates(capsys, out, tmp_path / "home")
+    _, text = _init(capsys, monkeypatch, folder, "main.cu", "kernels.cu", "-o", tmp_path / "w2")
+    assert "main.cu:6: shared.h is your program's header but not among the files given" in text
