@@ -8,47 +8,48 @@ SCHEMA = "cuco-analysis/1"
 
 def to_json(prog) -> dict:
     ops = prog.ops
-    return (
-        {
-            "schema": SCHEMA,
-            "files": list(prog.files),
-            "preprocessing": prog.preprocessing,
-            "ranks": prog.ranks,
-            "communicators": prog.communicators,
-            "nccl_calls": [_op(o) for o in ops if o.kind in ("collective", "p2p", "group")],
-            "kernel_launches": [_op(o) for o in ops if o.kind == "kernel"],
-            "graph_launches": [_op(o) for o in ops if o.kind == "graph_launch"],
-            "memory_ops": [_op(o) for o in ops if o.kind in ("memcpy", "memset")],
-            "events": [_op(o) for o in ops if o.kind == "event"],
-            "synchronizations": [_op(o) for o in ops if o.kind == "sync"],
-            "mpi_calls": [_op(o) for o in ops if o.kind == "mpi"],
-            "buffers": [
-                {
-                    "name": b.name,
-                    "at": b.at,
-                    "alloc": b.alloc,
-                    "elem_type": b.elem_type,
-                    "bytes": b.size,
-                    "count": b.count,
-                    "role": b.role,
-                    "written_by": b.writers,
-                    "read_by": b.readers,
-                }
-                for b in prog.buffers.values()
-            ],
-            "calls_followed": prog.helper_calls,
-            "region": prog.region,
-            "timed_stream": prog.timed_stream,
-            "params": prog.params,
-            "check_macros": [m for m in prog.check_macros if m not in prog.check_functions],
-            "dataflow": prog.dataflow,
-            "opportunities": prog.opportunities,
-            "unresolved": [u.as_json() for u in prog.unresolved],
-            "init_blockers": prog.init_blockers,
-        }
-        | ({"check_functions": prog.check_functions} if prog.check_functions else {})
-        | ({"dispatches": [d.as_json() for d in prog.dispatches]} if prog.dispatches else {})
-    )
+    data = {
+        "schema": SCHEMA,
+        "files": list(prog.files),
+        "preprocessing": prog.preprocessing,
+        "ranks": prog.ranks,
+        "communicators": prog.communicators,
+        "nccl_calls": [_op(o) for o in ops if o.kind in ("collective", "p2p", "group")],
+        "kernel_launches": [_op(o) for o in ops if o.kind == "kernel"],
+        "graph_launches": [_op(o) for o in ops if o.kind == "graph_launch"],
+        "memory_ops": [_op(o) for o in ops if o.kind in ("memcpy", "memset")],
+        "events": [_op(o) for o in ops if o.kind == "event"],
+        "synchronizations": [_op(o) for o in ops if o.kind == "sync"],
+        "mpi_calls": [_op(o) for o in ops if o.kind == "mpi"],
+        "buffers": [
+            {
+                "name": b.name,
+                "at": b.at,
+                "alloc": b.alloc,
+                "elem_type": b.elem_type,
+                "bytes": b.size,
+                "count": b.count,
+                "role": b.role,
+                "written_by": b.writers,
+                "read_by": b.readers,
+            }
+            for b in prog.buffers.values()
+        ],
+        "calls_followed": prog.helper_calls,
+        "region": prog.region,
+        "timed_stream": prog.timed_stream,
+        "params": prog.params,
+        "check_macros": [m for m in prog.check_macros if m not in prog.check_functions],
+        "dataflow": prog.dataflow,
+        "opportunities": prog.opportunities,
+        "unresolved": [u.as_json() for u in prog.unresolved],
+        "init_blockers": prog.init_blockers,
+    }
+    if prog.check_functions:  # keys only where they apply: the analysis of other programs is unchanged
+        data["check_functions"] = prog.check_functions
+    if prog.dispatches:
+        data["dispatches"] = [d.as_json() for d in prog.dispatches]
+    return data
 
 
 def _op(o) -> dict:
