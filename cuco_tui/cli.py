@@ -338,9 +338,7 @@ def _candidate_name(workload_path: str) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     from .validate import validate_workload
 
-    return validate_workload(
-        args.workload, compile_=not args.no_compile, seed_only=args.seed_only, home=home_from(args)
-    )
+    return validate_workload(args.workload, compile_=not args.no_compile, seed_only=args.seed_only)
 
 
 # ----- parser ---------------------------------------------------------------------------------------

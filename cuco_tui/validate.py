@@ -1,7 +1,8 @@
 """`cuco validate WORKLOAD`: the spec, the blocks and the variants; then a real compile of the seed first
 (where the compiler is present) and a verify run of it where it can run here; then every variant, built in
 parallel, unless the seed already failed in a way every variant shares. Each distinct compiler error is one
-line; the full logs are written under the project home (HOME/validate/WORKLOAD_NAME/)."""
+line; the full log of every build or verify that fails is written to a folder of its own
+(cuco-validate-NAME-* in the system's temporary folder), named in the output."""
 
 from __future__ import annotations
 
@@ -32,8 +33,7 @@ SUMMARY_LINE = re.compile(r"errors? detected in the compilation")  # nvcc's coun
 JOB_DIR_PATH = re.compile(r"(/[^\s:'\"]*)?/(?=[^/\s:'\"]+\.(cu|cuh|h|hpp|cpp|o)\b)")
 
 
-def validate_workload(spec: str, compile_: bool = True, seed_only: bool = False, home: Path | None = None) -> int:
-    """`home`: the project home; the full logs of this validate go to home/validate/NAME/."""
+def validate_workload(spec: str, compile_: bool = True, seed_only: bool = False) -> int:
     console = Console()
     w = load_workload(spec)  # InputError (exit 2) names the file and the field
     space = w.design_space
@@ -65,8 +65,7 @@ def validate_workload(spec: str, compile_: bool = True, seed_only: bool = False,
             return 0
     if seed_only:
         sources = {"seed": sources["seed"]}
-    logs = (home or Path.cwd() / ".cuco") / "validate" / w.name
-    return asyncio.run(_compile_all(console, w, sources, logs))
+    return asyncio.run(_compile_all(console, w, sources, LogFolder(w.name)))
 
 
 def todo_markers(root) -> list[str]:
@@ -96,7 +95,7 @@ def nccl_problem() -> str | None:
         if spec is None or not spec.submodule_search_locations:
             return (
                 "the NCCL headers are not found here (looked for $NCCL_HOME, unset, and the nvidia-nccl-cu13 "
-                "wheel of this Python): pip install 'cuco\\[cuda]' (nvidia-nccl-cu13==2.28.9) or set NCCL_HOME"
+                "wheel of this Python): pip install 'cuco[cuda]' (nvidia-nccl-cu13==2.28.9) or set NCCL_HOME"
             )
         where = Path(list(spec.submodule_search_locations)[0])
         looked = f"the nvidia-nccl-cu13 wheel at {where}"
@@ -120,8 +119,21 @@ def distinct_errors(log: str) -> list[str]:
     return list(seen)
 
 
+class LogFolder:
+    """Where the full logs of failed builds and verifies go: made when the first one is written (a
+    validate that passes leaves nothing), outside the workload and the project home."""
+
+    def __init__(self, workload_name: str) -> None:
+        self.prefix = f"cuco-validate-{workload_name}-"
+        self.path: Path | None = None
+
+    def write(self, name: str, text: str) -> Path:
+        if self.path is None:
+            self.path = Path(tempfile.mkdtemp(prefix=self.prefix))
+        return _write_log(self.path, name, text)
+
+
 def _write_log(folder: Path, name: str, text: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.log"
     path.write_text(text)
     return path
@@ -131,7 +143,7 @@ def _stage_logs(out) -> str:
     return "\n".join(f"===== {s.stage}: {s.status}\n{s.log}" for s in out.stages)
 
 
-async def _compile_all(console: Console, w, sources: dict[str, str], logs: Path) -> int:
+async def _compile_all(console: Console, w, sources: dict[str, str], logs: LogFolder) -> int:
     """The seed through the engine's own cascade first (built, checked by the symbol policy, verified where
     this machine has the GPUs), then the variants in parallel, each built against the frozen harness
     compiled once. A seed that does not build stops here: its error is in code every variant shares."""
@@ -166,33 +178,24 @@ async def _compile_all(console: Console, w, sources: dict[str, str], logs: Path)
                 console.print(f"  {len(rest)} variants not built: they share the seed's code and would fail alike")
             elif rest:
                 outs = await asyncio.gather(*(one(n, BUILD) for n in rest))
-                ok = [n for n, (out, t) in zip(rest, outs) if _report(console, logs, n, out, t, quiet=True)]
-                failures += len(rest) - len(ok)
-                if ok:
-                    slowest = max(t for n, (out, t) in zip(rest, outs) if n in ok)
-                    console.print(
-                        f"  [green]compiled[/] {len(ok)} of {len(rest)} variants in parallel "
-                        f"({slowest:.1f} s), each passes the symbol policy"
-                    )
+                failures += sum(not _report(console, logs, n, out, t) for n, (out, t) in zip(rest, outs))
         finally:
             await close_executor(executor)
     if failures:
-        console.print(f"[red]{failures} problem(s)[/] (full logs: {logs}/)")
+        console.print(f"[red]{failures} problem(s)[/] (full logs: {logs.path}/)")
         return 1
     console.print("[green]workload OK[/]")
     return 0
 
 
-def _report(console: Console, logs: Path, name: str, out, took: float, quiet: bool = False) -> bool:
-    """One line for a build that passed (unless `quiet`); for one that did not, its distinct errors, one
-    line each, and where its full log is. Whether it built and passed the symbol policy."""
+def _report(console: Console, logs: LogFolder, name: str, out, took: float) -> bool:
+    """One line for a build that passed; for one that did not, its distinct errors, one line each, and
+    where its full log is. Whether it built and passed the symbol policy."""
     build = out.stages[0] if out.stages else None
     if out.status != REFUSED and build is not None and build.status == "ok":
-        if not quiet:
-            console.print(f"  [green]compiled[/] {escape(name)} ({took:.1f} s), passes the symbol policy")
-        _write_log(logs, name, _stage_logs(out))
+        console.print(f"  [green]compiled[/] {escape(name)} ({took:.1f} s), passes the symbol policy")
         return True
-    log = _write_log(logs, name, _stage_logs(out) or out.reason)
+    log = logs.write(name, _stage_logs(out) or out.reason)
     if out.status == REFUSED:  # the engine would refuse it before running it
         console.print(f"  [red]{escape(name)}[/]: {escape(out.reason)}")
         return False
@@ -205,7 +208,7 @@ def _report(console: Console, logs: Path, name: str, out, took: float, quiet: bo
     return False
 
 
-def _report_seed_run(console: Console, w, logs: Path, seed, runs_here: bool, have: int) -> int:
+def _report_seed_run(console: Console, w, logs: LogFolder, seed, runs_here: bool, have: int) -> int:
     if not runs_here:
         console.print(f"  (seed not run: it needs {w.launch_gpus} GPUs, this machine has {have})")
         return 0
@@ -220,6 +223,5 @@ def _report_seed_run(console: Console, w, logs: Path, seed, runs_here: bool, hav
         + " | ".join(distinct_errors(verify.log)[:MAX_ERROR_LINES] or verify.log.strip().splitlines()[-3:])
     )
     console.print(f"  [red]seed does not verify[/]: {escape(detail[:600])}", soft_wrap=True)
-    _write_log(logs, "seed", _stage_logs(seed))
-    console.print(f"    (full log: {logs / 'seed.log'})", soft_wrap=True)
+    console.print(f"    (full log: {logs.write('seed', _stage_logs(seed))})", soft_wrap=True)
     return 1
