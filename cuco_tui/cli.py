@@ -341,7 +341,7 @@ def _candidate_name(workload_path: str) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     from .validate import validate_workload
 
-    return validate_workload(args.workload, compile_=not args.no_compile)
+    return validate_workload(args.workload, compile_=not args.no_compile, seed_only=args.seed_only)
 
 
 # ----- parser ---------------------------------------------------------------------------------------
@@ -410,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("validate", cmd_validate, "check a workload and compile it where the toolchain is present")
     p.add_argument("workload", metavar="WORKLOAD")
     p.add_argument("--no-compile", action="store_true", help="check the spec and blocks only")
+    p.add_argument("--seed-only", action="store_true", help="compile (and verify, on GPUs) the seed alone")
 
     for module in (
         "cuco_tui.cli_control",

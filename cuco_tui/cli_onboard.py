@@ -63,7 +63,8 @@ def _compiler_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--entry",
         metavar="NAME",
-        help="a collective called through a function-pointer table: analyse it as a call to NAME",
+        help="a call through a function-pointer table (of NCCL functions or of the program's own): analyse "
+        "it as a call to NAME",
     )
     p.add_argument(
         "--assume",
@@ -77,6 +78,12 @@ def _compiler_flags(p: argparse.ArgumentParser) -> None:
         "--compile-commands",
         metavar="FILE",
         help="a compile_commands.json (CMake, Bear): each file's -D/-U/-I from its entry",
+    )
+    p.add_argument(
+        "--makefile",
+        metavar="FILE",
+        help="the program's Makefile: each file's -D/-U/-I from the recipe line that compiles it (read, "
+        "not run); init also names its libraries the harness cannot link",
     )
 
 
@@ -107,7 +114,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     try:
         prog = analyze_files(
-            list(args.files), _flags(args), args.compile_commands, args.region, args.entry, _assumptions(args.assume)
+            list(args.files),
+            _flags(args),
+            args.compile_commands,
+            args.region,
+            args.entry,
+            _assumptions(args.assume),
+            makefile=args.makefile,
         )
         data = to_json(prog)
     except InputError as exc:
@@ -142,10 +155,19 @@ def cmd_init(args: argparse.Namespace) -> int:
 
             model = parse_models([args.llm])[0]  # a bad model name is bad input: nothing written
         prog = analyze_files(
-            list(args.files), _flags(args), args.compile_commands, args.region, args.entry, _assumptions(args.assume)
+            list(args.files),
+            _flags(args),
+            args.compile_commands,
+            args.region,
+            args.entry,
+            _assumptions(args.assume),
+            makefile=args.makefile,
+            for_harness=True,
         )
+        flag_notes = prog.flag_notes
         prog = analyze_one_size(prog, args.region, args.entry, _assumptions(args.assume))
         prog = analyze_helper_as_main(prog, args.region, args.entry, _assumptions(args.assume))
+        prog.flag_notes = flag_notes
         name = args.name or Path(args.files[0]).stem.lower().replace("-", "_")
         out = Path(args.output) if args.output else Path.cwd() / "workloads" / name
         result = write_workload(prog, out, name=name, ranks=args.ranks)
@@ -153,6 +175,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"wrote workload {result.name} to {result.root}")
+    for note in flag_notes:
+        print(f"  flags {note}")
     for note in result.notes:
         print(f"  note {note}")
     for todo in result.todos:

@@ -173,6 +173,19 @@ def _read_text(file: Path, yaml_file: Path, field_name: str) -> str:
     return read_text(file, field_name)
 
 
+# A harness path written `cuco:_harness/cuda/harness.cu` names a file of the installed cuco (its workloads
+# package), wherever that and the workload folder live: what `cuco init` writes.
+INSTALLED_PREFIX = "cuco:"
+
+
+def harness_file(root: Path, rel: str) -> Path:
+    """A harness entry of workload.yaml as a file: relative to the workload folder, or in the installed
+    cuco (`cuco:...`)."""
+    if rel.startswith(INSTALLED_PREFIX):
+        return (SHIPPED_DIR / rel[len(INSTALLED_PREFIX) :]).resolve()
+    return (root / rel).resolve()
+
+
 def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
     root = resolve_workload_path(str(spec), cwd)
     yaml_file = root / "workload.yaml"
@@ -221,7 +234,7 @@ def load_workload(spec: str | Path, cwd: Path | None = None) -> Workload:
             field_name = h.path(f"{key}[{i}]")
             if not isinstance(rel, str):
                 raise InputError(str(yaml_file), field_name, "must be a file path")
-            file = (root / rel).resolve()
+            file = harness_file(root, rel)
             if not file.is_file():
                 raise InputError(str(yaml_file), field_name, f"file {file} does not exist")
             flat = file.name

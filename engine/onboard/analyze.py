@@ -17,7 +17,17 @@ from typing import Any
 from remote.errors import InputError
 
 from . import api
+from .build_flags import diagnose, flags_from_makefile
 from .command_line import ENV_CALLS, default_of, reads_command_line
+from .dispatch import (
+    Dispatch,
+    function_holders,
+    inside_lambda,
+    lambda_holders,
+    lambda_parameters,
+    resolve,
+    unresolved_message,
+)
 from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
@@ -53,15 +63,30 @@ def analyze_files(
     region: str | None = None,
     entry: str | None = None,
     assume: dict[str, int] | None = None,
+    makefile: str | None = None,
+    for_harness: bool = False,
 ) -> Program:
     """All the files are one program, each read as its compiler reads it: the flags of its entry in
-    `compile_commands` (a compile_commands.json), then `flags` (-D/-U/-I given on the command line)."""
+    `compile_commands` (a compile_commands.json) or of its recipe line in `makefile`, then `flags` (-D/-U/-I
+    given on the command line). `for_harness` (cuco init): flags that cannot work in the harness are
+    diagnosed first (build_flags.py), and the program read as the workload will build it."""
     if not paths:
         raise InputError("cuco analyze", "FILE", "name at least one .cu file")
     flags = flags or Flags()
-    per_file = flags_from_compile_commands(compile_commands, paths) if compile_commands else {}
+    per_file: dict[str, Flags] = {}
+    libraries: list[str] = []
+    if makefile:
+        build = flags_from_makefile(makefile, paths)
+        per_file, libraries = build.per_file, build.libraries
+    if compile_commands:
+        per_file = {**per_file, **flags_from_compile_commands(compile_commands, paths)}
+    flag_notes: list[str] = []
+    if for_harness:
+        diagnosis = diagnose(paths, flags, per_file, libraries)
+        flags, per_file, flag_notes = diagnosis.flags, diagnosis.per_file, diagnosis.notes
     sources = [parse_file(p, per_file[p].merged(flags) if p in per_file else flags) for p in paths]
     prog = analyze_sources(sources, region, entry, assume)
+    prog.flag_notes = flag_notes
     prog.preprocessing = {
         "flags": {
             "defines": list(flags.defines),
@@ -69,6 +94,8 @@ def analyze_files(
             "include_dirs": list(flags.include_dirs),
         },
         "compile_commands": compile_commands,
+        **({"makefile": makefile} if makefile else {}),
+        **({"per_file": {p: f.as_args() for p, f in per_file.items()}} if per_file else {}),
         "branches": [b.as_json() for s in sources if s.pre for b in s.pre.branches],
         "missing_headers": [m for s in sources if s.pre for m in s.pre.missing_headers],
     }
@@ -111,7 +138,15 @@ def analyze_sources(
     analyzer.entry = entry
     analyzer.assume = dict(assume or {})
     analyzer.dispatch_holders = dispatch_targets(sources)[1] if entry else set()
-    return analyzer.run()
+    prog = analyzer.run()
+    if entry and entry not in dispatch_targets(sources)[0] and not any(d.target == entry for d in prog.dispatches):
+        raise InputError(
+            "--entry",
+            entry,
+            "no call of the program goes through a table or function pointer that holds it; pass --entry only "
+            "where the analysis lists candidates (file:line) for a call",
+        )
+    return prog
 
 
 def _refuse_inactive_main(sources: list[SourceFile]) -> None:
@@ -198,6 +233,9 @@ class _Analyzer:
         self.entry: str | None = None  # --entry: the target a function-pointer call stands for
         self.assume: dict[str, int] = {}  # --assume NAME=VALUE: run-time flags taken as given
         self.dispatch_holders: set[str] = set()
+        self.holders = function_holders(sources, functions)  # variables and tables holding functions
+        self.lambdas = lambda_holders(sources)  # variables holding lambdas: followed where they are called
+        self.dispatches: list[Dispatch] = []
         self.region_src = src
         self.alias: dict[str, str] = {}  # pointer name -> the pointer it is based on
         self.helpers = _helpers(functions, kernels, self.wrappers)
@@ -208,6 +246,7 @@ class _Analyzer:
 
     def run(self) -> Program:
         self._collect_vars()
+        self.constants = self._integer_constants()
         self._collect_ops()
         region_node = self._pick_region()
         self.region_node = region_node
@@ -242,9 +281,11 @@ class _Analyzer:
             unresolved=self.unresolved,
         )
         prog.helper_calls = self.helper_calls
+        prog.dispatches = self.dispatches
         prog.captures = self.captures()
         prog.init_blockers = self._init_blockers()
-        prog.check_macros = self._check_macros()
+        prog.check_functions = self._check_functions()
+        prog.check_macros = sorted(set(self._check_macros()) | set(prog.check_functions))
         prog.params = self._params(buffers)
         self._region_notes(prog)
         from .opportunities import dataflow, opportunities
@@ -324,6 +365,8 @@ class _Analyzer:
         buffers, every operation keeping the chain of calls that reaches it."""
         for stmt in stmts:
             for n in src.nodes("call_expression", stmt):
+                if inside_lambda(n, stmt):
+                    continue  # a lambda's calls run where it is called (followed there)
                 name = call_name(n, src)
                 fn = n.child_by_field_name("function")
                 through = None
@@ -333,6 +376,20 @@ class _Analyzer:
                     and any(i.text.decode() in self.dispatch_holders for i in identifiers(fn))
                 ):
                     through, name = fn.text.decode(), self.entry  # a call through the table: --entry's target
+                if through is None and (name is None or name in self.holders):
+                    dispatch = resolve(src, n, self.holders, self.constants, self.entry)
+                    if dispatch is not None and any(c in self.helpers for c, _ in dispatch.candidates):
+                        if dispatch.target is None:
+                            raise InputError(dispatch.at, "call", unresolved_message(dispatch))
+                        self.dispatches.append(dispatch)
+                        self.unresolved.append(
+                            Unresolved(
+                                dispatch.at,
+                                f"a call through {dispatch.through}",
+                                f"runs {dispatch.target} ({dispatch.how}); the workload calls it directly",
+                            )
+                        )
+                        through, name = dispatch.through, dispatch.target
                 if name is None:
                     if any(i.text.decode() in api.NCCL_COMM for i in identifiers(n)):
                         raise InputError(
@@ -341,6 +398,9 @@ class _Analyzer:
                             f"a call through an expression ({src.text(n)[:50]!r}) the analysis "
                             f"cannot follow; {WHAT_TO_DO}",
                         )
+                    continue
+                if name in self.lambdas and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
+                    self._follow_lambda(src, n, name, chain, depth, top or stmt)
                     continue
                 if name in self.helpers and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
                     self._follow(src, n, name, chain, depth, top or stmt)
@@ -377,6 +437,24 @@ class _Analyzer:
             }
         )
         self._collect_in(hsrc, fn.child_by_field_name("body").named_children, chain + ((src, call),), depth + 1, top)
+
+    def _follow_lambda(self, src, call, name, chain, depth, top) -> None:
+        lsrc, lam = self.lambdas[name]
+        params, pointers = lambda_parameters(lsrc, lam)
+        for p, a in zip(params, call_args(call)):
+            base = self._base_name(a)
+            if p in pointers and base is not None and base != p:
+                self.alias[p] = base
+        self.helper_calls.append(
+            {
+                "name": name,
+                "at": src.at(call),
+                "defined_at": lsrc.at(lam),
+                "args": [a.text.decode() for a in call_args(call)],
+            }
+        )
+        body = lam.child_by_field_name("body")
+        self._collect_in(lsrc, body.named_children if body is not None else [], chain + ((src, call),), depth + 1, top)
 
     def _context(self, op, region) -> None:
         """What decides whether and how often an operation of the region runs: the conditions (`if
@@ -490,37 +568,43 @@ class _Analyzer:
                     "made in main() before the region: move it there, or write the workload by hand "
                     "(docs/workload-format.md)"
                 )
+        through_lambdas = sorted(
+            {
+                f"{call_name(c, s)} at {s.at(c)}"
+                for o in self.ops
+                if o.in_region and o.kind in ("collective", "p2p")
+                for s, c in o.chain[:-1]
+                if call_name(c, s) in self.lambdas
+            }
+        )
+        if through_lambdas:
+            out.append(
+                f"the repeated region's collectives run inside a lambda ({', '.join(through_lambdas)}); cuco init "
+                "carries functions, not lambdas: make it a function (it may take main()'s variables as "
+                "parameters) and run cuco init again"
+            )
         for op in self.ops:
             if op.name == "ncclCommInitAll":
                 out.append(
                     f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
                     "process per GPU: give each GPU its own process and ncclCommInitRank"
                 )
-        # a helper the region in main() calls directly is carried with compute-only and comm-only forms;
-        # a region inside a helper, or collectives a helper reaches through another, are not written yet
+        # the helpers the region in main() calls (and their helpers) are carried with compute-only and
+        # comm-only forms; a region inside a helper is not written yet
         in_main = (
             self.region_node is None
             or self.region_src is self.src
             and self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
         )
-        nested = sorted(
-            {
-                f"{call_name(o.chain[1][1], o.chain[1][0])} at {o.chain[1][0].at(o.chain[1][1])}"
-                for o in self.ops
-                if o.in_region and len(o.chain) > 2 and o.kind != "kernel"
-            }
-        )
-        if not in_main or nested:
+        if not in_main:
             names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
             where = (
                 f"the region ({self.region_src.at(self.region_node)}) is not in main() but inside the helper "
                 f"{self._function_at(self.region_src, self.region_node) or 'function'}"
-                if not in_main
-                else f"its collectives are reached through a helper called by a helper ({', '.join(nested)})"
             )
             out.append(
                 f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
-                "writes a region in main() and carries the helpers it calls directly: move the timed "
+                "writes a region in main() and carries the helpers it calls: move the timed "
                 "section into main(), or write the workload by hand (docs/workload-format.md) from this "
                 "analysis"
             )
@@ -1215,6 +1299,43 @@ class _Analyzer:
                 used.add(name)
         return sorted(used)
 
+    def _integer_constants(self) -> dict[str, int]:
+        """Variables (main's, file-scope) initialised with an integer literal: a table's index."""
+        out = {}
+        for name, v in self.vars.items():
+            text = (self._t(v.init) or "").strip() if v.init is not None else ""
+            if text.isdigit():
+                out[name] = int(text)
+        for name, (src, _node, d) in self.globals.items():
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if value is not None and src.text(value).strip().isdigit() and name not in out:
+                out[name] = int(src.text(value).strip())
+        return out
+
+    def _check_functions(self) -> list[str]:
+        """The program's own status-checking functions (`check(cudaMalloc(...), "what")`: a function whose
+        first parameter is a CUDA or NCCL status, called with a call as that argument): the workload maps
+        them to the harness's error return, as it does the check macros (a note says so)."""
+        found: list[str] = []
+        for src, body in self.bodies:
+            for n in src.nodes("call_expression", body):
+                name = call_name(n, src)
+                args = call_args(n)
+                if name is None or name in found or not args or args[0].type != "call_expression":
+                    continue
+                fn = self.functions.get(name)
+                if fn is not None and _checks_a_status(*fn):
+                    found.append(name)
+                    self.unresolved.append(
+                        Unresolved(
+                            fn[0].at(fn[1]),
+                            f"{name}() checks a CUDA/NCCL status",
+                            "mapped to the harness's error return: in the workload a failed call it checks ends "
+                            "the call with that error instead of running its body",
+                        )
+                    )
+        return found
+
     # -- size parameters
     def _params(self, buffers) -> list[dict]:
         roots: list[str] = []
@@ -1337,7 +1458,8 @@ class _Analyzer:
                 Unresolved(
                     region["at"],
                     f"the loop variable {var} is used inside the region",
-                    "the workload runs one iteration per call, with it fixed at 0",
+                    "each call of the workload takes the harness's call index (ctx->iteration: 0, 1, 2, ...; "
+                    "the check's reference run the same) as its value, within the loop's range",
                 )
             )
         for op in self.ops:
@@ -1435,12 +1557,26 @@ def _helpers(functions, kernels, wrappers) -> set[str]:
     while changed:
         changed = False
         for n, (s, f) in functions.items():
-            if n in found or n == "main" or n in kernels or n in wrappers:
-                continue
+            if n in found or n == "main" or n in kernels:
+                continue  # a launch wrapper that also communicates (through a helper) is followed too
             if any(call_name(c, s) in found for c in s.nodes("call_expression", f)):
                 found.add(n)
                 changed = True
     return found
+
+
+STATUS_TYPES = ("cudaError_t", "cudaError", "ncclResult_t", "CUresult", "cublasStatus_t", "cusparseStatus_t")
+
+
+def _checks_a_status(src, fn) -> bool:
+    """A function whose first parameter is a CUDA/NCCL/library status (`void check(cudaError_t e, ...)`)."""
+    decl = fn.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    first = next((p for p in params.named_children if p.type == "parameter_declaration"), None) if params else None
+    kind = first.child_by_field_name("type") if first is not None else None
+    return kind is not None and src.text(kind) in STATUS_TYPES
 
 
 def _param_names(src, fn):

@@ -65,11 +65,12 @@ def check_no_hidden_collectives(sources, functions, macros, entry: str | None = 
             f"cannot tell which call runs; pass --entry NAME (one of the targets) to analyse the "
             f"program as if it called that one, or {WHAT_TO_DO}",
         )
-    if entry is not None and entry not in targets:
+    if entry is not None and entry not in targets and entry not in functions:
         raise InputError(
             "--entry",
             entry,
-            f"not a target of a function-pointer table in the program ({', '.join(targets) or 'there is none'})",
+            f"not a target of a function-pointer table in the program, nor one of its functions "
+            f"({', '.join(targets) or 'no NCCL function is used as a value'})",
         )
     for name, (src, node) in macros.items():
         value = node.child_by_field_name("value")

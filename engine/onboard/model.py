@@ -107,6 +107,10 @@ class Program:
     dataflow: list[dict] = field(default_factory=list)
     preprocessing: dict = field(default_factory=dict)
     helper_calls: list[dict] = field(default_factory=list)  # calls followed into helper functions
+    flag_notes: list[str] = field(default_factory=list)  # build flags init changed or cannot honour
+    dispatches: list = field(default_factory=list)  # calls through function pointers and tables (dispatch.py)
+    # the program's status-checking functions (in check_macros too): re-defined like its check macros
+    check_functions: list[str] = field(default_factory=list)
     captures: list = field(default_factory=list)  # (SourceFile, node) of the captures a replay region launches
     init_blockers: list[str] = field(
         default_factory=list

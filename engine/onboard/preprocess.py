@@ -73,6 +73,7 @@ class Preprocessed:
     branches: list[Branch] = field(default_factory=list)
     missing_headers: list[str] = field(default_factory=list)  # "file:line: name"
     macros: set[str] = field(default_factory=set)  # the file's own active #defines
+    defines: tuple[str, ...] = ()  # the -D NAME[=VALUE] it was read with (its build's, as init keeps them)
 
 
 @dataclass
@@ -98,7 +99,8 @@ def preprocess(path: str, flags: Flags) -> Preprocessed:
         for first, _, name, rest in directives
         if name == "define" and first in kept and (word := re.match(r"\w+", rest))
     }
-    return Preprocessed(path, original, text, _branches(path, lines, directives, kept), missing, macros)
+    defines = tuple(d for d in flags.defines if d.split("=", 1)[0] not in flags.undefines)
+    return Preprocessed(path, original, text, _branches(path, lines, directives, kept), missing, macros, defines)
 
 
 # ---------------------------------------------------------------- the preprocessor run

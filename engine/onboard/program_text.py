@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from . import api
 from .command_line import default_of
+from .dispatch import target_of
 from .evaluate import evaluate
 from .model import Unresolved
 from .registration import REGISTERABLE_ALLOCS, UNREGISTERED_ENV, Registration
@@ -214,6 +215,9 @@ class ProgramWriter:
             names |= {self.src.text(i) for i in identifiers(stmt)}
         if self.region is not None:
             names |= {self.src.text(i) for i in identifiers(self.region.child_by_field_name("body"))}
+            var = (self.p.region or {}).get("loop_variable")
+            if var and var in names:  # the loop variable's range: each call's index is taken within it
+                names |= {n for part in _counting_range(self.src, self.region, var) if part for n in names_in(part)}
         changed = True
         while changed:
             changed = False
@@ -460,10 +464,18 @@ class ProgramWriter:
         if self.region is None:
             return f"// {TODO}: no repeated region was found; write one iteration here\n"
         body = self.region.child_by_field_name("body")
+        suffix = HELPER_COMPUTE if "collective" in drop else HELPER_COMM if "kernel" in drop else None
         edits = []
+        for d in self.p.dispatches:  # a call through a table runs the function the program chose
+            if d.path == self.src.path and body.start_byte <= d.span[0] < body.end_byte:
+                edits.append((*d.span, d.target + (suffix or "")))
         for op in self.p.ops:
-            if not op.in_region:
-                continue
+            if (
+                not op.in_region
+                or op.src is not self.src
+                or not (body.start_byte <= op.node.start_byte < body.end_byte)
+            ):
+                continue  # an operation inside a helper goes with the helper's forms
             if op.kind == "mpi" and "collective" not in drop and self._host_collective(op):
                 stmt = _enclosing_statement(op.node)
                 edits.append((stmt.start_byte, stmt.end_byte, self._host_collective(op)))
@@ -500,7 +512,6 @@ class ProgramWriter:
                 ):
                     a = args[spec["stream"]]
                     edits.append((a.start_byte, a.end_byte, self.stream_var))
-        suffix = HELPER_COMPUTE if "collective" in drop else HELPER_COMM if "kernel" in drop else None
         if suffix:
             for call in self.src.nodes("call_expression", body):
                 if call_name(call, self.src) in self.region_helpers:
@@ -515,9 +526,26 @@ class ProgramWriter:
         var = (self.p.region or {}).get("loop_variable")
         lead = ""
         if var and any(self.src.text(i) == var for i in identifiers(body)):
-            lead = f"\n    const int {var} = 0;   // {TODO}: the region used its loop variable; one call is iteration 0"
-            self._todo(f"{self.p.region['at']}: the loop variable {var} is used inside the region (fixed at 0)")
+            lead = "\n    " + self._loop_index(var)
         return lead + text
+
+    def _loop_index(self, var: str) -> str:
+        """The region's loop variable as the harness's index of this call (ctx->iteration: 0, 1, 2, ...,
+        the reference run of a check given the same), wrapped into the loop's own range when the loop
+        counts up by one from a start to a bound the workload knows; else the index itself (a note)."""
+        start, bound = _counting_range(self.src, self.region, var)
+        known = {n for n in self.p.vars if self._member(n)} | set(self.params)
+        step = "(long long)cuco_c->iteration"
+        if start is not None and bound is not None and all(n in known for n in names_in(f"({start}) + ({bound})")):
+            span = f"(long long)({bound})" if start == "0" else f"((long long)({bound}) - ({start}))"
+            if start.isdigit() and bound.isdigit():
+                span = str(int(bound) - int(start))
+            value = f"{start} + (int)({step} % ({span} > 0 ? {span} : 1))"
+            how = f"the harness's call index, within [{start}, {bound})"
+        else:
+            value = f"(int){step}"
+            how = "the harness's call index (the loop's range is not one the workload knows)"
+        return f"const int {var} = {value};   // the loop variable: {how}"
 
     def teardown(self, suffixes: tuple[str, ...] = ("",)) -> list[str]:
         out = self._graph_teardown(suffixes)
@@ -727,17 +755,20 @@ class ProgramWriter:
             return []
         followed = {c["name"] for c in self.p.helper_calls}
         out: list[str] = []
+
+        def visit(src, calls) -> None:  # a helper's own helpers first: its forms call theirs
+            for call in calls:
+                name = call_name(call, src) or target_of(self.p.dispatches, src, call)
+                found = find_function(self.p.sources, name) if name in followed and name not in out else None
+                if found is not None and name is not None:
+                    out.append(name)  # taken before its body: a recursion stops here
+                    visit(found[0], found[0].nodes("call_expression", found[1]))
+                    out.remove(name)
+                    out.append(name)
+
         calls = self.src.nodes("call_expression", self.region)
         calls += [c for st in self.capture_unit for c in self.src.nodes("call_expression", st)]
-        for call in calls:
-            name = call_name(call, self.src)
-            if (
-                name is not None
-                and name in followed
-                and name not in out
-                and find_function(self.p.sources, name) is not None
-            ):
-                out.append(name)
+        visit(self.src, calls)
         return out
 
     def _helper_form(self, name: str, drop: set[str], suffix: str) -> str:
@@ -753,9 +784,12 @@ class ProgramWriter:
                 stmt = _enclosing_statement(op.node)
                 edits.append((stmt.start_byte, stmt.end_byte, f"/* {op.name}: not in this variant */;"))
         for call in src.nodes("call_expression", fn):
-            if call_name(call, src) in self.p.check_macros:
-                f = call.child_by_field_name("function")
+            f = call.child_by_field_name("function")
+            called = call_name(call, src) or target_of(self.p.dispatches, src, call)
+            if called in self.p.check_macros:
                 edits.append((f.start_byte, f.end_byte, "CUCO_UNCHECKED"))
+            elif called in self.region_helpers:  # a helper's helper: its form of the same variant
+                edits.append((f.start_byte, f.end_byte, called + suffix))
         ident = function_declarator(fn).child_by_field_name("declarator")
         edits.append((ident.start_byte, ident.end_byte, name + suffix))
         text = _apply(src.data, fn, edits)
@@ -904,3 +938,24 @@ def _apply(data: bytes, node, edits) -> str:
         pos = b
     out.append(data[pos:end].decode())
     return "".join(out)
+
+
+def _counting_range(src, loop, var: str) -> tuple[str | None, str | None]:
+    """(start, bound) of `for (int var = start; var < bound; ++var)` (also `var++`, `var += 1`), else Nones."""
+    if loop is None or loop.type != "for_statement":
+        return None, None
+    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    if init is None or cond is None or update is None:
+        return None, None
+    value = next(
+        (d.child_by_field_name("value") for d in walk(init) if d.type == "init_declarator"),
+        init.child_by_field_name("right") if init.type == "assignment_expression" else None,
+    )
+    up = src.text(update).replace(" ", "")
+    if value is None or up not in (f"++{var}", f"{var}++", f"{var}+=1"):
+        return None, None
+    if cond.type != "binary_expression" or src.text(cond.child_by_field_name("left")) != var:
+        return None, None
+    if src.text(cond.child_by_field_name("operator")) != "<":
+        return None, None
+    return src.text(value), src.text(cond.child_by_field_name("right"))

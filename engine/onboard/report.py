@@ -8,7 +8,7 @@ SCHEMA = "cuco-analysis/1"
 
 def to_json(prog) -> dict:
     ops = prog.ops
-    return {
+    data = {
         "schema": SCHEMA,
         "files": list(prog.files),
         "preprocessing": prog.preprocessing,
@@ -39,12 +39,17 @@ def to_json(prog) -> dict:
         "region": prog.region,
         "timed_stream": prog.timed_stream,
         "params": prog.params,
-        "check_macros": prog.check_macros,
+        "check_macros": [m for m in prog.check_macros if m not in prog.check_functions],
         "dataflow": prog.dataflow,
         "opportunities": prog.opportunities,
         "unresolved": [u.as_json() for u in prog.unresolved],
         "init_blockers": prog.init_blockers,
     }
+    if prog.check_functions:  # keys only where they apply: the analysis of other programs is unchanged
+        data["check_functions"] = prog.check_functions
+    if prog.dispatches:
+        data["dispatches"] = [d.as_json() for d in prog.dispatches]
+    return data
 
 
 def _op(o) -> dict:

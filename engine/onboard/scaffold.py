@@ -21,18 +21,19 @@ overwritten and a failure leaves nothing half-written.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from engine.workload import INSTALLED_PREFIX
 from remote.errors import InputError
 
 from . import api, workload_text
 from .program_text import TODO, ProgramWriter
 from .source import call_name, declarator_name, walk
 
-HARNESS_DIR = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness"
 MAX_BUFFERS = 8
 CHECKS = {"do_nothing": "checks/do_nothing.cu", "skip_comm": "checks/skip_comm.cu"}  # must verify incorrect
 
@@ -55,7 +56,7 @@ def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
     if not _valid_name(name):
         raise InputError(name, "--name", "must match [a-z0-9_-]+")
     files, todos = render_workload(prog, name, ranks, out)
-    notes = [f"{u.at}: {u.what}" for u in prog.unresolved]
+    notes = [f"{u.at}: {u.what}" for u in prog.unresolved] + _headers_not_given(prog)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -67,6 +68,25 @@ def write_workload(prog, out: Path, name: str, ranks: int) -> InitResult:
         shutil.rmtree(tmp, ignore_errors=True)
         raise InputError(str(out), "-o", f"cannot write the workload there ({exc})") from None
     return InitResult(name, out, todos, notes, files)
+
+
+def _headers_not_given(prog) -> list[str]:
+    """The program's own headers (`#include "x.h"`, found beside the file) that are not among the files
+    given: the workload's build does not see the program's folder, so what they declare is missing there."""
+    given = {Path(s.path).name for s in prog.sources}
+    out = []
+    for src in prog.sources:
+        for node in src.tree.root_node.named_children:
+            text = src.text(node)
+            if node.type != "preproc_include" or '"' not in text:
+                continue
+            name = _included_name(text)
+            if name not in given and (Path(src.path).parent / text.split('"')[1]).is_file():
+                out.append(
+                    f"{src.at(node)}: {name} is your program's header but not among the files given; pass it "
+                    "with them (its types and helpers are carried), or the workload does not build"
+                )
+    return out
 
 
 def _valid_name(name: str) -> bool:
@@ -123,8 +143,8 @@ def render_workload(prog, name: str, ranks: int, out: Path) -> tuple[dict[str, s
                 )
     text = ProgramWriter(prog, inputs, outputs).build()
     todos = list(text.todos)
-    harness_root = os.path.relpath(HARNESS_DIR, out.resolve())
-    top = _top_level_code(prog)
+    harness_root = INSTALLED_PREFIX + "_harness"  # found in the installed cuco, wherever either lives
+    top = _top_level_code(prog, _called_text(text))
     files = {
         "candidate.cu": workload_text.candidate(prog, text, top, name),
         # a region replaying graphs: the baseline also captures the graphs of its compute-only and
@@ -147,16 +167,40 @@ class TopLevel:
     includes: list[str]
     macros: list[str]  # #define lines the kernels may need (check macros are re-defined instead)
     check_macros: list[str]
+    check_functions: list[str]  # of check_macros: the program's functions, re-defined as macros too
     device_code: list[str]  # kernels, device functions, structs, constants
     constants: list[str]  # file-scope constants (for problem.cu's sizes)
 
 
-def _top_level_code(prog) -> TopLevel:
-    includes, macros, code, constants = [], [], [], []
+def _called_text(text) -> str:
+    """The code the workload runs of main() (setup, the region and its forms, the start, teardown): the
+    host functions it calls are carried."""
+    parts = [*text.setup, text.run, text.run_compute, text.run_comm, text.start, *text.teardown]
+    parts += [line for members, setup, teardown in text.forms.values() for line in setup]
+    return "\n".join(parts)
+
+
+def _top_level_code(prog, called: str = "") -> TopLevel:
+    includes, macros, constants = [], [], []
+    items: list[tuple[str, set[str], set[str]]] = []  # (text, names it defines, identifiers it uses)
+
+    def add(src, node, text: str) -> None:
+        items.append((text, _defined_names(src, node), {src.text(i) for i in walk(node) if i.type in NAME_NODES}))
+
+    given = {Path(s.path).name for s in prog.sources}
+    needed = _needed_host_functions(prog, called)
+    words = set(re.findall(r"\b[A-Za-z_]\w*\b", called))
+    tables = {w for d in prog.dispatches for w in re.findall(r"\b[A-Za-z_]\w*\b", d.through)} - words
     for src in prog.sources:
         for node in src.tree.root_node.named_children:
             t = src.text(node).rstrip()
+            if _function_name(src, node) in prog.check_functions or _declares(src, node, prog.check_functions):
+                continue  # a check function is re-defined as a macro handing its status to the harness
+            if node.type == "declaration" and _declared(src, node) & tables:
+                continue  # a table the region called through: the workload calls the chosen function
             if node.type == "preproc_include":
+                if _included_name(t) in given:
+                    continue  # a header given among the files: its code is carried with theirs
                 if "mpi.h" not in t and t not in includes:
                     includes.append(t)
             elif node.type in ("preproc_def", "preproc_function_def"):
@@ -166,11 +210,11 @@ def _top_level_code(prog) -> TopLevel:
             elif node.type == "comment":
                 continue
             elif node.type in ("function_definition", "template_declaration"):
-                if node == prog.main or _is_host_helper(prog, src, node):
+                if node == prog.main or _is_host_helper(src, node, needed):
                     continue
                 host = not any(q in src.text(node).split("{", 1)[0] for q in ("__global__", "__device__"))
                 text = _pragmas_as_operators(src, node, prog.check_macros if host else ())
-                code.append(_static(text) if host else text)
+                add(src, node, _static(text) if host else text)
             elif (
                 node.type == "declaration"
                 and ("const" in t.split("=")[0] or "constexpr" in t)
@@ -178,16 +222,16 @@ def _top_level_code(prog) -> TopLevel:
                     c.type == "function_declarator" for d in node.children_by_field_name("declarator") for c in walk(d)
                 )
             ):
-                code.append(t)
+                add(src, node, t)
                 constants.append(t)
             elif node.type == "declaration" and any(
                 c.type == "function_declarator" for d in node.children_by_field_name("declarator") for c in walk(d)
             ):
                 # a host function's prototype: static like its carried definition (internal linkage: the
                 # symbol policy lets a candidate define only the ABI)
-                code.append(_static(t))
+                add(src, node, _static(t))
             elif node.type in ("type_definition", "alias_declaration"):
-                code.append(t)  # the constants' types too (`typedef float real;` before `const real`)
+                add(src, node, t)  # the constants' types too (`typedef float real;` before `const real`)
                 if t not in constants:
                     constants.append(t)
             elif node.type in (
@@ -201,21 +245,110 @@ def _top_level_code(prog) -> TopLevel:
             ):
                 if "ncclUniqueId" in t or "MPI_" in t:
                     continue
-                code.append(t)
+                if node.type.endswith("_specifier") and not t.endswith(";"):
+                    t += ";"  # the parser leaves a type definition's `;` out of its node
+                add(src, node, t)
             else:
-                code.append(
+                add(
+                    src,
+                    node,
                     f"// {TODO}: top-level {node.type} at {src.at(node)} left out; add it if the "
-                    f"kernels need it\n// {t.splitlines()[0][:100]}"
+                    f"kernels need it\n// {t.splitlines()[0][:100]}",
                 )
+    code = _dependency_order(items)
+    # the build's -D defines the code uses (`SCALE` from -DSCALE=3): the workload's build line has none
+    # of them, so they are written into its files, after the headers (a define cannot change those)
+    macros = _build_defines(prog) + macros
     # <iostream> runs a static initialiser (std::ios_base::Init) the harness's symbol policy rejects:
     # kept only when the carried code uses the standard streams
     carried = "\n".join(code + macros)
     if not any(w in carried for w in ("cout", "cerr", "clog", "cin")):
         includes = [i for i in includes if "<iostream>" not in i]
-    return TopLevel(includes, macros, list(prog.check_macros), code, constants)
+    return TopLevel(includes, macros, list(prog.check_macros), list(prog.check_functions), code, constants)
 
 
-def _is_host_helper(prog, src, node) -> bool:
+NAME_NODES = ("identifier", "type_identifier", "namespace_identifier")
+
+
+def _included_name(line: str) -> str:
+    """The file name an `#include "dir/x.h"` line names (its last part)."""
+    m = re.search(r'["<]([^">]+)[">]', line)
+    return Path(m.group(1)).name if m else ""
+
+
+def _defined_names(src, node) -> set[str]:
+    """What a top-level item declares: a function, a type (struct, class, enum, typedef, alias), variables."""
+    name = _function_name(src, node)
+    if name:
+        return {name}
+    out = set()
+    for n in walk(node):
+        if n.type in ("struct_specifier", "class_specifier", "enum_specifier", "union_specifier"):
+            tag = n.child_by_field_name("name")
+            if tag is not None and n.child_by_field_name("body") is not None:
+                out.add(src.text(tag))
+        if n.type in ("type_definition", "alias_declaration", "declaration"):
+            for d in n.children_by_field_name("declarator"):
+                declared = declarator_name(d, src) if d.type != "type_identifier" else src.text(d)
+                if declared:
+                    out.add(declared)
+            if n.type == "alias_declaration" and n.child_by_field_name("name") is not None:
+                out.add(src.text(n.child_by_field_name("name")))
+    return out
+
+
+def _dependency_order(items: list[tuple[str, set[str], set[str]]]) -> list[str]:
+    """The items in the files' order, except that one using a name a later item defines (a type from a file
+    given after it) comes after that item: each file's own order is what its compiler accepted."""
+    first: dict[str, int] = {}
+    for k, (_, defines, _) in enumerate(items):
+        for name in defines:
+            first.setdefault(name, k)
+    placed: list[int] = []
+    state: dict[int, int] = {}  # 1 visiting, 2 placed
+
+    def visit(k: int) -> None:
+        if state.get(k):
+            return  # placed, or a cycle (prototypes break those): keep the files' order
+        state[k] = 1
+        for name in sorted(items[k][2] - items[k][1]):
+            d = first.get(name)
+            if d is not None and d != k and not state.get(d):  # defined by an item not placed yet
+                visit(d)
+        state[k] = 2
+        placed.append(k)
+
+    for k in range(len(items)):
+        visit(k)
+    return [items[k][0] for k in placed]
+
+
+def _build_defines(prog) -> list[str]:
+    out: dict[str, str] = {}
+    for src in prog.sources:
+        for d in src.pre.defines if src.pre is not None else ():
+            name, _, value = d.partition("=")
+            if name.isidentifier() and name not in prog.check_macros:
+                out.setdefault(name, value or "1")
+    return [f"#ifndef {n}\n#define {n} {v}\n#endif" for n, v in out.items()]
+
+
+def _declared(src, node) -> set[str]:
+    return {n for d in node.children_by_field_name("declarator") if (n := declarator_name(d, src))}
+
+
+def _declares(src, node, names) -> bool:
+    """A top-level prototype of one of `names` (`static void check(cudaError_t, const char*);`)."""
+    if node.type != "declaration" or not names:
+        return False
+    return any(
+        c.type == "function_declarator" and declarator_name(c, src) in names
+        for d in node.children_by_field_name("declarator")
+        for c in walk(d)
+    )
+
+
+def _is_host_helper(src, node, needed: set[str]) -> bool:
     """A host function (not a kernel, not __device__) the workload does not need: the id exchange, the
     environment readers. The kept code never calls one (setup drops those statements). A host wrapper
     the region launches its kernels through (and what it calls) is needed: it is carried."""
@@ -223,7 +356,7 @@ def _is_host_helper(prog, src, node) -> bool:
     head = text.split("{", 1)[0]
     if "__global__" in head or "__device__" in head:
         return False
-    return _function_name(src, node) not in _needed_host_functions(prog)
+    return _function_name(src, node) not in needed
 
 
 def _static(text: str) -> str:
@@ -244,7 +377,9 @@ def _function_name(src, node) -> str | None:
     return declarator_name(fn.child_by_field_name("declarator"), src)
 
 
-def _needed_host_functions(prog) -> set[str]:
+def _needed_host_functions(prog, called: str = "") -> set[str]:
+    """The host functions the workload runs: the launch wrappers and helpers the region goes through, the
+    functions the code kept of main() calls (`called`: its text), and what they call."""
     defs = {}
     for src in prog.sources:
         for node in src.tree.root_node.named_children:
@@ -268,6 +403,9 @@ def _needed_host_functions(prog) -> set[str]:
         for o in prog.ops  # the helpers the region calls
         if (o.in_region or id(o) in replayed) and len(o.chain) > 1
     }
+    if called:
+        words = set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", called))
+        needed |= {n for n in defs if n in words and n != "main" and n not in prog.check_functions}
     todo = list(needed)
     while todo:
         src, node = defs.get(todo.pop(), (None, None))
@@ -275,7 +413,7 @@ def _needed_host_functions(prog) -> set[str]:
             continue
         for call in src.nodes("call_expression", node):
             name = call_name(call, src)
-            if name in defs and name not in needed and name != "main":
+            if name in defs and name not in needed and name != "main" and name not in prog.check_functions:
                 needed.add(name)
                 todo.append(name)
     return needed

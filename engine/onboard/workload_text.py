@@ -29,11 +29,18 @@ def _indent(lines, n=4) -> str:
 def _check_macro_defs(top) -> list[str]:
     """The program's checking macros (NCCLCHECK(cmd), ...) re-defined to hand the error to the harness
     (ctx->error, a non-zero return) instead of aborting the process."""
+    # a check function's further arguments (`check(cudaMalloc(...), "what")`) are accepted and not used:
+    # the status is the first
     return [
-        f"#define {m}(cmd) do {{ auto cuco_r_ = (cmd); if ((int)cuco_r_ != 0) {{ snprintf(cuco_c->error, "
-        f'sizeof cuco_c->error, "%s failed (%d)", #cmd, (int)cuco_r_); return 1; }} }} while (0)'
+        "#define CUCO_FIRST_(cmd, ...) cmd",
+        "#define CUCO_FIRST(...) CUCO_FIRST_(__VA_ARGS__, 0)",
+        "#define CUCO_UNCHECKED(...) ((void)(__VA_ARGS__))",
+    ] + [
+        f"#define {m}(...) do {{ auto cuco_r_ = (CUCO_FIRST(__VA_ARGS__)); if ((int)cuco_r_ != 0) {{ "
+        f'snprintf(cuco_c->error, sizeof cuco_c->error, "%s failed (%d)", #__VA_ARGS__, (int)cuco_r_); '
+        "return 1; } } while (0)"
         for m in top.check_macros
-    ] + ["#define CUCO_UNCHECKED(cmd) ((void)(cmd))"]
+    ]
 
 
 def _head(prog, top, title: str) -> list[str]:
@@ -552,7 +559,7 @@ extern "C" int cuco_problem_verify(const cuco_ctx* ctx, void* const* pristine, n
     rc |= cudaMemcpyAsync(ref->inputs[i].ptr, pristine[i], ctx->inputs[i].bytes, cudaMemcpyDeviceToDevice, s) != cudaSuccess;
   for (int i = 0; i < kNumOutputs && !rc; i++)   // poisoned like the harness's, before every reference run
     rc |= cudaMemsetAsync(ref->outputs[i].ptr, 0xFF, ctx->outputs[i].bytes, s) != cudaSuccess;
-  if (!rc) ref->error[0] = 0;
+  if (!rc) ref->error[0] = 0, ref->iteration = ctx->iteration;   // the same index as the call it checks
   if (!rc && cuco_baseline_start_outputs) rc |= cuco_baseline_start_outputs(ref) != 0;
   if (!rc) rc |= cuco_baseline_run(ref) != 0;
   if (!rc) rc |= cudaStreamSynchronize(s) != cudaSuccess;
@@ -631,6 +638,7 @@ def workload_yaml(
         f"# {name}: made by `cuco init` from {', '.join(prog.files)}. The baseline is the program's own\n"
         "# repeated region (baseline.cu, frozen); candidate.cu is the seed the search starts from.\n"
     )
+    head += "".join(f"# build flags: {note}\n" for note in getattr(prog, "flag_notes", []))
     return head + yaml.safe_dump(spec, sort_keys=False, width=110, default_flow_style=None)
 
 

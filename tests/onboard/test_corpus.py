@@ -276,3 +276,22 @@ def test_the_graph_variant_replays_its_capture(capsys, monkeypatch, tmp_path):
     skip_run = skip.split("int run() {", 1)[1].split("int teardown() {", 1)[0]
     assert "cudaGraphLaunch(graph_calc_norm_exec_cuco_compute[iter%2], compute_stream)" in skip_run
     _validates_as_written(capsys, out, tmp_path / "home")
+
+
+@COMPILES
+def test_jacobi_with_its_makefile_flags_validates(capsys, monkeypatch, tmp_path):
+    """NVIDIA's Jacobi as a new user runs it, with its Makefile's flags: init names -DUSE_NVTX (the
+    harness cannot take NVTX's loader) and undefines it, keeps -DHAVE_CUB for the kernels, and the
+    workload validates, the seed first, in under 40 lines of output."""
+    monkeypatch.chdir(CORPUS / "nvidia_jacobi_nccl")
+    out = tmp_path / "jacobi"
+    rc, text, err = _run(capsys, "init", "jacobi.cpp", "jacobi_kernels.cu", "--makefile", "Makefile", "-o", out)
+    assert rc == 0, err
+    (flag,) = [line for line in text.splitlines() if line.startswith("  flags ")]
+    assert "jacobi.cpp:60: -DUSE_NVTX turns on NVTX profiler ranges" in flag and "-UUSE_NVTX" in flag
+    cand = (out / "candidate.cu").read_text()
+    assert "nvtx" not in cand.lower() and "cub::BlockReduce" in cand
+    rc, text, _ = _run(capsys, "validate", out, "--home", tmp_path / "home")
+    assert rc == 0, text
+    assert text.index("compiled seed") < text.index("compiled rw_") and "workload OK" in text
+    assert len(text.splitlines()) < 40

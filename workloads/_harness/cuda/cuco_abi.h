@@ -70,6 +70,7 @@ typedef struct cuco_ctx {
   unsigned int* timeout_flag;           // device word: set non-zero when a bounded wait expires
   void* state;              // the implementation's own state (set in setup)
   char error[256];          // message on failure
+  long long iteration;      // index of this call of run() (0, 1, 2, ... per side): a region's loop variable
 } cuco_ctx;
 
 // Value of param `name`, or `dflt` when the config does not set it.

@@ -628,6 +628,7 @@ static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), boo
   double h0 = now_ms();
   CKC(cudaEventRecord(st.e0, st.stream));
   ctx.error[0] = 0;
+  ctx.iteration++;  // each call its own index (from -1: the first call is 0); verify's reference reads it
   int rc = run(&ctx);
   // on the clock: threads the call started end before its end event (the baseline's calls pay the same look,
   // and are not failed by it: the frozen code starts none of its own)
@@ -778,6 +779,7 @@ static void profiled_run(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), c
   CKC(cudaStreamSynchronize(st.stream));
   if (record) *on = cuco_tl::begin(t0);   // records cleared; CUPTI stays on
   ctx.error[0] = 0;
+  ctx.iteration++;  // each call its own index (from -1: the first call is 0); verify's reference reads it
   int rc = run(&ctx);
   cudaError_t se = cudaDeviceSynchronize();
   if (record && *on) cuco_tl::end(t1);
@@ -914,6 +916,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     rec("begin\t%s", sc.name.c_str());
     cuco_ctx ctx; memset(&ctx, 0, sizeof ctx);
     ctx.abi_version = CUCO_ABI_VERSION; ctx.rank = rank; ctx.nranks = st.nranks; ctx.device = rank;
+    ctx.iteration = -1;  // timed_call counts the calls of each side from 0
     ctx.comm = st.comm; ctx.stream = st.stream; ctx.sm_count = prop.multiProcessorCount;
     ctx.nparams = (int)sc.params.size();
     for (int i = 0; i < ctx.nparams; i++) { ctx.params[i].name = sc.params[i].first.c_str(); ctx.params[i].value = sc.params[i].second; }

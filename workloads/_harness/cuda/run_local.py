@@ -47,10 +47,17 @@ def nccl_home() -> str:
     return list(m.__path__)[0]
 
 
+def harness_path(wdir: Path, rel: str) -> Path:
+    """A harness entry: relative to the workload, or `cuco:...` in the cuco this file belongs to."""
+    if rel.startswith("cuco:"):
+        return Path(__file__).resolve().parent.parent.parent / rel[len("cuco:") :]
+    return wdir / rel
+
+
 def job_files(wdir: Path, spec: dict, source: Path) -> tuple[list[Path], list[Path], str]:
     cand_name = Path(spec["candidate"]).name
-    sources = [p for p in (wdir / s for s in spec["harness"]["sources"])]
-    headers = [wdir / h for h in spec["harness"].get("headers", [])]
+    sources = [harness_path(wdir, s) for s in spec["harness"]["sources"]]
+    headers = [harness_path(wdir, h) for h in spec["harness"].get("headers", [])]
     return sources, headers, cand_name
 
 
