@@ -174,8 +174,10 @@ def mutate_prompt(
     rejected: Sequence[CandidateView] = (),
     recommendations: Sequence[str] = (),
     strategy: str | None = None,
+    failures: str = "",
 ) -> str:
-    """The user message for one mutation: kind is diff | full | cross."""
+    """The user message for one mutation: kind is diff | full | cross. `failures` is failure memory's
+    section (engine/llm/failure_memory.py), shown after the parent."""
     parts = ["# Parent program", describe(parent, workload), f"```\n{parent.source}```"]
     if kind == "cross" and second is not None:
         parts += [
@@ -207,6 +209,8 @@ def mutate_prompt(
                 f"- candidate {c.id} ({' '.join(f'{k}={v}' for k, v in sorted(c.descriptor.items()))}): "
                 f"{reason}\n```\n{trim(_bodies(c.source), REJECTED_CHARS)}\n```"
             )
+    if failures:
+        parts.append(failures)
     if strategy:
         parts.append(strategy_section(strategy, workload))
     if kind == "diff":

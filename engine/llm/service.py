@@ -7,6 +7,7 @@ returns the answer, or raises `LLMError` after recording the failure.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -76,7 +77,10 @@ class LLMService:
         run_id: str | None,
         purpose: str,
         candidate_id: int | None = None,
+        shown: dict[str, object] | None = None,
     ) -> CallOutcome:
+        """`shown` names what the prompt showed (candidate ids: the parent, the failures), kept with it in
+        the audit log so a call can be read against what came of it."""
         spec = self.specs[model]
         await self.budget.load(store, run_id)
         token = self.budget.reserve(self.estimate_usd(spec, request))
@@ -88,6 +92,8 @@ class LLMService:
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
         }
+        if shown:
+            prompt["shown"] = shown
         started = time.monotonic()
         client = self.client(model)
 
@@ -116,6 +122,28 @@ class LLMService:
                         candidate_id=candidate_id,
                     ),
                 )
+            raise
+        except asyncio.CancelledError:
+            # A stop while the model works: the prompt was sent, so its tokens are counted (estimated: the
+            # server never said), and the call is kept as cancelled.
+            sent = estimate_tokens(request.prompt_chars())
+            spent = self.pricing.cost(spec, sent, 0)
+            self.budget.settle(token, spent)
+            if store is not None:
+                record = CallRecord(
+                    run_id,
+                    spec.name,
+                    purpose,
+                    "cancelled",
+                    prompt,
+                    None,
+                    input_tokens=sent,
+                    cost_usd=spent,
+                    latency_s=time.monotonic() - started,
+                    error="cancelled: the run stopped while the model was answering",
+                    candidate_id=candidate_id,
+                )
+                await asyncio.shield(record_call(store, record))
             raise
         except BaseException:
             self.budget.settle(token, 0.0)

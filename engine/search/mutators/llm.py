@@ -21,6 +21,7 @@ from ...llm.budget import Budget
 from ...llm.clients import ChatRequest
 from ...llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
 from ...llm.errors import LLMError
+from ...llm.failure_memory import failures_section, repair_prompt
 from ...llm.keys import redact
 from ...llm.meta import MetaSummarizer, load_recommendations
 from ...llm.models import ModelSpec, parse_model, parse_models
@@ -38,12 +39,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cuco.llm.mutator")
 
-OPERATORS = {"diff": "llm-diff", "full": "llm-full", "cross": "llm-cross"}
-# The explore-then-exploit schedule: kind weights and temperature per phase.
+OPERATORS = {"diff": "llm-diff", "full": "llm-full", "cross": "llm-cross", "repair": "llm-repair"}
+# The explore-then-exploit schedule: kind weights and temperature per phase. A repair is drawn only while a
+# failed child no one has repaired yet is on offer; a repair is a fix, so it runs cool.
 SCHEDULE = {
-    "explore": ({"diff": 0.4, "full": 0.4, "cross": 0.2}, 1.0),
-    "exploit": ({"diff": 0.75, "full": 0.1, "cross": 0.15}, 0.6),
+    "explore": ({"diff": 0.35, "full": 0.35, "cross": 0.15, "repair": 0.15}, 1.0),
+    "exploit": ({"diff": 0.6, "full": 0.1, "cross": 0.1, "repair": 0.2}, 0.6),
 }
+REPAIR_TEMPERATURE = 0.3
 
 
 @dataclass
@@ -59,6 +62,7 @@ class LLMSettings:
     strategy_exploration: float = 0.5
     strategy_retire_after: int = 3  # failed children in a row that retire a strategy (0: never)
     strategy_rewrites: int = 1  # weakest strategies rewritten per meta step
+    repair_rate: float | None = None  # the repair operator's weight (none: the schedule's)
 
 
 def settings_from_config(config: RunConfig) -> LLMSettings:
@@ -75,14 +79,21 @@ def settings_from_config(config: RunConfig) -> LLMSettings:
         strategy_exploration=config.strategy_exploration,
         strategy_retire_after=config.strategy_retire_after,
         strategy_rewrites=config.strategy_rewrites,
+        repair_rate=config.repair_rate,
     )
 
 
-def choose_kind(ctx: ProposalContext) -> tuple[str, float]:
+def choose_kind(ctx: ProposalContext, repair_weight: float | None = None) -> tuple[str, float]:
+    """The operator of this proposal and its temperature; `repair_weight` overrides the schedule's (the run
+    setting `repair_rate`)."""
     weights, temperature = SCHEDULE.get(ctx.phase, SCHEDULE["exploit"])
-    kinds = [k for k in weights if k != "cross" or ctx.second_parent is not None]
+    weights = dict(weights)
+    if repair_weight is not None:
+        weights["repair"] = repair_weight
+    offered = {"cross": ctx.second_parent is not None, "repair": bool(ctx.repairable)}
+    kinds = [k for k in weights if offered.get(k, True) and weights[k] > 0]
     kind = ctx.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
-    return kind, temperature
+    return kind, REPAIR_TEMPERATURE if kind == "repair" else temperature
 
 
 def _note(answer: str) -> str:
@@ -204,32 +215,35 @@ class LLMMutator:
 
     async def _propose(self, ctx: ProposalContext, bandit: Bandit) -> Proposal | None:
         recommendations = await self._recommend(ctx, bandit)
-        kind, temperature = choose_kind(ctx)
+        kind, temperature = choose_kind(ctx, self.settings.repair_rate)
         model = bandit.select(ctx.rng)
         bandit.pulled(model)
         strategy = None
-        if self._strategies is not None:
+        if self._strategies is not None and kind != "repair":  # a repair follows the failed child's idea
             strategy = self._strategies.select(ctx.rng)
             if strategy is not None:
                 self._strategies.pulled(strategy)
         parent = ctx.parent
-        max_tokens = self.settings.max_tokens_diff if kind == "diff" else self.settings.max_tokens_full
+        max_tokens = self.settings.max_tokens_full if kind in ("full", "cross") else self.settings.max_tokens_diff
         system = system_prompt(self.workload, self.node_facts)
-        messages = [
-            {
-                "role": "user",
-                "content": mutate_prompt(
-                    kind,
-                    parent,
-                    self.workload,
-                    second=ctx.second_parent if kind == "cross" else None,
-                    inspirations=ctx.inspirations,
-                    rejected=ctx.rejected,
-                    recommendations=recommendations,
-                    strategy=strategy.text if strategy is not None else None,
-                ),
-            }
-        ]
+        if kind == "repair":
+            parent = ctx.repairable[0]  # the newest failure not repaired yet
+            content = repair_prompt(parent, self.workload, ctx.parent)
+            shown = {"repair_of": parent.id, "failures": [parent.id]}
+        else:
+            content = mutate_prompt(
+                kind,
+                parent,
+                self.workload,
+                second=ctx.second_parent if kind == "cross" else None,
+                inspirations=ctx.inspirations,
+                rejected=ctx.rejected,
+                recommendations=recommendations,
+                strategy=strategy.text if strategy is not None else None,
+                failures=failures_section(ctx.failures, self.workload),
+            )
+            shown = {"parent": parent.id, "failures": [f.id for f in ctx.failures]}
+        messages = [{"role": "user", "content": content}]
         call_ids: list[int] = []
         for attempt in range(1 + max(0, ctx.feedback_attempts)):
             try:
@@ -239,6 +253,7 @@ class LLMMutator:
                     store=ctx.store,
                     run_id=ctx.run_id,
                     purpose="mutate",
+                    shown=shown,
                 )
             except LLMError as err:
                 log.warning("%s: no proposal: %s", model, err)
@@ -248,7 +263,7 @@ class LLMMutator:
                 call_ids.append(out.call_id)
             messages.append({"role": "assistant", "content": out.text or "(empty answer)"})
             try:
-                if kind == "diff":
+                if kind in ("diff", "repair"):
                     child = apply_diff(parent.source, parse_diff(out.text))
                 else:
                     child = apply_blocks_answer(parent.source, out.text)
@@ -277,6 +292,7 @@ class LLMMutator:
                 mutator=f"llm:{model}",
                 note=_note(redact(out.text)),
                 llm_call_ids=call_ids,
+                parent_id=parent.id if kind == "repair" else None,
             )
         log.info("%s: no valid, novel answer after %d attempts", model, 1 + max(0, ctx.feedback_attempts))
         return None
