@@ -91,20 +91,18 @@ def explain(view: CandidateView, workload: Workload, limit: int = ERROR_CHARS) -
     reason = (view.reason or "").strip()
     log = view.feedback or ""
     parts = [reason] if reason else []
-    diagnostics = [line.rstrip() for line in log.splitlines() if DIAGNOSTIC.search(line)]
+    lines = [line.rstrip() for line in log.splitlines()]
+    numbers = pointed_lines(log, view.source, workload.candidate_name)
+    diagnostics = [x for x in lines if DIAGNOSTIC.search(x) and x.strip() and x.strip() not in reason]
     if diagnostics:
         kept = diagnostics[:ERROR_LINES]
         more = len(diagnostics) - len(kept)
-        text = "\n".join(kept) + (f"\n[... {more} more diagnostic lines left out ...]" if more > 0 else "")
-        if text.strip() != reason:
-            parts.append("compiler/runtime diagnostics:\n" + text)
-        numbers = pointed_lines(log, view.source, workload.candidate_name)
-        if numbers:
-            parts.append(
-                "the lines they point at (numbered as in the candidate's file):\n" + _excerpt(view.source, numbers)
-            )
-    elif log.strip() and log.strip() != reason:
-        parts.append(log.strip())
+        parts.append("\n".join(kept) + (f"\n[... {more} more diagnostic lines left out ...]" if more > 0 else ""))
+    if numbers:
+        parts.append("the lines it points at (numbered as in the candidate's file):\n" + _excerpt(view.source, numbers))
+    rest = log.replace(reason, "", 1).strip() if reason else log.strip()
+    if not diagnostics and not numbers and rest:  # a timeout's or a crash's log: what the program printed
+        parts.append(rest)
     return scrub(redact(trim("\n".join(parts), limit)), workload)
 
 
