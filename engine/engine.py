@@ -493,6 +493,11 @@ class Engine:
             final, self.stop_reason = fault_policy.end_state(exc)
             if final == "failed":
                 raise
+        settle = getattr(
+            self.mutator, "settle", None
+        )  # the last children's credit (an LLM mutator's), once their rows are written
+        if settle is not None:
+            await fault_policy.quietly(asyncio.wait_for(settle(self.store, self.run_id), 60))
         if self.ledger.error is not None and final not in ("failed", "paused"):
             final, self.stop_reason = fault_policy.end_state(self.ledger.error)
             await fault_policy.quietly(self._log("error", self.stop_reason))

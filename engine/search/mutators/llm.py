@@ -35,6 +35,7 @@ from .base import BudgetExhausted, Proposal, ProposalContext
 
 if TYPE_CHECKING:
     from ...config import RunConfig
+    from ...store.store import Store
     from ...workload import Workload
 
 log = logging.getLogger("cuco.llm.mutator")
@@ -220,7 +221,7 @@ class LLMMutator:
         bandit.pulled(model)
         strategy = None
         if self._strategies is not None and kind != "repair":  # a repair follows the failed child's idea
-            strategy = self._strategies.select(ctx.rng)
+            strategy = self._strategies.select(ctx.rng, ctx.parent.descriptor)
             if strategy is not None:
                 self._strategies.pulled(strategy)
         parent = ctx.parent
@@ -296,6 +297,17 @@ class LLMMutator:
             )
         log.info("%s: no valid, novel answer after %d attempts", model, 1 + max(0, ctx.feedback_attempts))
         return None
+
+    async def settle(self, store: Store, run_id: str) -> None:
+        """At the run's end: credit the children that finished since the last proposal to their model and
+        strategy (no later proposal will)."""
+        if self._bandit is None or self._strategies is None or self._run_id != run_id:
+            return
+        await self._bandit.sync(store, run_id)
+        await self._bandit.save(store, run_id)
+        await self._strategies.sync(store, run_id, public_reason=lambda text: scrub(redact(text), self.workload))
+        async with store.transaction() as tx:
+            await strat.save(tx, run_id, self._strategies)
 
     async def close(self) -> None:
         await self.service.close()
