@@ -348,3 +348,18 @@ def timeline_figures(metrics: Any, config: str) -> dict[str, Any] | None:
         return None
     figures = metrics["timeline"].get(config)
     return figures if isinstance(figures, dict) else None
+
+
+def format_speedup(value: float | None, interval: Any = None) -> str:
+    """A speedup as every reader shows it: `1.23x`, with its 95 % interval when the measurement has one,
+    `1.23x [1.18-1.29]` (an interval that is missing or malformed is left out)."""
+    if value is None:
+        return "n/a"
+    text = f"{value:.2f}x"
+    if (
+        isinstance(interval, (list, tuple))
+        and len(interval) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in interval)
+    ):
+        text += f" [{interval[0]:.2f}-{interval[1]:.2f}]"
+    return text

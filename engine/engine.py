@@ -26,7 +26,7 @@ from .contract import BestRef, Log, Migration, RunState, config_results, configs
 from .daemon import control
 from .evaluation import fault_policy, stages
 from .evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed, trim
-from .llm import failure_memory
+from .llm import failure_memory, spread
 from .proposal_tasks import ProposalTasks
 from .search import counting
 from .search.archive import Archive
@@ -539,8 +539,14 @@ class Engine:
             operator=c.operator,
             speedup=c.speedup,
             time_ms=c.time_ms,
+            speedup_interval=spread.speedup_interval(c.metrics),
             public_metrics={
-                x.name: {"baseline_ms": x.baseline_ms, "candidate_ms": x.candidate_ms, "speedup": x.speedup}
+                x.name: {
+                    "baseline_ms": x.baseline_ms,
+                    "candidate_ms": x.candidate_ms,
+                    "speedup": x.speedup,
+                    "speedup_interval": spread.speedup_interval(c.metrics, x.name),
+                }
                 for x in bench
                 if x.name in public
             },

@@ -29,6 +29,7 @@ class CandidateView:
     operator: str
     speedup: float | None = None
     time_ms: float | None = None
+    speedup_interval: list[float] | None = None  # the 95 % interval of the speedup, when measured
     public_metrics: dict[str, Any] = field(default_factory=dict)  # per public config
     feedback: str = ""  # trimmed compile error / mismatch summary / timeout reason
     reject_reason: str = ""  # the operator's reason, for rejected candidates
