@@ -19,6 +19,7 @@ from fake_llm import FakeLLMServer, Reply
 
 from engine.config import RunConfig
 from engine.engine import Engine
+from engine.store.report import build_report
 from engine.store.store import ReadStore
 from engine.workload import load_workload
 
@@ -99,6 +100,7 @@ async def test_a_compiler_error_reaches_the_next_prompts_and_its_repair_is_credi
         )
         calls = rs.fetchall("SELECT prompt_hash, candidate_id FROM llm_calls WHERE run_id=? ORDER BY id", (run_id,))
         prompts = [(json.loads(rs.blobs.get_text(c["prompt_hash"])), c["candidate_id"]) for c in calls]
+        report = build_report(rs, run_id)
     finally:
         rs.close()
     by_op = {r["operator"]: r for r in rows}
@@ -122,6 +124,11 @@ async def test_a_compiler_error_reaches_the_next_prompts_and_its_repair_is_credi
         assert UNDECLARED.search(text) and f"+  {BROKEN}" in text
         for hidden in ("odd", "sliver"):  # the demo's hidden configs never reach a model
             assert not re.search(rf"\b{hidden}\b", text)
+
+    # the report's counts are disjoint and add up to what was evaluated
+    assert report["failed"] == 1 and report["evaluated"] == 4
+    counted = report["correct"] + report["incorrect"] + report["failed"] + report["refused_count"]
+    assert counted == report["evaluated"]
 
     # the audit log says what each prompt showed, and which candidate came of it
     shown = [(p.get("shown") or {}, cid) for p, cid in prompts]
