@@ -275,7 +275,9 @@ class LLMMutator:
                 log.info("%s: answer %d rejected: %s", model, attempt + 1, err)
                 messages.append({"role": "user", "content": rejection_message(str(err), kind)})
                 continue
-            others = [s for s in ctx.island_sources if s != parent.source] + [parent.source]
+            others = [s for s in ctx.island_sources if s != parent.source]
+            if kind != "repair":  # a repair is meant to stay close to the failed child it fixes
+                others.append(parent.source)
             try:
                 similarity = await self.novelty.max_similarity(child, others)
             except LLMError as err:  # an embedding failure falls back to the local measure
