@@ -12,6 +12,8 @@ refuses the call otherwise, naming the fixture to refresh.
     python tests/llm/transcripts.py refresh demo     # prompts changed on purpose: re-key every fixture, in order,
                                                      # keeping its answer (read the new prompts first)
     python tests/llm/transcripts.py replay demo      # what CI does
+    python tests/llm/transcripts.py serve attention_gpu OUT_DIR   # a replay server for a run elsewhere (a GPU
+                                                     # node): answers by position, writes each prompt to OUT_DIR
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ sys.path.insert(0, str(HERE.parents[1]))
 from fake_llm import FakeLLMServer, Reply, Request  # noqa: E402
 from transcript_executor import RecordedBenchmarks  # noqa: E402
 
+from engine.blocks import parse_blocks  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
 from engine.engine import Engine  # noqa: E402
+from engine.llm.edits import apply_diff, parse_diff  # noqa: E402
 from engine.workload import load_workload  # noqa: E402
 from remote.local import LocalExecutor  # noqa: E402
 
@@ -91,6 +95,7 @@ class Replay:
     calls: int = 0
     problems: list[str] = field(default_factory=list)
     unanswered: Path | None = None
+    prompts: Path | None = None  # serve mode: where each prompt is written
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, req: Request) -> Reply:
@@ -99,6 +104,8 @@ class Replay:
             self.calls += 1
         fx = {f.number: f for f in fixtures(self.name)}.get(n)
         key = key_of(req.body)
+        if self.mode == "order":
+            return self._by_position(n, key, fx, req)
         if fx is None:
             if self.mode == "record" and self.unanswered is None:  # the first one only: later ones follow from it
                 prompt = TRANSCRIPTS / self.name / f"{n:03d}-{key[:16]}.prompt.md"
@@ -122,6 +129,30 @@ class Replay:
                 (TRANSCRIPTS / self.name / f"{n:03d}-{key[:16]}.changed.md").write_text(prompt_text(req.body))
             return Reply(status=400, body={"error": {"message": "prompt changed", "type": "invalid_request"}})
         return Reply(fx.answer, input_tokens=len(masked(prompt_text(req.body))) // 4, output_tokens=len(fx.answer) // 4)
+
+    def _by_position(self, n: int, key: str, fx: Fixture | None, req: Request) -> Reply:
+        """Serve mode: fixture N answers call N whatever its key (the run's measurements are another machine's);
+        a SEARCH/REPLACE answer to a prompt that asks for whole blocks is given as the blocks it makes."""
+        if self.prompts is not None:
+            (self.prompts / f"{n:03d}-{key[:16]}.md").write_text(prompt_text(req.body))
+        if fx is None:
+            self.problems.append(f"call {n}: no fixture {n:03d}-*.json")
+            return Reply(status=400, body={"error": {"message": "no recorded answer", "type": "invalid_request"}})
+        answer = fx.answer
+        text = prompt_text(req.body)
+        if "<<<<<<< SEARCH" in answer and "Answer with the new text of every EVOLVE-BLOCK" in text:
+            answer = as_blocks(answer, text)
+        return Reply(answer, input_tokens=len(text) // 4, output_tokens=len(answer) // 4)
+
+
+def as_blocks(diff_answer: str, prompt: str) -> str:
+    """A SEARCH/REPLACE answer as the whole-blocks answer a full-rewrite prompt asks for."""
+    parent = prompt.split("# Parent program", 1)[1].split("```\n", 1)[1].split("\n```", 1)[0] + "\n"
+    child = apply_diff(parent, parse_diff(diff_answer))
+    lines = child.splitlines(keepends=True)
+    blocks = "".join("".join(lines[b.start : b.end + 1]) for b in parse_blocks(child))
+    note = diff_answer.split("<<<<<<<", 1)[0].strip()
+    return f"{note}\n\n```\n{blocks}```\n"
 
 
 def save_answer(prompt_file: Path, answer: str) -> Path:
@@ -215,6 +246,15 @@ def main() -> int:
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "answer":  # answer PROMPT_FILE ANSWER_FILE
         print(save_answer(Path(sys.argv[2]), Path(sys.argv[3]).read_text()))
+        return 0
+    if mode == "serve":  # serve NAME OUT_DIR: prints the URL, answers by position until killed
+        out = Path(sys.argv[3])
+        out.mkdir(parents=True, exist_ok=True)
+        served = Replay(name, "order", prompts=out)
+        with FakeLLMServer(responder=served) as srv:
+            (out / "url").write_text(srv.url)
+            print(srv.url, flush=True)
+            threading.Event().wait()
         return 0
     replay, outcome, home = play(name, mode)
     print(outcome.log)
