@@ -9,6 +9,10 @@
 #   2. the repair prompt carries that error and the line it points at; the answer adds the `()`; the child
 #      builds, is verified on every config of one rank and benchmarked: a verified candidate made by
 #      `llm-repair` whose parent is the failed child.
+# The official OpenAI SDK must import on the node: where the image lacks it, fetch it here first, with its
+# dependencies, into .whl/llm (carried with .whl/):
+#   python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl/llm openai==1.57.0
 # Ends within 4 minutes. Output under $OUT: prompts/NNN-*.md (what the model was told), engine.log,
 # report.json, candidates.txt (id, parent, operator, status, speedup, reason), and a last line
 #   TRANSCRIPT OK: candidate C (llm-repair, parent F failed to build) verified, speedup S
@@ -21,6 +25,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 nvidia-smi -L
 . tests/gpu/node_setup.sh
+if ! python3 -c "import openai" 2>/dev/null; then
+    [ -d .whl/llm ] || { echo "TRANSCRIPT FAILED: the openai SDK is missing here and .whl/llm was not carried"; exit 2; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/llm/*.whl 2>&1 | tail -3
+fi
 HOME_DIR=$PWD/.gpu-homes/llm-attention
 rm -rf "$HOME_DIR"
 mkdir -p "$HOME_DIR"
