@@ -493,9 +493,8 @@ class Engine:
             final, self.stop_reason = fault_policy.end_state(exc)
             if final == "failed":
                 raise
-        settle = getattr(
-            self.mutator, "settle", None
-        )  # the last children's credit (an LLM mutator's), once their rows are written
+        # the last children's credit (an LLM mutator's), now that their rows are written
+        settle = getattr(self.mutator, "settle", None)
         if settle is not None:
             await fault_policy.quietly(asyncio.wait_for(settle(self.store, self.run_id), 60))
         if self.ledger.error is not None and final not in ("failed", "paused"):
@@ -659,12 +658,11 @@ class Engine:
             store=self.store,
             recommendations=recs,
             known=lambda source: hashlib.sha256(source.encode()).hexdigest() in self.by_hash,
-            failures=[self._failure_view(c) for c in failure_memory.recent_failures(self.cands.values(), island)],
-            repairable=[
-                self._failure_view(c)
-                for c in failure_memory.recent_failures(self.cands.values(), island, exclude=lambda c: c.children > 0)
-            ],
         )
+        if not isinstance(self.mutator, DesignSpaceMutator):  # failure memory is for a model to read
+            ctx.failures = [self._failure_view(c) for c in failure_memory.recent_failures(self.cands.values(), island)]
+            unrepaired = failure_memory.recent_failures(self.cands.values(), island, exclude=lambda c: c.children > 0)
+            ctx.repairable = [self._failure_view(c) for c in unrepaired]
         proposal = await self.mutator.propose(ctx)
         if proposal is None:
             return None
