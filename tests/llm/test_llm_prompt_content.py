@@ -5,11 +5,13 @@ shipped implementation's code is shown while the run has nothing better."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
-from llm_helpers import view
+from llm_helpers import add_candidate, open_store, view
 
 from engine.llm import declarations
+from engine.llm.meta import summary_prompt
 from engine.llm.prompts import mutate_prompt, system_prompt
 from engine.workload import load_workload
 
@@ -79,3 +81,25 @@ def test_speedups_carry_their_interval_when_measured_and_a_known_implementation_
     # results from before intervals existed show the bare number
     old = view(demo.seed_source, speedup=1.1)
     assert "speedup 1.10x over the baseline" in mutate_prompt("diff", old, demo)
+
+
+async def test_the_meta_prompt_leaves_out_results_held_for_review_or_rejected(tmp_path):
+    demo = load_workload("demo")
+    store = await open_store(tmp_path)
+    try:
+        kept = await add_candidate(store, "run1", 0, "a", speedup=1.2)
+        held = await add_candidate(store, "run1", 1, "b", speedup=9.1)
+        rejected = await add_candidate(store, "run1", 2, "c", speedup=7.3)
+        async with store.transaction() as tx:
+            await tx.execute("UPDATE candidates SET fitness=speedup WHERE run_id='run1'")
+            await tx.execute("UPDATE candidates SET review='needs_review' WHERE id=?", (held,))
+            await tx.execute(
+                "INSERT INTO marks (run_id, candidate_id, verdict, text, at) VALUES (?,?,?,?,?)",
+                ("run1", rejected, "reject", "reads out of bounds", time.time()),
+            )
+        text = await summary_prompt(store, "run1", demo, [])
+    finally:
+        await store.close()
+    assert f"#{kept} " in text and "1.200x" in text
+    assert f"#{held} " not in text and "9.100x" not in text
+    assert f"#{rejected} " not in text and "7.300x" not in text
