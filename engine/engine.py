@@ -96,7 +96,7 @@ class Engine:
         self.faults = fault_policy.FaultPolicy()
         self.exit_when_paused = False  # headless: a run that pauses itself ends, paused (`cuco resume`)
         self._paused_itself = False
-        self.proposals = ProposalTasks(on_done=self._wake.set)
+        self.proposals = ProposalTasks(on_done=self._wake.set, stop_calls=self._stop_calls)
 
     # ----- construction -------------------------------------------------------------------------
 
@@ -407,6 +407,11 @@ class Engine:
         if self.config.max_evals is not None and self.evaluated + queued >= self.config.max_evals:
             return False
         return not self._waiting
+
+    def _stop_calls(self) -> None:
+        stop = getattr(self.mutator, "cancel_calls", None)  # an LLM mutator's requests in flight
+        if stop is not None:
+            stop()
 
     def _take_proposals(self, empty: int) -> tuple[str | None, int, bool]:
         """Fold in the proposals that finished: a child starts (or waits, pending, while paused or stopping).

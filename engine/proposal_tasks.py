@@ -1,8 +1,10 @@
 """Proposals in flight: each runs as its own task, so the engine's loop never waits on a model to check its
 stop, pause and stop conditions, and proposals overlap evaluations.
 
-A stop cancels the tasks still in flight; the LLM service records a cancelled call with the tokens it had
-sent (engine/llm/service.py).
+A stop first ends the requests the proposals wait on (`stop_calls`: the LLM service records each as
+cancelled, with the tokens its prompt spent, and the proposal ends with nothing), then waits for the
+proposals to finish their own writes; only one that still has not ended is cancelled. Cancelling a proposal
+in the middle of a store transaction would roll back whatever that transaction had flushed.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ CANCEL_WAIT_S = 30.0  # a cancelled proposal's last store write (its call's row)
 
 
 class ProposalTasks:
-    def __init__(self, on_done: Callable[[], None]):
+    def __init__(self, on_done: Callable[[], None], stop_calls: Callable[[], None]):
         self._tasks: list[asyncio.Task] = []
         self._on_done = on_done
+        self._stop_calls = stop_calls
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -35,12 +38,16 @@ class ProposalTasks:
         return [t for t in done if not t.cancelled()]
 
     async def cancel(self) -> None:
-        """Cancel every proposal in flight and wait (bounded) until each has recorded what it spent."""
+        """End every proposal in flight: their requests cut short, then a bounded wait for them to end."""
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
+        if not tasks:
+            return
+        self._stop_calls()
+        _, late = await asyncio.wait(tasks, timeout=CANCEL_WAIT_S)
+        for t in late:
             t.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=CANCEL_WAIT_S)
-            for t in tasks:  # retrieve their outcomes: a cancelled proposal's end is not an error of the run
-                if t.done() and not t.cancelled():
-                    t.exception()
+        if late:
+            await asyncio.wait(late, timeout=CANCEL_WAIT_S)
+        for t in tasks:  # retrieve their outcomes: a proposal ended by a stop is not an error of the run
+            if t.done() and not t.cancelled():
+                t.exception()

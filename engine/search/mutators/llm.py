@@ -311,6 +311,10 @@ class LLMMutator:
         async with store.transaction() as tx:
             await strat.save(tx, run_id, self._strategies)
 
+    def cancel_calls(self) -> None:
+        """A stop: the requests in flight end now (recorded as cancelled); their proposals end with nothing."""
+        self.service.cancel_calls()
+
     async def close(self) -> None:
         await self.service.close()
 
