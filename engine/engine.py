@@ -437,7 +437,14 @@ class Engine:
                     return self.stop_reason, empty, True
                 continue
             empty = 0
-            if not self._stop and self._resume.is_set() and len(self._inflight) < self.config.concurrency:
+            # the pending pass may have started it already (it waits in `_waiting` from its birth)
+            started = cand.id not in self._waiting or cand.id in self._inflight
+            if (
+                not started
+                and not self._stop
+                and self._resume.is_set()
+                and len(self._inflight) < self.config.concurrency
+            ):
                 self._start_evaluation(cand)
         return None, empty, blocked
 
@@ -721,6 +728,8 @@ class Engine:
     # ----- evaluation -------------------------------------------------------------------------
 
     def _start_evaluation(self, c: Cand) -> None:
+        if c.id in self._inflight:  # never twice at once: a second run would count it twice
+            return
         self._waiting.discard(c.id)
         task = asyncio.create_task(self._evaluate(c), name=f"eval-{c.id}")
         self._inflight[c.id] = task
