@@ -59,8 +59,27 @@ def register(subparsers) -> None:
         help="build each answer and check it against the symbol policy, but run nothing (no GPU "
         "needed): the result is NOT verified; verify it later with cuco run on GPU nodes",
     )
+    p.add_argument(
+        "--llm-timeout-s",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="how long one LLM request may take (default 180; a slow local model may need more)",
+    )
+    p.add_argument(
+        "--llm-max-attempts",
+        type=int,
+        default=4,
+        metavar="N",
+        help="attempts per LLM request, with backoff on 429, 5xx and timeouts (default 4)",
+    )
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     p.set_defaults(func=handler)
+
+
+class EnvironmentFault(Exception):
+    """A build or run failed for a reason no answer can fix (NCCL missing, a node lost, a full disk): the
+    user hears it, the model does not."""
 
 
 def _home(args: argparse.Namespace) -> Path:
@@ -78,7 +97,9 @@ def handler(args: argparse.Namespace) -> int:
         specs = parse_models(list(args.llm))
         if args.budget_usd is not None and args.budget_usd < 0:
             raise InputError("--budget-usd", "--budget-usd", "must be >= 0")
-        for name in ("max_a", "max_b"):
+        if args.llm_timeout_s <= 0:
+            raise InputError("--llm-timeout-s", "--llm-timeout-s", f"must be > 0 (got {args.llm_timeout_s:g})")
+        for name in ("max_a", "max_b", "llm_max_attempts"):
             if getattr(args, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')}", f"--{name.replace('_', '-')}", "must be >= 1")
         output = (
@@ -118,6 +139,7 @@ async def _transform(
     from engine.evaluation.executors import START_TIMEOUT_S, close_executor, open_executor
     from engine.evaluation.stages import BENCHMARK, BUILD, VERIFY
     from engine.llm.budget import Budget
+    from engine.llm.retry import RetryPolicy
     from engine.llm.service import LLMService
     from engine.onboard.fast_path import FastPath
     from engine.store.schema import DONE
@@ -151,6 +173,8 @@ async def _transform(
             upto=BUILD if args.build_only else BENCHMARK,
         )
         log(f"evaluation {counter['n']}: " + ", ".join(f"{s.stage} on {s.node}" for s in outcome.stages))
+        if outcome.fault is not None and outcome.fault.environment:
+            raise EnvironmentFault(outcome.fault.reason)
         if outcome.status == DONE:
             verified_on.extend(s.node for s in outcome.stages if s.stage == VERIFY)
         return outcome
@@ -163,7 +187,8 @@ async def _transform(
         closing.push_async_callback(close_executor, executor)
         store = await Store(home).open()
         closing.push_async_callback(store.close)
-        service = LLMService([spec], pricing, Budget(args.budget_usd))
+        policy = RetryPolicy(timeout_s=args.llm_timeout_s, max_attempts=args.llm_max_attempts)
+        service = LLMService([spec], pricing, Budget(args.budget_usd), policy)
         closing.push_async_callback(service.close)
         fast = FastPath(
             service,
@@ -177,7 +202,16 @@ async def _transform(
             log=log,
             accept_status=BUILT if args.build_only else DONE,
         )
-        result = await fast.run()
+        try:
+            result = await fast.run()
+        except EnvironmentFault as exc:
+            print(
+                f"cuco transform: stopped: the environment failed, not the answer: {exc}. Fix it and run "
+                f"`cuco transform` again [LLM cost {service.budget.spent_usd:.4f} USD; calls recorded under "
+                f"{run_id} in {home}]",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
         cost = service.budget.spent_usd
     iterations = ", ".join(f"{k}: {v}" for k, v in result.iterations.items())
     if not result.ok:

@@ -55,6 +55,7 @@ class RunConfig:
     strategy_exploration: float = 0.5
     strategy_retire_after: int = 3
     strategy_rewrites: int = 1
+    repair_rate: float | None = None  # the repair operator's weight among the kinds (none: the schedule's)
 
     def validate(self, source: str = "run config") -> RunConfig:
         def bad(field_name: str, msg: str) -> InputError:
@@ -102,6 +103,8 @@ class RunConfig:
             raise bad("embedding", f"must be an openai: or openai-compat: model (got {self.embedding!r})")
         if self.llm_timeout_s <= 0:
             raise bad("llm_timeout_s", f"must be > 0 (got {self.llm_timeout_s})")
+        if self.repair_rate is not None and self.repair_rate < 0:
+            raise bad("repair_rate", f"must be >= 0 (0 turns repairs off; got {self.repair_rate})")
         if self.strategy_exploration < 0:
             raise bad("strategy_exploration", f"must be >= 0 (got {self.strategy_exploration})")
         for name in ("strategy_retire_after", "strategy_rewrites"):

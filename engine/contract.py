@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -360,13 +359,17 @@ def _three_figures(value: float) -> str:
     return f"{value:.{decimals}f}"
 
 
-def format_speedup(value: float | None, interval: Sequence[float] | None = None) -> str:
+def format_speedup(value: float | None, interval: Any = None) -> str:
     """A speedup as every reader shows it: `1.23x`, and with its 95 % interval when the result has one
     (`speedup_interval`, absent on results measured before it): `1.23x [1.18-1.29]`. None: ''."""
     if value is None:
         return ""
     text = f"{_three_figures(value)}x"
-    if interval is not None and len(interval) == 2:
+    if (
+        isinstance(interval, (list, tuple))
+        and len(interval) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in interval)
+    ):  # a missing or malformed interval is left out
         low, high = interval
         text += f" [{_three_figures(low)}-{_three_figures(high)}]"
     return text

@@ -25,7 +25,9 @@ from .config import RunConfig
 from .contract import BestRef, Log, Migration, RunState, config_results, configs_from_benchmark
 from .daemon import control
 from .evaluation import fault_policy, stages
-from .evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed
+from .evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed, trim
+from .llm import failure_memory, spread
+from .proposal_tasks import ProposalTasks
 from .search import counting
 from .search.archive import Archive
 from .search.islands import IslandModel
@@ -40,6 +42,7 @@ from .store.store import Store
 from .workload import Workload, load_workload
 
 TICK_S = 0.5
+PROPOSAL_WAIT_S = 60.0  # the design-space mutator answers in milliseconds; a bound, not a pace
 MAX_EMPTY_PROPOSALS = 40  # consecutive proposals that were duplicates or invalid before giving up
 REJECTED_IN_PROMPT = 5
 
@@ -93,6 +96,7 @@ class Engine:
         self.faults = fault_policy.FaultPolicy()
         self.exit_when_paused = False  # headless: a run that pauses itself ends, paused (`cuco resume`)
         self._paused_itself = False
+        self.proposals = ProposalTasks(on_done=self._wake.set, stop_calls=self._stop_calls)
 
     # ----- construction -------------------------------------------------------------------------
 
@@ -245,6 +249,7 @@ class Engine:
             metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else {},
             forked=r["origin_id"] is not None,
             review=r["review"],
+            parent_id=r["parent_id"],
         )
 
     def _account(self, c: Cand) -> None:
@@ -395,12 +400,53 @@ class Engine:
     def _may_propose(self) -> bool:
         if self._stop or not self._resume.is_set():
             return False
-        if len(self._inflight) >= self.config.concurrency:
+        busy = len(self._inflight) + len(self.proposals)
+        if busy >= self.config.concurrency:
             return False
-        queued = len(self._inflight) + len(self._pending_idle())
+        queued = busy + len(self._pending_idle())
         if self.config.max_evals is not None and self.evaluated + queued >= self.config.max_evals:
             return False
         return not self._waiting
+
+    def _stop_calls(self) -> None:
+        stop = getattr(self.mutator, "cancel_calls", None)  # an LLM mutator's requests in flight
+        if stop is not None:
+            stop()
+
+    def _take_proposals(self, empty: int) -> tuple[str | None, int, bool]:
+        """Fold in the proposals that finished: a child starts (or waits, pending, while paused or stopping).
+        Returns a stop reason if one came of them, the count of empty proposals in a row, and whether no
+        parent could be chosen yet (no proposal is worth starting until an evaluation ends)."""
+        blocked = False
+        for done in self.proposals.finished():
+            try:
+                cand = done.result()
+            except BudgetExhausted as exc:
+                self.stop_reason = f"LLM budget spent ({exc})" if str(exc) else "LLM budget spent"
+                return self.stop_reason, empty, True
+            except _NotReady:
+                if not self._inflight and not self.proposals:
+                    self.stop_reason = self._why_no_parent()
+                    return self.stop_reason, empty, True
+                blocked = True
+                continue
+            if cand is None:
+                empty += 1
+                if empty >= MAX_EMPTY_PROPOSALS:
+                    self.stop_reason = "no new candidate could be proposed (design space exhausted)"
+                    return self.stop_reason, empty, True
+                continue
+            empty = 0
+            # the pending pass may have started it already (it waits in `_waiting` from its birth)
+            started = cand.id not in self._waiting or cand.id in self._inflight
+            if (
+                not started
+                and not self._stop
+                and self._resume.is_set()
+                and len(self._inflight) < self.config.concurrency
+            ):
+                self._start_evaluation(cand)
+        return None, empty, blocked
 
     async def run(self) -> str:
         """Run until a stop condition or stop(); returns the final state."""
@@ -411,6 +457,8 @@ class Engine:
         try:
             while not self._stop:
                 reason = self._stop_condition()
+                if reason and self.proposals:
+                    await self.proposals.cancel()
                 if reason and not self._inflight:
                     self.stop_reason = reason
                     break
@@ -419,26 +467,18 @@ class Engine:
                     if not self._resume.is_set() or len(self._inflight) >= self.config.concurrency:
                         break
                     self._start_evaluation(c)
-                while reason is None and self._may_propose():
-                    try:
-                        cand = await self._propose()
-                    except BudgetExhausted as exc:
-                        reason = self.stop_reason = f"LLM budget spent ({exc})" if str(exc) else "LLM budget spent"
-                        break
-                    except _NotReady:
-                        if not self._inflight:
-                            reason = self.stop_reason = self._why_no_parent()
-                        break
-                    if cand is None:
-                        empty += 1
-                        if empty >= MAX_EMPTY_PROPOSALS:
-                            reason = self.stop_reason = "no new candidate could be proposed (design space exhausted)"
-                            break
-                        continue
-                    empty = 0
-                    self._start_evaluation(cand)
+                blocked = False
+                while reason is None and not blocked and self._may_propose():
+                    task = self.proposals.start(self._propose(self._next_number + len(self.proposals)))
+                    if isinstance(self.mutator, DesignSpaceMutator):  # answers at once: proposals stay in order
+                        await asyncio.wait({task}, timeout=PROPOSAL_WAIT_S)
                     # let due writes go out (and the jobs they hold back start) during a burst of proposals
                     await asyncio.sleep(0)
+                    reason, empty, blocked = self._take_proposals(empty)
+                if reason is None:
+                    reason, empty, _ = self._take_proposals(empty)
+                if reason is not None and self.proposals:
+                    await self.proposals.cancel()  # a stop never waits on a model
                 if reason and not self._inflight:
                     self.stop_reason = reason
                     break
@@ -457,6 +497,7 @@ class Engine:
         except Exception as exc:  # the run fails (or pauses itself: a full disk); the store keeps what it had
             final, self.stop_reason = fault_policy.end_state(exc)
             await fault_policy.quietly(self._log("error", self.stop_reason))
+        await self.proposals.cancel()
         await self._cancel_inflight()
         try:
             await self._persist_elapsed()  # also sends every write still queued
@@ -464,6 +505,10 @@ class Engine:
             final, self.stop_reason = fault_policy.end_state(exc)
             if final == "failed":
                 raise
+        # the last children's credit (an LLM mutator's), now that their rows are written
+        settle = getattr(self.mutator, "settle", None)
+        if settle is not None:
+            await fault_policy.quietly(asyncio.wait_for(settle(self.store, self.run_id), 60))
         if self.ledger.error is not None and final not in ("failed", "paused"):
             final, self.stop_reason = fault_policy.end_state(self.ledger.error)
             await fault_policy.quietly(self._log("error", self.stop_reason))
@@ -505,14 +550,29 @@ class Engine:
             operator=c.operator,
             speedup=c.speedup,
             time_ms=c.time_ms,
+            speedup_interval=spread.speedup_interval(c.metrics),
             public_metrics={
-                x.name: {"baseline_ms": x.baseline_ms, "candidate_ms": x.candidate_ms, "speedup": x.speedup}
+                x.name: {
+                    "baseline_ms": x.baseline_ms,
+                    "candidate_ms": x.candidate_ms,
+                    "speedup": x.speedup,
+                    "speedup_interval": spread.speedup_interval(c.metrics, x.name),
+                }
                 for x in bench
                 if x.name in public
             },
             feedback=c.reason if c.status != DONE else "",
             timeline=c.metrics.get("timeline") or {},
         )
+
+    def _failure_view(self, c: Cand) -> CandidateView:
+        """A failed child as failure memory shows it: the whole feedback (the log), and its diff."""
+        view = self._view(c)
+        view.feedback, view.reason = str(c.metrics.get("feedback") or c.reason), c.reason
+        parent = self.cands.get(c.parent_id) if c.parent_id is not None else None
+        parent_source = self._source(parent.source_hash) if parent is not None else None
+        view.changes = failure_memory.changes(parent_source, view.source)
+        return view
 
     def _phase(self) -> str:
         if self.config.max_evals:
@@ -568,8 +628,9 @@ class Engine:
         why = f": {text.splitlines()[0][:200]}" if text else ""
         return f"no correct candidate to evolve from (the seed failed{why})"
 
-    async def _propose(self) -> Cand | None:
-        number = self._next_number
+    async def _propose(self, number: int) -> Cand | None:
+        """One proposal; `number` (the next candidate number when it was started, counting proposals in
+        flight) seeds its draws and picks its island."""
         self._attempt += 1  # a retry after a duplicate must not replay the same draw
         rng = random.Random(f"{self.config.seed}:{self.run_id}:{number}:{self._attempt}")
         island = self.islands.pick_island(number)
@@ -610,6 +671,10 @@ class Engine:
             recommendations=recs,
             known=lambda source: hashlib.sha256(source.encode()).hexdigest() in self.by_hash,
         )
+        if not isinstance(self.mutator, DesignSpaceMutator):  # failure memory is for a model to read
+            ctx.failures = [self._failure_view(c) for c in failure_memory.recent_failures(self.cands.values(), island)]
+            unrepaired = failure_memory.recent_failures(self.cands.values(), island, exclude=lambda c: c.children > 0)
+            ctx.repairable = [self._failure_view(c) for c in unrepaired]
         proposal = await self.mutator.propose(ctx)
         if proposal is None:
             return None
@@ -618,11 +683,13 @@ class Engine:
         except blocks.BlockError as exc:
             await self._log("warning", f"proposal from {proposal.mutator} rejected: {exc}")
             return None
-        if hashlib.sha256(proposal.source.encode()).hexdigest() in self.by_hash:
-            return None  # a duplicate: never evaluated twice
+        if proposal.parent_id is not None and proposal.parent_id in self.cands:
+            parent = self.cands[proposal.parent_id]  # a repair: the failed child is the parent
         await self.store.reserve_candidate_ids()
+        if hashlib.sha256(proposal.source.encode()).hexdigest() in self.by_hash:
+            return None  # a duplicate (checked after the last await: proposals run side by side)
         parent.children += 1
-        return self._new_candidate(proposal, parent=parent, island=island, number=number)
+        return self._new_candidate(proposal, parent=parent, island=island, number=self._next_number)
 
     def _new_candidate(self, proposal: Proposal, parent: Cand | None, island: int, number: int = 0) -> Cand:
         """Where a candidate is born: registered in memory, its row queued (the ledger's; the candidate's
@@ -635,6 +702,7 @@ class Engine:
         cid = self.store.next_candidate_id()
         generation = (parent.generation + 1) if parent else 0
         c = Cand(cid, number, island, generation, PENDING, digest, descriptor, cell, proposal.operator)
+        c.parent_id = parent.id if parent else None
         self._persisting[cid] = self.ledger.proposed(c, proposal, parent)
         self.population.add(c)
         self._waiting.add(cid)
@@ -660,6 +728,8 @@ class Engine:
     # ----- evaluation -------------------------------------------------------------------------
 
     def _start_evaluation(self, c: Cand) -> None:
+        if c.id in self._inflight:  # never twice at once: a second run would count it twice
+            return
         self._waiting.discard(c.id)
         task = asyncio.create_task(self._evaluate(c), name=f"eval-{c.id}")
         self._inflight[c.id] = task
@@ -740,7 +810,7 @@ class Engine:
             outcome.time_ms,
             outcome.reason or "",
         )
-        c.metrics = outcome.metrics or {}
+        c.metrics = {**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}  # as the ledger stores it
         admission = self.population.admit(c)
         self.since_best = 0 if admission.best else self.since_best + 1
         baseline = outcome.baseline_ms if c.number == 0 and c.operator == "seed" else None

@@ -20,7 +20,7 @@ class CallRecord:
     run_id: str | None
     model: str
     purpose: str  # mutate | meta | judge | transform | embed
-    status: str  # ok | error | timeout
+    status: str  # ok | error | timeout | cancelled
     prompt: dict[str, Any]  # what was sent (system, messages, parameters)
     response: str | None
     input_tokens: int = 0

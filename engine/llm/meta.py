@@ -9,6 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..contract import Recommendations
+from ..search.counting import COUNTS_SQL
 from ..timeline.timeline import prompt_summary
 from .clients import ChatRequest
 from .prompts import scrub, trim
@@ -76,9 +77,10 @@ def parse_items(answer: str) -> list[str]:
 
 
 async def summary_prompt(store: Store, run_id: str, workload: Workload, previous: list[str]) -> str:
+    # Held for review or rejected by the operator: not a result to learn from (engine/search/counting.py).
     best = await store.fetchall(
-        "SELECT id, operator, descriptor_json, speedup FROM candidates WHERE run_id=? AND status='done' "
-        "ORDER BY speedup DESC LIMIT 8",
+        f"SELECT c.id, c.operator, c.descriptor_json, c.speedup FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} "
+        "ORDER BY c.speedup DESC LIMIT 8",
         (run_id,),
     )
     bad = await store.fetchall(
@@ -87,8 +89,8 @@ async def summary_prompt(store: Store, run_id: str, workload: Workload, previous
         (run_id,),
     )
     recent = await store.fetchall(
-        "SELECT id, operator, descriptor_json, status, speedup FROM candidates WHERE run_id=? "
-        "AND status IN ('done','incorrect','failed','refused') ORDER BY id DESC LIMIT 12",
+        "SELECT c.id, c.operator, c.descriptor_json, c.status, c.speedup FROM candidates c WHERE c.run_id=? "
+        f"AND (c.status IN ('incorrect','failed','refused') OR {COUNTS_SQL}) ORDER BY c.id DESC LIMIT 12",
         (run_id,),
     )
 

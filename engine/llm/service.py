@@ -7,6 +7,7 @@ returns the answer, or raises `LLMError` after recording the failure.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
     from ..store.store import Store
 
 log = logging.getLogger("cuco.llm")
+
+
+def _cancelling() -> bool:
+    """Whether the running task itself is being cancelled (not only a request it awaits)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @dataclass
@@ -54,6 +61,7 @@ class LLMService:
         self._factory = client_factory or (lambda spec: make_client(spec, timeout_s=self.policy.timeout_s))
         self._clients: dict[str, ChatClient] = {}
         self.rng = rng or random.Random(0)
+        self._calls: set[asyncio.Future] = set()  # requests in flight, for `cancel_calls`
 
     @property
     def model_names(self) -> list[str]:
@@ -76,7 +84,10 @@ class LLMService:
         run_id: str | None,
         purpose: str,
         candidate_id: int | None = None,
+        shown: dict[str, object] | None = None,
     ) -> CallOutcome:
+        """`shown` names what the prompt showed (candidate ids: the parent, the failures), kept with it in
+        the audit log so a call can be read against what came of it."""
         spec = self.specs[model]
         await self.budget.load(store, run_id)
         token = self.budget.reserve(self.estimate_usd(spec, request))
@@ -88,6 +99,8 @@ class LLMService:
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
         }
+        if shown:
+            prompt["shown"] = shown
         started = time.monotonic()
         client = self.client(model)
 
@@ -95,11 +108,29 @@ class LLMService:
             log.warning("%s: attempt %d failed (%s); retrying in %.1f s", spec.name, n, err, wait)
 
         cost = 0.0
-        try:
-            result = await call_with_retries(
+        call = asyncio.ensure_future(
+            call_with_retries(
                 lambda: client.chat(request, self.policy.timeout_s), self.policy, rng=self.rng, on_retry=on_retry
             )
+        )
+        self._calls.add(call)
+        try:
+            try:
+                result = await call
+            except asyncio.CancelledError:
+                if not call.cancelled() or _cancelling():
+                    call.cancel()
+                    raise  # the caller itself is cancelled
+                # `cancel_calls`: the request ends, the caller carries on with an error it handles
+                raise LLMError(
+                    "cancelled: the run stopped while the model was answering", kind="cancelled", retryable=False
+                ) from None
+            finally:
+                self._calls.discard(call)
         except LLMError as err:
+            if err.kind == "cancelled":
+                await self._cancelled(spec, request, token, prompt, started, store, run_id, purpose, candidate_id)
+                raise
             self.budget.settle(token, 0.0)
             if store is not None:
                 await record_call(
@@ -116,6 +147,11 @@ class LLMService:
                         candidate_id=candidate_id,
                     ),
                 )
+            raise
+        except asyncio.CancelledError:
+            await asyncio.shield(
+                self._cancelled(spec, request, token, prompt, started, store, run_id, purpose, candidate_id)
+            )
             raise
         except BaseException:
             self.budget.settle(token, 0.0)
@@ -141,6 +177,44 @@ class LLMService:
                 ),
             )
         return CallOutcome(result.text, call_id, cost, result)
+
+    def cancel_calls(self) -> None:
+        """End every request in flight (a stop): each caller gets an `LLMError` of kind `cancelled`."""
+        for call in list(self._calls):
+            call.cancel()
+
+    async def _cancelled(
+        self,
+        spec: ModelSpec,
+        request: ChatRequest,
+        token: int,
+        prompt: dict,
+        started: float,
+        store: Store | None,
+        run_id: str | None,
+        purpose: str,
+        candidate_id: int | None,
+    ) -> None:
+        """A call cut short: the prompt was sent, so its tokens are counted (estimated: the server never said)
+        and the call is kept as `cancelled`."""
+        sent = estimate_tokens(request.prompt_chars())
+        spent = self.pricing.cost(spec, sent, 0)
+        self.budget.settle(token, spent)
+        if store is not None:
+            record = CallRecord(
+                run_id,
+                spec.name,
+                purpose,
+                "cancelled",
+                prompt,
+                None,
+                input_tokens=sent,
+                cost_usd=spent,
+                latency_s=time.monotonic() - started,
+                error="cancelled: the run stopped while the model was answering",
+                candidate_id=candidate_id,
+            )
+            await record_call(store, record)
 
     async def close(self) -> None:
         for c in self._clients.values():

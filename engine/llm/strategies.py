@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .bandit import reward_of
 from .keys import redact
+from .prompts import trim
 
 if TYPE_CHECKING:
     from ..store.store import Store, Tx
@@ -111,10 +113,15 @@ class Population:
                 out[s.id] = values[s.id] / best + self.exploration * math.sqrt(2 * math.log(total) / s.pulls)
         return out
 
-    def select(self, rng: random.Random) -> Strategy | None:
+    def select(self, rng: random.Random, point: dict[str, str] | None = None) -> Strategy | None:
+        """The bandit's pick among the strategies that apply to a parent at `point` (all of them when none
+        does)."""
         scores = self.scores()
         if not scores:
             return None
+        if point:
+            fit = {sid: v for sid, v in scores.items() if applies(self.get(sid).text, point)}  # type: ignore[union-attr]
+            scores = fit or scores
         top = max(scores.values())
         return self.get(rng.choice([sid for sid, v in scores.items() if v == top]))
 
@@ -164,7 +171,7 @@ class Population:
             sid = self.pending.pop(int(r["call_id"]), None)
             if sid is None:
                 continue
-            reason = public_reason(" ".join((r["reason"] or "").split())[:200]) if r["status"] != "done" else ""
+            reason = public_reason(trim(" ".join((r["reason"] or "").split()), 200)) if r["status"] != "done" else ""
             n += self.credit(
                 int(r["id"]), sid, r["status"], reward_of(r["status"], r["speedup"], r["parent_speedup"]), reason
             )
@@ -273,8 +280,22 @@ class Population:
 
 
 def clean(text: str) -> str:
-    """One line, bounded, nothing shaped like a key."""
-    return redact(" ".join(str(text).split()))[:MAX_TEXT]
+    """One line, bounded (a longer text is cut with a marker), nothing shaped like a key."""
+    text = redact(" ".join(str(text).split()))
+    if len(text) <= MAX_TEXT:
+        return text
+    marker = f" [... cut at {MAX_TEXT} characters]"
+    return text[: MAX_TEXT - len(marker)].rsplit(" ", 1)[0] + marker
+
+
+NAMED_POINT = re.compile(r"\b([a-z_][a-z0-9_]*)=([A-Za-z0-9_.]+)")
+
+
+def applies(text: str, point: dict[str, str]) -> bool:
+    """False for a strategy that asks for a design point the parent is already at (every `k=v` it names
+    that is a dimension of the point equals the parent's value)."""
+    wanted = {k: v for k, v in NAMED_POINT.findall(text) if k in point}
+    return not wanted or any(point[k] != v for k, v in wanted.items())
 
 
 def apply_mark(pop: Population, verdict: str, sid: str | None, text: str) -> None:

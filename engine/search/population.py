@@ -39,6 +39,7 @@ class Cand:
     children: int = 0
     forked: bool = False
     review: str | None = None
+    parent_id: int | None = None
 
     @property
     def eligible(self) -> bool:

@@ -139,7 +139,10 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         "evaluated": summary.evaluated,
         "correct": summary.correct,
         "incorrect": summary.incorrect,
-        "failed": summary.failed,
+        # disjoint: correct + incorrect + failed + refused_count == evaluated (the summary's `failed`, for
+        # the header, also counts the incorrect ones)
+        "failed": summary.failed - summary.incorrect,
+        "refused_count": summary.refused,
         "pending": summary.pending,
         "baseline_time_ms": summary.baseline_time_ms,
         "best": best_obj,

@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     generation INTEGER NOT NULL,
     parent_id INTEGER,
     inspiration_ids TEXT NOT NULL DEFAULT '[]',
-    operator TEXT NOT NULL,               -- seed | variant | knob | cross | llm-diff | llm-full | llm-cross | fork
+    operator TEXT NOT NULL,               -- seed | variant | knob | cross | llm-diff | llm-full | llm-cross | llm-repair | fork
     mutator TEXT NOT NULL,                -- design-space | llm:<model> | fast-path | fork
     source_hash TEXT NOT NULL,
     descriptor_json TEXT NOT NULL,
@@ -129,7 +129,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     candidate_id INTEGER,
     model TEXT NOT NULL,
     purpose TEXT NOT NULL,                -- mutate | meta | judge | transform | embed
-    status TEXT NOT NULL,                 -- ok | error | timeout | in_flight
+    status TEXT NOT NULL,                 -- ok | error | timeout | cancelled | in_flight
     input_tokens INTEGER NOT NULL DEFAULT 0,
     output_tokens INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL NOT NULL DEFAULT 0,

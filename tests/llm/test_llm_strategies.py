@@ -90,6 +90,7 @@ def config(model: str, max_evals: int = 30, seed: int = 0) -> RunConfig:
         strategy_retire_after=2,
         strategy_exploration=0.7,
         reverify_best=False,
+        repair_rate=0.0,  # every prompt is a strategy's: no repairs of the failed children
     )
 
 

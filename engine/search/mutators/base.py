@@ -29,10 +29,13 @@ class CandidateView:
     operator: str
     speedup: float | None = None
     time_ms: float | None = None
+    speedup_interval: list[float] | None = None  # the 95 % interval of the speedup, when measured
     public_metrics: dict[str, Any] = field(default_factory=dict)  # per public config
     feedback: str = ""  # trimmed compile error / mismatch summary / timeout reason
     reject_reason: str = ""  # the operator's reason, for rejected candidates
     timeline: dict[str, Any] = field(default_factory=dict)  # per config: engine/timeline/timeline.py's figures
+    reason: str = ""  # a failed candidate's one-line reason (its `feedback` then holds the whole log)
+    changes: str = ""  # a failed candidate's diff against its parent
 
 
 @dataclass
@@ -51,15 +54,18 @@ class ProposalContext:
     recommendations: list[str] = field(default_factory=list)
     feedback_attempts: int = 3  # bounded retries on malformed answers
     known: Callable[[str], bool] = lambda source: False  # True for a source the run already has
+    failures: list[CandidateView] = field(default_factory=list)  # recent failed children, newest first
+    repairable: list[CandidateView] = field(default_factory=list)  # failures no child was made from yet
 
 
 @dataclass
 class Proposal:
     source: str
-    operator: str  # variant | knob | cross | llm-diff | llm-full | llm-cross
+    operator: str  # variant | knob | cross | llm-diff | llm-full | llm-cross | llm-repair
     mutator: str  # design-space | llm:<model>
     note: str = ""
     llm_call_ids: list[int] = field(default_factory=list)
+    parent_id: int | None = None  # the child's parent when it is not the context's (a repaired failure)
 
 
 class BudgetExhausted(Exception):

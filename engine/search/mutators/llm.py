@@ -21,6 +21,7 @@ from ...llm.budget import Budget
 from ...llm.clients import ChatRequest
 from ...llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
 from ...llm.errors import LLMError
+from ...llm.failure_memory import failures_section, repair_prompt
 from ...llm.keys import redact
 from ...llm.meta import MetaSummarizer, load_recommendations
 from ...llm.models import ModelSpec, parse_model, parse_models
@@ -34,16 +35,19 @@ from .base import BudgetExhausted, Proposal, ProposalContext
 
 if TYPE_CHECKING:
     from ...config import RunConfig
+    from ...store.store import Store
     from ...workload import Workload
 
 log = logging.getLogger("cuco.llm.mutator")
 
-OPERATORS = {"diff": "llm-diff", "full": "llm-full", "cross": "llm-cross"}
-# The explore-then-exploit schedule: kind weights and temperature per phase.
+OPERATORS = {"diff": "llm-diff", "full": "llm-full", "cross": "llm-cross", "repair": "llm-repair"}
+# The explore-then-exploit schedule: kind weights and temperature per phase. A repair is drawn only while a
+# failed child no one has repaired yet is on offer; a repair is a fix, so it runs cool.
 SCHEDULE = {
-    "explore": ({"diff": 0.4, "full": 0.4, "cross": 0.2}, 1.0),
-    "exploit": ({"diff": 0.75, "full": 0.1, "cross": 0.15}, 0.6),
+    "explore": ({"diff": 0.35, "full": 0.35, "cross": 0.15, "repair": 0.15}, 1.0),
+    "exploit": ({"diff": 0.6, "full": 0.1, "cross": 0.1, "repair": 0.2}, 0.6),
 }
+REPAIR_TEMPERATURE = 0.3
 
 
 @dataclass
@@ -59,6 +63,7 @@ class LLMSettings:
     strategy_exploration: float = 0.5
     strategy_retire_after: int = 3  # failed children in a row that retire a strategy (0: never)
     strategy_rewrites: int = 1  # weakest strategies rewritten per meta step
+    repair_rate: float | None = None  # the repair operator's weight (none: the schedule's)
 
 
 def settings_from_config(config: RunConfig) -> LLMSettings:
@@ -75,14 +80,21 @@ def settings_from_config(config: RunConfig) -> LLMSettings:
         strategy_exploration=config.strategy_exploration,
         strategy_retire_after=config.strategy_retire_after,
         strategy_rewrites=config.strategy_rewrites,
+        repair_rate=config.repair_rate,
     )
 
 
-def choose_kind(ctx: ProposalContext) -> tuple[str, float]:
+def choose_kind(ctx: ProposalContext, repair_weight: float | None = None) -> tuple[str, float]:
+    """The operator of this proposal and its temperature; `repair_weight` overrides the schedule's (the run
+    setting `repair_rate`)."""
     weights, temperature = SCHEDULE.get(ctx.phase, SCHEDULE["exploit"])
-    kinds = [k for k in weights if k != "cross" or ctx.second_parent is not None]
+    weights = dict(weights)
+    if repair_weight is not None:
+        weights["repair"] = repair_weight
+    offered = {"cross": ctx.second_parent is not None, "repair": bool(ctx.repairable)}
+    kinds = [k for k in weights if offered.get(k, True) and weights[k] > 0]
     kind = ctx.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
-    return kind, temperature
+    return kind, REPAIR_TEMPERATURE if kind == "repair" else temperature
 
 
 def _note(answer: str) -> str:
@@ -204,32 +216,35 @@ class LLMMutator:
 
     async def _propose(self, ctx: ProposalContext, bandit: Bandit) -> Proposal | None:
         recommendations = await self._recommend(ctx, bandit)
-        kind, temperature = choose_kind(ctx)
+        kind, temperature = choose_kind(ctx, self.settings.repair_rate)
         model = bandit.select(ctx.rng)
         bandit.pulled(model)
         strategy = None
-        if self._strategies is not None:
-            strategy = self._strategies.select(ctx.rng)
+        if self._strategies is not None and kind != "repair":  # a repair follows the failed child's idea
+            strategy = self._strategies.select(ctx.rng, ctx.parent.descriptor)
             if strategy is not None:
                 self._strategies.pulled(strategy)
         parent = ctx.parent
-        max_tokens = self.settings.max_tokens_diff if kind == "diff" else self.settings.max_tokens_full
+        max_tokens = self.settings.max_tokens_full if kind in ("full", "cross") else self.settings.max_tokens_diff
         system = system_prompt(self.workload, self.node_facts)
-        messages = [
-            {
-                "role": "user",
-                "content": mutate_prompt(
-                    kind,
-                    parent,
-                    self.workload,
-                    second=ctx.second_parent if kind == "cross" else None,
-                    inspirations=ctx.inspirations,
-                    rejected=ctx.rejected,
-                    recommendations=recommendations,
-                    strategy=strategy.text if strategy is not None else None,
-                ),
-            }
-        ]
+        if kind == "repair":
+            parent = ctx.repairable[0]  # the newest failure not repaired yet
+            content = repair_prompt(parent, self.workload, ctx.parent)
+            shown = {"repair_of": parent.id, "failures": [parent.id]}
+        else:
+            content = mutate_prompt(
+                kind,
+                parent,
+                self.workload,
+                second=ctx.second_parent if kind == "cross" else None,
+                inspirations=ctx.inspirations,
+                rejected=ctx.rejected,
+                recommendations=recommendations,
+                strategy=strategy.text if strategy is not None else None,
+                failures=failures_section(ctx.failures, self.workload),
+            )
+            shown = {"parent": parent.id, "failures": [f.id for f in ctx.failures]}
+        messages = [{"role": "user", "content": content}]
         call_ids: list[int] = []
         for attempt in range(1 + max(0, ctx.feedback_attempts)):
             try:
@@ -239,6 +254,7 @@ class LLMMutator:
                     store=ctx.store,
                     run_id=ctx.run_id,
                     purpose="mutate",
+                    shown=shown,
                 )
             except LLMError as err:
                 log.warning("%s: no proposal: %s", model, err)
@@ -248,7 +264,7 @@ class LLMMutator:
                 call_ids.append(out.call_id)
             messages.append({"role": "assistant", "content": out.text or "(empty answer)"})
             try:
-                if kind == "diff":
+                if kind in ("diff", "repair"):
                     child = apply_diff(parent.source, parse_diff(out.text))
                 else:
                     child = apply_blocks_answer(parent.source, out.text)
@@ -259,7 +275,9 @@ class LLMMutator:
                 log.info("%s: answer %d rejected: %s", model, attempt + 1, err)
                 messages.append({"role": "user", "content": rejection_message(str(err), kind)})
                 continue
-            others = [s for s in ctx.island_sources if s != parent.source] + [parent.source]
+            others = [s for s in ctx.island_sources if s != parent.source]
+            if kind != "repair":  # a repair is meant to stay close to the failed child it fixes
+                others.append(parent.source)
             try:
                 similarity = await self.novelty.max_similarity(child, others)
             except LLMError as err:  # an embedding failure falls back to the local measure
@@ -277,9 +295,25 @@ class LLMMutator:
                 mutator=f"llm:{model}",
                 note=_note(redact(out.text)),
                 llm_call_ids=call_ids,
+                parent_id=parent.id if kind == "repair" else None,
             )
         log.info("%s: no valid, novel answer after %d attempts", model, 1 + max(0, ctx.feedback_attempts))
         return None
+
+    async def settle(self, store: Store, run_id: str) -> None:
+        """At the run's end: credit the children that finished since the last proposal to their model and
+        strategy (no later proposal will)."""
+        if self._bandit is None or self._strategies is None or self._run_id != run_id:
+            return
+        await self._bandit.sync(store, run_id)
+        await self._bandit.save(store, run_id)
+        await self._strategies.sync(store, run_id, public_reason=lambda text: scrub(redact(text), self.workload))
+        async with store.transaction() as tx:
+            await strat.save(tx, run_id, self._strategies)
+
+    def cancel_calls(self) -> None:
+        """A stop: the requests in flight end now (recorded as cancelled); their proposals end with nothing."""
+        self.service.cancel_calls()
 
     async def close(self) -> None:
         await self.service.close()
