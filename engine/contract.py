@@ -352,10 +352,11 @@ def timeline_figures(metrics: Any, config: str) -> dict[str, Any] | None:
 
 
 def _three_figures(value: float) -> str:
-    """`value` to three significant figures, never in exponent form (1.13, 12.3, 0.987, 1234)."""
+    """`value` to three significant figures and at most two decimals, never in exponent form (1.13, 12.3,
+    0.99, 1234): a third decimal below 1 would be finer than any measurement's spread."""
     if value == 0 or not math.isfinite(value):
         return f"{value:.2f}"
-    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+    decimals = min(2, max(0, 2 - math.floor(math.log10(abs(value)))))
     return f"{value:.{decimals}f}"
 
 
