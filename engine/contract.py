@@ -84,6 +84,7 @@ class Result(Event):
     reason: str | None
     fitness: float | None
     review: str | None = None
+    speedup_interval: list[float] | None = None  # [low, high], 95 %; None on results from before intervals
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,12 @@ class Best(Event):
     id: int
     speedup: float | None
     time_ms: float | None
+    speedup_interval: list[float] | None = None
+    remeasured: bool = False  # the numbers come from a side-by-side re-measurement of the finalists
 
     @property
     def ref(self) -> BestRef:
-        return BestRef(self.id, self.speedup, self.time_ms)
+        return BestRef(self.id, self.speedup, self.time_ms, interval_of(self.speedup_interval), self.remeasured)
 
 
 @dataclass(frozen=True)
@@ -250,16 +253,35 @@ class BestRef:
     candidate: int
     speedup: float | None
     time_ms: float | None
+    speedup_interval: tuple[float, float] | None = None
+    remeasured: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"candidate": self.candidate, "speedup": self.speedup, "time_ms": self.time_ms}
+        return {
+            "candidate": self.candidate,
+            "speedup": self.speedup,
+            "time_ms": self.time_ms,
+            "speedup_interval": list(self.speedup_interval) if self.speedup_interval else None,
+            "remeasured": self.remeasured,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> BestRef | None:
         """A status reply's `best` (as_dict's shape) read back; None when there is none."""
         if not data or data.get("candidate") is None:
             return None
-        return cls(int(data["candidate"]), data.get("speedup"), data.get("time_ms"))
+        return cls(
+            int(data["candidate"]),
+            data.get("speedup"),
+            data.get("time_ms"),
+            interval_of(data.get("speedup_interval")),
+            bool(data.get("remeasured")),
+        )
+
+    @property
+    def shown(self) -> str:
+        """The speedup with its spread, as every viewer writes it."""
+        return format_speedup(self.speedup, self.speedup_interval)
 
 
 @dataclass(frozen=True)
@@ -294,6 +316,28 @@ class RunSummary:
 
 
 CONFIG_NUMBERS = ("baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")
+CONFIG_INTERVALS = ("speedup_interval", "efficiency_interval")
+
+
+def interval_of(value: Any) -> tuple[float, float] | None:
+    """A stored `[low, high]` interval as a pair; None when absent (results from before intervals) or malformed."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return None
+    low, high = _number(value[0]), _number(value[1])
+    if low is None or high is None or low > high:
+        return None
+    return float(low), float(high)
+
+
+def format_speedup(value: float | None, interval: Any = None) -> str:
+    """A speedup as every viewer and prompt shows it: `1.23x [1.18-1.29]`, or `1.23x` without an interval,
+    `-` without a value. `interval` is a `[low, high]` list or pair (the 95 % interval of the ratio)."""
+    number = _number(value)
+    if number is None:
+        return "-"
+    pair = interval_of(interval)
+    text = f"{number:.2f}x"
+    return f"{text} [{pair[0]:.2f}-{pair[1]:.2f}]" if pair else text
 
 
 @dataclass(frozen=True)
@@ -307,6 +351,8 @@ class ConfigResult:
     comp_ms: float | None = None
     comm_ms: float | None = None
     bound: float | None = None
+    speedup_interval: tuple[float, float] | None = None  # 95 % interval of `speedup`; None before intervals
+    efficiency_interval: tuple[float, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -325,7 +371,9 @@ def config_results(metrics: Any) -> list[ConfigResult]:
     out = []
     for cfg in stage.get("configs") or []:
         if isinstance(cfg, dict) and cfg.get("name") is not None:
-            out.append(ConfigResult(str(cfg["name"]), **{k: _number(cfg.get(k)) for k in CONFIG_NUMBERS}))
+            numbers: dict[str, Any] = {k: _number(cfg.get(k)) for k in CONFIG_NUMBERS}
+            numbers.update({k: interval_of(cfg.get(k)) for k in CONFIG_INTERVALS})
+            out.append(ConfigResult(str(cfg["name"]), **numbers))
     return out
 
 
