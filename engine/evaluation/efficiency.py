@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..contract import interval_of
 from .harness_result import BOUND_MARGIN, overlap_efficiency
 
 OVERLAP = "overlap"
@@ -26,6 +27,7 @@ class ConfigEfficiency:
     kind: str | None  # OVERLAP, COMPUTE_CHANGED, or None: no usable bound
     efficiency: float | None  # OVERLAP only: the share of the overlap window saved, at most 1
     own_compute_ms: float | None = None  # COMPUTE_CHANGED: the candidate's compute busy time (slowest rank)
+    interval: tuple[float, float] | None = None  # OVERLAP: the efficiency at the speedup interval's two ends
 
     @property
     def meets(self) -> float | None:
@@ -37,7 +39,8 @@ class ConfigEfficiency:
 
     def label(self) -> str:
         if self.kind == OVERLAP and self.efficiency is not None:
-            return f"{self.efficiency:.2f}"
+            spread = f" [{self.interval[0]:.2f}-{self.interval[1]:.2f}]" if self.interval else ""
+            return f"{self.efficiency:.2f}{spread}"
         if self.kind == COMPUTE_CHANGED:
             own = f", own compute {self.own_compute_ms:.3g} ms" if self.own_compute_ms is not None else ""
             return f"compute changed{own}"
@@ -48,6 +51,7 @@ class ConfigEfficiency:
             "efficiency": None if self.efficiency is None else round(self.efficiency, 3),
             "efficiency_kind": self.kind,
             "own_compute_ms": None if self.own_compute_ms is None else round(self.own_compute_ms, 4),
+            "efficiency_interval": None if self.interval is None else [round(x, 3) for x in self.interval],
         }
 
 
@@ -70,4 +74,17 @@ def judge(config: dict[str, Any], timeline_figures: dict[str, Any] | None = None
     bound = max(config["comp_ms"], config["comm_ms"])
     if config["candidate_ms"] < (1.0 - BOUND_MARGIN) * bound:
         return ConfigEfficiency(COMPUTE_CHANGED, None, own_compute_ms(timeline_figures))
-    return ConfigEfficiency(OVERLAP, min(eff, 1.0))
+    return ConfigEfficiency(OVERLAP, min(eff, 1.0), interval=efficiency_interval(config))
+
+
+def efficiency_interval(config: dict[str, Any]) -> tuple[float, float] | None:
+    """The efficiency at the two ends of the config's speedup interval (the candidate's time read as
+    baseline / speedup): efficiency rises with the speedup, so the ends map to the ends; capped at 1 like
+    the efficiency. None without an interval or a usable bound."""
+    pair = interval_of(config.get("speedup_interval"))
+    if pair is None or overlap_efficiency(config) is None:
+        return None
+    ends = [overlap_efficiency({**config, "candidate_ms": config["baseline_ms"] / s}) for s in pair]
+    if ends[0] is None or ends[1] is None:
+        return None
+    return min(ends[0], 1.0), min(ends[1], 1.0)
