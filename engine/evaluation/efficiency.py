@@ -39,12 +39,17 @@ class ConfigEfficiency:
 
     def label(self) -> str:
         if self.kind == OVERLAP and self.efficiency is not None:
-            spread = f" [{self.interval[0]:.2f}-{self.interval[1]:.2f}]" if self.interval else ""
-            return f"{self.efficiency:.2f}{spread}"
+            return f"{self.efficiency:.2f}"
         if self.kind == COMPUTE_CHANGED:
             own = f", own compute {self.own_compute_ms:.3g} ms" if self.own_compute_ms is not None else ""
             return f"compute changed{own}"
         return "n/a"
+
+    def label_with_spread(self) -> str:
+        """The label, and the efficiency's interval after it where there is one."""
+        if self.kind == OVERLAP and self.interval is not None:
+            return f"{self.label()} [{self.interval[0]:.2f}-{self.interval[1]:.2f}]"
+        return self.label()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -84,7 +89,9 @@ def efficiency_interval(config: dict[str, Any]) -> tuple[float, float] | None:
     pair = interval_of(config.get("speedup_interval"))
     if pair is None or overlap_efficiency(config) is None:
         return None
+    point = overlap_efficiency(config)
     ends = [overlap_efficiency({**config, "candidate_ms": config["baseline_ms"] / s}) for s in pair]
-    if ends[0] is None or ends[1] is None:
+    if point is None or ends[0] is None or ends[1] is None:
         return None
-    return min(ends[0], 1.0), min(ends[1], 1.0)
+    # the point is the medians' (baseline over candidate time), the ends the ratios': the interval holds both
+    return min(ends[0], point, 1.0), min(max(ends[1], point), 1.0)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..contract import ArchiveCell, Best, CandidateAdded, CandidateStatus, Log, Result, interval_of
 from ..evaluation import fault_policy
@@ -23,16 +24,16 @@ from .schema import DONE, PENDING, RUNNING
 from .store import Batch, Store
 
 
-def best_event(c: Cand) -> Best:
+def best_fields(c: Cand) -> dict[str, Any]:
     """The run's new best, its spread, and whether its numbers are a side-by-side re-measurement's."""
     interval = interval_of(c.metrics.get("speedup_interval"))
-    return Best(
-        id=c.id,
-        speedup=c.speedup,
-        time_ms=c.time_ms,
-        speedup_interval=None if interval is None else list(interval),
-        remeasured=bool(c.metrics.get("remeasured")),
-    )
+    return {
+        "id": c.id,
+        "speedup": c.speedup,
+        "time_ms": c.time_ms,
+        "speedup_interval": None if interval is None else list(interval),
+        "remeasured": bool(c.metrics.get("remeasured")),
+    }
 
 
 class Ledger:
@@ -228,7 +229,7 @@ class Ledger:
             )
             tx.event(self.run_id, ArchiveCell(cell=c.cell, id=c.id, fitness=fitness))
         if admission.best:
-            tx.event(self.run_id, best_event(c))
+            tx.event(self.run_id, Best(**best_fields(c)))
         tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?", (elapsed_s, now, self.run_id))
         if outcome.status != DONE:
             tx.event(
@@ -275,7 +276,7 @@ class Ledger:
                         (self.run_id, cell, cid, fitness),
                     )
             if best is not None:
-                await tx.event(self.run_id, best_event(best))
+                await tx.event(self.run_id, Best(**best_fields(best)))
 
     async def elapsed(self, elapsed_s: float) -> None:
         """The run's elapsed time; also sends every write still queued (one FIFO)."""
