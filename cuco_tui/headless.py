@@ -80,7 +80,8 @@ class HeadlessDisplay:
         elif isinstance(event, Log) and event.level in ("warning", "error"):
             line = f"[{event.level}] {event.message[:200]}"
         elif isinstance(event, Best) and self.lines:
-            line = f"new best #{event.id} {event.speedup or 0:.3f}x"
+            line = f"new best #{event.id} {format_speedup(event.speedup or 0, event.speedup_interval)}"
+            line += " (re-measured side by side)" if event.remeasured else ""
         elif isinstance(event, RunState) and self.lines:
             line = f"run {event.state}" + (f" ({event.reason})" if event.reason else "")
         if self.lines:
@@ -107,7 +108,7 @@ class HeadlessDisplay:
         if e.config.max_minutes:
             left = f"  time left {max(0.0, e.config.max_minutes * 60 - e.elapsed_s()) / 60:.1f} min"
         info = (
-            (f"best {best.speedup:.3f}x (#{best.candidate})" if best and best.speedup else "best -")
+            (f"best {best.shown} (#{best.candidate})" if best and best.speedup else "best -")
             + f"  correct {st['correct']}  failed {st['failed']}  in flight {st['in_flight']}"
             + (f"  LLM ${st['llm_cost_usd']:.4f}" if st["llm_cost_usd"] else "")
             + left
