@@ -330,14 +330,14 @@ def interval_of(value: Any) -> tuple[float, float] | None:
 
 
 def format_speedup(value: float | None, interval: Any = None) -> str:
-    """A speedup as every viewer and prompt shows it: `1.23x [1.18-1.29]`, or `1.23x` without an interval,
-    `-` without a value. `interval` is a `[low, high]` list or pair (the 95 % interval of the ratio)."""
+    """A speedup as every viewer and prompt shows it: `1.23x [1.18-1.29]`; without an interval (a result from
+    before intervals) `1.234x`, as it always read; `-` without a value. `interval` is a `[low, high]` list or
+    pair (the 95 % interval of the ratio). Beside an interval a third decimal would be noise."""
     number = _number(value)
     if number is None:
         return "-"
     pair = interval_of(interval)
-    text = f"{number:.2f}x"
-    return f"{text} [{pair[0]:.2f}-{pair[1]:.2f}]" if pair else text
+    return f"{number:.2f}x [{pair[0]:.2f}-{pair[1]:.2f}]" if pair else f"{number:.3f}x"
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ def test_interference_is_read_from_proc_load_and_steal(tmp_path):
 
 def test_a_speedup_is_shown_with_its_spread_wherever_it_is_shown():
     assert format_speedup(1.234, [1.18, 1.29]) == "1.23x [1.18-1.29]"
-    assert format_speedup(1.234, None) == "1.23x"
-    assert format_speedup(1.234, [None, None]) == "1.23x"  # a store row from before intervals
+    assert format_speedup(1.234, None) == "1.234x"  # a result from before intervals reads as it did
+    assert format_speedup(1.234, [None, None]) == "1.234x"
     assert format_speedup(None, [1.0, 1.1]) == "-"
     assert narrow(1.0, (0.98, 1.02)) and not narrow(1.0, (0.9, 1.1))
