@@ -948,9 +948,9 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
         check_ms += now_ms() - c0;
         call(bctx, cuco_baseline_run_compute, "baseline compute", true, &c, &dummy);
         call(bctx, cuco_baseline_run_comm, "baseline comm", true, &d, &dummy);
-        // Baseline and candidate in alternating order from a phase drawn from the job's seed (the same on every
-        // rank; the candidate never sees it): a program whose call leaves state behind (an allocator's cache, a
-        // freed scratch) would otherwise favour whichever of the two always comes second.
+        // Baseline and candidate in an order drawn from the job's seed for each pair of iterations (order_bit: the
+        // same on every rank; the candidate never sees it): a program whose call leaves state behind (an
+        // allocator's cache, a freed scratch) would otherwise favour whichever of the two always comes second.
         // Every candidate call is verified (outputs and inputs, every rank; the outputs by the problem's
         // sampled check where it has one), outside its timing: a checked call and a timed call are the same
         // call. Baseline and candidate share the output buffers, so the check follows the candidate's call.
