@@ -10,6 +10,7 @@ import random
 import pytest
 
 from engine.contract import format_speedup
+from engine.evaluation.evaluation import held_beyond_bound
 from engine.evaluation.harness_result import HarnessResult, ResultError, parse_result
 from engine.evaluation.pooled import pooled
 from engine.evaluation.protocol import median_interval, narrow
@@ -149,3 +150,15 @@ def test_a_speedup_is_shown_with_its_spread_wherever_it_is_shown():
     assert format_speedup(1.234, [None, None]) == "1.234x"
     assert format_speedup(None, [1.0, 1.1]) == "-"
     assert narrow(1.0, (0.98, 1.02)) and not narrow(1.0, (0.9, 1.1))
+
+
+def test_a_bound_one_job_read_high_holds_nothing_and_a_candidate_beyond_in_every_job_is_held():
+    def job(comm_ms: float) -> HarnessResult:
+        rounds = [[10.0, 8.6 + 0.01 * i, i % 2] for i in range(12)]
+        return HarnessResult("benchmark", True, None, [_config("square", rounds, comp_ms=4.3, comm_ms=comm_ms)])
+
+    burst, calm = job(9.9), job(6.7)  # the communication-only samples of one job met a burst
+    assert burst.beyond_bound() and not calm.beyond_bound()
+    assert held_beyond_bound([burst, calm], pooled([burst, calm])) == []
+    fast = [job(9.9), job(9.8)]  # beyond the bound in both jobs: a person judges it
+    assert [f["config"] for f in held_beyond_bound(fast, pooled(fast))] == ["square"]
