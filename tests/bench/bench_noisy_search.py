@@ -84,7 +84,7 @@ async def _retime(tree: Path, sources: dict[int, str], reps: int) -> dict[int, f
     return {cid: statistics.median(v) for cid, v in got.items() if v}
 
 
-def one_run(tree: Path, index: int, evals: int, reps: int) -> dict[str, Any]:
+def one_run(tree: Path, index: int, evals: int, reps: int, retime_tree: Path) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix=f"cuco-noisy-{index}-"))
     t0 = time.monotonic()
     with bursty_hogs(seed=index):
@@ -102,7 +102,7 @@ def one_run(tree: Path, index: int, evals: int, reps: int) -> dict[str, Any]:
     best_id = best.get("candidate")
     blobs = home / "blobs"
     sources = {r["id"]: (blobs / r["source_hash"][:2] / r["source_hash"]).read_text() for r in done}
-    retimed = asyncio.run(_retime(tree, sources, reps))  # hogs stopped: each candidate on its own
+    retimed = asyncio.run(_retime(retime_tree, sources, reps))  # hogs stopped: each candidate on its own
     order = sorted(retimed, key=lambda cid: -retimed[cid])
     rank = order.index(best_id) + 1 if best_id in retimed else None
     interval = _interval(seed_metrics) or _interval(seed_bench)
@@ -138,6 +138,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--evals", type=int, default=20)
     ap.add_argument("--retime", type=int, default=3, help="evaluations per candidate when re-timed on its own")
+    ap.add_argument("--retime-tree", type=Path, help="the checkout that re-times (default: --tree): one yardstick")
     ap.add_argument("--until", help="UTC HH:MM after which no new run starts")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -147,7 +148,7 @@ def main() -> int:
         if args.until and dt.datetime.now(dt.UTC).strftime("%H:%M") >= args.until:
             print(f"stopping: {args.until} UTC reached after {i} runs", flush=True)
             break
-        r = one_run(tree, i, args.evals, args.retime)
+        r = one_run(tree, i, args.evals, args.retime, (args.retime_tree or tree).resolve())
         results.append(r)
         print(json.dumps(r), flush=True)
         if args.json:
