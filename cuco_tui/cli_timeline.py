@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.contract import format_speedup
 from remote.errors import InputError
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -128,7 +129,10 @@ def export_trace(args: argparse.Namespace) -> int:
     store = _open(args, cid, "--trace")
     try:
         parsed = timeline.load_parsed(store, cid)
-        run_id = store.candidate(cid)["run_id"]
+        row = store.candidate(cid)
+        run_id = row["run_id"]
+        # the page's title carries the candidate's number with its spread, as every view shows it
+        shown = format_speedup(row.get("speedup"), [row.get("speedup_low"), row.get("speedup_high")])
     finally:
         store.close()
     usable = {c: t for c, t in parsed.items() if isinstance(t, timeline.ConfigTimeline)}
@@ -138,7 +142,7 @@ def export_trace(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    trace = timeline.chrome_trace(usable, title=f"cuco {run_id} candidate {cid}")
+    trace = timeline.chrome_trace(usable, title=f"cuco {run_id} candidate {cid}: {shown}")
     as_html = getattr(args, "html", False) or out.suffix.lower() in (".html", ".htm")
     if as_html:
         from cuco_tui.trace_html import render

@@ -13,7 +13,13 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.text import Text
 
-from engine.contract import config_results, configs_from_benchmark, metrics_besides_configs, timeline_figures
+from engine.contract import (
+    config_results,
+    configs_from_benchmark,
+    format_speedup,
+    metrics_besides_configs,
+    timeline_figures,
+)
 from engine.evaluation.efficiency import OVERLAP, judge
 from engine.glossary import legend
 from engine.store.read_model.filters import SORT_COLUMNS, FilterError, parse_filter
@@ -126,7 +132,7 @@ class StoreView(ReadModel):
         ):
             if row.get(key) is not None:
                 out.append(f"{label:>9}: ", style="bold")
-                out.append(f"{format_value(key, row[key])}\n")
+                out.append(f"{_shown(key, row)}\n")
         if _is_number(row.get("time_ms")) and _is_number(row.get("baseline_ms")) and row["time_ms"]:
             out.append(f"{'sum ratio':>9}: {row['baseline_ms'] / row['time_ms']:.3f}x (baseline / time, this job)\n")
         try:
@@ -166,7 +172,7 @@ class StoreView(ReadModel):
                 if base is not None and cand is not None:
                     out.append(f"  {base:.4g} -> {cand:.4g} ms")
                 if ratio is not None:
-                    out.append(f"  {ratio:.3f}x", style="bold")
+                    out.append(f"  {format_speedup(ratio, cfg.speedup_interval)}", style="bold")
                 out.append("\n")
                 parts = [
                     f"{label} {value:.4g} ms"
@@ -180,7 +186,7 @@ class StoreView(ReadModel):
                 verdict = judge(cfg.as_dict(), timeline_figures(metrics, cfg.name))
                 if verdict.kind is not None:  # 1: a perfect overlap of the baseline's own compute and communication
                     out.append(
-                        f"    {'overlap efficiency ' if verdict.kind == OVERLAP else ''}{verdict.label()}\n",
+                        f"    {'overlap efficiency ' if verdict.kind == OVERLAP else ''}{verdict.label_with_spread()}\n",
                         style="dim",
                     )
         rest = metrics_besides_configs(metrics)
@@ -242,6 +248,15 @@ _UNITS = {
     "duration_s": " s",
     "measurements": "x",
 }
+
+
+def _shown(key: str, row: dict[str, Any]) -> str:
+    """A candidate's field as its detail shows it: the speedup with its interval, and whether it is a
+    side-by-side re-measurement's."""
+    if key != "speedup":
+        return format_value(key, row[key])
+    text = format_speedup(row[key], [row.get("speedup_low"), row.get("speedup_high")]) or "-"
+    return text + (" (re-measured side by side)" if row.get("remeasured") else "")
 
 
 def format_value(key: str, value: Any) -> str:

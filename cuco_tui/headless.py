@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from engine.contract import Best, BestRef, Log, Result, RunState, decode
+from engine.contract import Best, BestRef, Log, Result, RunState, decode, format_speedup
 
 RECENT = 6
 
@@ -81,7 +81,8 @@ class HeadlessDisplay:
         elif isinstance(event, Log) and event.level in ("warning", "error"):
             line = f"[{event.level}] {event.message[:200]}"
         elif isinstance(event, Best) and self.lines:
-            line = f"new best #{event.id} {event.speedup or 0:.3f}x"
+            line = f"new best #{event.id} {format_speedup(event.speedup or 0, event.speedup_interval)}"
+            line += " (re-measured side by side)" if event.remeasured else ""
         elif isinstance(event, RunState) and self.lines:
             line = f"run {event.state}" + (f" ({event.reason})" if event.reason else "")
         if self.lines:
@@ -108,7 +109,7 @@ class HeadlessDisplay:
         if e.config.max_minutes:
             left = f"  time left {max(0.0, e.config.max_minutes * 60 - e.elapsed_s()) / 60:.1f} min"
         info = (
-            (f"best {best.speedup:.3f}x (#{best.candidate})" if best and best.speedup else "best -")
+            (f"best {best.shown} (#{best.candidate})" if best and best.speedup else "best -")
             + f"  correct {st['correct']}  failed {st['failed']}  in flight {st['in_flight']}"
             + (f"  LLM ${st['llm_cost_usd']:.4f}" if st["llm_cost_usd"] else "")
             + left
@@ -135,12 +136,26 @@ def best_line(best: dict) -> str:
     """The best with its ratio and its times from the same job, so the numbers agree on sight."""
     if not best:
         return "-"
-    line = f"#{best['candidate']} {best.get('speedup') or 0:.3f}x speedup"
+    line = f"#{best['candidate']} {format_speedup(best.get('speedup') or 0, best.get('speedup_interval'))} speedup"
+    if best.get("remeasured"):
+        line += " (re-measured side by side with the other finalists and the seed)"
     if best.get("time_ms") is not None:
         line += f", {_ms(best['time_ms'])} vs baseline {_ms(best.get('baseline_ms'))} in its job"
         if best.get("sum_ratio"):
             line += f" (sum ratio {best['sum_ratio']:.3f}x)"
     return line
+
+
+def _two_lines(shown: str) -> str:
+    """A speedup over its interval, one above the other: a narrow column keeps both whole at 80 columns."""
+    return shown.replace(" ", "\n", 1)
+
+
+def _measuring_line(report: dict) -> str:
+    """Which numbers are re-measured ones, and how many benchmarks the node's load made us take again."""
+    again = report.get("remeasured") or []
+    ids = ", ".join(f"#{i}" for i in again) or "none"
+    return f"re-measured side by side: {ids}; taken again under interference: {report.get('interference_repeats') or 0}"
 
 
 def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
@@ -168,6 +183,7 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         head.add_row("baseline", f"{_ms(report['baseline_time_ms'])} (sum over configs, in the seed's job)")
         head.add_row("best", best_line(best))
         head.add_row("accepted", ", ".join(map(str, report["accepted"])) or "-")
+        head.add_row("measuring", _measuring_line(report))
         head.add_row("LLM cost", f"${report['llm_cost_usd']:.4f}")
         console.print(head)
         first = first_candidate(store.fetchall, report["run"])
@@ -192,7 +208,7 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
                 str(r["generation"]),
                 r["operator"],
                 point,
-                f"{r['speedup'] or 0:.3f}x",
+                _two_lines(format_speedup(r["speedup"] or 0, [r["speedup_low"], r["speedup_high"]])),
                 _num(r["time_ms"]),
                 _num(r["baseline_ms"]),
             )
@@ -286,9 +302,9 @@ _CONFIG_COLUMNS = (
     ("base ms", "baseline_ms", "{:.3f}"),
     ("cand ms", "candidate_ms", "{:.3f}"),
     ("ratio", "speedup", "{:.3f}x"),
-    ("comp ms", "comp_ms", "{:.3f}"),
-    ("comm ms", "comm_ms", "{:.3f}"),
-    ("bound", "bound", "{:.3f}x"),
+    ("comp", "comp_ms", "{:.3f}"),
+    ("comm", "comm_ms", "{:.3f}"),
+    ("bound", "bound", "{:.2f}x"),
     ("eff", "efficiency_label", "{}"),
 )
 
@@ -297,15 +313,14 @@ def _config_table(title: str, configs: list[dict], with_candidate: bool = False)
     """Per-config numbers; overlap eff = (base - best) / (base - max(comp, comm)): 1 is a perfect overlap, and a
     candidate that beat that bound changed the compute itself ("compute changed", engine/evaluation/efficiency.py)."""
     t = Table(title=title)
-    t.add_column("config", overflow="fold")
-    if with_candidate:
-        t.add_column("cand", no_wrap=True)
+    t.add_column("config" + ("\ncand" if with_candidate else ""), overflow="fold", min_width=6)
     for label, _, _ in _CONFIG_COLUMNS:
         t.add_column(label, justify="right", no_wrap=True)
     for c in configs:
         cells = [fmt.format(c[k]) if isinstance(c.get(k), (int, float, str)) else "-" for _, k, fmt in _CONFIG_COLUMNS]
-        lead = [str(c["name"])] + ([f"#{c['candidate']}"] if with_candidate else [])
-        t.add_row(*lead, *cells)
+        cells[2] = _two_lines(format_speedup(c.get("speedup"), c.get("speedup_interval")))  # with its spread
+        lead = str(c["name"]) + (f"\n#{c['candidate']}" if with_candidate else "")  # one column: 80 fit
+        t.add_row(lead, *cells)
     return t
 
 

@@ -85,6 +85,7 @@ class Result(Event):
     reason: str | None
     fitness: float | None
     review: str | None = None
+    speedup_interval: list[float] | None = None  # [low, high], 95 %; None on results from before intervals
 
 
 @dataclass(frozen=True)
@@ -105,10 +106,12 @@ class Best(Event):
     id: int
     speedup: float | None
     time_ms: float | None
+    speedup_interval: list[float] | None = None
+    remeasured: bool = False  # the numbers come from a side-by-side re-measurement of the finalists
 
     @property
     def ref(self) -> BestRef:
-        return BestRef(self.id, self.speedup, self.time_ms)
+        return BestRef(self.id, self.speedup, self.time_ms, interval_of(self.speedup_interval), self.remeasured)
 
 
 @dataclass(frozen=True)
@@ -251,16 +254,35 @@ class BestRef:
     candidate: int
     speedup: float | None
     time_ms: float | None
+    speedup_interval: tuple[float, float] | None = None
+    remeasured: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"candidate": self.candidate, "speedup": self.speedup, "time_ms": self.time_ms}
+        return {
+            "candidate": self.candidate,
+            "speedup": self.speedup,
+            "time_ms": self.time_ms,
+            "speedup_interval": list(self.speedup_interval) if self.speedup_interval else None,
+            "remeasured": self.remeasured,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> BestRef | None:
         """A status reply's `best` (as_dict's shape) read back; None when there is none."""
         if not data or data.get("candidate") is None:
             return None
-        return cls(int(data["candidate"]), data.get("speedup"), data.get("time_ms"))
+        return cls(
+            int(data["candidate"]),
+            data.get("speedup"),
+            data.get("time_ms"),
+            interval_of(data.get("speedup_interval")),
+            bool(data.get("remeasured")),
+        )
+
+    @property
+    def shown(self) -> str:
+        """The speedup with its spread, as every viewer writes it."""
+        return format_speedup(self.speedup, self.speedup_interval)
 
 
 @dataclass(frozen=True)
@@ -295,6 +317,38 @@ class RunSummary:
 
 
 CONFIG_NUMBERS = ("baseline_ms", "candidate_ms", "speedup", "comp_ms", "comm_ms", "bound")
+CONFIG_INTERVALS = ("speedup_interval", "efficiency_interval")
+
+
+def interval_of(value: Any) -> tuple[float, float] | None:
+    """A stored `[low, high]` interval as a pair; None when absent (results from before intervals) or malformed."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return None
+    low, high = _number(value[0]), _number(value[1])
+    if low is None or high is None or low > high:
+        return None
+    return float(low), float(high)
+
+
+def format_speedup(value: float | None, interval: Any = None) -> str:
+    """A speedup as every viewer and prompt shows it: `1.23x`, `12.3x`, and with its 95 % interval when the
+    result has one, `1.23x [1.18-1.29]` (`interval`: a `[low, high]` list or pair; absent or malformed on results
+    from before intervals, and then left out); '' without a value, so an unmeasured cell stays blank."""
+    number = _number(value)
+    if number is None:
+        return ""
+    pair = interval_of(interval)
+    text = f"{_three_figures(number)}x"
+    return f"{text} [{_three_figures(pair[0])}-{_three_figures(pair[1])}]" if pair else text
+
+
+def _three_figures(value: float) -> str:
+    """`value` to three significant figures and at most two decimals, never in exponent form (1.13, 12.3,
+    0.99, 1234): a third decimal below 1 would be finer than any measurement's spread."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:.2f}"
+    decimals = min(2, max(0, 2 - math.floor(math.log10(abs(value)))))
+    return f"{value:.{decimals}f}"
 
 
 @dataclass(frozen=True)
@@ -308,6 +362,8 @@ class ConfigResult:
     comp_ms: float | None = None
     comm_ms: float | None = None
     bound: float | None = None
+    speedup_interval: tuple[float, float] | None = None  # 95 % interval of `speedup`; None before intervals
+    efficiency_interval: tuple[float, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -326,7 +382,9 @@ def config_results(metrics: Any) -> list[ConfigResult]:
     out = []
     for cfg in stage.get("configs") or []:
         if isinstance(cfg, dict) and cfg.get("name") is not None:
-            out.append(ConfigResult(str(cfg["name"]), **{k: _number(cfg.get(k)) for k in CONFIG_NUMBERS}))
+            numbers: dict[str, Any] = {k: _number(cfg.get(k)) for k in CONFIG_NUMBERS}
+            numbers.update({k: interval_of(cfg.get(k)) for k in CONFIG_INTERVALS})
+            out.append(ConfigResult(str(cfg["name"]), **numbers))
     return out
 
 
@@ -349,28 +407,3 @@ def timeline_figures(metrics: Any, config: str) -> dict[str, Any] | None:
         return None
     figures = metrics["timeline"].get(config)
     return figures if isinstance(figures, dict) else None
-
-
-def _three_figures(value: float) -> str:
-    """`value` to three significant figures and at most two decimals, never in exponent form (1.13, 12.3,
-    0.99, 1234): a third decimal below 1 would be finer than any measurement's spread."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:.2f}"
-    decimals = min(2, max(0, 2 - math.floor(math.log10(abs(value)))))
-    return f"{value:.{decimals}f}"
-
-
-def format_speedup(value: float | None, interval: Any = None) -> str:
-    """A speedup as every reader shows it: `1.23x`, and with its 95 % interval when the result has one
-    (`speedup_interval`, absent on results measured before it): `1.23x [1.18-1.29]`. None: ''."""
-    if value is None:
-        return ""
-    text = f"{_three_figures(value)}x"
-    if (
-        isinstance(interval, (list, tuple))
-        and len(interval) == 2
-        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in interval)
-    ):  # a missing or malformed interval is left out
-        low, high = interval
-        text += f" [{_three_figures(low)}-{_three_figures(high)}]"
-    return text

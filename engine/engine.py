@@ -22,13 +22,14 @@ from remote.jobs import Executor
 
 from . import blocks
 from .config import RunConfig
-from .contract import BestRef, Log, Migration, RunState, config_results, configs_from_benchmark
+from .contract import BestRef, Log, Migration, RunState, config_results, configs_from_benchmark, interval_of
 from .daemon import control
 from .evaluation import fault_policy, stages
 from .evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed, trim
+from .finalist_step import remeasure_finalists
 from .llm import failure_memory, spread
 from .proposal_tasks import ProposalTasks
-from .search import counting
+from .search import counting, ranking
 from .search.archive import Archive
 from .search.islands import IslandModel
 from .search.mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
@@ -299,7 +300,13 @@ class Engine:
             "in_flight": len(self._inflight),
             "best": None
             if self.best is None
-            else BestRef(self.best.id, self.best.speedup, self.best.time_ms).as_dict(),
+            else BestRef(
+                self.best.id,
+                self.best.speedup,
+                self.best.time_ms,
+                interval_of(self.best.metrics.get("speedup_interval")),
+                bool(self.best.metrics.get("remeasured")),
+            ).as_dict(),
             "llm_cost_usd": self.llm_cost,
             "elapsed_s": self.elapsed_s(),
             "nodes": [vars(n) for n in self.executor.nodes()],
@@ -490,6 +497,8 @@ class Engine:
                 if self.ledger.error is not None:
                     raise self.ledger.error
                 await self._maybe_migrate()
+            if not self._stop:
+                await self._remeasure_finalists()
             final = ("paused" if self._paused_itself else "stopped") if self._stop else "finished"
             statuses = {c.status for c in self.cands.values()}
             if not self._stop and statuses & set(FINAL_STATUSES) and DONE not in statuses:
@@ -620,9 +629,37 @@ class Engine:
             if pick is not parent:
                 return pick
 
+    async def _remeasure_finalists(self) -> None:
+        """The finalists and the seed, side by side in fresh jobs, before the run ends (engine/finalist_step.py)."""
+        seed = min((c for c in self.cands.values() if c.operator == "seed"), key=lambda c: c.id, default=None)
+        try:
+            changed = await remeasure_finalists(
+                self.population,
+                None if seed is None else seed.id,
+                lambda c: self._source(c.source_hash),
+                self.workload,
+                self.executor,
+                self._frozen,
+                self.ledger,
+                f"{self.run_id}-final",
+            )
+        except (OSError, RuntimeError, ValueError) as exc:  # the search's numbers stand
+            await self._log("warning", f"the finalists could not be re-measured: {exc}")
+            return
+        if changed:
+            ids = ", ".join(f"#{c.id}" for c in changed)
+            await self._log("info", f"re-measured side by side before the end: {ids}")
+
     def _why_no_parent(self) -> str:
-        if any(c.status == DONE for c in self.cands.values()):
+        done = [c for c in self.cands.values() if c.status == DONE]
+        if done and all(c.verdict == "reject" for c in done):
             return "no candidate to evolve from (every correct candidate is rejected)"
+        if done:
+            held = sorted(c.id for c in done if c.review == counting.NEEDS_REVIEW and c.verdict != "reject")
+            return (
+                "no candidate to evolve from: every correct candidate is rejected or waits for review "
+                f"({', '.join(f'#{i}' for i in held)}: `cuco accept` one to go on)"
+            )
         seed = min(self.cands.values(), key=lambda c: c.id, default=None)
         text = (seed.reason or "").strip() if seed is not None else ""
         why = f": {text.splitlines()[0][:200]}" if text else ""
@@ -805,7 +842,9 @@ class Engine:
         c.review = counting.review_state(outcome.status, outcome.metrics)
         c.status, c.fitness, c.speedup, c.time_ms, c.reason = (
             outcome.status,
-            outcome.speedup if outcome.status == DONE else None,
+            ranking.fitness(outcome.speedup, (outcome.metrics or {}).get("speedup_interval"))
+            if outcome.status == DONE
+            else None,
             outcome.speedup,
             outcome.time_ms,
             outcome.reason or "",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 GLOSSARY: dict[str, str] = {
     "speedup": "x, higher is better: the geometric mean over the problem configs of baseline time / candidate "
-    "time, each ratio measured side by side (A B A B) in one job. Candidates rank by it.",
+    "time, each the median of A/B rounds taken side by side in one job; [low-high] is its 95 % interval. "
+    "Candidates rank by the interval's low end (by the speedup where there is none).",
     "time": "ms: the candidate's time summed over the problem configs (per config: the median over iterations "
     "of the slowest rank). A sum weighs large configs more than the speedup does, so a faster sum can "
     "rank lower.",

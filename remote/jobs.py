@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class JobStatus(str, Enum):
@@ -74,6 +74,7 @@ class JobResult:
     duration_s: float = 0.0
     error: str = ""
     attempts: int = 1
+    interference: dict[str, Any] | None = None  # the node's load and steal around the job (remote/interference.py)
 
     @property
     def ok(self) -> bool:

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import interference
 from .gpus import detect_local_gpus
 from .jobs import Executor, JobResult, JobSpec, JobStatus, NodeState, tail_text
 from .sandbox import job_environment, wrap
@@ -130,6 +131,7 @@ class LocalExecutor(Executor):
                         gpus=gpus,
                     )
                 self._running[spec.job_id] = proc.pid
+                around = interference.sample()
                 (job_dir / ".pgid").write_text(str(proc.pid))  # for reconcile after an engine crash
                 status = JobStatus.OK
                 try:
@@ -144,6 +146,7 @@ class LocalExecutor(Executor):
                     self._running.pop(spec.job_id, None)
                     # Stragglers the job left in its group (e.g. a forked helper) die with it.
                     kill_group(proc.pid)
+                seen = interference.between(around, interference.sample(), spec.cpus)
             outputs = {}
             for rel in spec.outputs:
                 p = job_dir / rel
@@ -163,6 +166,7 @@ class LocalExecutor(Executor):
                 gpus=gpus,
                 duration_s=time.monotonic() - started,
                 error=f"timed out after {spec.timeout_s:g} s" if status is JobStatus.TIMEOUT else "",
+                interference=None if seen is None else seen.as_dict(),
             )
         finally:
             if not self.keep_job_dirs:

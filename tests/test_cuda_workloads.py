@@ -185,6 +185,7 @@ def test_harness_links_and_its_json_writer_parses(tmp_path):
     assert res["harness"] == "cuco-cuda/1" and res["mode"] == "benchmark"
     ok, bad = res["configs"]
     assert ok["speedup"] == pytest.approx(1.2 / 0.85, rel=1e-4) and ok["bound"] == pytest.approx(1.15 / 0.7, rel=1e-4)
+    assert ok["speedup_interval"] == [1.3, 1.5] and ok["rounds"] == [[1.2, 0.85, 0], [1.2, 0.85, 1]]
     assert bad["name"] == 'odd "quoted"\tname' and bad["correct"] is False
     assert bad["mismatch"] == {
         "rank": 1,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..contract import interval_of
 from .harness_result import BOUND_MARGIN, overlap_efficiency
 
 OVERLAP = "overlap"
@@ -26,6 +27,7 @@ class ConfigEfficiency:
     kind: str | None  # OVERLAP, COMPUTE_CHANGED, or None: no usable bound
     efficiency: float | None  # OVERLAP only: the share of the overlap window saved, at most 1
     own_compute_ms: float | None = None  # COMPUTE_CHANGED: the candidate's compute busy time (slowest rank)
+    interval: tuple[float, float] | None = None  # OVERLAP: the efficiency at the speedup interval's two ends
 
     @property
     def meets(self) -> float | None:
@@ -43,11 +45,18 @@ class ConfigEfficiency:
             return f"compute changed{own}"
         return "n/a"
 
+    def label_with_spread(self) -> str:
+        """The label, and the efficiency's interval after it where there is one."""
+        if self.kind == OVERLAP and self.interval is not None:
+            return f"{self.label()} [{self.interval[0]:.2f}-{self.interval[1]:.2f}]"
+        return self.label()
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "efficiency": None if self.efficiency is None else round(self.efficiency, 3),
             "efficiency_kind": self.kind,
             "own_compute_ms": None if self.own_compute_ms is None else round(self.own_compute_ms, 4),
+            "efficiency_interval": None if self.interval is None else [round(x, 3) for x in self.interval],
         }
 
 
@@ -70,4 +79,19 @@ def judge(config: dict[str, Any], timeline_figures: dict[str, Any] | None = None
     bound = max(config["comp_ms"], config["comm_ms"])
     if config["candidate_ms"] < (1.0 - BOUND_MARGIN) * bound:
         return ConfigEfficiency(COMPUTE_CHANGED, None, own_compute_ms(timeline_figures))
-    return ConfigEfficiency(OVERLAP, min(eff, 1.0))
+    return ConfigEfficiency(OVERLAP, min(eff, 1.0), interval=efficiency_interval(config))
+
+
+def efficiency_interval(config: dict[str, Any]) -> tuple[float, float] | None:
+    """The efficiency at the two ends of the config's speedup interval (the candidate's time read as
+    baseline / speedup): efficiency rises with the speedup, so the ends map to the ends; capped at 1 like
+    the efficiency. None without an interval or a usable bound."""
+    pair = interval_of(config.get("speedup_interval"))
+    if pair is None or overlap_efficiency(config) is None:
+        return None
+    point = overlap_efficiency(config)
+    ends = [overlap_efficiency({**config, "candidate_ms": config["baseline_ms"] / s}) for s in pair]
+    if point is None or ends[0] is None or ends[1] is None:
+        return None
+    # the point is the medians' (baseline over candidate time), the ends the ratios': the interval holds both
+    return min(ends[0], point, 1.0), min(max(ends[1], point), 1.0)

@@ -10,7 +10,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from ..contract import interval_of
 from ..timeline.timeline import take_from_result
+from .protocol import combined_interval
 from .stages import BENCHMARK
 
 
@@ -70,6 +72,23 @@ class HarnessResult:
         return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
     @property
+    def speedup_interval(self) -> tuple[float, float] | None:
+        """The 95 % interval of `speedup`, from the configs' (protocol.combined_interval); None when a
+        measured config has none (a harness from before intervals)."""
+        measured = [c for c in self.configs if c.get("speedup")]
+        intervals = [interval_of(c.get("speedup_interval")) for c in measured]
+        if not measured or any(i is None for i in intervals):
+            return None
+        return combined_interval([i for i in intervals if i is not None])
+
+    def rounds(self, config: str) -> list[float]:
+        """One config's per-round ratios (baseline / candidate), as the harness took them; [] without rounds."""
+        for c in self.configs:
+            if c.get("name") == config:
+                return [r[0] / r[1] for r in c.get("rounds") or [] if _round(r)]
+        return []
+
+    @property
     def time_ms(self) -> float | None:
         times = [c["candidate_ms"] for c in self.configs if c.get("candidate_ms") is not None]
         return sum(times) if times else None
@@ -83,14 +102,19 @@ class HarnessResult:
         """Configs where the candidate beat the overlap bound: faster than max(compute-only, communication-
         only) of the baseline, the best a perfect overlap of the baseline's own work can reach. That is a
         different (faster) computation or a measurement the candidate gamed: flagged for a person to judge,
-        never rejected. `margin` keeps timing noise from flagging a candidate that merely reached it; a config
-        without a usable bound (see `_bound`) is not judged."""
+        never rejected. `margin` keeps timing noise from flagging a candidate that merely reached it, and so
+        does the interval: the candidate is judged at the slow end of its speedup's interval (its time scaled
+        by speedup / low), beyond the bound only if even that is. A config without a usable bound (see
+        `_bound`) is not judged."""
         flags = []
         for c in self.configs:
             parts = _bound(c)
             if parts is None:
                 continue
             _, cand, bound_ms = parts
+            pair = interval_of(c.get("speedup_interval"))
+            if pair is not None and _positive(c.get("speedup")) and pair[0] > 0:
+                cand = cand * c["speedup"] / pair[0]
             if cand < (1.0 - margin) * bound_ms:
                 flags.append(
                     {
@@ -114,6 +138,10 @@ class HarnessResult:
                 if c.get("error"):
                     return f"config {c.get('name')}: {c['error']}"
         return self.error or "incorrect output"
+
+
+def _round(value: Any) -> bool:
+    return isinstance(value, list) and len(value) >= 2 and _positive(value[0]) and _positive(value[1])
 
 
 def _number(value: Any, where: str) -> float:
@@ -159,4 +187,11 @@ def parse_result(data: bytes | None, mode: str, expected_configs: list[str], non
         for c in configs:
             for key in ("baseline_ms", "candidate_ms", "speedup"):
                 c[key] = _number(c.get(key), f"config {c.get('name')}: {key}")
+            if "speedup_interval" in c:
+                pair = interval_of(c["speedup_interval"])
+                if pair is None or not pair[0] <= c["speedup"] <= pair[1]:
+                    raise ResultError(
+                        f"config {c.get('name')}: speedup_interval must be [low, high] around the speedup "
+                        f"(got {c['speedup_interval']!r} for {c['speedup']!r})"
+                    )
     return result

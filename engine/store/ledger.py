@@ -12,8 +12,9 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
-from ..contract import ArchiveCell, Best, CandidateAdded, CandidateStatus, Log, Result
+from ..contract import ArchiveCell, Best, CandidateAdded, CandidateStatus, Log, Result, interval_of
 from ..evaluation import fault_policy
 from ..evaluation.evaluation import EvalOutcome, trim
 from ..search.mutators.base import Proposal
@@ -21,6 +22,18 @@ from ..search.population import Admission, Cand
 from ..timeline import timeline
 from .schema import DONE, PENDING, RUNNING
 from .store import Batch, Store
+
+
+def best_fields(c: Cand) -> dict[str, Any]:
+    """The run's new best, its spread, and whether its numbers are a side-by-side re-measurement's."""
+    interval = interval_of(c.metrics.get("speedup_interval"))
+    return {
+        "id": c.id,
+        "speedup": c.speedup,
+        "time_ms": c.time_ms,
+        "speedup_interval": None if interval is None else list(interval),
+        "remeasured": bool(c.metrics.get("remeasured")),
+    }
 
 
 class Ledger:
@@ -147,6 +160,7 @@ class Ledger:
         best) and the seed's baseline: one batch, written behind (the slot is free for the next candidate
         at once; that candidate's row commits in the same trip or a later one)."""
         fitness, reason = c.fitness, c.reason
+        interval = interval_of((outcome.metrics or {}).get("speedup_interval"))
         now = time.time()
         tx = Batch()
         tx.execute("UPDATE jobs SET state='done', updated_at=? WHERE candidate_id=? AND state='running'", (now, c.id))
@@ -171,7 +185,7 @@ class Ledger:
             )
         tx.execute(
             "UPDATE candidates SET status=?, correct=?, speedup=?, time_ms=?, baseline_ms=?, fitness=?, "
-            "reason=?, metrics_json=?, finished_at=?, review=? WHERE id=?",
+            "reason=?, metrics_json=?, finished_at=?, review=?, speedup_low=?, speedup_high=? WHERE id=?",
             (
                 outcome.status,
                 outcome.correct,
@@ -183,6 +197,8 @@ class Ledger:
                 json.dumps({**(outcome.metrics or {}), "feedback": trim(outcome.feedback)}),
                 now,
                 c.review,
+                None if interval is None else interval[0],
+                None if interval is None else interval[1],
                 c.id,
             ),
         )
@@ -199,6 +215,7 @@ class Ledger:
                 reason=reason,
                 fitness=fitness,
                 review=c.review,
+                speedup_interval=None if interval is None else list(interval),
             ),
         )
         for sql, params in timeline.store_rows(c.id, outcome.timelines, (outcome.metrics or {}).get("timeline") or {}):
@@ -212,7 +229,7 @@ class Ledger:
             )
             tx.event(self.run_id, ArchiveCell(cell=c.cell, id=c.id, fitness=fitness))
         if admission.best:
-            tx.event(self.run_id, Best(id=c.id, speedup=c.speedup, time_ms=c.time_ms))
+            tx.event(self.run_id, Best(**best_fields(c)))
         tx.execute("UPDATE runs SET elapsed_s=?, updated_at=? WHERE id=?", (elapsed_s, now, self.run_id))
         if outcome.status != DONE:
             tx.event(
@@ -231,6 +248,35 @@ class Ledger:
                 ),
             )
         self.write_behind(tx)
+
+    async def remeasured(self, cands: list[Cand], best: Cand | None, archive: dict[str, int]) -> None:
+        """The finalists' re-measured numbers (each `c` already holds them), the archive's elites as they now
+        stand and the best, in one transaction."""
+        async with self.store.transaction() as tx:
+            for c in cands:
+                interval = interval_of(c.metrics.get("speedup_interval"))
+                await tx.execute(
+                    "UPDATE candidates SET speedup=?, time_ms=?, fitness=?, metrics_json=?, speedup_low=?, "
+                    "speedup_high=?, remeasured=1 WHERE id=?",
+                    (
+                        c.speedup,
+                        c.time_ms,
+                        c.fitness,
+                        json.dumps(c.metrics),
+                        None if interval is None else interval[0],
+                        None if interval is None else interval[1],
+                        c.id,
+                    ),
+                )
+            for cell, cid in archive.items():
+                fitness = next((c.fitness for c in cands if c.id == cid), None)
+                if fitness is not None:
+                    await tx.execute(
+                        "INSERT OR REPLACE INTO archive (run_id, cell, candidate_id, fitness) VALUES (?,?,?,?)",
+                        (self.run_id, cell, cid, fitness),
+                    )
+            if best is not None:
+                await tx.event(self.run_id, Best(**best_fields(best)))
 
     async def elapsed(self, elapsed_s: float) -> None:
         """The run's elapsed time; also sends every write still queued (one FIFO)."""

@@ -57,6 +57,24 @@ def best_per_config(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     return list(best.values())
 
 
+def measurement_counts(store: ReadStore, run_id: str) -> dict[str, Any]:
+    """Benchmarks taken again because the node was busy when they ran, and the candidates whose numbers are a
+    side-by-side re-measurement's."""
+    row = store.fetchone(
+        "SELECT COALESCE(SUM(json_extract(metrics_json, '$.interference_repeats')), 0) AS repeats "
+        "FROM candidates WHERE run_id=? AND origin_id IS NULL",
+        (run_id,),
+    )
+    remeasured = store.fetchall(
+        "SELECT id FROM candidates WHERE run_id=? AND remeasured=1 ORDER BY id",
+        (run_id,),
+    )
+    return {
+        "interference_repeats": int(row["repeats"]) if row else 0,
+        "remeasured": [r["id"] for r in remeasured],
+    }
+
+
 def needs_review(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     """Verified results that wait for a person (faster than the overlap bound, or flagged otherwise): they
     are not the best, a parent or an inspiration until accepted (engine/search/counting.py)."""
@@ -122,6 +140,10 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
             ),
             "descriptor": json.loads(best["descriptor_json"]),
             "measurements": metrics.get("measurements"),
+            "speedup_interval": metrics.get("speedup_interval"),
+            # the numbers of a side-by-side re-measurement of the finalists (and what the search had read)
+            "remeasured": bool(metrics.get("remeasured")),
+            "search": metrics.get("search"),
             "flags": metrics.get("flags") or [],
             "configs": [
                 _config_row(c, timeline_figures(metrics, c.name))
@@ -149,6 +171,7 @@ def build_report(store: ReadStore, run_id: str) -> dict[str, Any]:
         "best_per_config": best_per_config(store, run_id),
         "faults": fault_summary(store, run_id),  # which failures were whose
         "needs_review": needs_review(store, run_id),
+        **measurement_counts(store, run_id),
         "refused": [
             {"candidate": r["id"], "reason": r["reason"]}
             for r in store.fetchall(

@@ -204,7 +204,24 @@ CREATE TABLE IF NOT EXISTS strategy_marks (
 CREATE INDEX IF NOT EXISTS strategy_marks_run ON strategy_marks(run_id, id);
 """
 
+# v12: the measurement's spread. A speedup's 95 % interval (its lower end is what candidates rank by:
+# engine/search/ranking.py), and whether the numbers come from the side-by-side re-measurement of the run's
+# finalists; the raw A/B rounds stay in metrics_json (the harness's result) and evaluations.result_json.
+SCHEMA_V12 = """
+ALTER TABLE candidates ADD COLUMN speedup_low REAL;
+ALTER TABLE candidates ADD COLUMN speedup_high REAL;
+ALTER TABLE candidates ADD COLUMN remeasured INTEGER NOT NULL DEFAULT 0;
+"""
+
 # Migrations by version. Numbers may leave gaps (a migration is only ever added, never renumbered); the
 # store applies every one above the database's version, in order.
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 8: SCHEMA_V8, 9: SCHEMA_V9, 10: SCHEMA_V10}
+MIGRATIONS: dict[int, str] = {
+    1: SCHEMA_V1,
+    2: SCHEMA_V2,
+    3: SCHEMA_V3,
+    8: SCHEMA_V8,
+    9: SCHEMA_V9,
+    10: SCHEMA_V10,
+    12: SCHEMA_V12,
+}
 SCHEMA_VERSION = max(MIGRATIONS)

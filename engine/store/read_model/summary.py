@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...contract import BestRef, RunSummary
+from ...contract import BestRef, RunSummary, interval_of
 from ...daemon import liveness
 from ...search.best import best_candidate
 from ...search.counting import NEEDS_REVIEW
@@ -37,7 +37,7 @@ def run_summary(fetch: Fetch, home: Path, run_id: str) -> RunSummary | None:
             (run_id,),
         )
     }
-    best = best_candidate(fetch, run_id, "c.id, c.speedup, c.time_ms")
+    best = best_candidate(fetch, run_id, "c.id, c.speedup, c.time_ms, c.speedup_low, c.speedup_high, c.remeasured")
     cost = _one(fetch, "SELECT COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls WHERE run_id=?", (run_id,)) or {}
     review = fetch(
         "SELECT id FROM candidates WHERE run_id=? AND status=? AND review=? ORDER BY id DESC LIMIT ?",
@@ -57,7 +57,15 @@ def run_summary(fetch: Fetch, home: Path, run_id: str) -> RunSummary | None:
         failed=counts.get(FAILED, 0) + counts.get(INCORRECT, 0),
         pending=sum(n for s, n in counts.items() if s not in FINAL_STATUSES),
         refused=counts.get(REFUSED, 0),
-        best=BestRef(best["id"], best["speedup"], best["time_ms"]) if best else None,
+        best=BestRef(
+            best["id"],
+            best["speedup"],
+            best["time_ms"],
+            interval_of([best["speedup_low"], best["speedup_high"]]),
+            bool(best["remeasured"]),
+        )
+        if best
+        else None,
         baseline_time_ms=run["baseline_time_ms"],
         llm_cost_usd=float(cost.get("c") or 0.0),
         elapsed_s=run["elapsed_s"] or 0.0,

@@ -3,7 +3,7 @@
 // It owns everything a number depends on: the inputs (from the seed it is given), the reference (fp64),
 // verification of every rank's output after every call (the compute against a tolerance, the gather
 // bit-exact against the tile its owner computed), the link model, the timing (caches flushed, warm-ups,
-// the median of the max over ranks, baseline and candidate interleaved A B A B), the nonce and the
+// the median of the max over ranks, baseline and candidate in rounds, adaptive: see `ratio_interval`), the nonce and the
 // verdict, written as JSON to --result. Nothing the candidate prints is read by anyone.
 //
 // The ranks run in two processes of their own (ranks.cpp), started from a fresh image of this executable:
@@ -758,13 +758,35 @@ double spread(std::vector<double> v) {  // interquartile range relative to the m
   return (v[(3 * v.size()) / 4] - v[v.size() / 4]) / med;
 }
 
+// The 95 % interval of the median of per-round ratios, by order statistics: no assumption on the noise's
+// shape, and a burst that hits a few rounds moves neither end much. [x(k), x(n+1-k)] for the largest k whose
+// binomial tail P(Bin(n, 1/2) < k) stays within 2.5 %; below 6 rounds no k does, and it is the whole range.
+void ratio_interval(std::vector<double> v, double* lo, double* hi) {
+  std::sort(v.begin(), v.end());
+  const int n = (int)v.size();
+  if (n == 0) { *lo = *hi = 0; return; }
+  double cdf = 0, term = std::pow(0.5, n);   // term: P(Bin(n, 1/2) = j)
+  int k = 0;
+  for (int j = 0; j < n; ++j) {
+    cdf += term;
+    if (cdf > 0.025) break;
+    k = j + 1;
+    term = term * (n - j) / (j + 1);
+  }
+  *lo = v[std::max(0, k - 1)];
+  *hi = v[n - std::max(1, k)];
+}
+
 struct ConfigResult {
   std::string name, error;
   bool correct = false;
   Mismatch mismatch;
   bool timed = false;
   double base_ms = 0, cand_ms = 0, base_spread = 0, cand_spread = 0, comp_ms = 0, comm_ms = 0;
-  double speedup = 0;  // the median of per-pair ratios (A B taken back to back): robust to load drift
+  double speedup = 0;  // the median of per-round ratios (A B taken back to back): robust to load drift
+  double speedup_lo = 0, speedup_hi = 0;   // its 95 % interval (ratio_interval)
+  std::vector<double> round_base, round_cand;   // the raw rounds, in the order they ran
+  std::vector<int> round_cand_first;
   std::string timeline;   // the profiled call's records (JSON), or empty
 };
 
@@ -1035,7 +1057,11 @@ int main(int argc, char** argv) {
   const uint64_t seed = (uint64_t)spec.number("seed", 1);
   const int R = (int)spec.number("ranks", 2);
   const int warmup = (int)spec.number("warmup", 2);
-  const int iters = std::max(1, (int)spec.number("iters", 9));
+  const int iters = std::max(1, (int)spec.number("iters", 9));   // rounds at least
+  // Rounds go on past `iters` until the ratio's 95 % interval is narrower than `target_width` (relative to
+  // the median), or `max_iters` rounds have run: a quiet machine stops early, a busy one buys precision.
+  const int max_iters = std::max(iters, (int)spec.number("max_iters", iters));
+  const double target_width = spec.number("target_width", 0.0);
   const bool timeline = !spec.has("timeline") || spec.at("timeline").b;   // the profiled call (default on)
   double tol = 1e-4;
   if (spec.has("tolerances")) tol = spec.at("tolerances").number("fp32", tol);
@@ -1100,21 +1126,29 @@ int main(int argc, char** argv) {
         run.baseline_call(b, kBaseline);
         ok = run.candidate_call(b, &res, nullptr);
       }
-      std::vector<double> tb, tc, tcomp, tcomm;
+      std::vector<double> tb, tc, tcomp, tcomm, ratios;
       const uint64_t base_seed = seed * 7919ULL + std::hash<std::string>{}(res.name) % 1000;
-      for (int it = 0; it < iters && ok; ++it) {
-        // A B on even iterations, B A on odd ones: whatever favours a position cancels out.
+      bool cand_first = false;
+      for (int it = 0; it < max_iters && ok; ++it) {
+        // Which side goes first is drawn at random for each pair of rounds, and the pair's second round takes
+        // the other order: no pattern to fall into step with, and each side first in half the rounds
+        // (whatever favours a position cancels out).
+        cand_first = it % 2 == 0 ? (run.check_rng() & 1) != 0 : !cand_first;
         double ms = 0;
         for (int side = 0; side < 2 && ok; ++side) {
           // Fresh inputs before every timed call, written by this thread like the poisoned outputs:
           // both sides start from the same cache state, and a saved answer is worthless.
           b.fill(base_seed + 1000 + 2 * it + side);
-          if ((side == 0) == (it % 2 == 0)) {
+          if ((side == 0) != cand_first) {
             tb.push_back(run.baseline_call(b, kBaseline));
           } else {
             ok = run.candidate_call(b, &res, &ms);
             tc.push_back(ms);
           }
+        }
+        if (ok) {
+          ratios.push_back(tb.back() / std::max(1e-9, tc.back()));
+          res.round_cand_first.push_back(cand_first ? 1 : 0);
         }
         // The overlap bound's parts, on every iteration: sampled among the A B pairs, under the same
         // conditions (a burst after the loop met a different machine on a shared box, and a bound off by 2x
@@ -1125,6 +1159,12 @@ int main(int argc, char** argv) {
           tcomp.push_back(run.baseline_call(b, kCompOnly));
           b.fill(base_seed + 6000 + it);
           tcomm.push_back(run.baseline_call(b, kCommOnly));
+        }
+        if (ok && it + 1 >= iters && it % 2 == 1) {   // whole pairs of rounds only: the orders stay balanced
+          double lo = 0, hi = 0;
+          ratio_interval(ratios, &lo, &hi);
+          const double mid = median(ratios);
+          if (mid > 0 && (hi - lo) / mid <= target_width) break;
         }
       }
       for (int it = (int)tcomp.size(); it < 3 && ok; ++it) {   // at least three samples of each
@@ -1143,9 +1183,9 @@ int main(int argc, char** argv) {
         res.base_ms = median(tb); res.cand_ms = median(tc);
         res.base_spread = spread(tb); res.cand_spread = spread(tc);
         res.comp_ms = median(tcomp); res.comm_ms = median(tcomm);
-        std::vector<double> ratios;
-        for (size_t i = 0; i < tb.size(); ++i) ratios.push_back(tb[i] / std::max(1e-9, tc[i]));
         res.speedup = median(ratios);
+        ratio_interval(ratios, &res.speedup_lo, &res.speedup_hi);
+        res.round_base = tb; res.round_cand = tc;
       }
     }
     if (!res.correct && res.error.empty() && res.mismatch.rank >= 0)
@@ -1169,7 +1209,12 @@ int main(int argc, char** argv) {
       o += ", \"baseline_ms\": " + num(r.base_ms) + ", \"candidate_ms\": " + num(r.cand_ms) +
            ", \"speedup\": " + num(r.speedup) + ", \"baseline_spread\": " +
            num(r.base_spread) + ", \"candidate_spread\": " + num(r.cand_spread) + ", \"comp_ms\": " +
-           num(r.comp_ms) + ", \"comm_ms\": " + num(r.comm_ms) + ", \"bound\": " + num(bound);
+           num(r.comp_ms) + ", \"comm_ms\": " + num(r.comm_ms) + ", \"bound\": " + num(bound) +
+           ", \"speedup_interval\": [" + num(r.speedup_lo) + ", " + num(r.speedup_hi) + "], \"rounds\": [";
+      for (size_t k = 0; k < r.round_base.size(); ++k)
+        o += std::string(k ? ", " : "") + "[" + num(r.round_base[k]) + ", " + num(r.round_cand[k]) + ", " +
+             std::to_string(r.round_cand_first[k]) + "]";
+      o += "]";
     }
     if (!r.timeline.empty()) o += ", \"timeline\": " + r.timeline;
     o += "}";

@@ -21,8 +21,8 @@
 //      rank's outputs checked by problem.cu (bit-exact for moved data, dtype tolerance vs an fp32
 //      reference for computed data, NaN/Inf fail), inputs checked unchanged after every call;
 //   4. benchmark mode: fresh inputs from a new seed; warm-ups; then per iteration, in this order,
-//      baseline compute-only, baseline comm-only, then baseline and candidate in alternating order (A B, B A,
-//      from a phase drawn from the job's seed), each call preceded by
+//      baseline compute-only, baseline comm-only, then baseline and candidate (which goes first drawn for
+//      each pair of iterations from the job's seed, the pair's second iteration the other way), each call preceded by
 //      poisoning the outputs, an L2 flush (a 256 MiB write), resetting persisting L2 lines, and a rank
 //      alignment (an all-reduce on the timed stream), timed with CUDA events on ctx->stream, followed by
 //      a device-wide synchronize; the host wall time of each call is kept too, and a candidate whose
@@ -32,7 +32,11 @@
 //      has one (cuco_problem.h: verify_sample, on outputs picked after the call from the kernel's
 //      entropy); the number of warm-ups is random;
 //   5. the per-call spin-wait flag (ctx->timeout_flag) is read after every call.
-// The parent takes, per iteration, the max over ranks and reports medians and interquartile ranges.
+//      Iterations go on past `iters` until the 95 % interval of the per-iteration ratio (ratio_interval) is
+//      narrower than `target_width` of its median, or `max_iters` have run (every rank decides alike, from
+//      the same all-reduced times).
+// The parent takes, per iteration, the max over ranks and reports the median of the per-iteration ratios,
+// its interval, the raw iterations, and medians and interquartile ranges of the times.
 #include "cuco_abi.h"
 #include "cuco_problem.h"
 #include <cuda_runtime.h>
@@ -171,6 +175,8 @@ struct ConfigResult {
   bool timed = false;
   double baseline_ms = NAN, candidate_ms = NAN, baseline_spread = NAN, candidate_spread = NAN;
   double comp_ms = NAN, comm_ms = NAN;
+  double speedup = NAN, speedup_lo = NAN, speedup_hi = NAN;   // median of per-iteration ratios, its 95 % interval
+  std::vector<double> round_base, round_cand, round_cand_first;   // the raw iterations (max over ranks)
   std::string timeline, timeline_error;   // the profiled call's records (JSON), or why there are none
 };
 struct JobResult {
@@ -205,7 +211,7 @@ static std::string result_json(const JobResult& r) {
            ", \"what\": " + jstr(c.mm.what) + ", \"buffer\": " + jstr(c.mm.buffer) + "}";
     } else o += ", \"mismatch\": null";
     bool t = c.timed;
-    double speedup = t ? c.baseline_ms / c.candidate_ms : NAN;
+    double speedup = c.speedup;
     double mx = std::max(c.comp_ms, c.comm_ms);
     double bound = t ? (c.comp_ms + c.comm_ms) / mx : NAN;
     o += ", \"baseline_ms\": " + jnum_or_null(t, c.baseline_ms) + ", \"candidate_ms\": " + jnum_or_null(t, c.candidate_ms);
@@ -214,6 +220,13 @@ static std::string result_json(const JobResult& r) {
     o += ", \"comp_ms\": " + jnum_or_null(t, c.comp_ms) + ", \"comm_ms\": " + jnum_or_null(t, c.comm_ms);
     o += ", \"bound\": " + jnum_or_null(t, bound);
     o += ", \"bound_ms\": " + jnum_or_null(t, mx);
+    if (t) {
+      o += ", \"speedup_interval\": [" + jnum(c.speedup_lo) + ", " + jnum(c.speedup_hi) + "], \"rounds\": [";
+      for (size_t k = 0; k < c.round_base.size(); k++)
+        o += std::string(k ? ", " : "") + "[" + jnum(c.round_base[k]) + ", " + jnum(c.round_cand[k]) + ", " +
+             std::to_string((int)c.round_cand_first[k]) + "]";
+      o += "]";
+    }
     if (!c.timeline.empty()) o += ", \"timeline\": " + c.timeline;
     else if (!c.timeline_error.empty()) o += ", \"timeline_error\": " + jstr(c.timeline_error);
     o += "}";
@@ -277,6 +290,7 @@ static bool write_atomic(const std::string& path, const std::string& text) {
 struct SpecConfig { std::string name; std::vector<std::pair<std::string, long long>> params; };
 struct Spec {
   std::string mode = "verify"; unsigned long long seed = 1; int ranks = 0; int warmup = 2, iters = 9;
+  int max_iters = 0; double target_width = 0;   // adaptive rounds: see ratio_interval
   double timeout_s = 240; double spin_timeout_ms = 2000;
   bool timeline = true;   // one profiled call per config after the timed loop (CUPTI, where it loads)
   std::map<std::string, double> tol;
@@ -293,6 +307,9 @@ static bool parse_spec(const std::string& path, Spec& sp, std::string& err) {
   if (auto x = v.get("ranks")) { if (x->t != JVal::NUM || x->n < 1 || x->n > 64) { err = "spec: ranks must be 1..64"; return false; } sp.ranks = (int)x->n; }
   if (auto x = v.get("warmup")) if (x->t == JVal::NUM) sp.warmup = std::max(0, (int)x->n);
   if (auto x = v.get("iters")) if (x->t == JVal::NUM) sp.iters = std::max(1, (int)x->n);
+  if (auto x = v.get("max_iters")) if (x->t == JVal::NUM) sp.max_iters = (int)x->n;
+  if (auto x = v.get("target_width")) if (x->t == JVal::NUM && x->n >= 0) sp.target_width = x->n;
+  sp.max_iters = std::max(sp.max_iters, sp.iters);
   if (auto x = v.get("timeout_s")) if (x->t == JVal::NUM && x->n > 0) sp.timeout_s = x->n;
   if (auto x = v.get("spin_timeout_ms")) if (x->t == JVal::NUM && x->n > 0) sp.spin_timeout_ms = x->n;
   if (auto x = v.get("timeline")) if (x->t == JVal::BOOL) sp.timeline = x->b;
@@ -526,15 +543,34 @@ static bool start_outputs(ChildState& st, std::string& err) {
   return true;
 }
 
-// Which of baseline and candidate a benchmark iteration times first: the two orders alternate, from a phase
-// drawn from the job's seed, so over any run of iterations each side is first in half of them (at most one
-// more): a position effect then moves both medians alike, where an unbalanced random draw (10 of 15 one way)
-// would hand it to one side.
+// Which of baseline and candidate a benchmark iteration times first: drawn from the job's seed for each pair
+// of iterations, the pair's second iteration the other way. No pattern to fall into step with, and each side
+// first in half of any whole number of pairs: a position effect then moves both alike, where an unbalanced
+// draw (10 of 15 one way) would hand it to one side.
 static bool order_bit(unsigned long long seed, int it) {
-  unsigned long long z = seed * 0x9E3779B97F4A7C15ULL;
+  unsigned long long z = seed * 0x9E3779B97F4A7C15ULL + (unsigned long long)(it / 2) * 0xD1B54A32D192ED03ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return (((z ^ (z >> 31)) >> 17) + (unsigned long long)it) & 1;
+  return (((z ^ (z >> 31)) >> 17) & 1) ^ (unsigned long long)(it & 1);
+}
+
+// The 95 % interval of the median of per-iteration ratios, by order statistics: no assumption on the noise's
+// shape, and a burst that hits a few iterations moves neither end much. [x(k), x(n+1-k)] for the largest k
+// whose binomial tail P(Bin(n, 1/2) < k) stays within 2.5 %; below 6 iterations it is the whole range.
+static void ratio_interval(std::vector<double> v, double* lo, double* hi) {
+  std::sort(v.begin(), v.end());
+  const int n = (int)v.size();
+  if (n == 0) { *lo = *hi = NAN; return; }
+  double cdf = 0, term = std::pow(0.5, n);
+  int k = 0;
+  for (int j = 0; j < n; j++) { cdf += term; if (cdf > 0.025) break; k = j + 1; term = term * (n - j) / (j + 1); }
+  *lo = v[std::max(0, k - 1)];
+  *hi = v[n - std::max(1, k)];
+}
+static double median_exact(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1032,13 +1068,15 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     bool cand_ok = v1 && v2;
     bool all_ok = !any_rank_failed(!cand_ok);
     if (all_ok && bench) {
-      std::vector<float> tb, tc, tcomp, tcomm; std::vector<double> hb, hc;
+      std::vector<float> tb, tc, tcomp, tcomm, first; std::vector<double> hb, hc, ratios;
+      float* slowest = nullptr;   // this iteration's two times, all-reduced to the max over ranks
+      CKC(cudaMalloc(&slowest, 4 * sizeof(float)));
       // A random number of warm-ups (as asked, or one more; the same on every rank): from the job's seed,
       // which the candidate never sees. Timing begins at no fixed call.
       const int warmups = st.spec.warmup + (int)((st.spec.seed >> 11) & 1);
       double check_ms = 0;   // fresh inputs and the per-call verification, all untimed
       bool timed_ok = true;
-      for (int it = 0; it < warmups + st.spec.iters; it++) {
+      for (int it = 0; it < warmups + st.spec.max_iters; it++) {
         float a = 0, b = 0, c = 0, d = 0; double ha = 0, hcd = 0, dummy = 0;
         double c0 = now_ms();
         // fresh inputs for every iteration (and between verification and timing): a saved answer is worthless
@@ -1046,9 +1084,9 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
         check_ms += now_ms() - c0;
         call(bctx, cuco_baseline_run_compute, "baseline compute", true, &c, &dummy);
         call(bctx, cuco_baseline_run_comm, "baseline comm", true, &d, &dummy);
-        // Baseline and candidate in alternating order from a phase drawn from the job's seed (the same on every
-        // rank; the candidate never sees it): a program whose call leaves state behind (an allocator's cache, a
-        // freed scratch) would otherwise favour whichever of the two always comes second.
+        // Baseline and candidate in an order drawn from the job's seed for each pair of iterations (order_bit: the
+        // same on every rank; the candidate never sees it): a program whose call leaves state behind (an
+        // allocator's cache, a freed scratch) would otherwise favour whichever of the two always comes second.
         // Every candidate call is verified (outputs and inputs, every rank; the outputs by the problem's
         // sampled check where it has one), outside its timing: a checked call and a timed call are the same
         // call. Baseline and candidate share the output buffers, so the check follows the candidate's call.
@@ -1067,8 +1105,25 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
           verified_candidate_call();
         }
         timed_ok = timed_ok && vt;
-        if (it >= warmups) { tb.push_back(a); tc.push_back(b); tcomp.push_back(c); tcomm.push_back(d); hb.push_back(ha); hc.push_back(hcd); }
+        if (it >= warmups) { tb.push_back(a); tc.push_back(b); tcomp.push_back(c); tcomm.push_back(d); hb.push_back(ha); hc.push_back(hcd); first.push_back(order_bit(st.spec.seed, it) ? 1.f : 0.f); }
+        // Adaptive: after `iters`, whole pairs only, stop once the ratio's interval is narrow enough. Every
+        // rank decides from the same all-reduced times (untimed), so all stop at the same iteration.
+        const int done = it + 1 - warmups;
+        if (it >= warmups) {
+          float two[2] = {a, b};
+          CKC(cudaMemcpy(slowest, two, sizeof two, cudaMemcpyHostToDevice));
+          CKN(ncclAllReduce(slowest, slowest + 2, 2, ncclFloat32, ncclMax, st.hcomm, st.stream));
+          CKC(cudaStreamSynchronize(st.stream));
+          CKC(cudaMemcpy(two, slowest + 2, sizeof two, cudaMemcpyDeviceToHost));
+          ratios.push_back((double)two[0] / std::max(1e-9, (double)two[1]));
+        }
+        if (done >= st.spec.iters && done % 2 == 0 && st.spec.target_width > 0) {
+          double lo = 0, hi = 0, mid = median_exact(ratios);
+          ratio_interval(ratios, &lo, &hi);
+          if (mid > 0 && (hi - lo) / mid <= st.spec.target_width) break;
+        }
       }
+      cudaFree(slowest);
       rec("checkms\t%s\t%.6f", sc.name.c_str(), check_ms);
       bool v3 = timed_ok;
       cand_ok = cand_ok && v3;
@@ -1080,7 +1135,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
         double cm = med(std::vector<double>(tc.begin(), tc.end()));
         std::string line = "times\t" + sc.name;
         auto add = [&](const char* k, const std::vector<float>& v) { line += std::string("\t") + k; for (float x : v) { char b[32]; snprintf(b, sizeof b, " %.6f", x); line += b; } };
-        add("baseline", tb); add("candidate", tc); add("comp", tcomp); add("comm", tcomm);
+        add("baseline", tb); add("candidate", tc); add("comp", tcomp); add("comm", tcomm); add("first", first);
         rec("%s", line.c_str());
         rec("escape\t%s\t%.6f\t%.6f", sc.name.c_str(), escaped, cm);
         if (st.spec.timeline) profiled_call(st, cctx, cand.run, sc.name);   // after the timed loop, untimed
@@ -1131,7 +1186,7 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
     ConfigResult c; c.name = sc.name;
     long long want = cfg_param(sc, "ranks", 0);
     if (want != 0 && want != sp.ranks) continue;  // not for this job's rank count
-    std::vector<std::vector<double>> per_rank[4];  // baseline, candidate, comp, comm
+    std::vector<std::vector<double>> per_rank[5];  // baseline, candidate, comp, comm, candidate first
     bool all_ok = true, any_seen = false;
     double check_ms = 0;   // the slowest rank's
     TimelineParts tl_parts;
@@ -1156,7 +1211,7 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
           for (size_t k = 2; k < l.size(); k++) {
             std::string f = l[k]; size_t sp_ = f.find(' ');
             std::string key = f.substr(0, sp_);
-            int slot = key == "baseline" ? 0 : key == "candidate" ? 1 : key == "comp" ? 2 : key == "comm" ? 3 : -1;
+            int slot = key == "baseline" ? 0 : key == "candidate" ? 1 : key == "comp" ? 2 : key == "comm" ? 3 : key == "first" ? 4 : -1;
             if (slot < 0) continue;
             std::vector<double> v; const char* p = f.c_str() + (sp_ == std::string::npos ? f.size() : sp_);
             char* e; while (true) { double x = strtod(p, &e); if (e == p) break; v.push_back(x); p = e; }
@@ -1184,17 +1239,26 @@ static JobResult aggregate(const Spec& sp, const std::vector<RankFile>& rf, cons
     else if (c.error.empty()) c.error = "incorrect on some rank";
     if (c.correct && sp.mode == "benchmark") {
       double med[4], spr[4]; bool have = true;
+      std::vector<double> iter_max[2];   // baseline, candidate: per iteration, the slowest rank
       for (int s = 0; s < 4; s++) {
         if (per_rank[s].size() != rf.size()) { have = false; break; }
         size_t n = per_rank[s][0].size(); std::vector<double> mx(n, 0.0);
         for (auto& v : per_rank[s]) { if (v.size() != n) { have = false; break; } for (size_t i = 0; i < n; i++) mx[i] = std::max(mx[i], v[i]); }
         if (!have || n == 0) { have = false; break; }
         med[s] = median_of(mx); spr[s] = iqr_of(mx);
+        if (s < 2) iter_max[s] = mx;
         for (double x : mx) jr.timed_ms += x;   // the calls ran one after another
       }
       if (have) {
         c.timed = true; c.baseline_ms = med[0]; c.candidate_ms = med[1]; c.comp_ms = med[2]; c.comm_ms = med[3];
         c.baseline_spread = spr[0]; c.candidate_spread = spr[1];
+        std::vector<double> ratios;
+        for (size_t i = 0; i < iter_max[0].size(); i++) ratios.push_back(iter_max[0][i] / std::max(1e-9, iter_max[1][i]));
+        c.speedup = median_exact(ratios);
+        ratio_interval(ratios, &c.speedup_lo, &c.speedup_hi);
+        c.round_base = iter_max[0]; c.round_cand = iter_max[1];
+        c.round_cand_first = per_rank[4].empty() ? std::vector<double>(ratios.size(), 0.0) : per_rank[4][0];
+        if (c.round_cand_first.size() != ratios.size()) c.round_cand_first.assign(ratios.size(), 0.0);
       } else { c.correct = false; c.error = "timings missing from some rank"; }
     }
     if (c.correct) timeline_json(tl_parts, rf.size(), c);
@@ -1315,6 +1379,7 @@ static int self_test_json(const std::string& path) {
   JobResult jr; jr.mode = "benchmark"; jr.correct = false; jr.ranks = 2;
   ConfigResult a; a.name = "m8k"; a.ran = a.correct = true; a.timed = true;
   a.baseline_ms = 1.2; a.candidate_ms = 0.85; a.baseline_spread = 0.02; a.candidate_spread = 0.01; a.comp_ms = 0.7; a.comm_ms = 0.45;
+  a.speedup = 1.2 / 0.85; a.speedup_lo = 1.3; a.speedup_hi = 1.5; a.round_base = {1.2, 1.2}; a.round_cand = {0.85, 0.85}; a.round_cand_first = {0, 1};
   ConfigResult b; b.name = "odd \"quoted\"\tname"; b.ran = true; b.correct = false; b.error = "rank 1: candidate output wrong (gather) in C at index 4711";
   b.mm.found = true; b.mm.rank = 1; b.mm.index = 4711; b.mm.expected = 1.5; b.mm.got = NAN; b.mm.what = "gather"; b.mm.buffer = "C";
   jr.configs = {a, b}; jr.error = "";

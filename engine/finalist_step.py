@@ -1,0 +1,68 @@
+"""Before a run ends: its finalists (the top of the ranking and the seed) re-measured side by side in fresh
+jobs (engine/evaluation/remeasure.py), their numbers replaced by the re-measured ones, and the best named
+again from them. A finalist's search numbers stay in its metrics (`search`), and `remeasured` says which
+numbers are re-measured ones (the report and the TUI show it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from remote.jobs import Executor
+
+from .evaluation.evaluation import FrozenObjectCache, fresh_seed
+from .evaluation.remeasure import remeasure
+from .search import ranking
+from .search.finalists import finalists
+from .search.population import Cand, Population
+from .store.ledger import Ledger
+from .workload import Workload
+
+PASSES = 2  # when the re-measured finalists fall below a candidate not yet re-measured, it is re-measured too
+
+
+async def remeasure_finalists(
+    population: Population,
+    seed_id: int | None,
+    source_of: Callable[[Cand], str],
+    workload: Workload,
+    executor: Executor,
+    frozen: FrozenObjectCache,
+    ledger: Ledger,
+    job_prefix: str,
+) -> list[Cand]:
+    """The candidates re-measured (their numbers now the re-measurement's), the store updated."""
+    changed: list[Cand] = []
+    for n in range(PASSES):
+        picks = [c for c in finalists(population, seed_id) if not c.metrics.get("remeasured")]
+        if not picks or (n and population.best is not None and population.best.metrics.get("remeasured")):
+            break
+        ids = [c.id for c in picks]
+        results = await remeasure(
+            workload,
+            executor,
+            {c.id: source_of(c) for c in picks},
+            job_prefix=f"{job_prefix}-p{n}",
+            seed=fresh_seed(),
+            frozen=frozen,
+        )
+        for r in results:
+            c = population.cands[r.candidate_id]
+            search = {"speedup": c.speedup, "speedup_interval": c.metrics.get("speedup_interval")}
+            c.metrics = {
+                **c.metrics,
+                "benchmark": r.benchmark,
+                "speedup_interval": None if r.interval is None else [round(x, 4) for x in r.interval],
+                "measurements": [*(c.metrics.get("measurements") or []), r.speedup],
+                "search": search,
+                "remeasured": {"jobs": r.jobs, "beside": [i for i in ids if i != c.id]},
+            }
+            c.speedup, c.time_ms = r.speedup, r.time_ms
+            c.fitness = ranking.fitness(r.speedup, r.interval)
+            population.withdraw(c)  # out and in again: its cell and the best are decided anew
+            population.admit(c)
+            changed.append(c)
+    if changed:
+        archive = {cell: e.candidate_id for cell, e in population.archive.cells.items()}
+        await ledger.remeasured(changed, population.best, archive)
+    return changed
