@@ -1,4 +1,4 @@
-"""The `cuco` command line (the contract in DESIGN.md). Exit codes: 0 done, 1 the run failed, 2 bad input."""
+"""The `cuco` command line (README.md lists the verbs). Exit codes: 0 done, 1 the run failed, 2 bad input."""
 
 from __future__ import annotations
 
@@ -381,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("report", cmd_report, "a run's summary")
     p.add_argument("run", nargs="?", metavar="RUN")
-    p.add_argument("--json", action="store_true", help="one JSON object (the contract in DESIGN.md)")
+    p.add_argument("--json", action="store_true", help="one JSON object (its fields: docs/contract.md)")
     p.add_argument(
         "--timeline",
         action="store_true",
