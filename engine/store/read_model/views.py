@@ -121,10 +121,6 @@ class ReadModel:
     def run(self, run_id: str) -> dict[str, Any] | None:
         return self._one("SELECT * FROM runs WHERE id=?", (run_id,))
 
-    def newest_run(self) -> str | None:
-        row = self._one("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1")
-        return row["id"] if row else None
-
     def recommendations(self, run_id: str) -> list[str]:
         """The meta-summarizer's current advice for the run (LLM runs), newest set only."""
         row = self._one("SELECT value_json FROM run_state WHERE run_id=? AND key='recommendations'", (run_id,))
