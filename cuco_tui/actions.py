@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def actions_in(scope: str) -> list[KeyAction]:
     return [a for a in ACTIONS if a.scope == scope]
 
 
-def bindings_for(scope: str) -> list[Binding]:
+def bindings_for(scope: str) -> list[BindingType]:
     """A screen's or widget's BINDINGS."""
     return [a.binding() for a in actions_in(scope)]
 

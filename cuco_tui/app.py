@@ -27,6 +27,7 @@ from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.timer import Timer
 from textual.widgets import Input, Log, Static, TabbedContent
 from textual.worker import Worker, WorkerState
 
@@ -195,7 +196,7 @@ class CucoApp(App):
         self._summary_next = 0.0
         self._candidates_busy = False
         self._candidates_next = 0.0
-        self._detail_timer = None
+        self._detail_timer: Timer | None = None
         self._pending_detail: int | None = None
         self._keys_state: tuple[bool, Any] = (False, None)  # (live, state) the footer was drawn for
         self._parents: dict[int, int] = {}  # child -> parent, of the candidates announced while attached
@@ -240,13 +241,15 @@ class CucoApp(App):
         yield KeyFooter(id="footer")
 
     def on_resize(self, event: Any) -> None:
-        for footer in self.screen_stack[:1] and self._main.query("#footer"):
+        if not self.screen_stack:
+            return
+        for footer in self._main.query("#footer").results(KeyFooter):
             footer.show_command_palette = event.size.width >= 100
-        if self.screen_stack:  # narrow: the detail gets half the width and short tab titles
-            compact = event.size.width < COMPACT_BELOW
-            self._main.set_class(compact, "compact")
-            for tabs in self._main.query(DetailTabs):
-                tabs.set_compact(compact)
+        # narrow: the detail gets half the width and short tab titles
+        compact = event.size.width < COMPACT_BELOW
+        self._main.set_class(compact, "compact")
+        for tabs in self._main.query(DetailTabs):
+            tabs.set_compact(compact)
 
     def on_mount(self) -> None:
         theme = self.settings.theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_DARK
@@ -586,7 +589,7 @@ class CucoApp(App):
 
     # ---- commands
 
-    def _need_live(self, what: str, shell: str | None = None) -> bool:
+    def need_live(self, what: str, shell: str | None = None) -> bool:
         """Whether the engine is there to do `what`; if not, say what works instead (`shell`: the command
         that does it from a shell, where one does it without an engine)."""
         if self.live and self.client is not None:
@@ -625,7 +628,7 @@ class CucoApp(App):
             self.summary = replace(self.summary, state=status["state"])
             self._main.query_one(RunHeader).summary = self.summary
         if message.op == "fork":
-            new_run = message.reply.get("new_run")
+            new_run: str = message.reply["new_run"]
             self._forking = max(0, self._forking - 1)
             self._own_forks.add(new_run)
             if message.reply.get("_start"):
@@ -637,7 +640,7 @@ class CucoApp(App):
         self._dirty = True
 
     def action_toggle_pause(self) -> None:
-        if not self._need_live("pause"):
+        if not self.need_live("pause"):
             return
         if self.summary.state == "paused":
             self.send_command("resume")
@@ -645,7 +648,7 @@ class CucoApp(App):
             self.send_command("pause", hard=False)
 
     def action_hard_pause(self) -> None:
-        if self._need_live("hard pause"):
+        if self.need_live("hard pause"):
             self.send_command("pause", hard=True)
 
     def _selected(self, what: str) -> int | None:
@@ -656,7 +659,7 @@ class CucoApp(App):
 
     def action_accept(self) -> None:
         cid = self._selected("accept")
-        if cid is None or not self._need_live("accept", advice.accept_command(self.run_id, cid)):
+        if cid is None or not self.need_live("accept", advice.accept_command(self.run_id, cid)):
             return
 
         def done(note: str | None) -> None:
@@ -667,7 +670,7 @@ class CucoApp(App):
 
     def action_reject(self) -> None:
         cid = self._selected("reject")
-        if cid is None or not self._need_live("reject", advice.reject_command(self.run_id, cid)):
+        if cid is None or not self.need_live("reject", advice.reject_command(self.run_id, cid)):
             return
 
         def done(reason: str | None) -> None:
@@ -678,7 +681,7 @@ class CucoApp(App):
 
     def action_fork(self) -> None:
         cid = self._main.query_one(CandidatesTable).selected_id()
-        if not self._need_live("fork", advice.fork_command(self.run_id, cid)):
+        if not self.need_live("fork", advice.fork_command(self.run_id, cid)):
             return
 
         def done(request: ForkRequest | None) -> None:

@@ -1,4 +1,4 @@
-"""The `cuco` command line (the contract in DESIGN.md). Exit codes: 0 done, 1 the run failed, 2 bad input."""
+"""The `cuco` command line (README.md lists the verbs). Exit codes: 0 done, 1 the run failed, 2 bad input."""
 
 from __future__ import annotations
 
@@ -307,7 +307,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             ids = report["accepted"] or ([report["best"]["candidate"]] if report["best"] else [])
             if not ids:
                 raise InputError("RUN", run_id, "has no accepted or correct candidate to export; pass --candidate")
-        workload = store.run(run_id)["workload"]
+        run = store.run(run_id)
+        if run is None:  # resolved above: gone only if the store changed meanwhile
+            raise InputError("RUN", run_id, f"no such run in {home}")
+        workload = run["workload"]
         for cid in ids:
             row = store.candidate(cid)
             if row is None or row["run_id"] != run_id:
@@ -316,7 +319,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             if args.output and len(ids) == 1:
                 out = Path(args.output)
             else:
-                suffix = Path(_candidate_name(store.run(run_id)["workload_path"])).suffix or ".cpp"
+                suffix = Path(_candidate_name(run["workload_path"])).suffix or ".cpp"
                 out = Path(args.output or ".") / f"{workload}-{run_id}-c{cid}{suffix}"
             if str(out) == "-":
                 sys.stdout.write(source)
@@ -378,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("report", cmd_report, "a run's summary")
     p.add_argument("run", nargs="?", metavar="RUN")
-    p.add_argument("--json", action="store_true", help="one JSON object (the contract in DESIGN.md)")
+    p.add_argument("--json", action="store_true", help="one JSON object (its fields: docs/contract.md)")
     p.add_argument(
         "--timeline",
         action="store_true",

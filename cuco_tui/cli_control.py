@@ -187,7 +187,7 @@ def cmd_strategy(args: argparse.Namespace) -> int:
 
 
 def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, Any]:
-    out = {}
+    out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
             raise InputError(verb, "--set", f"{item!r} must look like KEY=VALUE (e.g. islands=4)")

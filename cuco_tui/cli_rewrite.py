@@ -134,7 +134,10 @@ def export_patch(args: argparse.Namespace) -> int:
             if row is None or row["run_id"] != run_id:
                 raise InputError("--candidate", str(cid), f"no candidate {cid} in run {run_id}")
             source = store.source(cid)
-            root = Path(store.run(run_id)["workload_path"])
+            run = store.run(run_id)
+            if run is None:  # resolved above: gone only if the store changed meanwhile
+                raise InputError("RUN", run_id, f"no such run in {home}")
+            root = Path(run["workload_path"])
         finally:
             store.close()
         diff, notes = patch_for(source, root, f"candidate {cid}")

@@ -97,7 +97,7 @@ class HeadlessDisplay:
         if line is not None:
             self.recent = (self.recent + [line])[-RECENT:]
         now = time.monotonic()
-        if isinstance(event, (Result, RunState, Best)) or now - self._last > 0.25:
+        if self.live is not None and (isinstance(event, (Result, RunState, Best)) or now - self._last > 0.25):
             self._last = now
             self.live.update(self._render())
 
@@ -218,8 +218,8 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         others = [c for c in report.get("best_per_config") or [] if c["candidate"] != best.get("candidate")]
         if others:
             console.print(_config_table("configs where another candidate is faster", others, with_candidate=True))
-            for cid, point in {c["candidate"]: c.get("descriptor") or {} for c in others}.items():
-                console.print(f"  #{cid}: {_point_change(point, reference)}", style="dim")
+            for cid, descriptor in {c["candidate"]: c.get("descriptor") or {} for c in others}.items():
+                console.print(f"  #{cid}: {_point_change(descriptor, reference)}", style="dim")
         _print_waiting(report, console)
         for flag in best.get("flags") or []:
             console.print(

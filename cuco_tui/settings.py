@@ -7,6 +7,7 @@ Looked up in `<home>/config.yaml` (the project home, `$CUCO_HOME`), then `~/.con
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,8 @@ def config_paths(home: Path | None) -> list[Path]:
     return paths
 
 
-def load_settings(home: Path | None, env: dict[str, str] | None = None) -> TuiSettings:
-    env = os.environ if env is None else env
+def load_settings(home: Path | None, env: Mapping[str, str] | None = None) -> TuiSettings:
+    environ: Mapping[str, str] = os.environ if env is None else env
     settings = TuiSettings()
     for path in config_paths(home):
         if not path.is_file():
@@ -61,6 +62,6 @@ def load_settings(home: Path | None, env: dict[str, str] | None = None) -> TuiSe
         else:
             settings.problems.append(f"{path}: keymap: expected a mapping of binding id -> key")
         break
-    if env.get("CUCO_THEME"):
-        settings.theme = env["CUCO_THEME"]
+    if environ.get("CUCO_THEME"):
+        settings.theme = environ["CUCO_THEME"]
     return settings

@@ -214,7 +214,3 @@ def load_slurm_cluster(path: Path) -> SlurmClusterConfig:
     if cfg.poll_max_s < cfg.poll_min_s:
         raise r.fail("poll.max_s", f"must be >= poll.min_s ({cfg.poll_min_s:g})")
     return cfg
-
-
-def field_error(cfg: SlurmClusterConfig, fld: str, message: str) -> InputError:
-    return InputError(str(cfg.path), fld, message)

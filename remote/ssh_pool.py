@@ -71,10 +71,6 @@ class SSHPool:
         self.connects = 0  # connections opened (for tests and the bench)
         self._closed = False
 
-    @property
-    def channels_in_use(self) -> int:
-        return sum(c.in_use for c in self._conns)
-
     def in_backoff(self) -> bool:
         return time.monotonic() < self.down_until
 

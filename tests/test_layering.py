@@ -1,4 +1,4 @@
-"""The one-way layering of DESIGN.md: cuco_tui -> engine -> remote. Neither engine/ nor remote/ may import
+"""The one-way layering of docs/architecture.md: cuco_tui -> engine -> remote. Neither engine/ nor remote/ may import
 textual or cuco_tui, at the top of a module or nested inside a function; remote/ may not import engine/."""
 
 from __future__ import annotations

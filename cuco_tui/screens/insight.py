@@ -16,10 +16,11 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from engine.store.read_model import insight as insight_data
 from engine.store.read_model.insight import ConfigWinners, LlmPanel
 
 from ..actions import bindings_for
+from ..app_api import RunApp
+from ..data import StoreView
 from ..widgets import KeyFooter
 from ..widgets.llm_panel import LlmPanelView
 
@@ -27,7 +28,7 @@ from ..widgets.llm_panel import LlmPanelView
 class _RunView(Screen):
     """A screen that reads its data in a thread worker when opened and on R, then shows it."""
 
-    def __init__(self, view: Any, run_id: str) -> None:
+    def __init__(self, view: StoreView, run_id: str) -> None:
         super().__init__()
         self.view = view
         self.run_id = run_id
@@ -54,7 +55,7 @@ class ConfigsScreen(_RunView):
     AUTO_FOCUS = "#configs-table"
     BINDINGS = bindings_for("configs")
 
-    def __init__(self, view: Any, run_id: str) -> None:
+    def __init__(self, view: StoreView, run_id: str) -> None:
         super().__init__(view, run_id)
         self.winners: ConfigWinners | None = None
 
@@ -64,7 +65,7 @@ class ConfigsScreen(_RunView):
         yield KeyFooter()
 
     def read(self) -> ConfigWinners:
-        return insight_data.config_winners(self.view._all, self.run_id)
+        return self.view.config_winners(self.run_id)
 
     def show(self, data: ConfigWinners) -> None:
         self.winners = data
@@ -101,14 +102,16 @@ class ConfigsScreen(_RunView):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
-            self.app.pop_screen()
-            self.app.select_candidate(int(event.row_key.value))
+            app = self.app
+            app.pop_screen()
+            if isinstance(app, RunApp):
+                app.select_candidate(int(event.row_key.value))
 
 
 class LlmScreen(_RunView):
     BINDINGS = bindings_for("llm")
 
-    def __init__(self, view: Any, run_id: str) -> None:
+    def __init__(self, view: StoreView, run_id: str) -> None:
         super().__init__(view, run_id)
         self.panel: LlmPanel | None = None
 
@@ -118,7 +121,7 @@ class LlmScreen(_RunView):
         yield KeyFooter()
 
     def read(self) -> LlmPanel:
-        return insight_data.llm_panel(self.view._all, self.run_id)
+        return self.view.llm_panel(self.run_id)
 
     def show(self, panel: LlmPanel) -> None:
         self.panel = panel

@@ -20,10 +20,10 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static, Tree
 
-from engine.store.read_model import lineage as lineage_data
 from engine.store.read_model.lineage import ANCESTORS_SHOWN, Lineage, LineageNode
 
 from ..actions import bindings_for
+from ..data import StoreView
 from ..lineage_view import node_label
 from ..widgets import KeyFooter
 
@@ -39,7 +39,7 @@ class LineageScreen(Screen):
     LineageScreen #lineage-diff-box { width: 2fr; border: round $secondary; }
     """
 
-    def __init__(self, view: Any, run_id: str, candidate_id: int | None) -> None:
+    def __init__(self, view: StoreView, run_id: str, candidate_id: int | None) -> None:
         super().__init__()
         self.view = view
         self.run_id = run_id
@@ -73,29 +73,27 @@ class LineageScreen(Screen):
 
     @work(thread=True, exclusive=True, group="lineage", exit_on_error=False)
     def _load(self, candidate_id: int) -> None:
-        data = lineage_data.lineage(self.view._all, self.run_id, candidate_id, limit=self.limit)
+        data = self.view.lineage(self.run_id, candidate_id, self.limit, with_best_path=False)
         self.app.call_from_thread(self._show, data)
-        lineage_data.mark_best_path(self.view._all, self.run_id, data, self.view.best_paths)
+        self.view.mark_best_path(self.run_id, data)
         self.app.call_from_thread(self._mark_best, data)
 
     @work(thread=True, exclusive=True, group="lineage", exit_on_error=False)
     def _load_best(self) -> None:
-        best = lineage_data.best_id(self.view._all, self.run_id)
+        best = self.view.best_id(self.run_id)
         if best is None:
             self.app.call_from_thread(self.notify, "lineage: no correct candidate yet", severity="warning")
             return
         self.limit = ANCESTORS_SHOWN
-        data = lineage_data.lineage(self.view._all, self.run_id, best, self.view.best_paths, limit=self.limit)
+        data = self.view.lineage(self.run_id, best, self.limit)
         self.app.call_from_thread(self._show, data)
         self.app.call_from_thread(self._mark_best, data)
 
     @work(thread=True, group="lineage-children", exit_on_error=False)
     def _load_children(self, node: Any) -> None:
         parent: LineageNode = node.data
-        kids = lineage_data.children(self.view._all, parent)
-        _, best_path = self.view.best_paths.get(self.view._all, self.run_id)
-        lineage_data.decorate(self.view._all, self.run_id, kids, best_path)
-        self.app.call_from_thread(self._add_children, node, parent, kids)
+        kids = self.view.lineage_children(self.run_id, parent)
+        self.app.call_from_thread(self._show_children, node, parent, kids)
 
     @work(thread=True, exclusive=True, group="lineage-diff", exit_on_error=False)
     def _load_diff(self, candidate_id: int) -> None:
@@ -129,7 +127,7 @@ class LineageScreen(Screen):
             else:
                 tree.root.add_leaf(node_label(node), data=node)
         if focus_node is not None:
-            self._add_children(focus_node, data.chain[-1], data.children)
+            self._show_children(focus_node, data.chain[-1], data.children)
             # once the tree's lines exist (they are built on refresh): the cursor on the focus, its diff shown
             self.call_after_refresh(tree.move_cursor, focus_node, animate=False)
 
@@ -158,7 +156,7 @@ class LineageScreen(Screen):
             self._title(data)
         self.best_marked = True
 
-    def _add_children(self, tree_node: Any, parent: LineageNode, kids: list[LineageNode]) -> None:
+    def _show_children(self, tree_node: Any, parent: LineageNode, kids: list[LineageNode]) -> None:
         tree_node.remove_children()
         for kid in kids:
             tree_node.add(node_label(kid), data=kid, allow_expand=bool(kid.children))

@@ -10,6 +10,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ..actions import bindings_for
+from ..data import StoreView
 from ..widgets import KeyFooter
 
 NODE_COLUMNS = ("node", "health", "gpus busy", "cpus busy", "jobs", "failures", "detail")
@@ -29,7 +30,7 @@ def pending_text(nodes: list[dict[str, Any]]) -> str:
 class NodesScreen(Screen):
     BINDINGS = bindings_for("nodes")
 
-    def __init__(self, view: Any, run_id: str) -> None:
+    def __init__(self, view: StoreView, run_id: str) -> None:
         super().__init__()
         self.view = view
         self.run_id = run_id

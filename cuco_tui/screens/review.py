@@ -18,6 +18,8 @@ from textual.widgets import DataTable, Static
 
 from .. import advice
 from ..actions import bindings_for
+from ..app_api import RunApp
+from ..data import StoreView
 from ..widgets import KeyFooter
 from .modals import NoteModal, ReasonModal
 
@@ -36,7 +38,7 @@ def why_it_waits(flags: list[dict[str, Any]]) -> str:
 class ReviewScreen(Screen):
     BINDINGS = bindings_for("review")
 
-    def __init__(self, view: Any, run_id: str) -> None:
+    def __init__(self, view: StoreView, run_id: str) -> None:
         super().__init__()
         self.view = view
         self.run_id = run_id
@@ -101,15 +103,21 @@ class ReviewScreen(Screen):
         self.query_one("#review-diff", Static).update(detail.diff)
 
     def _decide(self, op: str, candidate_id: int, **args: Any) -> None:
-        self.app.send_command(op, candidate=candidate_id, **args)
+        app = self.app
+        assert isinstance(app, RunApp)  # only the run's app opens the review queue
+        app.send_command(op, candidate=candidate_id, **args)
         table = self.query_one("#review-table", DataTable)
         table.remove_row(str(candidate_id))  # decided: it leaves the queue (the store says so on reload)
         if table.row_count == 0:
             self.show([])
 
+    def _need_live(self, what: str, shell: str) -> bool:
+        app = self.app
+        return not isinstance(app, RunApp) or app.need_live(what, shell)
+
     def action_accept(self) -> None:
         cid = self.selected_id()
-        if cid is None or not self.app._need_live("accept", advice.accept_command(self.run_id, cid)):
+        if cid is None or not self._need_live("accept", advice.accept_command(self.run_id, cid)):
             return
 
         def done(note: str | None) -> None:
@@ -120,7 +128,7 @@ class ReviewScreen(Screen):
 
     def action_reject(self) -> None:
         cid = self.selected_id()
-        if cid is None or not self.app._need_live("reject", advice.reject_command(self.run_id, cid)):
+        if cid is None or not self._need_live("reject", advice.reject_command(self.run_id, cid)):
             return
 
         def done(reason: str | None) -> None:

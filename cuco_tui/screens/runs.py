@@ -10,6 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Static, Tree
 
 from ..actions import bindings_for
+from ..data import StoreView
 from ..widgets import KeyFooter
 
 
@@ -32,7 +33,7 @@ def build_forest(runs: list[dict[str, Any]]) -> dict[str | None, list[dict[str, 
 class RunsScreen(Screen):
     BINDINGS = bindings_for("runs")
 
-    def __init__(self, view: Any, run_id: str) -> None:
+    def __init__(self, view: StoreView, run_id: str) -> None:
         super().__init__()
         self.view = view
         self.run_id = run_id

@@ -13,12 +13,14 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.coordinate import Coordinate
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from engine.store.read_model.insight import LlmPanel
 
 from ..actions import bindings_for
+from ..app_api import RunApp
 
 COLUMNS = ("model", "calls", "errors", "tokens in", "tokens out", "cost $", "pulls", "credited", "gain/$")
 STRATEGY_COLUMNS = ("id", "strategy", "status", "prompts", "share", "children", "faster", "failed", "mean gain")
@@ -64,7 +66,7 @@ class StrategiesTable(DataTable):
     def selected(self) -> str | None:
         if not self.pinned or self.cursor_row < 0:
             return None
-        key = self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
+        key = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
         return key if key in self.pinned else None
 
     def action_pin(self) -> None:
@@ -92,8 +94,8 @@ class StrategiesTable(DataTable):
         self.app.push_screen(StrategyModal(), done)
 
     def _can_mark(self, verdict: str) -> bool:
-        need_live = getattr(self.app, "_need_live", None)
-        return need_live is None or need_live(f"strategy {verdict}")
+        app = self.app
+        return not isinstance(app, RunApp) or app.need_live(f"strategy {verdict}")
 
     def mark(self, verdict: str, sid: str | None, text: str = "") -> None:
         if self._can_mark(verdict):

@@ -8,8 +8,6 @@ the same time scale. Read from the store's timelines table (engine/timeline/time
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -22,6 +20,7 @@ from textual.widgets import Static
 from engine.timeline import timeline as tl
 
 from ..actions import bindings_for
+from ..app_api import RunApp
 
 LABEL = 11  # lane label columns
 MAX_ZOOM = 4096.0
@@ -115,9 +114,8 @@ class TimelineView(Vertical, can_focus=True):
     TimelineView #timeline-help { color: $text-muted; }
     """
 
-    def __init__(self, home: Path | None = None, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.home = home
         self.candidate_id: int | None = None
         self.parent_id: int | None = None
         self.mine: dict[str, tl.ConfigTimeline | str] = {}
@@ -126,8 +124,6 @@ class TimelineView(Vertical, can_focus=True):
         self.zoom = 1.0
         self.center: float | None = None
         self.with_parent = False
-        self._store: Any = None
-        self._store_lock = threading.Lock()
 
     def compose(self) -> ComposeResult:
         yield Static(HELP, id="timeline-help")
@@ -149,13 +145,10 @@ class TimelineView(Vertical, can_focus=True):
 
     @work(thread=True, exclusive=True, group="timeline", exit_on_error=False)
     def _load(self, candidate_id: int, parent_id: int | None) -> None:
-        with self._store_lock:
-            if self._store is None:
-                from engine.store.store import ReadStore
-
-                self._store = ReadStore(self.home or self.app.home)
-            mine = tl.load_parsed(self._store, candidate_id)
-            parent = tl.load_parsed(self._store, parent_id) if parent_id is not None else {}
+        app = self.app
+        assert isinstance(app, RunApp)  # the run's app mounts the detail
+        mine = app.view.timelines(candidate_id)
+        parent = app.view.timelines(parent_id) if parent_id is not None else {}
         self.post_message(TimelineLoaded(candidate_id, mine, parent, parent_id))
 
     def on_timeline_loaded(self, message: TimelineLoaded) -> None:
@@ -165,10 +158,6 @@ class TimelineView(Vertical, can_focus=True):
         self.config_index = min(self.config_index, max(0, len(self.mine) - 1))
         self.redraw()
 
-    def on_unmount(self) -> None:
-        if self._store is not None:
-            self._store.close()
-
     # ---- drawing
 
     @property
@@ -177,9 +166,12 @@ class TimelineView(Vertical, can_focus=True):
         return names[self.config_index % len(names)] if names else None
 
     def _span(self) -> float:
+        config = self.config
+        if config is None:
+            return 1.0
         ends = [
             rt.end
-            for t in (self.mine.get(self.config), self.theirs.get(self.config) if self.with_parent else None)
+            for t in (self.mine.get(config), self.theirs.get(config) if self.with_parent else None)
             if isinstance(t, tl.ConfigTimeline)
             for rt in t.ranks
         ]

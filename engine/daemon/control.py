@@ -6,7 +6,6 @@ directly, briefly becoming the store's writer.
 
 from __future__ import annotations
 
-import json
 import time
 
 from remote.errors import InputError
@@ -259,7 +258,3 @@ def parse_overrides(items: list[str] | None) -> dict[str, str]:
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
-
-
-def candidate_metrics(row: dict) -> dict:
-    return json.loads(row["metrics_json"]) if row.get("metrics_json") else {}

@@ -142,10 +142,6 @@ class EngineServer:
         if senders:
             await asyncio.wait(senders, timeout=ENDED_FLUSH_S)
 
-    @property
-    def client_count(self) -> int:
-        return len(self._clients)
-
     # ---- events from the engine (synchronous, O(1) per client)
 
     def on_event(self, event: dict[str, Any]) -> None:

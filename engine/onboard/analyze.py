@@ -617,9 +617,6 @@ class _Analyzer:
                 return name
         return None
 
-    def _mentions_nccl(self, n) -> bool:
-        return any(self.src.text(i) in api.NCCL_COMM for i in identifiers(n))
-
     def _kind(self, n, name) -> str | None:
         if kernel_config(n) is not None or name in self.wrappers:
             return "kernel"

@@ -41,22 +41,6 @@ NCCL_INIT = {
     "ncclCommSplit",
     "ncclCommInitRankScalable",
 }
-NCCL_OTHER = {
-    "ncclGetUniqueId",
-    "ncclCommDestroy",
-    "ncclCommFinalize",
-    "ncclCommAbort",
-    "ncclGetErrorString",
-    "ncclCommCount",
-    "ncclCommUserRank",
-    "ncclCommCuDevice",
-    "ncclMemAlloc",
-    "ncclMemFree",
-    "ncclCommWindowRegister",
-    "ncclCommWindowDeregister",
-    "ncclCommRegister",
-    "ncclCommDeregister",
-}
 
 NCCL_DTYPE_BYTES = {
     "ncclInt8": 1,

@@ -76,13 +76,6 @@ class Preprocessed:
     defines: tuple[str, ...] = ()  # the -D NAME[=VALUE] it was read with (its build's, as init keeps them)
 
 
-@dataclass
-class _Group:
-    """One #if ... #endif: its branches as (directive line, its text, first body line, last body line)."""
-
-    branches: list[list] = field(default_factory=list)
-
-
 def preprocess(path: str, flags: Flags) -> Preprocessed:
     p = Path(path)
     if not p.is_file():

@@ -26,7 +26,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ class Store:
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
         self._ids: list[int] = []  # candidate ids reserved for this writer, not yet handed out
-        self.on_event = None  # callable(event dict) set by the engine / daemon
+        self.on_event: Callable[[dict[str, Any]], None] | None = None  # set by the engine / daemon
         self._queue: list[tuple[Batch, asyncio.Future]] = []  # submitted, not yet sent
         self._flush_at: asyncio.TimerHandle | None = None
         self._flusher: asyncio.Task | None = None

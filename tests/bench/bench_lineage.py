@@ -60,7 +60,7 @@ def bench_queries(home: Path, deep: int, repeats: int) -> None:
         samples, size = [], 0
         for _ in range(repeats + 1):
             t0 = time.perf_counter()
-            data = lineage_data.lineage(view._all, RUN, deep)
+            data = lineage_data.lineage(view.fetch, RUN, deep)
             samples.append(time.perf_counter() - t0)
             size = len(data.chain)
         print(f"lineage queries, #{deep} ({size - 1} ancestors, children, counts; no stars yet): {stats(samples)}")
@@ -68,11 +68,11 @@ def bench_queries(home: Path, deep: int, repeats: int) -> None:
         for _ in range(3):
             walker = lineage_data.BestPaths()  # a fresh one: the whole walk from the best to its seed
             t0 = time.perf_counter()
-            best, path = walker.get(view._all, RUN)
+            best, path = walker.get(view.fetch, RUN)
             samples.append(time.perf_counter() - t0)
             known = len(path)
         t0 = time.perf_counter()
-        walker.get(view._all, RUN)
+        walker.get(view.fetch, RUN)
         again = time.perf_counter() - t0
         print(
             f"path to the best #{best} ({known} candidates long), walked once per best: "
@@ -88,7 +88,7 @@ def bench_queries(home: Path, deep: int, repeats: int) -> None:
         a, b = [], []
         for _ in range(repeats):  # A B A B: the tab's text, the whole detail (which includes it)
             t0 = time.perf_counter()
-            lineage_text(view._all, RUN, deep, view.best_paths)
+            lineage_text(view.fetch, RUN, deep, view.best_paths)
             a.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             view.detail(deep)

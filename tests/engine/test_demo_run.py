@@ -1,5 +1,5 @@
 """The demo for real, through the command line a user types: run, report --json, ls, export, accept,
-reject (offline, through the store), and the report contract of DESIGN.md."""
+reject (offline, through the store), and the report contract of docs/contract.md."""
 
 from __future__ import annotations
 

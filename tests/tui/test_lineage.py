@@ -144,7 +144,7 @@ def test_best_path_is_walked_once_and_follows_a_new_best(tmp_path, monkeypatch):
 
     def fetch(sql, params=()):
         queries.append(sql)
-        return view._all(sql, params)
+        return view.fetch(sql, params)
 
     try:
         for rank, new_best in enumerate((20, 24, 21, 27)):  # #24 descends from #20; #21, #27 on the other island

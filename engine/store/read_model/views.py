@@ -17,10 +17,21 @@ from ...contract import ConfigResult, RunSummary, config_results
 from ...daemon.liveness import shown_state
 from ...search.best import RANK_ORDER_SQL, island_bests
 from ...search.counting import COUNTS_SQL, NEEDS_REVIEW
+from ...timeline.timeline import ConfigTimeline, load_parsed
 from ..store import ReadStore
 from .filters import SORT_COLUMNS, FilterError, parse_filter
 from .insight import ConfigWinners, LlmPanel, config_winners, llm_panel
-from .lineage import ANCESTORS_SHOWN, BestPaths, Lineage, lineage
+from .lineage import (
+    ANCESTORS_SHOWN,
+    BestPaths,
+    Lineage,
+    LineageNode,
+    best_id,
+    children,
+    decorate,
+    lineage,
+    mark_best_path,
+)
 from .summary import nodes, run_summary
 
 CANDIDATE_WINDOW = 1000  # rows kept in the candidates table (newest); SQL pages the rest
@@ -109,10 +120,6 @@ class ReadModel:
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         return self._one("SELECT * FROM runs WHERE id=?", (run_id,))
-
-    def newest_run(self) -> str | None:
-        row = self._one("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1")
-        return row["id"] if row else None
 
     def recommendations(self, run_id: str) -> list[str]:
         """The meta-summarizer's current advice for the run (LLM runs), newest set only."""
@@ -280,8 +287,33 @@ class ReadModel:
         except ValueError:
             return []
 
-    def lineage(self, run_id: str, candidate_id: int, limit: int = ANCESTORS_SHOWN) -> Lineage:
-        return lineage(self._all, run_id, candidate_id, self.best_paths, limit)
+    def timelines(self, candidate_id: int) -> dict[str, ConfigTimeline | str]:
+        """{config: the candidate's parsed timeline, or why there is none} (the detail's Timeline tab)."""
+        store, lock = self._conn()
+        with lock:
+            if self._closed:
+                raise RuntimeError("the store view is closed")
+            return load_parsed(store, candidate_id)
+
+    def lineage(
+        self, run_id: str, candidate_id: int, limit: int = ANCESTORS_SHOWN, with_best_path: bool = True
+    ) -> Lineage:
+        """The candidate's lineage; without `with_best_path` the path to the best is left for
+        `mark_best_path` (its first walk may take a while: the screen shows the tree before it)."""
+        return lineage(self._all, run_id, candidate_id, self.best_paths if with_best_path else None, limit)
+
+    def mark_best_path(self, run_id: str, data: Lineage) -> None:
+        mark_best_path(self._all, run_id, data, self.best_paths)
+
+    def best_id(self, run_id: str) -> int | None:
+        return best_id(self._all, run_id)
+
+    def lineage_children(self, run_id: str, parent: LineageNode) -> list[LineageNode]:
+        """The children of a lineage node opened on screen, decorated like the rest of the tree."""
+        kids = children(self._all, parent)
+        _, best_path = self.best_paths.get(self._all, run_id)
+        decorate(self._all, run_id, kids, best_path)
+        return kids
 
     def config_winners(self, run_id: str) -> ConfigWinners:
         return config_winners(self._all, run_id)
