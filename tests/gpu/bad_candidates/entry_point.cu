@@ -38,8 +38,10 @@ static int impl_setup(cuco_ctx* ctx) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult q;
   CUCO_CK(cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &fn, 12000, cudaEnableDefault, &q));
+  void* get = nullptr;  // the current context through the same lookup: the job links no driver library
+  CUCO_CK(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault, &q));
   CUcontext cur = nullptr;
-  if (fn && cuCtxGetCurrent(&cur) == CUDA_SUCCESS) ((CUresult (*)(CUcontext))fn)(cur);
+  if (fn && get && ((CUresult (*)(CUcontext*))get)(&cur) == CUDA_SUCCESS) ((CUresult (*)(CUcontext))fn)(cur);
   return 0;
 }
 
