@@ -1,6 +1,8 @@
 // What the GEMM benches of this folder share: the CUDA error check, the seeded bf16 inputs, the shapes and the
 // command line (--iters N, --warmup N, --shapes M:N:K,...). Included after cuco_gemm.cuh (for shape_ok).
 #pragma once
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -8,6 +10,21 @@
 
 #define BENCH_CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(2); } } while (0)
+
+// The stream memory operations of the ABI (cuco_abi.h), which the harness defines: a bench links a shipped
+// variant without the harness, so it defines them the same way (the driver's, looked up by name once).
+extern "C" CUresult cuco_stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  static PFN_cuStreamWaitValue32_v11070 fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  if (!fn && cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&fn, 12000, cudaEnableDefault, &q) != cudaSuccess) fn = nullptr;
+  return fn ? fn(stream, addr, value, flags) : CUDA_ERROR_NOT_SUPPORTED;
+}
+extern "C" CUresult cuco_stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  static PFN_cuStreamWriteValue32_v11070 fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  if (!fn && cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", (void**)&fn, 12000, cudaEnableDefault, &q) != cudaSuccess) fn = nullptr;
+  return fn ? fn(stream, addr, value, flags) : CUDA_ERROR_NOT_SUPPORTED;
+}
 
 namespace bench {
 
