@@ -27,7 +27,9 @@ def _error(db_path: Path, message: str) -> InputError:
 def not_usable(db_path: Path, exc: BaseException) -> InputError | None:
     """The InputError for a store SQLite refused to open or read (None: not a problem with the file)."""
     text = str(exc)
-    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+    # garbage inside a row's text passes SQLite's structural check and fails only when the row is read
+    garbled = "Could not decode to UTF-8" in text
+    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text or garbled):
         return _error(
             db_path,
             "not a cuco database, or a damaged one: move it aside (`mv cuco.db cuco.db.bad`) "

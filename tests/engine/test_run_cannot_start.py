@@ -64,6 +64,6 @@ def test_a_run_whose_seed_fails_ends_failed_with_the_reason(demo_copy: Path, tmp
     assert proc.returncode == 1, proc.stderr
     report = json.loads(cuco(home, "report", "broken", "--json").stdout)
     assert report["state"] == "failed" and report["correct"] == 0 and report["evaluated"] == 1
-    assert "the seed failed" in proc.stderr and "build" in proc.stderr.lower()
-    # the summary starts on its own line after the progress display (a pipe, not a terminal)
-    assert any(line.startswith("run ") for line in proc.stderr.splitlines()), proc.stderr
+    # the end-of-run summary is on stdout with the progress lines (a pipe, not a terminal), on a line of its own
+    assert "the seed failed" in proc.stdout and "build" in proc.stdout.lower()
+    assert any(line.startswith("run ") for line in proc.stdout.splitlines()), proc.stdout
