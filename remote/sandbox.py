@@ -154,8 +154,11 @@ if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-pid --as-pi
     case $t in /*/bin/*) prefixes="$prefixes:${{t%/bin/*}}";; esac
   done
   home=$(cd -P "${{HOME:-/nonexistent}}" 2>/dev/null && pwd) || home=/nonexistent
+  # one variable first: sh splits only what an expansion produced, so the ':' written between expansions
+  # would glue their ends into one path
+  dirs="$PATH:${{LD_LIBRARY_PATH:-}}:${{PYTHONPATH:-}}:${{CUDA_HOME:-}}:${{CUDA_PATH:-}}:${{NCCL_HOME:-}}:${{VIRTUAL_ENV:-}}$prefixes"
   IFS=:
-  for p in $PATH:${{LD_LIBRARY_PATH:-}}:${{PYTHONPATH:-}}:${{CUDA_HOME:-}}:${{CUDA_PATH:-}}:${{NCCL_HOME:-}}:${{VIRTUAL_ENV:-}}$prefixes; do
+  for p in $dirs; do
     case $p in /*) ;; *) continue;; esac
     r=$(cd -P "$p" 2>/dev/null && pwd) || continue
     # never a directory the node user's home lies in (nor the home itself), nor what the view has already
