@@ -54,7 +54,8 @@ def test_rate_and_stage_times_come_from_the_store(tmp_path, capsys):
     con.close()
     assert a["evaluated"] == evaluated >= 6
     assert a["evals_per_min"] == pytest.approx(evaluated / (elapsed / 60.0), rel=0.01)
-    assert a["stages"]["verify"]["n"] == a["stages"]["benchmark"]["n"] >= 6
+    # every verified candidate is benchmarked; the finalists and would-be bests are benchmarked again
+    assert a["stages"]["benchmark"]["n"] >= a["stages"]["verify"]["n"] >= 6
     assert a["stages"]["benchmark"]["mean_s"] == pytest.approx(0.15, abs=0.05)
     # one slot: the GPU jobs ran one after another, so their union is their sum
     assert a["gpu_busy_s"] == pytest.approx(gpu_total, abs=0.15)
