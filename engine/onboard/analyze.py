@@ -1495,8 +1495,8 @@ class _Analyzer:
                     Unresolved(
                         op.at,
                         f"{op.name} inside the repeated region",
-                        "the harness owns MPI: a host collective of a small known size "
-                        "becomes an NCCL stand-in of the same cost class in the "
+                        "the harness owns MPI: a host collective (MPI_Allreduce, MPI_Reduce, "
+                        "MPI_Bcast, MPI_Barrier) runs as the harness's host collective in the "
                         "workload, other MPI calls are dropped",
                     )
                 )

@@ -43,11 +43,11 @@ def _check_macro_defs(top) -> list[str]:
     ]
 
 
-def _head(prog, top, title: str) -> list[str]:
+def _head(prog, top, text, title: str) -> list[str]:
     files = ", ".join(prog.files)
     lines = [f"// {title}", f"// Made by `cuco init` from {files}.", '#include "cuco_abi.h"']
     lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes
-    lines += top.macros + _check_macro_defs(top)
+    lines += top.macros + _check_macro_defs(top) + text.defines
     return lines
 
 
@@ -100,6 +100,7 @@ def candidate(prog, text, top, name: str, extra_code: Sequence[str] = ()) -> str
     lines = _head(
         prog,
         top,
+        text,
         f"candidate.cu of workload {name}: the program's kernels and its repeated region "
         "behind the harness ABI (cuco_abi.h).",
     )
@@ -149,6 +150,7 @@ def baseline(prog, text, top, name: str) -> str:
     lines = _head(
         prog,
         top,
+        text,
         f"baseline.cu of workload {name}: the frozen reference (cuco_baseline_*), the same "
         "code as the seed candidate, plus its compute-only and communication-only halves.",
     )

@@ -102,7 +102,7 @@ CUresult cuco_stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t
 // MPI_Allreduce / MPI_Reduce / MPI_Bcast / MPI_Barrier; sums are taken in rank order, so every rank gets
 // the same bits. Each returns 0, or non-zero with cuco_host_comm_error(comm) saying why (a bad datatype or
 // root, or a rank that did not arrive within the wait bound: the communicator then refuses every later call).
-// The candidate's and the baseline's ctx->host_comm are two communicators over separate memory.
+// The candidate's, the baseline's and the verification's reference run's are communicators over separate memory.
 typedef enum cuco_host_datatype {
   CUCO_HOST_BYTE = 1, CUCO_HOST_CHAR, CUCO_HOST_INT, CUCO_HOST_LONG_LONG, CUCO_HOST_FLOAT, CUCO_HOST_DOUBLE
 } cuco_host_datatype;

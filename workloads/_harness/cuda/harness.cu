@@ -7,8 +7,8 @@
 // The parent process (the one the engine starts) never touches CUDA. It forks and execs one child per
 // rank (`--child-rank R`), gives them a private directory through which rank 0 passes the NCCL unique
 // id (a file, renamed into place atomically) and the memory of the host communicators (ctx->host_comm:
-// MPI-like host collectives among the ranks' processes, one for the candidate and one for the baseline;
-// made before the fork, never mapped by the launcher), waits for all of them under one deadline (spec
+// MPI-like host collectives among the ranks' processes: the candidate's, the baseline's and the
+// verification reference's; made before the fork, never mapped by the launcher), waits for all of them under one deadline (spec
 // `timeout_s`, default 240 s), kills every rank with SIGKILL when one fails or the deadline passes,
 // reads the per-rank result files and writes result.json. Children die with the parent
 // (PR_SET_PDEATHSIG). Works as root and as an ordinary user.
@@ -523,11 +523,12 @@ static unsigned long long draw_sample_seed() {
 
 // ------------------------------------------------------------------------------------------------
 // Host communicator (cuco_abi.h: cuco_host_allreduce, ...): MPI-like host collectives among the ranks'
-// processes. The launcher creates one memory file per side (candidate, baseline) before it forks the
-// ranks and closes its own descriptors once they exist: it never maps them, so nothing in them reaches
-// the verdict, and the nonce was read before they were made. Each rank maps both, closes the descriptors,
-// and hands one to each side's ctx->host_comm, so a candidate's use (or abuse) of its communicator cannot
-// change what the baseline's collectives compute.
+// processes. The launcher creates three memory files (the candidate's, the baseline's, the verification
+// reference's communicator) before it forks the ranks and closes its own descriptors once they exist: it
+// never maps them, so nothing in them reaches the verdict, and the nonce was read before they were made.
+// Each rank maps all three and closes the descriptors; the candidate's ctx->host_comm is the first, so
+// its use (or abuse) of it, even from a peer rank while this one verifies, cannot change what the
+// baseline's or the reference's collectives compute (short of a pointer it computes: docs/threat-model.md).
 //
 // Layout: per rank a slot of a sequence word (its own cache line) and two payload buffers of
 // kHostChunk bytes. Step g (every call is one or more steps, the same count on every rank): a rank writes
@@ -580,7 +581,7 @@ static int host_step(cuco_host_comm* c, const void* mine, size_t bytes, const ch
         deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(c->timeout_s));
       else if ((spins & 255) == 0 && std::chrono::steady_clock::now() > deadline) {
         c->broken = true;
-        return host_fail(c, "host collective %s: rank %d did not arrive within %.1f s (rank %d waited at its call %llu): "
+        return host_fail(c, "host collective %s: rank %d did not arrive within %.1f s (rank %d waited at its step %llu): "
                          "every rank must make the same host collective calls in the same order",
                          what, r, c->timeout_s, c->rank, c->step + 1);
       }
@@ -686,7 +687,7 @@ extern "C" const char* cuco_host_comm_error(const cuco_host_comm* comm) {
   return comm ? comm->error : "no host communicator";
 }
 
-// Launcher side: the memory shared by the ranks of one side, made before the fork (inherited across exec
+// Launcher side: the memory shared by the ranks of one communicator, made before the fork (inherited across exec
 // by its descriptor number; closed by the launcher once every rank exists).
 static int host_comm_create(int nranks) {
   if (nranks < 1 || nranks > kHostMaxRanks) return -1;   // the rank child then says there is none
@@ -706,16 +707,17 @@ static bool host_comm_attach(cuco_host_comm& c, int fd, int rank, int nranks, do
   c.base = (unsigned char*)p;
   return true;
 }
-static std::string host_comm_fds_arg(const int fds[2]) { return std::to_string(fds[0]) + "," + std::to_string(fds[1]); }
-static void host_comm_fds_parse(const std::string& a, int fds[2]) {
-  fds[0] = fds[1] = -1;
-  if (sscanf(a.c_str(), "%d,%d", &fds[0], &fds[1]) != 2) fds[0] = fds[1] = -1;
+static std::string host_comm_fds_arg(const int fds[3]) {
+  return std::to_string(fds[0]) + "," + std::to_string(fds[1]) + "," + std::to_string(fds[2]);
+}
+static void host_comm_fds_parse(const std::string& a, int fds[3]) {
+  if (sscanf(a.c_str(), "%d,%d,%d", &fds[0], &fds[1], &fds[2]) != 3) fds[0] = fds[1] = fds[2] = -1;
 }
 
 // `--self-test-host-comm R`: the launcher's path (the memory made, R ranks forked and exec'd) with no GPU:
 // every collective's result checked on every rank, a rank that never arrives failing the other's call
 // within the bound, and the per-call cost printed by rank 0. Exit status 0 when every rank passed.
-static int host_comm_test_rank(int rank, int nranks, const int fds[2]) {
+static int host_comm_test_rank(int rank, int nranks, const int fds[3]) {
   cuco_host_comm c, late; std::string err;
   if (!host_comm_attach(c, fds[0], rank, nranks, 10.0, err) || !host_comm_attach(late, fds[1], rank, nranks, 0.3, err)) {
     fprintf(stderr, "host-comm rank %d: %s\n", rank, err.c_str()); return 1;
@@ -782,7 +784,7 @@ static int host_comm_test_rank(int rank, int nranks, const int fds[2]) {
 }
 
 static int self_test_host_comm(const std::string& self, int nranks) {
-  int fds[2] = {host_comm_create(nranks), host_comm_create(nranks)};
+  int fds[3] = {host_comm_create(nranks), host_comm_create(nranks), -1};
   if (fds[0] < 0 || fds[1] < 0) { fprintf(stderr, "host-comm: cannot create the shared memory for %d ranks\n", nranks); return 2; }
   std::vector<pid_t> pids;
   const std::string rs = std::to_string(nranks), fa = host_comm_fds_arg(fds);
@@ -813,7 +815,7 @@ struct ChildState {
   int* align_buf = nullptr;
   unsigned* timeout_flag = nullptr;
   cuco_ctx* start = nullptr;   // the baseline's context, for cuco_baseline_start_outputs (null: none)
-  cuco_host_comm host_comm[2];  // the candidate's, the baseline's
+  cuco_host_comm host_comm[3];  // the candidate's, the baseline's, the verification's reference run's
 };
 
 // Optional, in a workload made by `cuco init` from a program whose region carries buffers from one iteration
@@ -1178,7 +1180,7 @@ static void timeline_json(const TimelineParts& tp, size_t nranks, ConfigResult& 
 }
 
 static void run_child(int rank, const std::string& spec_path, const std::string& iddir, const std::string& outpath,
-                      const int host_fds[2]) {
+                      const int host_fds[3]) {
   g_rank = rank;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Lazy module loading would load a kernel at its first launch, which waits for the device: a kernel
@@ -1194,7 +1196,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
   st.rank = rank; st.nranks = st.spec.ranks;
   // a rank late to a host collective by more than this fails the call (a rank that never comes: the job)
   const double host_wait_s = std::max(10.0, st.spec.spin_timeout_ms / 1000.0);
-  for (int side = 0; side < 2; side++) {
+  for (int side = 0; side < 3; side++) {
     std::string why;
     if (!host_comm_attach(st.host_comm[side], host_fds[side], rank, st.nranks, host_wait_s, why))
       fprintf(stderr, "[rank %d] no host communicator: %s\n", rank, why.c_str());
@@ -1326,10 +1328,13 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     auto verify = [&](cuco_ctx& c, const char* who, bool in_loop = false) -> bool {
       memset(&mm, 0, sizeof mm);
       auto check = in_loop && cuco_problem_verify_call ? cuco_problem_verify_call : cuco_problem_verify;
+      // the problem's reference run takes its host collectives through a communicator of its own: a
+      // peer's candidate, still in its call, cannot feed the reference what it reduces
+      cuco_ctx vc = c; vc.host_comm = &st.host_comm[2];
       // every rank must reach the collective verify, so failures are combined after it
       int vrc = in_loop && pb.verify_sample
-                    ? pb.verify_sample(&c, pristine.data(), st.hcomm, st.stream, tol, draw_sample_seed(), &mm)
-                    : check(&c, pristine.data(), st.hcomm, st.stream, tol, &mm);
+                    ? pb.verify_sample(&vc, pristine.data(), st.hcomm, st.stream, tol, draw_sample_seed(), &mm)
+                    : check(&vc, pristine.data(), st.hcomm, st.stream, tol, &mm);
       if (vrc != 0) child_fatal("verify failed internally");
       if (mm.found) {
         rec("mismatch\t%s\t%s\t%lld\t%.9g\t%.9g\t%s\t%s", sc.name.c_str(), who, mm.index, mm.expected, mm.got, mm.what, mm.buffer);
@@ -1619,7 +1624,7 @@ static int run_parent(const std::string& self, const std::string& spec_path, Res
   std::vector<pid_t> pids(sp.ranks, -1);
   std::vector<std::string> outs(sp.ranks);
   // the host communicators' memory: made now, inherited by the ranks only, never mapped here
-  int host_fds[2] = {host_comm_create(sp.ranks), host_comm_create(sp.ranks)};
+  int host_fds[3] = {host_comm_create(sp.ranks), host_comm_create(sp.ranks), host_comm_create(sp.ranks)};
   const std::string host_arg = host_comm_fds_arg(host_fds);
   fflush(stdout); fflush(stderr);
   for (int r = 0; r < sp.ranks; r++) {
@@ -1705,7 +1710,7 @@ static int self_test_json(const std::string& path) {
 int main(int argc, char** argv) {
   init_host_clock();   // before any candidate code runs
   std::string spec, result, iddir, rankout, self_json; int child = -1; bool nonce_stdin = false;
-  int host_fds[2] = {-1, -1}, host_test_rank = -1, host_test_ranks = 0;
+  int host_fds[3] = {-1, -1, -1}, host_test_rank = -1, host_test_ranks = 0;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { if (i + 1 >= argc) { fprintf(stderr, "harness: %s needs a value\n", a.c_str()); exit(2); } return argv[++i]; };
