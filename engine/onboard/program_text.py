@@ -22,6 +22,7 @@ from .model import Unresolved
 from .registration import REGISTERABLE_ALLOCS, UNREGISTERED_ENV, Registration
 from .registration import plan as registration_plan
 from .source import call_args, call_name, find_function, function_declarator, identifiers, kernel_config, names_in, walk
+from .virtuals import find_method, free_name, members_todo, specifier_edits
 
 TODO = "CUCO-TODO"
 HELPER_COMPUTE, HELPER_COMM = "_cuco_compute", "_cuco_comm"  # the helpers' forms without comm / kernels
@@ -97,6 +98,10 @@ class ProgramWriter:
         self.carried_init = self._carried_init()
         self.needed = self._needed_vars()
         self.region_helpers = self._region_helpers()
+        for d in prog.dispatches:  # an override carried as a free function has no object
+            why = members_todo(prog.sources, d.target) if d.target else None
+            if why:
+                self._todo(f"{d.at}: {why}")
         self.launch_env: dict[str, str] = {}
         self.registered = self._registrations()
 
@@ -213,7 +218,14 @@ class ProgramWriter:
         for stmt in self.carried_init:
             names |= {self.src.text(i) for i in identifiers(stmt)}
         if self.region is not None:
-            names |= {self.src.text(i) for i in identifiers(self.region.child_by_field_name("body"))}
+            # what a call through a table or an object is called through: the workload calls the chosen
+            # function directly, so the holder (`impl` of `impl->run(...)`) is not needed
+            spans = [d.span for d in self.p.dispatches if d.path == self.src.path]
+            names |= {
+                self.src.text(i)
+                for i in identifiers(self.region.child_by_field_name("body"))
+                if not any(a <= i.start_byte < b for a, b in spans)
+            }
             var = (self.p.region or {}).get("loop_variable")
             if var and var in names:  # the loop variable's range: each call's index is taken within it
                 names |= {n for part in _counting_range(self.src, self.region, var) if part for n in names_in(part)}
@@ -467,7 +479,7 @@ class ProgramWriter:
         edits = []
         for d in self.p.dispatches:  # a call through a table runs the function the program chose
             if d.path == self.src.path and body.start_byte <= d.span[0] < body.end_byte:
-                edits.append((*d.span, d.target + (suffix or "")))
+                edits.append((*d.span, free_name(d.target) + (suffix or "")))
         for op in self.p.ops:
             if (
                 not op.in_region
@@ -755,7 +767,7 @@ class ProgramWriter:
         def visit(src, calls) -> None:  # a helper's own helpers first: its forms call theirs
             for call in calls:
                 name = call_name(call, src) or target_of(self.p.dispatches, src, call)
-                found = find_function(self.p.sources, name) if name in followed and name not in out else None
+                found = _definition(self.p.sources, name) if name in followed and name not in out else None
                 if found is not None and name is not None:
                     out.append(name)  # taken before its body: a recursion stops here
                     visit(found[0], found[0].nodes("call_expression", found[1]))
@@ -771,8 +783,8 @@ class ProgramWriter:
         """The helper's text without the operations of the kinds in `drop` (a group call goes with the
         collectives), renamed NAME+suffix, static; the program's check macros leave the status unchecked
         (a host helper has no harness context to report to)."""
-        src, fn = find_function(self.p.sources, name)
-        edits = []
+        src, fn = _definition(self.p.sources, name)
+        edits = specifier_edits(src, fn)  # an override's free form: no virtual, override or final
         for op in self.p.ops:
             if op.src is not src or not (fn.start_byte <= op.node.start_byte < fn.end_byte):
                 continue
@@ -785,9 +797,9 @@ class ProgramWriter:
             if called in self.p.check_macros:
                 edits.append((f.start_byte, f.end_byte, "CUCO_UNCHECKED"))
             elif called in self.region_helpers:  # a helper's helper: its form of the same variant
-                edits.append((f.start_byte, f.end_byte, called + suffix))
+                edits.append((f.start_byte, f.end_byte, free_name(called) + suffix))
         ident = function_declarator(fn).child_by_field_name("declarator")
-        edits.append((ident.start_byte, ident.end_byte, name + suffix))
+        edits.append((ident.start_byte, ident.end_byte, free_name(name) + suffix))
         text = _apply(src.data, fn, edits)
         return text if text.startswith("static") else "static " + text
 
@@ -928,6 +940,12 @@ class ProgramWriter:
                 )
             )
         return "\n" + "\n".join(lines)
+
+
+def _definition(sources, name: str | None):
+    """(source, definition) of a function the region reaches: a top-level function, or an override
+    (`Class::method`) the analysis followed a virtual call into."""
+    return find_function(sources, name) or find_method(sources, name)
 
 
 def _enclosing_statement(node):

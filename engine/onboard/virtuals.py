@@ -193,20 +193,25 @@ class Virtuals:
         `&d` (an object of class D), or a call of a factory whose every return makes the same class."""
         if value.type in ("argument_list", "initializer_list") and value.named_child_count == 1:
             value = value.named_children[0]
+        made: dict[str, str] = {}  # the classes the expression makes: one, or the program chooses at run time
         for n in walk(value):
             if n.type == "new_expression":
                 t = n.child_by_field_name("type")
                 if t is not None and src.text(t) in self.classes:
-                    return src.text(t), f"new {src.text(t)}"
+                    made.setdefault(src.text(t), f"new {src.text(t)}")
             if n.type == "template_function" and src.text(n.child_by_field_name("name")) in MAKERS:
                 args = n.child_by_field_name("arguments")
                 t = args.named_children[0] if args is not None and args.named_child_count else None
                 if t is not None and src.text(t) in self.classes:
-                    return src.text(t), f"{src.text(n)}"
+                    made.setdefault(src.text(t), src.text(n))
+        if any(n.type == "conditional_expression" for n in walk(value)):
+            return None  # chosen at run time
+        if made:
+            return next(iter(made.items())) if len(made) == 1 else None
         target = value.child_by_field_name("argument") if value.type == "pointer_expression" else value
         if target is not None and target.type == "identifier":
-            made = self._dynamic_type(src, at, src.text(target))
-            return (made[0], f"{src.text(value)}: {made[1]}") if made else None
+            refers = self._dynamic_type(src, at, src.text(target))
+            return (refers[0], f"{src.text(value)}: {refers[1]}") if refers else None
         if value.type == "call_expression" and depth < 4:
             factory = self.functions.get(call_name(value, src) or "")
             if factory is None:
@@ -222,3 +227,36 @@ class Virtuals:
                 kind = kinds.pop()
                 return kind, f"made by {call_name(value, src)}(), which returns only a {kind} ({fsrc.at(fdef)})"
         return None
+
+
+def find_method(sources, name: str | None) -> tuple | None:
+    """(source, definition) of the method `Class::method`, or None."""
+    if name is None or "::" not in name:
+        return None
+    return method_definitions(sources, classes_of(sources)).get(name)
+
+
+def specifier_edits(src, fn) -> list[tuple[int, int, str]]:
+    """Edits that take a method's `virtual`, `override` and `final` out of its head (its free form)."""
+    body = fn.child_by_field_name("body")
+    end = body.start_byte if body is not None else fn.end_byte
+    return [
+        (n.start_byte, n.end_byte, "")
+        for n in walk(fn)
+        if n.end_byte <= end and (n.type == "virtual_specifier" or (n.type == "virtual" and not n.named_children))
+    ]
+
+
+def members_todo(sources, method: str) -> str | None:
+    """Why the override cannot run as a free function (it uses the object's members), or None."""
+    found = find_method(sources, method)
+    if found is None:
+        return None
+    msrc, mdef = found
+    used = uses_members(msrc, mdef, classes_of(sources).get(method.rsplit("::", 1)[0]))
+    if not used:
+        return None
+    return (
+        f"{method} uses its object's members ({', '.join(used)}): the workload runs it as the free function "
+        f"{free_name(method)}, which has no object; pass them as parameters"
+    )
