@@ -3,7 +3,8 @@
 # made a workload by `cuco init --ranks 1` with them in place of the NCCL stand-in its norm all-reduce was:
 #   1. `--self-test-host-comm R` of the Jacobi workload's own harness binary at 1, 2 and 4 rank processes (the
 #      host collectives need no GPU, so more processes than GPUs): every collective's result on every rank,
-#      a late rank's timeout, and the cost of one call (a one-double all-reduce, a barrier) in microseconds;
+#      a late rank's timeout, and the cost of one call (an all-reduce of two doubles, a broadcast of one) in
+#      microseconds;
 #   2. the init-made workload (its Makefile's flags) calls cuco_host_allreduce, not an NCCL all-reduce;
 #   3. its seed verifies on every config and measures 1.00x against its frozen baseline within the spread at
 #      nx = ny = 4096, 8192 and 16384, one rank; the baseline's ms per iteration beside NVIDIA's own `nccl`
@@ -93,13 +94,13 @@ stamp "host collectives: --self-test-host-comm 1, 2, 4"
 if [ -n "$BIN" ]; then
     for r in 1 2 4; do
         if timeout 60 "$BIN" --self-test-host-comm "$r" >> "$OUT/host_comm.txt" 2>&1; then
-            claim PASS "host collectives at $r rank process(es): $(grep "ranks=$r allreduce" "$OUT/host_comm.txt")"
+            claim PASS "host collectives at $r rank process(es): $(grep "ranks=$r allreduce_us" "$OUT/host_comm.txt")"
         else
             claim FAIL "host collectives at $r rank process(es): $(tail -3 "$OUT/host_comm.txt" | tr '\n' ' ')"
         fi
     done
     # the cost spread: 5 more runs of two processes
-    for i in 1 2 3 4 5; do timeout 60 "$BIN" --self-test-host-comm 2 | grep allreduce_1 >> "$OUT/host_comm.txt"; done
+    for i in 1 2 3 4 5; do timeout 60 "$BIN" --self-test-host-comm 2 | grep allreduce_us >> "$OUT/host_comm.txt"; done
     cat "$OUT/host_comm.txt"
 fi
 

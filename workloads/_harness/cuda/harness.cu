@@ -716,7 +716,8 @@ static void host_comm_fds_parse(const std::string& a, int fds[3]) {
 
 // `--self-test-host-comm R`: the launcher's path (the memory made, R ranks forked and exec'd) with no GPU:
 // every collective's result checked on every rank, a rank that never arrives failing the other's call
-// within the bound, and the per-call cost printed by rank 0. Exit status 0 when every rank passed.
+// within the bound, and the per-call cost (an all-reduce of two doubles, a broadcast of one) printed by rank 0.
+// Exit status 0 when every rank passed.
 static int host_comm_test_rank(int rank, int nranks, const int fds[3]) {
   cuco_host_comm c, late; std::string err;
   if (!host_comm_attach(c, fds[0], rank, nranks, 10.0, err) || !host_comm_attach(late, fds[1], rank, nranks, 0.3, err)) {
@@ -759,16 +760,25 @@ static int host_comm_test_rank(int rank, int nranks, const int fds[3]) {
     expect(cuco_host_bcast(&v, 1, CUCO_HOST_DOUBLE, nranks, &c) != 0 && strstr(c.error, "root"), "bad root refused");
     expect(cuco_host_barrier(&c) == 0, "usable after refusals");
   }
-  {   // the cost of one call: a one-element all-reduce, as a region's norm takes it
-    const int calls = 20000; double v = rank, s = 0;
-    expect(cuco_host_barrier(&c) == 0, "barrier before timing");
-    auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < calls; k++) { if (cuco_host_allreduce(&v, &s, 1, CUCO_HOST_DOUBLE, CUCO_HOST_SUM, &c)) { bad++; break; } }
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
-    t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < calls; k++) { if (cuco_host_barrier(&c)) { bad++; break; } }
-    double bus = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
-    if (rank == 0) printf("host-comm ranks=%d allreduce_1_double_us=%.2f barrier_us=%.2f\n", nranks, us, bus);
+  {   // the cost of one call: a one-element all-reduce, as a region's norm takes it; 20,000 calls, fewer
+      // where they take longer than half a second (more processes than cores): rank 0 decides, and its
+      // count travels with the sum, so every rank stops after the same call
+    double v[2] = {(double)rank, 0}, s[2] = {0, 0};
+    auto timed = [&](bool allreduce) {
+      expect(cuco_host_barrier(&c) == 0, "barrier before timing");
+      auto t0 = std::chrono::steady_clock::now();
+      long long calls = 0;
+      for (bool more = true; more; calls++) {
+        v[1] = rank == 0 && (calls + 1 >= 20000 || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(500));
+        if (allreduce ? cuco_host_allreduce(v, s, 2, CUCO_HOST_DOUBLE, CUCO_HOST_SUM, &c)
+                      : cuco_host_bcast(&v[1], 1, CUCO_HOST_DOUBLE, 0, &c)) { bad++; break; }
+        more = (allreduce ? s[1] : v[1]) == 0;
+      }
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / (double)calls;
+    };
+    double us = timed(true), bus = timed(false);
+    // allreduce: two doubles (a value and the stop word); bcast: one double from rank 0
+    if (rank == 0) printf("host-comm ranks=%d allreduce_us=%.2f bcast_us=%.2f\n", nranks, us, bus);
   }
   if (nranks > 1) {   // the last rank never makes its call: the others fail within the bound, then refuse
     if (rank != nranks - 1) {
