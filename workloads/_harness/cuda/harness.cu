@@ -634,8 +634,8 @@ static int host_reduce_to(const void* send, void* recv, size_t count, cuco_host_
   if (op != CUCO_HOST_SUM && op != CUCO_HOST_MAX && op != CUCO_HOST_MIN) return host_fail(c, "host collective %s: op %d is not sum, max or min", what, (int)op);
   if (root < -1 || root >= c->nranks) return host_fail(c, "host collective %s: root %d is not a rank of %d", what, root, c->nranks);
   const bool gets = root < 0 || root == c->rank;
-  if (count && (!send || (gets && !recv))) return host_fail(c, "host collective %s: a null buffer", what);
   if (send == CUCO_HOST_IN_PLACE) send = recv;
+  if (count && (!send || (gets && !recv))) return host_fail(c, "host collective %s: a null buffer", what);
   const size_t per = kHostChunk / es;
   unsigned char acc[kHostChunk];
   size_t done = 0;
