@@ -827,6 +827,9 @@ class ProgramWriter:
             "the communicator is all the job's ranks",
         )
         call = host_mpi.rewrite(op.name, args)
+        done = f"{op.at}: {op.name} -> {host_mpi.HOST_CALLS[op.name].harness}"
+        if done not in self.p.host_collectives:
+            self.p.host_collectives.append(done)
         stmt = _enclosing_statement(op.node)
         if op.node.parent is stmt:  # a bare call: its status is the run's
             return f"if ({call} != 0) return 1;"

@@ -641,6 +641,7 @@ def workload_yaml(
         "# repeated region (baseline.cu, frozen); candidate.cu is the seed the search starts from.\n"
     )
     head += "".join(f"# build flags: {note}\n" for note in getattr(prog, "flag_notes", []))
+    head += "".join(f"# host collective: {note} (cuco_abi.h)\n" for note in prog.host_collectives)
     return head + yaml.safe_dump(spec, sort_keys=False, width=110, default_flow_style=None)
 
 
@@ -680,6 +681,12 @@ def task_text(prog, inputs, outputs) -> str:
                 f"  {o['rank']}. {o['producer'] or '-'} -> {o['collective']} -> {o['consumer'] or '-'} "
                 f"({size}, {o['pattern']}): " + "; ".join(x["design"] for x in o["options"])
             )
+    if prog.host_collectives:
+        lines.append(
+            "The region's host MPI collectives run as the harness's host collectives (cuco_abi.h, through "
+            "cuco_c->host_comm): blocking host calls among the ranks' processes, as the program makes them; "
+            "every rank must make the same ones in the same order: " + "; ".join(prog.host_collectives) + "."
+        )
     lines.append(
         "The seed runs every step on one stream, so communication waits for the computation. Make the "
         "whole iteration faster by overlapping the communication with the kernels (device-initiated LSA "
