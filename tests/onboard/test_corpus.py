@@ -314,7 +314,7 @@ def test_jacobi_norm_allreduce_runs_as_the_harness_host_collective(capsys, monke
         assert "#define MPI_FLOAT CUCO_HOST_FLOAT" in code and "#define MPI_SUM CUCO_HOST_SUM" in code
     # the workload's notes say so: its head and the task the model reads
     workload = (out / "workload.yaml").read_text()
-    assert "# host collective: jacobi.cpp:361: MPI_Allreduce -> cuco_host_allreduce (cuco_abi.h)" in workload
+    assert "# host collective: nvidia_jacobi_nccl/jacobi.cpp:361: MPI_Allreduce -> cuco_host_allreduce" in workload
     assert "run as the harness's host collectives" in workload
     # the compute-only half of the frozen baseline leaves the host collective out, the comm-only half keeps it
     baseline = (out / "baseline.cu").read_text()
