@@ -58,7 +58,7 @@ async def remeasure_finalists(
                 "remeasured": {"jobs": r.jobs, "beside": [i for i in ids if i != c.id]},
             }
             c.speedup, c.time_ms = r.speedup, r.time_ms
-            c.fitness = ranking.fitness(r.speedup, r.interval)
+            c.fitness = ranking.remeasured_fitness(r.speedup)
             population.withdraw(c)  # out and in again: its cell and the best are decided anew
             population.admit(c)
             changed.append(c)
