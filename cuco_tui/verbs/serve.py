@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 from remote.errors import InputError
 
-from ..web_server import serve_command, url_host
 from .common import EXIT_OK, home_and_run
 
 WHY_LOOPBACK = (
@@ -90,6 +89,10 @@ def attach_argv(home: Any, run_id: str) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # Here, not at the top: the web server (aiohttp, textual-serve) takes 0.6 s to import, which only this
+    # verb needs.
+    from ..web_server import serve_command, url_host
+
     check_address(args.host, args.port, args.public)
     check_public_url(args.public_url, args.public, args.host)
     home, run_id = home_and_run(args)
