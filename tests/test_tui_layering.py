@@ -1,6 +1,7 @@
 """cuco_tui's modules import each other in one direction: no import circle among them, counting every import
-statement (at the top of a module or nested in a function or class), and no module takes another's private
-`_names`. The checker is tried on small synthetic packages first, so a pass means it can see what it checks."""
+statement (at the top of a module or nested in a function or class), no module takes another's private
+`_names`, and an import inside a function says why it is not at the top. Each checker is also tried on small
+synthetic packages, so a pass means it can see what it checks."""
 
 from __future__ import annotations
 
@@ -98,6 +99,24 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def unexplained_nested_imports(path: Path) -> list[int]:
+    """Lines of imports inside a function or class with no comment just above them (or above the imports
+    they follow) saying why they are not at the top."""
+    text = path.read_text()
+    lines = text.split("\n")
+    tree = ast.parse(text, filename=str(path))
+    top = {id(node) for node in tree.body}
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+            above = node.lineno - 2
+            while above >= 0 and (not lines[above].strip() or lines[above].lstrip().startswith(("import ", "from "))):
+                above -= 1
+            if above < 0 or not lines[above].lstrip().startswith("#"):
+                bad.append(node.lineno)
+    return bad
+
+
 def write_package(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +134,25 @@ def test_no_import_circle_among_cuco_tuis_modules():
 def test_no_module_takes_anothers_private_names():
     _, private = import_graph(REPO, "cuco_tui")
     assert private == []
+
+
+def test_an_import_inside_a_function_says_why_it_is_not_at_the_top():
+    bad = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted((REPO / "cuco_tui").rglob("*.py"))
+        for line in unexplained_nested_imports(path)
+    ]
+    assert bad == []
+
+
+def test_the_nested_import_checker_wants_a_reason(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import os\n\n"
+        "def f():\n    import json\n\n"
+        "def g():\n    # heavy: only g needs it\n    import csv\n    from io import StringIO\n"
+    )
+    assert unexplained_nested_imports(path) == [4]
 
 
 def test_the_checker_sees_a_circle_through_an_import_nested_in_a_function(tmp_path):
