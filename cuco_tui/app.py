@@ -57,6 +57,7 @@ from .actions import bindings_for
 from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
 from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
 from .data import FilterError, StoreView, parse_filter
+from .launch import spawn_daemon, wait_for_daemon
 from .messages import (
     CandidateSelected,
     CandidatesLoaded,
@@ -710,10 +711,6 @@ class CucoApp(App):
 
     @work(thread=True, group="spawn", exit_on_error=False)
     def _start_fork(self, new_run: str) -> None:
-        import asyncio
-
-        from .launch import spawn_daemon, wait_for_daemon
-
         proc = spawn_daemon(self.home, new_run)
         info = wait_for_daemon(self.home, new_run, proc)
         asyncio.run(one_request(info.socket, "resume"))
