@@ -122,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 async def _run_headless(home: Path, run_id: str, *, workload=None, config=None, resume: bool = False) -> int:
     from engine.daemon.daemon import EngineServer
-    from engine.engine import Engine
+    from engine.run.engine import Engine
 
     from .headless import HeadlessDisplay
 
@@ -213,8 +213,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from engine.store.report import build_report
     from engine.store.store import DB_NAME, ReadStore
+    from engine.views.report import build_report
 
     home = home_from(args)
     if not (home / DB_NAME).exists():
@@ -263,8 +263,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         from .cli_timeline import report_timeline
 
         return report_timeline(args)
-    from engine.store.report import build_report
     from engine.store.store import ReadStore
+    from engine.views.report import build_report
 
     home = home_from(args)
     run_id = _resolve_run(home, args.run)
@@ -293,8 +293,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         return export_trace(args)
     if getattr(args, "html", False):
         raise InputError("--html", "", "goes with --trace CANDIDATE (a timeline as a page); a source has no HTML form")
-    from engine.store.report import build_report
     from engine.store.store import ReadStore
+    from engine.views.report import build_report
 
     home = home_from(args)
     run_id = _resolve_run(home, args.run)

@@ -119,7 +119,7 @@ def _command(args: argparse.Namespace, op: str, offline: Any, **payload: Any) ->
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    from engine.daemon import control
+    from engine.run import control
 
     async def offline(home: Path, run_id: str) -> None:
         state = _stored_state(home, run_id)
@@ -131,7 +131,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from engine.daemon import control
+    from engine.run import control
 
     async def offline(home: Path, run_id: str) -> str | None:
         state = _stored_state(home, run_id)
@@ -144,7 +144,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from engine.daemon import control
+    from engine.run import control
 
     async def offline(home: Path, run_id: str) -> None:
         await _offline(home, control.accept, run_id, args.candidate, args.note or "")
@@ -153,7 +153,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
-    from engine.daemon import control
+    from engine.run import control
 
     reason = (args.reason or "").strip()
     if not reason:
@@ -167,7 +167,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 def cmd_strategy(args: argparse.Namespace) -> int:
     """Steer an LLM run's strategies: pin, unpin or retire one by id (s3), or add one by its text."""
-    from engine.daemon import control
+    from engine.run import control
 
     if args.verb == "add":
         strategy, text = None, " ".join(args.what).strip()
@@ -201,7 +201,7 @@ def parse_sets(items: list[str] | None, verb: str = "fork") -> dict[str, Any]:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    from engine.daemon import control
+    from engine.run import control
 
     home, run_id = _home_run(args)
     overrides = parse_sets(args.set)

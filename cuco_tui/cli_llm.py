@@ -137,11 +137,11 @@ async def _transform(
 ) -> int:
     from engine.evaluation.evaluation import BUILT, evaluate_source
     from engine.evaluation.executors import START_TIMEOUT_S, close_executor, open_executor
-    from engine.evaluation.stages import BENCHMARK, BUILD, VERIFY
     from engine.llm.budget import Budget
     from engine.llm.retry import RetryPolicy
     from engine.llm.service import LLMService
     from engine.onboard.fast_path import FastPath
+    from engine.stages import BENCHMARK, BUILD, VERIFY
     from engine.store.schema import DONE
     from engine.store.store import Store
 

@@ -112,8 +112,8 @@ def export_patch(args: argparse.Namespace) -> int:
     a patch against the user's files."""
     from engine.onboard.export_patch import patch_for
     from engine.onboard.rewrites import RewriteError
-    from engine.store.report import build_report
     from engine.store.store import ReadStore
+    from engine.views.report import build_report
 
     from .cli import _resolve_run, home_from
 

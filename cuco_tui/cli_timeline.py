@@ -308,7 +308,7 @@ def asyncio_run_profile(home: Path, workload, source: str, cid: int, config: str
 
     from engine.evaluation.evaluation import build_stage, fresh_seed, run_job
     from engine.evaluation.executors import close_executor, open_executor
-    from engine.evaluation.stages import BENCHMARK, VERIFY
+    from engine.stages import BENCHMARK, VERIFY
 
     async def main() -> int:
         executor = await open_executor(home, cluster, gpus_per_job=workload.launch_gpus, workload_name=workload.name)

@@ -22,8 +22,8 @@ from engine.contract import (
 )
 from engine.evaluation.efficiency import OVERLAP, judge
 from engine.glossary import legend
-from engine.store.read_model.filters import SORT_COLUMNS, FilterError, parse_filter
-from engine.store.read_model.views import CANDIDATE_WINDOW, ReadModel
+from engine.views.filters import SORT_COLUMNS, FilterError, parse_filter
+from engine.views.read_model import CANDIDATE_WINDOW, ReadModel
 
 from .lineage_view import lineage_text
 

@@ -118,8 +118,8 @@ class HeadlessDisplay:
         return Group(self.progress, Text("\n".join(self.recent), style="dim"))
 
     def print_summary(self, home: Path, run_id: str) -> None:
-        from engine.store.report import build_report
         from engine.store.store import ReadStore
+        from engine.views.report import build_report
 
         store = ReadStore(home)
         try:
@@ -161,9 +161,9 @@ def _measuring_line(report: dict) -> str:
 def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
     """The run's summary; every table fits 80 columns and every number's meaning is in the legend below."""
     from engine.glossary import legend
-    from engine.search.best import top_candidates
-    from engine.store.read_model.views import first_candidate
     from engine.store.store import ReadStore
+    from engine.views.best import top_candidates
+    from engine.views.read_model import first_candidate
 
     console = console or Console()
     own = store is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from engine.store.read_model.lineage import BestPaths, Fetch, LineageNode, lineage
+from engine.views.lineage import BestPaths, Fetch, LineageNode, lineage
 
 
 def node_label(node: LineageNode, focus: bool = False) -> Text:

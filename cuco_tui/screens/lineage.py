@@ -20,7 +20,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static, Tree
 
-from engine.store.read_model.lineage import ANCESTORS_SHOWN, Lineage, LineageNode
+from engine.views.lineage import ANCESTORS_SHOWN, Lineage, LineageNode
 
 from ..actions import bindings_for
 from ..data import StoreView

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from .. import blocks
+from ..llm.budget import BudgetExhausted
 from ..llm.clients import ChatRequest
 from ..llm.errors import LLMError
 from ..llm.prompts import scrub, system_prompt, trim
-from ..search.mutators.base import BudgetExhausted
 
 if TYPE_CHECKING:
     from ..llm.service import LLMService

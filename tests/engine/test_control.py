@@ -8,10 +8,10 @@ import json
 import pytest
 
 from engine.config import RunConfig
-from engine.daemon import control
-from engine.engine import Engine
-from engine.store.report import build_report
+from engine.run import control
+from engine.run.engine import Engine
 from engine.store.store import ReadStore, Store
+from engine.views.report import build_report
 from engine.workload import load_workload
 from remote.errors import InputError
 

@@ -10,13 +10,13 @@ from collections.abc import Callable
 
 from remote.jobs import Executor
 
-from .evaluation.evaluation import FrozenObjectCache, fresh_seed
-from .evaluation.remeasure import remeasure
-from .search import ranking
-from .search.finalists import finalists
-from .search.population import Cand, Population
-from .store.ledger import Ledger
-from .workload import Workload
+from ..evaluation.evaluation import FrozenObjectCache, fresh_seed
+from ..evaluation.remeasure import remeasure
+from ..search import ranking
+from ..search.finalists import finalists
+from ..search.population import Cand, Population
+from ..workload import Workload
+from .ledger import Ledger
 
 PASSES = 2  # when the re-measured finalists fall below a candidate not yet re-measured, it is re-measured too
 

@@ -20,27 +20,32 @@ from typing import Any
 from remote.errors import InputError
 from remote.jobs import Executor
 
-from . import blocks
-from .config import RunConfig
-from .contract import BestRef, Log, Migration, RunState, config_results, configs_from_benchmark, interval_of
-from .daemon import control
-from .evaluation import fault_policy, stages
-from .evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed, trim
+from .. import blocks, stages
+from ..candidate_view import CandidateView
+from ..config import RunConfig
+from ..contract import BestRef, Log, Migration, RunState, config_results, configs_from_benchmark, interval_of
+from ..evaluation import fault_policy
+from ..evaluation.evaluation import EvalOutcome, FrozenObjectCache, StageRecord, evaluate_source, fresh_seed, trim
+from ..evaluation.executors import open_executor  # the one rule shared with `cuco transform`
+from ..llm import failure_memory, spread
+from ..llm.budget import BudgetExhausted
+from ..search import ranking
+from ..search.archive import Archive
+from ..search.islands import IslandModel
+from ..search.mutators.base import Mutator, Proposal, ProposalContext
+from ..search.mutators.design_space import DesignSpaceMutator
+from ..search.mutators.llm import build_llm_mutator, settings_from_config
+from ..search.population import Cand, Population, recent_failures
+from ..search.population import fitness as _fitness
+from ..search.selection import power_law_rank, weighted
+from ..store import counting
+from ..store.schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, PENDING, RUNNING
+from ..store.store import Store
+from ..workload import Workload, load_workload
+from . import control
 from .finalist_step import remeasure_finalists
-from .llm import failure_memory, spread
+from .ledger import Ledger
 from .proposal_tasks import ProposalTasks
-from .search import counting, ranking
-from .search.archive import Archive
-from .search.islands import IslandModel
-from .search.mutators.base import BudgetExhausted, CandidateView, Mutator, Proposal, ProposalContext
-from .search.mutators.design_space import DesignSpaceMutator
-from .search.population import Cand, Population
-from .search.population import fitness as _fitness
-from .search.selection import power_law_rank, weighted
-from .store.ledger import Ledger
-from .store.schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, PENDING, RUNNING
-from .store.store import Store
-from .workload import Workload, load_workload
 
 TICK_S = 0.5
 PROPOSAL_WAIT_S = 60.0  # the design-space mutator answers in milliseconds; a bound, not a pace
@@ -169,8 +174,6 @@ class Engine:
 
     @staticmethod
     async def _default_executor(home: Path, config: RunConfig, workload: Workload) -> Executor:
-        from .evaluation.executors import open_executor  # the one rule shared with `cuco transform`
-
         return await open_executor(
             Path(home), config.cluster, gpus_per_job=workload.launch_gpus, workload_name=workload.name
         )
@@ -183,8 +186,6 @@ class Engine:
 
     async def _setup_mutator(self, home: Path) -> None:
         if self.config.mutator == "llm" or self.config.llm:
-            from .search.mutators.llm import build_llm_mutator, settings_from_config
-
             self.mutator = build_llm_mutator(
                 self.config.llm,
                 self.config.budget_usd,
@@ -630,7 +631,7 @@ class Engine:
                 return pick
 
     async def _remeasure_finalists(self) -> None:
-        """The finalists and the seed, side by side in fresh jobs, before the run ends (engine/finalist_step.py)."""
+        """The finalists and the seed, side by side in fresh jobs, before the run ends (engine/run/finalist_step.py)."""
         seed = min((c for c in self.cands.values() if c.operator == "seed"), key=lambda c: c.id, default=None)
         try:
             changed = await remeasure_finalists(
@@ -709,8 +710,8 @@ class Engine:
             known=lambda source: hashlib.sha256(source.encode()).hexdigest() in self.by_hash,
         )
         if not isinstance(self.mutator, DesignSpaceMutator):  # failure memory is for a model to read
-            ctx.failures = [self._failure_view(c) for c in failure_memory.recent_failures(self.cands.values(), island)]
-            unrepaired = failure_memory.recent_failures(self.cands.values(), island, exclude=lambda c: c.children > 0)
+            ctx.failures = [self._failure_view(c) for c in recent_failures(self.cands.values(), island)]
+            unrepaired = recent_failures(self.cands.values(), island, exclude=lambda c: c.children > 0)
             ctx.repairable = [self._failure_view(c) for c in unrepaired]
         proposal = await self.mutator.propose(ctx)
         if proposal is None:

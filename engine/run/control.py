@@ -13,7 +13,7 @@ from remote.errors import InputError
 from ..config import RunConfig
 from ..contract import ArchiveCell, Fork, Mark, RunState, StrategyMark
 from ..llm import strategies as strat
-from ..search.counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
+from ..store.counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
 from ..store.runids import new_run_id
 from ..store.schema import DONE, RUN_STATES
 from ..store.store import Store, Tx
