@@ -15,7 +15,6 @@ from .. import stages
 from ..config import RunConfig
 from ..evaluation.executors import open_executor  # the one rule shared with `cuco transform`
 from ..search.mutators.base import Mutator
-from ..search.mutators.llm import build_llm_mutator, settings_from_config
 from ..search.population import Cand
 from ..store.schema import PENDING, RUNNING
 from ..store.store import Store
@@ -42,6 +41,9 @@ def llm_mutator(config: RunConfig, workload: Workload, home: Path) -> Mutator | 
     """The LLM mutator the config asks for, or None (the design-space mutator stays)."""
     if config.mutator != "llm" and not config.llm:
         return None
+    # the LLM SDKs (optional: GPU nodes and minimal installs lack them) load only when a model is used
+    from ..search.mutators.llm import build_llm_mutator, settings_from_config
+
     return build_llm_mutator(
         config.llm,
         config.budget_usd,
