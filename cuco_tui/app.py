@@ -57,6 +57,7 @@ from .actions import bindings_for
 from .client import EngineClient, EngineEnded, EngineError, EngineGone, one_request
 from .commands import CandidatesProvider, NodesProvider, RunsProvider, ThemesProvider
 from .data import FilterError, StoreView, parse_filter
+from .launch import spawn_daemon, wait_for_daemon
 from .messages import (
     CandidateSelected,
     CandidatesLoaded,
@@ -559,7 +560,7 @@ class CucoApp(App):
                 elif isinstance(e, Mark):
                     table.upsert({"id": e.id, "mark": e.verdict, "mark_text": e.text}, add=False)
                     if e.id is not None and table.cell_text(e.id, "verdict") == "review":
-                        # a person decided: the review is closed (engine/daemon/control.py), the verdict says so
+                        # a person decided: the review is closed (engine/run/control.py), the verdict says so
                         table.upsert({"id": e.id, "status": "done", "review": f"{e.verdict}ed"}, add=False)
                     selected_touched |= e.id == self.selected_id
                     self._dirty = True  # a rejected best is the best no more: the header reads it again
@@ -710,10 +711,6 @@ class CucoApp(App):
 
     @work(thread=True, group="spawn", exit_on_error=False)
     def _start_fork(self, new_run: str) -> None:
-        import asyncio
-
-        from .launch import spawn_daemon, wait_for_daemon
-
         proc = spawn_daemon(self.home, new_run)
         info = wait_for_daemon(self.home, new_run, proc)
         asyncio.run(one_request(info.socket, "resume"))

@@ -1,4 +1,4 @@
-"""What the TUI reads, in thread workers: the engine's read model (engine/store/read_model), and a candidate's
+"""What the TUI reads, in thread workers: the engine's read model (engine/views), and a candidate's
 detail drawn as Rich `Text` in the calling thread, so the UI only has to place it. Filtering, sorting
 and paging happen in the read model's SQL.
 """
@@ -59,7 +59,7 @@ class CandidateDetail:
 
 
 class StoreView(ReadModel):
-    """The read model (engine/store/read_model) and how the TUI draws a candidate: Rich text, computed in the
+    """The read model (engine/views) and how the TUI draws a candidate: Rich text, computed in the
     calling thread worker, so the UI only places it."""
 
     # ---- one candidate (diff, source, metrics, logs, prompts)

@@ -15,6 +15,12 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.contract import Best, BestRef, Log, Result, RunState, decode, format_speedup
+from engine.evaluation.fault_report import fault_line
+from engine.glossary import legend
+from engine.store.store import ReadStore
+from engine.views.best import top_candidates
+from engine.views.read_model import first_candidate
+from engine.views.report import build_report
 
 RECENT = 6
 
@@ -118,9 +124,6 @@ class HeadlessDisplay:
         return Group(self.progress, Text("\n".join(self.recent), style="dim"))
 
     def print_summary(self, home: Path, run_id: str) -> None:
-        from engine.store.store import ReadStore
-        from engine.views.report import build_report
-
         store = ReadStore(home)
         try:
             print_report(build_report(store, run_id), home, store, console=self.console)
@@ -160,11 +163,6 @@ def _measuring_line(report: dict) -> str:
 
 def print_report(report: dict, home: Path, store=None, console: Console | None = None) -> None:
     """The run's summary; every table fits 80 columns and every number's meaning is in the legend below."""
-    from engine.glossary import legend
-    from engine.store.store import ReadStore
-    from engine.views.best import top_candidates
-    from engine.views.read_model import first_candidate
-
     console = console or Console()
     own = store is None
     store = store or ReadStore(home)
@@ -177,8 +175,6 @@ def print_report(report: dict, home: Path, store=None, console: Console | None =
         head.add_row("state", report["state"] + (f" ({report['stop_reason']})" if report["stop_reason"] else ""))
         head.add_row("evaluated", f"{report['evaluated']}: {report['correct']} correct, {report['failed']} failed")
         if report.get("faults"):
-            from engine.evaluation.fault_report import fault_line
-
             head.add_row("failures", fault_line(report["faults"]))
         head.add_row("baseline", f"{_ms(report['baseline_time_ms'])} (sum over configs, in the seed's job)")
         head.add_row("best", best_line(best))

@@ -1,4 +1,4 @@
-"""How the TUI draws a candidate's lineage (engine/store/read_model/lineage.py reads it): one line per node, and the
+"""How the TUI draws a candidate's lineage (engine/views/lineage.py reads it): one line per node, and the
 detail tab's chain from the seed."""
 
 from __future__ import annotations

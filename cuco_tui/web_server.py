@@ -26,6 +26,10 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
+from aiohttp import web
+from textual_serve.app_service import AppService
+from textual_serve.server import Server, to_int
+
 from .processes import end_groups, parent_death_signal
 
 log = logging.getLogger("cuco.serve")
@@ -84,8 +88,6 @@ class Gate:
         return None
 
     def middleware(self) -> Any:
-        from aiohttp import web
-
         @web.middleware
         async def gate(request: web.Request, handler: Any) -> web.StreamResponse:
             why = self.refusal(request)
@@ -111,8 +113,6 @@ class Gate:
 
 
 def _app_service_class() -> Any:
-    from textual_serve.app_service import AppService
-
     class TabProcess(AppService):
         """One browser tab's `cuco attach`: no shell between, its own process group, and it dies with us."""
 
@@ -178,8 +178,6 @@ class OneLine(logging.Formatter):
 def make_server(
     argv: list[str], host: str, port: int, title: str, token: str, public_url: str, loopback: bool, announce: str
 ) -> Any:
-    from textual_serve.server import Server
-
     tab_process = _app_service_class()
 
     class CucoServer(Server):
@@ -206,8 +204,6 @@ def make_server(
 
         def serve(self, debug: bool = False) -> None:
             """textual-serve's loop, with `announce` printed once the port accepts connections."""
-            from aiohttp import web
-
             self.debug = debug
             self.initialize_logging()
             loop = asyncio.new_event_loop()
@@ -233,9 +229,6 @@ def make_server(
 
         async def handle_websocket(self, request: Any) -> Any:
             """textual-serve's handler, with each tab's process started as `TabProcess`."""
-            from aiohttp import web
-            from textual_serve.server import to_int
-
             websocket = web.WebSocketResponse(heartbeat=15)
             width = to_int(request.query.get("width", "80"), 80)
             height = to_int(request.query.get("height", "24"), 24)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]  # the measurement logs too
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 # a path under one of the project's folders, not part of a longer path (`../x/engine/`, `$OUT/docs/`, `~/docs`)
@@ -54,7 +54,7 @@ def missing(doc: Path, text: str) -> list[str]:
     return [f"{doc.relative_to(REPO)}: {line}" for line in bad]
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(REPO)) for d in DOCS])
 def test_every_cited_file_exists(doc):
     assert missing(doc, doc.read_text()) == []
 
@@ -76,3 +76,11 @@ def test_a_missing_file_is_caught():
 def test_the_readme_lists_each_doc_once():
     listed = re.findall(r"^- `(docs/[\w.-]+\.md)`", (REPO / "README.md").read_text(), re.M)
     assert sorted(listed) == sorted(set(listed))
+    assert sorted(listed) == sorted(f"docs/{d.name}" for d in (REPO / "docs").glob("*.md"))
+
+
+def test_performance_links_every_measurement_log():
+    """The dated logs are reached from docs/PERFORMANCE.md, each named there once in its list."""
+    logs = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs" / "measurements").glob("*.md"))
+    listed = re.findall(r"^- `(docs/measurements/[\w.-]+\.md)`", (REPO / "docs" / "PERFORMANCE.md").read_text(), re.M)
+    assert logs and sorted(listed) == logs

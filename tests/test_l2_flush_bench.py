@@ -1,5 +1,5 @@
 """The L2-flush benchmark (tests/bench/l2_flush/stencil_after_flush.cu) keeps compiling; it runs on a GPU
-(docs/PERFORMANCE.md, "What the harness's L2 flush costs a memory-bound iteration")."""
+(docs/measurements/gpu-workloads.md, "What the harness's L2 flush costs a memory-bound iteration")."""
 
 from __future__ import annotations
 

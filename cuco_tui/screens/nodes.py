@@ -9,6 +9,8 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from remote.slurm_commands import explain_reason
+
 from ..actions import bindings_for
 from ..data import StoreView
 from ..widgets import KeyFooter
@@ -18,8 +20,6 @@ NODE_COLUMNS = ("node", "health", "gpus busy", "cpus busy", "jobs", "failures", 
 
 def pending_text(nodes: list[dict[str, Any]]) -> str:
     """Why a scheduler's jobs wait, most common reason first, each with what it means for the user."""
-    from remote.slurm_commands import explain_reason
-
     lines = []
     for n in nodes:
         for reason, count in sorted((n.get("pending") or {}).items(), key=lambda kv: -kv[1]):

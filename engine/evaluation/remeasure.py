@@ -18,7 +18,7 @@ from .evaluation import FrozenObjectCache, build_stage, mode_configs, read_resul
 from .harness_result import HarnessResult, ResultError
 from .pooled import pooled
 
-TURNS = 2  # benchmark jobs per finalist
+TURNS = 3  # benchmark jobs per finalist: a job-to-job spread of a few % needs more than two to average out
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Remeasured:
     time_ms: float | None
     benchmark: dict[str, Any]  # the pooled result (its configs carry every job's rounds)
     jobs: int
+    results: tuple[HarnessResult, ...]  # every job's own result, to pool with more jobs later
 
 
 async def remeasure(
@@ -40,15 +41,18 @@ async def remeasure(
     seed: int,
     frozen: FrozenObjectCache | None = None,
     turns: int = TURNS,
+    earlier: dict[int, tuple[HarnessResult, ...]] | None = None,
 ) -> list[Remeasured]:
-    """Each candidate of `sources` (id -> source) benchmarked `turns` times, the candidates in turns; one whose
-    build or job fails is left out (its earlier numbers stand)."""
+    """Each candidate of `sources` (id -> source) benchmarked `turns` times, the candidates in turns, its
+    jobs pooled with its `earlier` side-by-side jobs; one whose build or every job fails is left out (its
+    earlier numbers stand)."""
     binaries: dict[int, bytes] = {}
     for cid, source in sources.items():
         built = await build_stage(workload, source, executor, job_prefix=f"{job_prefix}-c{cid}", frozen=frozen)
         if built.binary is not None:
             binaries[cid] = built.binary
     results: dict[int, list[HarnessResult]] = {cid: [] for cid in binaries}
+    fresh = set()
     expected = [c.name for c in mode_configs(workload, BENCHMARK)]
     for turn in range(turns):
         for cid, binary in binaries.items():
@@ -61,9 +65,11 @@ async def remeasure(
                 continue
             if result.correct:
                 results[cid].append(result)
+                fresh.add(cid)
     out = []
     for cid, got in results.items():
-        if got:
-            p = pooled(got)
-            out.append(Remeasured(cid, p.speedup, p.speedup_interval, p.time_ms, p.raw, len(got)))
+        if cid in fresh:
+            every = [*(earlier or {}).get(cid, ()), *got]
+            p = pooled(every)
+            out.append(Remeasured(cid, p.speedup, p.speedup_interval, p.time_ms, p.raw, len(every), tuple(every)))
     return out

@@ -4,7 +4,7 @@ Builds tests/bench/gemm_codegen/bench_gemm_codegen.cu (it includes workloads/gem
 so it measures the shipped kernels) with the workload's build flags, runs it, prints a table and, with
 --check, exits 1 when a kernel is not bit-exact against the baseline's GEMM, a bounded wait expired, or the
 shipped hybrid's GEMM is slower than --max-ratio times the baseline's on any shape. Why it exists:
-docs/gpu-workloads.md, "The hybrid's GEMM schedule, on one GPU" (with cuco_gemm.cuh's first mainloop the
+docs/measurements/gpu-workloads.md, "The hybrid's GEMM schedule, on one GPU" (with cuco_gemm.cuh's first mainloop the
 epilogue's code moved the loop's schedule by 2-5 %; a compiler or mainloop change could bring that back,
 and this shows it on one GPU).
 

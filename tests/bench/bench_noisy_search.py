@@ -3,14 +3,15 @@ every correct candidate of each run re-timed on its own (hogs stopped), to see w
 really ranks and whether the seed, measured against its own copy, reads 1.00.
 
     python tests/bench/bench_noisy_search.py [--tree DIR] [--runs 10] [--evals 20] [--retime 3]
-        [--until HH:MM] [--json OUT.json]
+        [--retime-top 8] [--retime-extra 4] [--until HH:MM] [--json OUT.json]
 
 `--tree` is the cuco checkout whose engine and harness run (default: this one), so the same bench runs at
 another protocol (e.g. `git archive` of an older commit unpacked in a folder). Per run it records: evaluated,
 best (id, speedup, interval), held for review, the stop reason, the seed's speedup and interval, the
 measurements repeated under interference, and the reported best's rank among the run's correct candidates
-by their re-timed speedup (the median of `--retime` evaluations each). `--until` stops starting runs after
-that UTC time: what ran is reported. Prints one JSON line per run and a summary; the numbers are in
+by their re-timed speedup (the median of `--retime` evaluations each, and of `--retime-extra` more for the
+`--retime-top` fastest and the reported best: the yardstick is sharpest where the top quarter's edge is).
+`--until` stops starting runs after that UTC time: what ran is reported. Prints one JSON line per run and a summary; the numbers are in
 docs/PERFORMANCE.md.
 """
 
@@ -62,8 +63,12 @@ def _interval(metrics: dict[str, Any]) -> list[float] | None:
     return value if isinstance(value, list) and len(value) == 2 else None
 
 
-async def _retime(tree: Path, sources: dict[int, str], reps: int) -> dict[int, float]:
-    """Each source's median speedup over `reps` evaluations, one at a time, taken round-robin (A B C A B C)."""
+async def _retime(
+    tree: Path, sources: dict[int, str], reps: int, top: int = 0, extra: int = 0, also: int | None = None
+) -> dict[int, float]:
+    """Each source's median speedup over `reps` evaluations, one at a time, taken round-robin (A B C A B C);
+    then the `top` fastest by that (and `also`, the run's reported best) `extra` times more, round-robin, so
+    the yardstick is sharpest where the top quarter's edge is decided."""
     sys.path.insert(0, str(tree))
     from engine.evaluation.evaluation import FrozenObjectCache, evaluate_source
     from engine.workload import load_workload
@@ -73,18 +78,31 @@ async def _retime(tree: Path, sources: dict[int, str], reps: int) -> dict[int, f
     executor = LocalExecutor(work_dir=tempfile.mkdtemp(prefix="cuco-retime-"))
     frozen = FrozenObjectCache()
     got: dict[int, list[float]] = {cid: [] for cid in sources}
-    try:
-        for rep in range(reps):
-            for cid, src in sources.items():
-                o = await evaluate_source(w, src, executor, job_prefix=f"rt{rep}-{cid}", seed=4242 + rep, frozen=frozen)
+
+    async def rounds(ids: list[int], n: int, base: int) -> None:
+        for rep in range(n):
+            for cid in ids:
+                o = await evaluate_source(
+                    w, sources[cid], executor, job_prefix=f"rt{base + rep}-{cid}", seed=4242 + base + rep, frozen=frozen
+                )
                 if o.speedup:
                     got[cid].append(o.speedup)
+
+    try:
+        await rounds(list(sources), reps, 0)
+        first = {cid: statistics.median(v) for cid, v in got.items() if v}
+        leaders = sorted(first, key=lambda cid: -first[cid])[:top]
+        if also in first and also not in leaders:
+            leaders.append(also)
+        await rounds(leaders, extra, reps)
     finally:
         await executor.close()
     return {cid: statistics.median(v) for cid, v in got.items() if v}
 
 
-def one_run(tree: Path, index: int, evals: int, reps: int, retime_tree: Path) -> dict[str, Any]:
+def one_run(
+    tree: Path, index: int, evals: int, reps: int, retime_tree: Path, top: int = 8, extra: int = 4
+) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix=f"cuco-noisy-{index}-"))
     t0 = time.monotonic()
     with bursty_hogs(seed=index):
@@ -102,7 +120,8 @@ def one_run(tree: Path, index: int, evals: int, reps: int, retime_tree: Path) ->
     best_id = best.get("candidate")
     blobs = home / "blobs"
     sources = {r["id"]: (blobs / r["source_hash"][:2] / r["source_hash"]).read_text() for r in done}
-    retimed = asyncio.run(_retime(retime_tree, sources, reps))  # hogs stopped: each candidate on its own
+    # hogs stopped: each candidate on its own
+    retimed = asyncio.run(_retime(retime_tree, sources, reps, top, extra, best_id))
     order = sorted(retimed, key=lambda cid: -retimed[cid])
     rank = order.index(best_id) + 1 if best_id in retimed else None
     interval = _interval(seed_metrics) or _interval(seed_bench)
@@ -128,6 +147,12 @@ def one_run(tree: Path, index: int, evals: int, reps: int, retime_tree: Path) ->
         "best_rank": rank,
         "top_quarter": rank is not None and rank <= math.ceil(len(order) / 4),
         "retimed_top": [[cid, round(retimed[cid], 3)] for cid in order[:5]],
+        "retimed": {cid: round(v, 4) for cid, v in retimed.items()},
+        "finalists": {
+            r["id"]: [round(r["speedup"], 4), json.loads(r["metrics_json"] or "{}").get("remeasured", {}).get("jobs")]
+            for r in done
+            if json.loads(r["metrics_json"] or "{}").get("remeasured")
+        },
         "evals_per_min": round((report.get("evaluated") or 0) / (wall / 60), 2),
     }
 
@@ -138,6 +163,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--evals", type=int, default=20)
     ap.add_argument("--retime", type=int, default=3, help="evaluations per candidate when re-timed on its own")
+    ap.add_argument("--retime-top", type=int, default=8, help="the fastest re-timed this many ...")
+    ap.add_argument("--retime-extra", type=int, default=4, help="... times more (and the reported best)")
     ap.add_argument("--retime-tree", type=Path, help="the checkout that re-times (default: --tree): one yardstick")
     ap.add_argument("--until", help="UTC HH:MM after which no new run starts")
     ap.add_argument("--json", type=Path)
@@ -148,7 +175,9 @@ def main() -> int:
         if args.until and dt.datetime.now(dt.UTC).strftime("%H:%M") >= args.until:
             print(f"stopping: {args.until} UTC reached after {i} runs", flush=True)
             break
-        r = one_run(tree, i, args.evals, args.retime, (args.retime_tree or tree).resolve())
+        r = one_run(
+            tree, i, args.evals, args.retime, (args.retime_tree or tree).resolve(), args.retime_top, args.retime_extra
+        )
         results.append(r)
         print(json.dumps(r), flush=True)
         if args.json:

@@ -3,7 +3,7 @@
 Builds tests/bench/gemm_codegen/bench_split_tail.cu (it includes workloads/gemm_allgather/variants/split_tail.cu,
 so it measures the shipped kernel) with the workload's build flags, runs it and prints a table. split_tail
 splits the GEMM's last partial wave so that less data is left to cross NVLink after it; that only pays if
-the GEMM itself ends no later than the baseline's, which this shows on one GPU (docs/gpu-workloads.md,
+the GEMM itself ends no later than the baseline's, which this shows on one GPU (docs/measurements/gpu-workloads.md,
 "split_tail"). --check exits 1 when a kernel's result is wrong: tail_split 0 and -2 not bit-exact against
 the baseline's GEMM, a k split outside problem.cu's bf16 tolerance or different before the tail, or an
 expired bounded wait. Times are reported, not checked.

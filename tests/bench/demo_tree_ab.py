@@ -4,7 +4,7 @@ runs in; prints one JSON line of speedups. Run it alternately in two trees for a
     (cd TREE_A && PYTHONPATH=. python /path/to/demo_tree_ab.py before)
     (cd TREE_B && PYTHONPATH=. python /path/to/demo_tree_ab.py after)      # and again, b a b a
 
-docs/PERFORMANCE.md ("The symbol policy, the vDSO clock ...") has a run.
+docs/measurements/integrity.md ("The symbol policy, the vDSO clock ...") has a run.
 """
 
 import asyncio

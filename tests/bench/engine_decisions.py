@@ -6,7 +6,7 @@ alike print the same bytes:
     (cd TREE_A && PYTHONPATH=. python /path/to/engine_decisions.py 60) > a.json
     (cd TREE_B && PYTHONPATH=. python /path/to/engine_decisions.py 60) > b.json && cmp a.json b.json
 
-docs/PERFORMANCE.md ("The engine split into loop, population and ledger") has a run.
+docs/measurements/engine.md ("The engine split into loop, population and ledger") has a run.
 """
 
 import asyncio

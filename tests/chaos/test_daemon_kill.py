@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cuco_tui.cli_control import run_detached
 from cuco_tui.client import EngineClient, EngineError, EngineGone
+from cuco_tui.verbs.detached import run_detached
 from engine.config import RunConfig
 from engine.daemon import protocol
 from tests.chaos.chaos import check_invariants, cuco, leftover_processes, query

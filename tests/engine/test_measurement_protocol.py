@@ -116,14 +116,18 @@ def test_the_overlap_bound_is_judged_at_the_slow_end_of_the_interval():
     assert [f["config"] for f in HarnessResult("benchmark", True, None, [tight]).beyond_bound()] == ["square"]
 
 
-def test_the_finalists_are_the_top_of_the_ranking_and_the_seed():
+def test_the_finalists_are_the_top_by_lower_bound_the_top_by_speedup_and_the_seed():
     pop = Population()
-    for i, fit in enumerate([0.9, 1.5, 1.4, 1.3, 1.2, 1.1], start=1):
+    # (lower bound, speedup): 6 and 7 read fast in a job whose interval came out wide
+    readings = [(0.9, 1.0), (1.5, 1.55), (1.4, 1.45), (1.3, 1.35), (1.2, 1.25), (1.0, 1.7), (0.95, 1.6), (1.1, 1.2)]
+    for i, (fit, speedup) in enumerate(readings, start=1):
         c = Cand(i, i - 1, 0, 0, "done", f"h{i}", {}, f"c{i}", "seed" if i == 1 else "knob", fitness=fit)
+        c.speedup = speedup
         pop.add(c)
         pop.admit(c)
-    assert [c.id for c in finalists(pop, seed_id=1)] == [2, 3, 4, 1]
-    assert [c.id for c in finalists(pop, seed_id=2)] == [2, 3, 4]
+    assert [c.id for c in finalists(pop, seed_id=1)] == [2, 3, 4, 6, 7, 1]
+    assert [c.id for c in finalists(pop, seed_id=2)] == [2, 3, 4, 6, 7]
+    assert [c.id for c in finalists(pop, seed_id=1, k_bound=1, k_speedup=1)] == [2, 6, 1]
 
 
 def _proc(tmp_path, name: str, load: float, total: int, steal: int):

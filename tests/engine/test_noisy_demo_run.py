@@ -1,6 +1,6 @@
 """The demo on a busy machine: beside two bursty neighbours (a CPU spinner and a memory copier, busy and idle
 by turns for tenths of a second: tests/bench/hogs.py), a 20-evaluation run evaluates all 20, ends with a best
-whose numbers were re-measured side by side with the seed, and holds nothing for review; the best's number
+whose numbers were re-measured side by side with the seed (the leaders twice, six jobs pooled), and holds nothing for review; the best's number
 carries its interval. tests/bench/bench_noisy_search.py runs ten of these, re-times every candidate and
 counts the seed's intervals that hold 1.00 (docs/PERFORMANCE.md)."""
 
@@ -53,6 +53,11 @@ def test_twenty_evaluations_beside_bursty_hogs_end_with_a_re_measured_best(tmp_p
     ).fetchone()
     assert remeasured == 1 and seed_low <= seed_high  # side by side with the finalists (1.00 inside: the bench)
     assert best["candidate"] in report["remeasured"]
+    # the leaders measured side by side a second time, their jobs pooled: the best's number is six jobs'
+    jobs = json.loads(
+        con.execute("SELECT metrics_json FROM candidates WHERE id=?", (best["candidate"],)).fetchone()[0]
+    )["remeasured"]["jobs"]
+    assert jobs == 6, jobs
     text = subprocess.run(
         CLI + ["--home", str(home), "report", "busy"], capture_output=True, text=True, timeout=120
     ).stdout

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cuco_tui.cli_timeline import NCU_METRICS, summarize_ncu_csv
+from cuco_tui.verbs.profile import NCU_METRICS, summarize_ncu_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "tui"))

@@ -54,7 +54,7 @@ def test_hybrid_gemm_kernel_keeps_its_schedule(tmp_path):
 def test_split_tail_gemm_is_right_for_every_tail_split(tmp_path):
     """split_tail's GEMM alone: bit-exact where it promises the baseline's bits (tail unsplit or in column
     halves), within the bf16 tolerance for the k splits and exact outside their tail; its times are printed
-    beside the baseline GEMM's (what its overlap rests on: docs/gpu-workloads.md, "split_tail")."""
+    beside the baseline GEMM's (what its overlap rests on: docs/measurements/gpu-workloads.md, "split_tail")."""
     r = subprocess.run(
         [
             sys.executable,

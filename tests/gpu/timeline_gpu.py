@@ -218,7 +218,7 @@ def abab(bins: Path, out: Path, which: str, pairs: int, ranks: int = 1) -> None:
 
 def ncu(bins: Path, out: Path, which: str, config: str, ranks: int = 1) -> None:
     """`cuco profile`'s job (its script and spec) on a prebuilt binary: the report, its raw CSV page, the summary."""
-    from cuco_tui.cli_timeline import ncu_script, summarize_ncu_csv
+    from cuco_tui.verbs.profile import ncu_script, summarize_ncu_csv
 
     binary = bins / which
     spec = bench_spec(binary.parent.name, ranks, False)

@@ -128,12 +128,12 @@ def test_cuco_transform_cli(llm_env, tmp_path, capsys):
     """The demo seed (no host NCCL) answered back verbatim: built and verified by the real harness."""
     import argparse
 
-    from cuco_tui import cli_llm
+    from cuco_tui.verbs import transform as transform_verb
 
     w = demo_workload()
     with FakeLLMServer(responder=lambda r: Reply(fenced(w.seed_source))) as srv:
         parser = argparse.ArgumentParser()
-        cli_llm.register(parser.add_subparsers())
+        transform_verb.register(parser.add_subparsers())
         out = tmp_path / "fast.cpp"
         args = parser.parse_args(
             [

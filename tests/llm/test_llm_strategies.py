@@ -290,15 +290,16 @@ async def test_cli_steers_strategies_and_report_lists_them(tmp_path, capsys):
 
     from llm_helpers import open_store
 
-    from cuco_tui import cli_control
     from cuco_tui.headless import strategy_table
+    from cuco_tui.verbs import control as control_verb
+    from cuco_tui.verbs.common import parse_sets
 
     store = await open_store(tmp_path)
     async with store.transaction() as tx:
         await strat.save(tx, "run1", strat.seeded(load_workload("demo"), [GOOD, *BAD]))
     await store.close()
     parser = argparse.ArgumentParser()
-    cli_control.register(parser.add_subparsers())
+    control_verb.register(parser.add_subparsers())
 
     def cuco(*argv: str) -> int:
         args = parser.parse_args(list(argv))
@@ -315,7 +316,7 @@ async def test_cli_steers_strategies_and_report_lists_them(tmp_path, capsys):
     rs.close()
     assert rows["s2"]["pinned"] and rows["s3"]["status"] == "retired" and "collides" in rows["s3"]["why"]
     assert rows["s4"]["text"] == "Fuse the copy" and rows["s4"]["origin"] == "operator"
-    assert cli_control.parse_sets(["strategy.add=A, with a comma", "strategy.add=B", "islands=2"]) == {
+    assert parse_sets(["strategy.add=A, with a comma", "strategy.add=B", "islands=2"]) == {
         "strategy.add": ["A, with a comma", "B"],
         "islands": "2",
     }

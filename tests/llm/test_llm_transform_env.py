@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fake_llm import FakeLLMServer, Reply
 
-from cuco_tui import cli_llm
+from cuco_tui.verbs import transform as transform_verb
 from engine.workload import load_workload
 
 
@@ -22,7 +22,7 @@ def fenced(source: str) -> str:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser()
-    cli_llm.register(p.add_subparsers())
+    transform_verb.register(p.add_subparsers())
     return p
 
 

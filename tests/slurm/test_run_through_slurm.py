@@ -96,7 +96,7 @@ def test_demo_runs_through_slurm(slurm_yaml, slurm, tmp_path):
 
 def test_stop_mid_run_leaves_no_job_in_squeue(slurm_yaml, slurm, tmp_path):
     """`cuco run` without --headless: a detached engine, stopped by `cuco stop` through its socket."""
-    from cuco_tui.cli_control import run_detached
+    from cuco_tui.verbs.detached import run_detached
     from engine.config import RunConfig
 
     home = tmp_path / ".cuco"

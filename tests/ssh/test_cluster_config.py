@@ -75,11 +75,11 @@ def test_missing_file(tmp_path):
 def test_cli_bad_input_exit_2(tmp_path, capsys):
     import argparse
 
-    from cuco_tui import cli_nodes
+    from cuco_tui.verbs import nodes as nodes_verb
 
     path = write(tmp_path, "nodes:\n  - {name: a, host: h}\n  - {name: b, host: h, port: 70000}\n")
     parser = argparse.ArgumentParser(prog="cuco")
-    cli_nodes.register(parser.add_subparsers(dest="command"))
+    nodes_verb.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["nodes", "check", str(path), "--home", str(tmp_path)])
     assert args.func(args) == 2
     assert capsys.readouterr().err.strip() == f"{path}: nodes[1].port: must be an integer 1-65535 (got 70000)"

@@ -200,7 +200,7 @@ async def test_quarantine_after_k_failures(nodes):
 
 
 async def test_unknown_and_changed_host_keys_refused_then_trusted(nodes, capsys):
-    from cuco_tui import cli_nodes
+    from cuco_tui.verbs import nodes as nodes_verb
 
     (nodes.home / "known_hosts").write_text("")  # nothing trusted
     ex = make_executor(nodes)
@@ -223,7 +223,7 @@ async def test_unknown_and_changed_host_keys_refused_then_trusted(nodes, capsys)
     # `cuco nodes trust a --yes` replaces the wrong key; b stays untrusted.
     cluster = nodes.cluster_yaml()
     parser = __import__("argparse").ArgumentParser(prog="cuco")
-    cli_nodes.register(parser.add_subparsers(dest="command"))
+    nodes_verb.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(
         ["nodes", "trust", "a", "--cluster", str(cluster), "--yes", "--home", str(nodes.home), "--no-user-known-hosts"]
     )
@@ -430,10 +430,10 @@ async def test_ssh_config_alias_and_many_concurrent_jobs(nodes):
 async def test_nodes_check_table_and_exit_codes(nodes, capsys):
     import argparse
 
-    from cuco_tui import cli_nodes
+    from cuco_tui.verbs import nodes as nodes_verb
 
     parser = argparse.ArgumentParser(prog="cuco")
-    cli_nodes.register(parser.add_subparsers(dest="command"))
+    nodes_verb.register(parser.add_subparsers(dest="command"))
     path = nodes.cluster_yaml()
     args = parser.parse_args(["nodes", "check", str(path), "--home", str(nodes.home), "--no-user-known-hosts"])
     assert await asyncio.to_thread(args.func, args) == 0

@@ -67,7 +67,7 @@ def _wait(predicate, timeout: float, step: float = 0.25):
 @pytest.fixture
 def live_run(tmp_path):
     """A real engine daemon on workloads/demo, running."""
-    from cuco_tui.cli_control import run_detached
+    from cuco_tui.verbs.detached import run_detached
     from engine.config import RunConfig
     from engine.workload import load_workload
 

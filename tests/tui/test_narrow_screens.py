@@ -109,15 +109,24 @@ def _after(keys: list[str], to_numbers: bool = False):
         # the candidates table at its end, its cursor two rows above the newest, set rather than pressed:
         # a refresh that lands after a key press would leave the cursor (and the scroll) where timing put it
         candidates = pilot.app.screen_stack[0].query_one(CandidatesTable)
-        candidates.move_cursor(row=candidates.row_count - 3, animate=False)
-        candidates.scroll_end(animate=False)
-        await _still(pilot)
+        # (twice: a refresh landing after the first would change the table's height under it)
+        for _ in range(2):
+            candidates.move_cursor(row=candidates.row_count - 3, animate=False)
+            await _still(pilot)
+            candidates.scroll_end(animate=False, immediate=True)
+            await _still(pilot)
         for key in keys:
             await pilot.press(key)
             await _still(pilot)
         if to_numbers:  # the help's cursor on the first explanation of a number
             table = pilot.app.screen.query_one("#help-table")
             first = next(r for r in range(table.row_count) if str(table.get_row_at(r)[0]) == "numbers")
+            # wrapped rows get their heights after a refresh: the cursor is set first, the table scrolled home,
+            # and only then is the cursor scrolled into view, from a known place with every height known
+            table.move_cursor(row=first + 6, animate=False, scroll=False)
+            await _still(pilot)
+            table.scroll_home(animate=False, immediate=True)
+            await _still(pilot)
             table.move_cursor(row=first + 6, animate=False)
             await _still(pilot)
         pilot.app.clear_notifications()  # the review toast's timeout would race the snapshot

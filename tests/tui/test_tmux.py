@@ -247,7 +247,7 @@ def test_a_person_in_tmux(tmp_path):
 
 def test_resume_attach_restarts_a_dead_engine_and_opens_the_tui(tmp_path):
     """`cuco resume RUN --attach` on a run whose engine was killed: a new engine, and the TUI live on it."""
-    from cuco_tui.cli_control import run_detached
+    from cuco_tui.verbs.detached import run_detached
     from engine.config import RunConfig
 
     home = (tmp_path / "home").resolve()

@@ -2,7 +2,7 @@
 // copies), on the per-rank shapes of its large configs. It guards what the hybrid's overlap efficiency
 // rests on: its GEMM, epilogue and all, as fast as the baseline's. With cuco_gemm.cuh's first mainloop it
 // was not (1.021x, and 1.054x before the hybrid launched ga_gemm_kernel: the epilogue's code moved the
-// loop's schedule; docs/gpu-workloads.md, "m8k_k8192: device timeline" and "The hybrid's GEMM schedule, on
+// loop's schedule; docs/measurements/gpu-workloads.md, "m8k_k8192: device timeline" and "The hybrid's GEMM schedule, on
 // one GPU"); with the current one every form is within 0.6 %. It shows here, on one GPU, without the
 // multi-GPU machine the efficiency needs.
 //

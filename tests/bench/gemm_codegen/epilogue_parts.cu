@@ -2,7 +2,7 @@
 // peers): the shipped epilogue taken apart (no counting, no LSA-tail stores, release atomics, no fence,
 // another counting warp, parts behind __noinline__ calls, the whole epilogue behind a call), each kernel
 // timed in turn per iteration after a 256 MiB L2 flush (101 timed of 106), medians as x the baseline GEMM.
-// The table in docs/gpu-workloads.md ("The hybrid's GEMM schedule, on one GPU") comes from it. It measures
+// The table in docs/measurements/gpu-workloads.md ("The hybrid's GEMM schedule, on one GPU") comes from it. It measures
 // the first mainloop, so build it against commit 931b2d1's tree:
 //   git worktree add /tmp/t931 931b2d1
 //   nvcc -std=c++17 -arch=sm_90 -O3 -I/tmp/t931/workloads/_harness/cuda -I/tmp/t931/workloads/gemm_allgather/variants \

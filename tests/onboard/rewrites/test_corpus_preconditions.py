@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cuco_tui.cli_rewrite import _verdicts
+from cuco_tui.verbs import rewrite
 from engine.onboard.analyze import analyze_files
 from engine.onboard.rewrites import Offer, Refusal
 
@@ -18,7 +18,7 @@ def verdicts(*rel: str) -> dict:
     files = [CORPUS / r for r in rel]
     if not files[0].is_file():
         pytest.skip(f"the corpus is not at {CORPUS}")
-    return {v.rewrite: v for v in _verdicts(analyze_files([str(f) for f in files]))}
+    return {v.rewrite: v for v in rewrite.verdicts(analyze_files([str(f) for f in files]))}
 
 
 def test_jacobi_is_offered_every_rewrite_but_a_bare_comm_stream_and_lsa_collective():

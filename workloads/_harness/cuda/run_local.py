@@ -3,7 +3,7 @@
 
     python3 workloads/_harness/cuda/run_local.py WORKLOAD_DIR [--source FILE] [--mode verify|benchmark]
             [--ranks N] [--configs a,b] [--seed S] [--warmup W] [--iters I] [--timeout S]
-            [--build-dir DIR] [--build-only] [--result FILE]
+            [--build-dir DIR] [--build-only] [--result FILE] [--no-timeline]
 
 It copies the candidate (FILE, default the workload's candidate; it is installed under the candidate's
 name), the harness sources and headers flat into a job directory, runs build.command there with
@@ -160,6 +160,7 @@ def make_spec(
     warmup: int | None,
     iters: int | None,
     timeout_s: float,
+    timeline: bool = True,
 ) -> dict:
     configs = []
     for c in spec["configs"]:
@@ -181,6 +182,7 @@ def make_spec(
         "warmup": warmup if warmup is not None else b.get("warmup", 2),
         "iters": iters if iters is not None else b.get("iters", 9),
         "timeout_s": timeout_s,
+        "timeline": timeline,
     }
 
 
@@ -198,6 +200,7 @@ def main() -> int:
     ap.add_argument("--build-dir", type=Path, default=Path(os.environ.get("CUCO_BUILD_DIR", "/tmp/cuco-cuda-build")))
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--result", type=Path, help="copy result.json here")
+    ap.add_argument("--no-timeline", action="store_true", help="benchmark without the profiled call after timing")
     a = ap.parse_args()
 
     wdir = a.workload.resolve()
@@ -211,7 +214,7 @@ def main() -> int:
     stage_timeout = a.timeout or float(spec["timeouts"][a.mode])
     names = a.configs.split(",") if a.configs else None
     # the harness kills its ranks a little before the stage timeout, so that it can still write its verdict
-    sj = make_spec(spec, a.mode, ranks, names, a.seed, a.warmup, a.iters, max(5.0, stage_timeout - 10))
+    sj = make_spec(spec, a.mode, ranks, names, a.seed, a.warmup, a.iters, max(5.0, stage_timeout - 10), not a.no_timeline)
     run_dir = job / f"run-{os.getpid()}"
     run_dir.mkdir()
     (run_dir / "spec.json").write_text(json.dumps(sj, indent=1))

@@ -15,14 +15,26 @@ import contextlib
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from engine.evaluation.evaluation import BUILT, EvalOutcome, evaluate_source
+from engine.evaluation.executors import START_TIMEOUT_S, close_executor, open_executor
+from engine.llm.budget import Budget
+from engine.llm.models import ModelSpec, parse_models
+from engine.llm.pricing import Pricing
+from engine.llm.retry import RetryPolicy
+from engine.stages import BENCHMARK, BUILD, VERIFY
+from engine.store.schema import DONE
+from engine.store.store import Store
+from engine.workload import Workload, load_workload
 from remote.errors import InputError
 from remote.jobs import NoUsableNode
+from remote.registry import load_config
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, home_from
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "transform",
         help="rewrite a host-driven workload into a device-initiated one with an LLM (fast path)",
@@ -74,7 +86,7 @@ def register(subparsers) -> None:
         help="attempts per LLM request, with backoff on 429, 5xx and timeouts (default 4)",
     )
     p.add_argument("--home", help=argparse.SUPPRESS, default=argparse.SUPPRESS)
-    p.set_defaults(func=handler)
+    p.set_defaults(func=cmd_transform)
 
 
 class EnvironmentFault(Exception):
@@ -82,16 +94,7 @@ class EnvironmentFault(Exception):
     user hears it, the model does not."""
 
 
-def _home(args: argparse.Namespace) -> Path:
-    from cuco_tui.launch import resolve_home
-
-    return resolve_home(getattr(args, "home", None))
-
-
-def handler(args: argparse.Namespace) -> int:
-    from engine.llm.models import parse_models
-    from engine.workload import load_workload
-
+def cmd_transform(args: argparse.Namespace) -> int:
     try:
         workload = load_workload(args.workload)
         specs = parse_models(list(args.llm))
@@ -107,18 +110,16 @@ def handler(args: argparse.Namespace) -> int:
             if args.output
             else Path.cwd() / f"{workload.name}-fast{Path(workload.candidate_file).suffix}"
         )
-        cluster = _cluster(args.cluster)
-        home = _home(args)
-        from engine.llm.pricing import Pricing
-
+        cluster = cluster_file(args.cluster)
+        home = home_from(args)
         pricing = Pricing.load(home)
     except InputError as exc:
         print(f"cuco: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return asyncio.run(_transform(workload, specs[0], pricing, home, output, cluster, args))
+    return asyncio.run(transform(workload, specs[0], pricing, home, output, cluster, args))
 
 
-def _cluster(value: str | None) -> Path | None:
+def cluster_file(value: str | None) -> Path | None:
     """The cluster.yaml given with --cluster, checked before any LLM call: the same rule as `cuco run`
     for a missing file, and every field validated (InputError names the file and the field)."""
     if not value:
@@ -126,24 +127,23 @@ def _cluster(value: str | None) -> Path | None:
     path = Path(value).expanduser()
     if not path.is_file():
         raise InputError(str(value), "--cluster", "no such file")
-    from remote.registry import load_config
-
     load_config(path)
     return path.resolve()
 
 
-async def _transform(
-    workload, spec, pricing, home: Path, output: Path, cluster: Path | None, args: argparse.Namespace
+async def transform(
+    workload: Workload,
+    spec: ModelSpec,
+    pricing: Pricing,
+    home: Path,
+    output: Path,
+    cluster: Path | None,
+    args: argparse.Namespace,
 ) -> int:
-    from engine.evaluation.evaluation import BUILT, evaluate_source
-    from engine.evaluation.executors import START_TIMEOUT_S, close_executor, open_executor
-    from engine.llm.budget import Budget
-    from engine.llm.retry import RetryPolicy
+    # Here, not at the top: the LLM SDKs are optional (a GPU node may have neither) and take over a second
+    # to import, which no other verb should pay.
     from engine.llm.service import LLMService
     from engine.onboard.fast_path import FastPath
-    from engine.stages import BENCHMARK, BUILD, VERIFY
-    from engine.store.schema import DONE
-    from engine.store.store import Store
 
     run_id = f"transform-{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:  # first, so that unusable nodes stop the verb before any LLM cost
@@ -162,7 +162,7 @@ async def _transform(
     def log(text: str) -> None:
         print(f"cuco transform: {text}", file=sys.stderr)
 
-    async def evaluate(source: str):
+    async def evaluate(source: str) -> EvalOutcome:
         counter["n"] += 1
         outcome = await evaluate_source(
             workload,

@@ -1,163 +1,26 @@
-"""Where a candidate's time goes, from the command line (docs/timeline.md):
-
-    cuco report CANDIDATE --timeline [--json]    the figures of its profiled call, per config and rank
-    cuco export --trace CANDIDATE -o FILE.json   Chrome trace-event JSON (Perfetto, chrome://tracing)
-    cuco export --trace CANDIDATE --html -o F.html   the same trace as one self-contained page, viewed offline
-    cuco profile CANDIDATE [--config NAME]       its benchmark once under Nsight Compute, where ncu is
-
-Everything is read from the store (the timelines table); nothing is measured again but by `profile`.
-"""
+"""`cuco profile CANDIDATE [--config NAME] [--cluster FILE] [-o DIR]`: the candidate's benchmark job once
+under Nsight Compute, where ncu is installed; brings back its report and a per-kernel summary."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import csv
+import io
 import json
+import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
-from engine.contract import format_speedup
+from engine.evaluation.evaluation import build_stage, fresh_seed, run_job
+from engine.evaluation.executors import close_executor, open_executor
+from engine.stages import BENCHMARK, VERIFY
+from engine.workload import Workload, load_workload
 from remote.errors import InputError
 
-EXIT_OK, EXIT_FAILED = 0, 1
-
-
-def candidate_id(text: str | None, field: str) -> int:
-    try:
-        return int(str(text))
-    except ValueError:
-        raise InputError(field, str(text), "must be a candidate id (a number, as `cuco report RUN` lists)") from None
-
-
-def _open(args: argparse.Namespace, cid: int, field: str):
-    from engine.store.store import ReadStore
-
-    from .cli import home_from
-
-    store = ReadStore(home_from(args))
-    if store.candidate(cid) is None:
-        store.close()
-        raise InputError(field, str(cid), f"no candidate {cid} in {store.db_path}")
-    return store
-
-
-def _ms(v: Any) -> str:
-    return f"{v:.3f}" if isinstance(v, (int, float)) else "-"
-
-
-def print_figures(cid: int, figs: dict[str, dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)  # piped: one line per rank, not a wrapped table
-    for config, f in figs.items():
-        if f.get("error"):
-            console.print(f"[bold]{config}[/]: {f['error']}")
-            continue
-        frac = f.get("overlap_fraction")
-        title = (
-            f"candidate {cid}, config {config} ({f.get('source')}): overlap fraction "
-            f"{'-' if frac is None else f'{frac:.2f}'}, critical rank {f.get('critical_rank')}"
-        )
-        table = Table(title=title, title_justify="left")
-        for col in (
-            "rank",
-            "span ms",
-            "compute ms",
-            "comm ms",
-            "overlapped ms",
-            "exposed ms",
-            "exposed %",
-            "idle ms",
-            "largest gap ms",
-            "after",
-            "dominant",
-        ):
-            table.add_column(col, justify="right" if "ms" in col or col in ("rank", "exposed %") else "left")
-        for r in f.get("ranks") or []:
-            table.add_row(
-                str(r["rank"]),
-                _ms(r["span_ms"]),
-                _ms(r["compute_ms"]),
-                _ms(r["comm_ms"]),
-                _ms(r["overlapped_ms"]),
-                _ms(r["exposed_comm_ms"]),
-                f"{100 * r['exposed_share']:.0f}",
-                _ms(r["idle_ms"]),
-                _ms(r["largest_gap_ms"]),
-                (r.get("largest_gap_after") or "")
-                + (f" (in {r['largest_gap_in']})" if r.get("largest_gap_in") else ""),
-                f"{r.get('dominant') or ''} ({_ms(r.get('dominant_ms'))} ms)",
-            )
-        console.print(table)
-        if f.get("dropped"):
-            console.print(f"  ({f['dropped']} records beyond the harness's cap were left out)")
-
-
-def report_timeline(args: argparse.Namespace) -> int:
-    from engine.timeline import timeline
-
-    cid = candidate_id(args.run, "CANDIDATE")
-    store = _open(args, cid, "CANDIDATE")
-    try:
-        figs = {config: f for config, (f, _) in timeline.load(store, cid).items()}
-    finally:
-        store.close()
-    if not figs:
-        print(
-            f"candidate {cid} has no timeline (it was not benchmarked, or was measured before timelines were recorded)"
-        )
-        return EXIT_FAILED
-    if args.json:
-        print(json.dumps({"candidate": cid, "configs": figs}, indent=2))
-    else:
-        print_figures(cid, figs)
-    return EXIT_OK
-
-
-def export_trace(args: argparse.Namespace) -> int:
-    from engine.timeline import timeline
-
-    cid = candidate_id(args.trace, "--trace")
-    if not args.output or args.output == "-":
-        raise InputError(
-            "-o",
-            str(args.output),
-            "give the trace file to write, e.g. -o trace.json (or -o trace.html for a page to open in a browser)",
-        )
-    store = _open(args, cid, "--trace")
-    try:
-        parsed = timeline.load_parsed(store, cid)
-        row = store.candidate(cid)
-        run_id = row["run_id"]
-        # the page's title carries the candidate's number with its spread, as every view shows it
-        shown = format_speedup(row.get("speedup"), [row.get("speedup_low"), row.get("speedup_high")])
-    finally:
-        store.close()
-    usable = {c: t for c, t in parsed.items() if isinstance(t, timeline.ConfigTimeline)}
-    if not usable:
-        reasons = "; ".join(f"{c}: {t}" for c, t in parsed.items()) or "it was not benchmarked"
-        print(f"candidate {cid} has no timeline to export ({reasons})")
-        return EXIT_FAILED
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    trace = timeline.chrome_trace(usable, title=f"cuco {run_id} candidate {cid}: {shown}")
-    as_html = getattr(args, "html", False) or out.suffix.lower() in (".html", ".htm")
-    if as_html:
-        from cuco_tui.trace_html import render
-
-        out.write_text(render(trace), encoding="utf-8")
-        where = "open it in any browser, offline"
-    else:
-        out.write_text(json.dumps(trace))
-        where = "open it in https://ui.perfetto.dev or chrome://tracing"
-    ranks = {e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X"}
-    print(f"candidate {cid}: {len(usable)} config(s), {len(ranks)} rank(s) -> {out} ({where})")
-    return EXIT_OK
-
-
-# ----- cuco profile: kernel counters with Nsight Compute ----------------------------------------------
+from .common import EXIT_FAILED, EXIT_OK, home_from
+from .timeline import candidate_id, open_candidate
 
 # The documented metric set (docs/timeline.md): each kernel's duration, achieved SM throughput, and memory
 # throughput (the busiest of DRAM / L2 / L1), each as a share of the GPU's sustained peak.
@@ -172,7 +35,7 @@ NCU_LAUNCH_COUNT = 400  # kernels profiled at most (each is replayed once per me
 PROFILE_FILES = ("profile.ncu-rep", "summary.csv")  # beside the harness's result
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "profile",
         help="run a candidate's benchmark job once under Nsight Compute (ncu), where it is installed",
@@ -203,9 +66,6 @@ def ncu_script(metrics: tuple[str, ...] = NCU_METRICS) -> str:
 
 def summarize_ncu_csv(text: str) -> list[dict[str, Any]]:
     """Per kernel name: launches, total duration (ms) and the mean of each throughput (% of peak)."""
-    import csv
-    import io
-
     rows = list(csv.reader(io.StringIO(text)))
     if len(rows) < 3:
         return []
@@ -265,18 +125,15 @@ def summarize_ncu_csv(text: str) -> list[dict[str, Any]]:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    import shutil
-
-    from engine.workload import load_workload
-
     cid = candidate_id(args.candidate, "CANDIDATE")
-    store = _open(args, cid, "CANDIDATE")
+    store, row = open_candidate(args, cid, "CANDIDATE")
     try:
-        row = store.candidate(cid)
         run = store.run(row["run_id"])
         source = store.source(cid)
     finally:
         store.close()
+    if run is None:  # a candidate outlives its run only in a damaged store
+        raise InputError("CANDIDATE", str(cid), f"its run {row['run_id']} is not in the store")
     workload = load_workload(run["workload_path"])
     if workload.language != "cuda":
         raise InputError(
@@ -297,19 +154,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED
     out = Path(args.output or f"cuco-profile-{cid}")
-    from .cli import home_from
-
-    return asyncio_run_profile(home_from(args), workload, source, cid, config, args.cluster, out)
+    return run_profile(home_from(args), workload, source, cid, config, args.cluster, out)
 
 
-def asyncio_run_profile(home: Path, workload, source: str, cid: int, config: str, cluster, out: Path) -> int:
-    import asyncio
-    import secrets
-
-    from engine.evaluation.evaluation import build_stage, fresh_seed, run_job
-    from engine.evaluation.executors import close_executor, open_executor
-    from engine.stages import BENCHMARK, VERIFY
-
+def run_profile(
+    home: Path, workload: Workload, source: str, cid: int, config: str, cluster: str | None, out: Path
+) -> int:
     async def main() -> int:
         executor = await open_executor(home, cluster, gpus_per_job=workload.launch_gpus, workload_name=workload.name)
         try:

@@ -10,13 +10,29 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
+from engine.onboard.analyze import analyze_files
+from engine.onboard.model import Program
+from engine.onboard.patch import unified_diff
+from engine.onboard.rewrites import (
+    REGISTRY,
+    FactsError,
+    Offer,
+    Refusal,
+    RewriteError,
+    ScheduleFacts,
+    check_all,
+    facts_from_analysis,
+    rewrite_program,
+)
 from remote.errors import InputError
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+from .common import EXIT_BAD_INPUT, EXIT_OK
+from .source_flags import assumptions, compiler_flags, flags
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "rewrite", help="list the schedule rewrites that apply to a program, or apply them and print the patch"
     )
@@ -30,48 +46,37 @@ def register(subparsers) -> None:
         help="a rewrite's knob (comm_ctas=8, nccl_proto=LL128); repeatable",
     )
     r.add_argument("-o", "--output", metavar="PATCH", help="write the patch here instead of printing it")
-    from .cli_onboard import _compiler_flags
-
-    _compiler_flags(r)
+    compiler_flags(r)
     r.set_defaults(func=cmd_rewrite)
 
 
-def _analyze(args: argparse.Namespace):
+def analyze(args: argparse.Namespace) -> Program:
     """The analysis, read with the same flags as `cuco analyze`."""
-    from engine.onboard.analyze import analyze_files
-
-    from .cli_onboard import _assumptions, _flags
-
     return analyze_files(
-        list(args.files), _flags(args), args.compile_commands, args.region, args.entry, _assumptions(args.assume)
+        list(args.files), flags(args), args.compile_commands, args.region, args.entry, assumptions(args.assume)
     )
 
 
-def offers_for(args: argparse.Namespace):
+def offers_for(args: argparse.Namespace) -> ScheduleFacts:
     """The analysis of the files, and the facts the rewrites read from it."""
-    from engine.onboard.rewrites import FactsError, facts_from_analysis
-
-    prog = _analyze(args)
+    prog = analyze(args)
     try:
         return facts_from_analysis(prog)
     except FactsError as exc:
         raise InputError(args.files[0], "region", str(exc)) from None
 
 
-def _verdicts(prog) -> list:
-    from engine.onboard.rewrites import REGISTRY, FactsError, Refusal, check_all, facts_from_analysis
-
+def verdicts(prog: Program) -> list[Offer | Refusal]:
+    """Each rewrite's verdict on the program: offered (with its knobs) or refused (with the reason)."""
     try:
         return check_all(facts_from_analysis(prog))
     except FactsError as exc:
         return [Refusal(r.name, str(exc)) for r in REGISTRY]
 
 
-def rewrite_lines(prog) -> list[str]:
-    from engine.onboard.rewrites import Refusal
-
+def rewrite_lines(prog: Program) -> list[str]:
     out = []
-    for v in _verdicts(prog):
+    for v in verdicts(prog):
         if isinstance(v, Refusal):
             out.append(f"  refused {v.rewrite}: {v.reason}")
         else:
@@ -81,12 +86,9 @@ def rewrite_lines(prog) -> list[str]:
 
 
 def cmd_rewrite(args: argparse.Namespace) -> int:
-    from engine.onboard.patch import unified_diff
-    from engine.onboard.rewrites import RewriteError, rewrite_program
-
     try:
         if not args.apply:
-            for line in rewrite_lines(_analyze(args)):
+            for line in rewrite_lines(analyze(args)):
                 print(line)
             return EXIT_OK
         facts = offers_for(args)
@@ -104,55 +106,10 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
     except RewriteError as exc:
         print(f"cuco: {args.files[0]}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return _print_patch(unified_diff(facts.texts, texts), notes, args.output, f"wrote {args.output}")
+    return print_patch(unified_diff(facts.texts, texts), notes, args.output, f"wrote {args.output}")
 
 
-def export_patch(args: argparse.Namespace) -> int:
-    """`cuco export RUN --patch [--candidate ID] [-o FILE]`: the accepted (or best, or named) candidate as
-    a patch against the user's files."""
-    from engine.onboard.export_patch import patch_for
-    from engine.onboard.rewrites import RewriteError
-    from engine.store.store import ReadStore
-    from engine.views.report import build_report
-
-    from .cli import _resolve_run, home_from
-
-    home = home_from(args)
-    try:
-        run_id = _resolve_run(home, args.run)
-        store = ReadStore(home)
-        try:
-            if args.candidate is not None:
-                cid = args.candidate
-            else:
-                report = build_report(store, run_id)
-                ids = report["accepted"] or ([report["best"]["candidate"]] if report["best"] else [])
-                if not ids:
-                    raise InputError("RUN", run_id, "has no accepted or correct candidate to export; pass --candidate")
-                cid = ids[0]
-            row = store.candidate(cid)
-            if row is None or row["run_id"] != run_id:
-                raise InputError("--candidate", str(cid), f"no candidate {cid} in run {run_id}")
-            source = store.source(cid)
-            run = store.run(run_id)
-            if run is None:  # resolved above: gone only if the store changed meanwhile
-                raise InputError("RUN", run_id, f"no such run in {home}")
-            root = Path(run["workload_path"])
-        finally:
-            store.close()
-        diff, notes = patch_for(source, root, f"candidate {cid}")
-    except (InputError, RewriteError) as exc:
-        print(f"cuco: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return _print_patch(
-        diff,
-        notes,
-        args.output if args.output != "-" else None,
-        f"candidate {cid} (speedup {row['speedup'] or 0:.3f}x) -> {args.output} (patch -p1 in your program's folder)",
-    )
-
-
-def _print_patch(diff: str, notes: list[str], output: str | None, wrote: str) -> int:
+def print_patch(diff: str, notes: list[str], output: str | None, wrote: str) -> int:
     """The patch into `output` (then `wrote` on stdout), or onto stdout; the rewrites' notes on stderr."""
     if output:
         Path(output).write_text(diff)

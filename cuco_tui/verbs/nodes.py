@@ -1,8 +1,7 @@
 """`cuco nodes check CLUSTER` and `cuco nodes trust NODE [--cluster FILE] [--yes]`.
 
-`register(subparsers)` adds the `nodes` command; each subcommand sets `func` to a handler that takes the
-parsed arguments and returns the exit code: 0 ok, 1 a node is unusable (or the key was not trusted),
-2 bad input (the InputError message on stderr).
+Exit codes: 0 ok, 1 a node is unusable (or the key was not trusted), 2 bad input (the InputError message
+on stderr).
 """
 
 from __future__ import annotations
@@ -10,19 +9,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
 
 from remote.errors import InputError
 from remote.hostkeys import fingerprint, write_trusted_key
 from remote.nodecheck import NodeReport, check_cluster
 from remote.registry import load_config
+from remote.slurm_check import SlurmReport, check_slurm
 from remote.ssh_connect import NodeUnreachable, SSHContext, fetch_host_key
 
-
-def _home(args: argparse.Namespace) -> Path:
-    from cuco_tui.launch import resolve_home
-
-    return resolve_home(getattr(args, "home", None))
+from .common import home_from
 
 
 def _user_known_hosts(args: argparse.Namespace) -> list[Path] | None:
@@ -35,7 +36,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-user-known-hosts", action="store_true", help=argparse.SUPPRESS)
 
 
-def register(subparsers) -> argparse.ArgumentParser:
+def register(subparsers: Any) -> None:
     nodes = subparsers.add_parser("nodes", help="check and trust the GPU nodes of a cluster file")
     sub = nodes.add_subparsers(dest="nodes_command", metavar="{check,trust}")
     sub.required = True
@@ -49,22 +50,16 @@ def register(subparsers) -> argparse.ArgumentParser:
     trust.add_argument("--yes", action="store_true", help="trust without asking")
     _add_common(trust)
     trust.set_defaults(func=cmd_trust)
-    return nodes
 
 
-def _load(args: argparse.Namespace, path: str):
+def load_cluster(args: argparse.Namespace, path: str) -> Any:
     cluster = load_config(Path(path))
     if getattr(args, "known_hosts", None):
-        from dataclasses import replace
-
         cluster = replace(cluster, known_hosts=Path(args.known_hosts))
     return cluster
 
 
 def _render(reports: list[NodeReport]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title="cuco nodes", show_lines=False)
     for col in ("node", "reachable", "auth", "CPUs", "GPUs", "nvcc", "NCCL", "mpirun", "free disk", "status"):
         table.add_column(col)
@@ -95,10 +90,7 @@ def _render(reports: list[NodeReport]) -> None:
             console.print(f"[yellow]{r.name}: {w}[/]", highlight=False)
 
 
-def _render_slurm(r) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def _render_slurm(r: SlurmReport) -> None:
     yes, no = "[green]yes[/]", "[red]no[/]"
     table = Table(title="cuco nodes (Slurm)", show_header=False)
     table.add_column("check")
@@ -124,29 +116,27 @@ def _render_slurm(r) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     try:
-        cluster = _load(args, args.cluster)
+        cluster = load_cluster(args, args.cluster)
     except InputError as exc:
         print(str(exc), file=sys.stderr)
         return 2
     if cluster.kind == "slurm":
-        from remote.slurm_check import check_slurm
-
-        report = asyncio.run(check_slurm(cluster, _home(args), _user_known_hosts(args)))
+        report = asyncio.run(check_slurm(cluster, home_from(args), _user_known_hosts(args)))
         _render_slurm(report)
         return 0 if report.usable else 1
-    reports = asyncio.run(check_cluster(cluster, _home(args), _user_known_hosts(args)))
+    reports = asyncio.run(check_cluster(cluster, home_from(args), _user_known_hosts(args)))
     _render(reports)
     return 0 if all(r.usable for r in reports) else 1
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
     try:
-        cluster = _load(args, args.cluster)
+        cluster = load_cluster(args, args.cluster)
         node = cluster.node(args.node)
     except InputError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    ctx = SSHContext.from_cluster(cluster, _home(args), _user_known_hosts(args))
+    ctx = SSHContext.from_cluster(cluster, home_from(args), _user_known_hosts(args))
     try:
         presented = asyncio.run(fetch_host_key(node, ctx))
     except NodeUnreachable as exc:
@@ -176,14 +166,3 @@ def cmd_trust(args: argparse.Namespace) -> int:
     write_trusted_key(ctx.known_hosts.app_file, name, key)
     print(f"trusted: added to {ctx.known_hosts.app_file}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cuco")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

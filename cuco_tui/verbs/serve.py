@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 
 from remote.errors import InputError
 
-EXIT_OK = 0
+from .common import EXIT_OK, home_and_run
+
 WHY_LOOPBACK = (
     "the page gives whoever holds its address (with the token) control of the run, and without TLS "
     "the token crosses the network in clear; from another machine reach it over an SSH port "
@@ -88,12 +89,13 @@ def attach_argv(home: Any, run_id: str) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .cli_control import _home_run
-    from .web_server import serve_command, url_host
+    # Here, not at the top: the web server (aiohttp, textual-serve) takes 0.6 s to import, which only this
+    # verb needs.
+    from ..web_server import serve_command, url_host
 
     check_address(args.host, args.port, args.public)
     check_public_url(args.public_url, args.public, args.host)
-    home, run_id = _home_run(args)
+    home, run_id = home_and_run(args)
     loopback = is_loopback(args.host)
     if not loopback and not (args.public_url or "").startswith("https:"):
         print(
