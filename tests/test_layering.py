@@ -290,3 +290,43 @@ def test_the_sql_checker_sees_queries_and_executes():
         "SELECT id FROM candidates WHERE run_id=?",
         "execute(...)",
     ]
+
+
+def unexplained_nested_imports(path: Path, source: str | None = None) -> list[str]:
+    """Imports inside a function of `path` with no comment saying why (on their line, or on the line above them or
+    above the imports they follow): an import belongs at the top of its module unless it must wait."""
+    lines = (path.read_text() if source is None else source).splitlines()
+    found = []
+    for fn in ast.walk(ast.parse("\n".join(lines), filename=str(path))):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            i = node.lineno - 1
+            while i > 0 and re.match(r"\s*(from|import)\s", lines[i - 1]) and "#" not in lines[i]:
+                i -= 1  # a group of imports shares the reason given above its first
+            if "#" not in lines[i] and "#" not in lines[i - 1]:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("package", ["engine", "remote"])
+def test_imports_inside_functions_say_why(package):
+    bad = [
+        line
+        for path in sorted((REPO / package).rglob("*.py"))
+        if "__pycache__" not in path.parts
+        for line in unexplained_nested_imports(path)
+    ]
+    assert bad == []
+
+
+def test_the_nested_import_checker_wants_a_reason():
+    src = (
+        "def f():\n    import json\n"
+        "def g():\n    # the SDK is optional\n    import anthropic\n    import openai\n"
+        "def h():\n    import yaml  # heavy: only for this verb\n"
+    )
+    found = unexplained_nested_imports(REPO / "engine" / "probe.py", src)
+    assert found == ["engine/probe.py:2: import json"]

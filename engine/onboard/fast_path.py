@@ -75,9 +75,7 @@ def extract_program(answer: str) -> str | None:
 
 def _strip_markers(source: str) -> list[str]:
     return [
-        line.rstrip()
-        for line in source.splitlines()
-        if not (blocks._START_RE.match(line) or blocks._END_RE.match(line))
+        line.rstrip() for line in source.splitlines() if not (blocks.START_RE.match(line) or blocks.END_RE.match(line))
     ]
 
 
