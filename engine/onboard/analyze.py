@@ -32,6 +32,7 @@ from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .model import Buffer, Op, Program, Unresolved, Var
+from .opportunities import dataflow, opportunities
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
 from .source import (
     SourceFile,
@@ -45,7 +46,7 @@ from .source import (
     parse_text,
     walk,
 )
-from .wrappers import find_wrappers
+from .wrappers import find_wrappers, param_names
 
 MAX_CALL_DEPTH = 8
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
@@ -288,8 +289,6 @@ class _Analyzer:
         prog.check_macros = sorted(set(self._check_macros()) | set(prog.check_functions))
         prog.params = self._params(buffers)
         self._region_notes(prog)
-        from .opportunities import dataflow, opportunities
-
         prog.dataflow = dataflow(prog)
         prog.opportunities = opportunities(prog)
         self._runtime_sizes(prog)
@@ -303,7 +302,7 @@ class _Analyzer:
         pointers = {n for n, v in self.vars.items() if v.pointer}
         for name, (src, fn) in self.functions.items():
             if name in self.helpers:
-                pointers |= _param_names(src, fn)[1]
+                pointers |= param_names(src, fn)[1]
         for name, v in self.vars.items():  # `float* p = base + off`, `p = c ? a : b`: aliases
             if v.pointer and v.init is not None:
                 base = next(
@@ -423,7 +422,7 @@ class _Analyzer:
 
     def _follow(self, src, call, name, chain, depth, top) -> None:
         hsrc, fn = self.functions[name]
-        params, pointers = _param_names(hsrc, fn)
+        params, pointers = param_names(hsrc, fn)
         for p, a in zip(params, call_args(call)):
             base = self._base_name(a)
             if p in pointers and base is not None and base != p:
@@ -1574,12 +1573,6 @@ def _checks_a_status(src, fn) -> bool:
     first = next((p for p in params.named_children if p.type == "parameter_declaration"), None) if params else None
     kind = first.child_by_field_name("type") if first is not None else None
     return kind is not None and src.text(kind) in STATUS_TYPES
-
-
-def _param_names(src, fn):
-    from .wrappers import _params
-
-    return _params(src, fn)
 
 
 def _inside(node, outer) -> bool:
