@@ -330,3 +330,47 @@ def test_the_nested_import_checker_wants_a_reason():
     )
     found = unexplained_nested_imports(REPO / "engine" / "probe.py", src)
     assert found == ["engine/probe.py:2: import json"]
+
+
+def private_names_used(path: Path, source: str | None = None) -> list[str]:
+    """Another module's `_name` that `path` imports (`from .x import _y`) or reads through a module it imported
+    (`x._y`): what a module shares it names without an underscore."""
+    tree = ast.parse(path.read_text() if source is None else source, filename=str(path))
+    found, modules = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in FORBIDDEN):
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: imports {a.name}")
+                modules.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            modules.update((a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in FORBIDDEN)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: reads {node.value.id}.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("package", ["engine", "remote"])
+def test_no_other_modules_private_names(package):
+    bad = [
+        line
+        for path in sorted((REPO / package).rglob("*.py"))
+        if "__pycache__" not in path.parts
+        for line in private_names_used(path)
+    ]
+    assert bad == []
+
+
+def test_the_private_name_checker_sees_imports_and_reads():
+    src = "from .source import _parser, walk\nfrom .. import blocks\nx = blocks._START_RE\ny = os._exit\n"
+    assert private_names_used(REPO / "engine" / "probe.py", src) == [
+        "engine/probe.py:1: imports _parser",
+        "engine/probe.py:3: reads blocks._START_RE",
+    ]
