@@ -46,6 +46,7 @@ from .source import (
     parse_text,
     walk,
 )
+from .virtuals import Virtuals
 from .wrappers import find_wrappers, param_names
 
 MAX_CALL_DEPTH = 8
@@ -113,6 +114,8 @@ def analyze_sources(
     """`main_name`: the function read as the program's main() (cuco init reads a helper that holds the
     whole timed program as main, its parameters bound to what main() passes it)."""
     functions, macros, globals_ = _top_level(sources)
+    virtuals = Virtuals(sources, functions)
+    functions = {**functions, **virtuals.methods}  # an override is followed as `Class::method`
     mains = [(s, f) for (name, (s, f)) in functions.items() if name == main_name]
     if not mains:
         _refuse_inactive_main(sources)
@@ -137,6 +140,7 @@ def analyze_sources(
     analyzer = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels)
     analyzer.region_at = region
     analyzer.entry = entry
+    analyzer.virtuals = virtuals
     analyzer.assume = dict(assume or {})
     analyzer.dispatch_holders = dispatch_targets(sources)[1] if entry else set()
     prog = analyzer.run()
@@ -237,6 +241,7 @@ class _Analyzer:
         self.holders = function_holders(sources, functions)  # variables and tables holding functions
         self.lambdas = lambda_holders(sources)  # variables holding lambdas: followed where they are called
         self.dispatches: list[Dispatch] = []
+        self.virtuals: Virtuals | None = None  # calls through virtual methods (virtuals.py)
         self.region_src = src
         self.alias: dict[str, str] = {}  # pointer name -> the pointer it is based on
         self.helpers = _helpers(functions, kernels, self.wrappers)
@@ -377,6 +382,8 @@ class _Analyzer:
                     through, name = fn.text.decode(), self.entry  # a call through the table: --entry's target
                 if through is None and (name is None or name in self.holders):
                     dispatch = resolve(src, n, self.holders, self.constants, self.entry)
+                    if dispatch is None and name is None and self.virtuals is not None:
+                        dispatch = self.virtuals.resolve(src, n, self.entry)
                     if dispatch is not None and any(c in self.helpers for c, _ in dispatch.candidates):
                         if dispatch.target is None:
                             raise InputError(dispatch.at, "call", unresolved_message(dispatch))
@@ -1494,8 +1501,8 @@ class _Analyzer:
                     Unresolved(
                         op.at,
                         f"{op.name} inside the repeated region",
-                        "the harness owns MPI: a host collective of a small known size "
-                        "becomes an NCCL stand-in of the same cost class in the "
+                        "the harness owns MPI: a host collective (MPI_Allreduce, MPI_Reduce, "
+                        "MPI_Bcast, MPI_Barrier) runs as the harness's host collective in the "
                         "workload, other MPI calls are dropped",
                     )
                 )

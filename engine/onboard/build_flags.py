@@ -138,7 +138,7 @@ def diagnose(files: list[str], flags: Flags, per_file: dict[str, Flags], librari
     """The flags as the workload can use them: a define whose branch turns on profiler ranges is undefined
     (ranges only name time for a profiler: the iteration is the same, and NVTX's loader is outside the
     harness's symbol policy); a define whose branch pulls in MPI is noted (the harness owns MPI's set-up;
-    an MPI call in the region runs as the harness's stand-in); a library the harness's build does not link
+    an MPI collective in the region runs as the harness's host collective); a library the harness's build does not link
     is named (code that calls it does not link in a job)."""
     notes: list[str] = []
     drop: set[str] = set()
@@ -162,7 +162,7 @@ def diagnose(files: list[str], flags: Flags, per_file: dict[str, Flags], librari
                 notes.append(
                     f"{at}: -D{d} pulls in MPI (its branch uses mpi.h or MPI calls): the harness runs the ranks "
                     "and owns MPI's set-up; kept, and an MPI collective in the repeated region runs as the "
-                    "harness's stand-in (a note at its line)"
+                    "harness's host collective (a note at its line)"
                 )
     for lib in libraries:
         if lib in LINKED or lib.startswith("mpi"):

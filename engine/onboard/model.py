@@ -108,6 +108,8 @@ class Program:
     preprocessing: dict = field(default_factory=dict)
     helper_calls: list[dict] = field(default_factory=list)  # calls followed into helper functions
     flag_notes: list[str] = field(default_factory=list)  # build flags init changed or cannot honour
+    # the region's host MPI collectives init runs as the harness's: "FILE:LINE: MPI_Allreduce -> cuco_host_allreduce"
+    host_collectives: list[str] = field(default_factory=list)
     dispatches: list = field(default_factory=list)  # calls through function pointers and tables (dispatch.py)
     # the program's status-checking functions (in check_macros too): re-defined like its check macros
     check_functions: list[str] = field(default_factory=list)

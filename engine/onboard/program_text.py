@@ -15,7 +15,7 @@ import re
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
-from . import api
+from . import api, host_mpi
 from .command_line import default_of
 from .dispatch import target_of
 from .evaluate import evaluate
@@ -23,11 +23,9 @@ from .model import Unresolved
 from .registration import REGISTERABLE_ALLOCS, UNREGISTERED_ENV, Registration
 from .registration import plan as registration_plan
 from .source import call_args, call_name, find_function, function_declarator, identifiers, kernel_config, names_in, walk
+from .virtuals import find_method, free_name, members_todo, specifier_edits
 
 TODO = "CUCO-TODO"
-HOST_COLLECTIVES = {"MPI_Allreduce": 2, "MPI_Reduce": 2, "MPI_Bcast": 1, "MPI_Barrier": None}  # -> count arg
-HOST_COLL_SCRATCH = "cuco_host_coll_"
-HOST_COLL_BYTES = 4096
 HELPER_COMPUTE, HELPER_COMM = "_cuco_compute", "_cuco_comm"  # the helpers' forms without comm / kernels
 DROP_TYPES = ("ncclUniqueId", "cudaEvent_t", "MPI_", "FILE", "ncclComm_t", "ncclConfig_t")
 DROP_KINDS = {"mpi", "comm_init", "event", "device", "free"}
@@ -57,6 +55,8 @@ class ProgramText:
     # launch environment the workload needs (registration.py: NCCL_LOCAL_REGISTER=0 where a buffer that shares
     # a call with the harness's windows cannot be registered itself)
     launch_env: dict[str, str] = field(default_factory=dict)
+    # file-scope lines the text needs (MPI's names for the harness's host collectives), or none
+    defines: list[str] = field(default_factory=list)
 
     def form(self, name: str) -> ProgramText:
         """This text with the members, setup and teardown of form `name` (itself where it has none)."""
@@ -99,6 +99,10 @@ class ProgramWriter:
         self.carried_init = self._carried_init()
         self.needed = self._needed_vars()
         self.region_helpers = self._region_helpers()
+        for d in prog.dispatches:  # an override carried as a free function has no object
+            why = members_todo(prog.sources, d.target) if d.target else None
+            if why:
+                self._todo(f"{d.at}: {why}")
         self.launch_env: dict[str, str] = {}
         self.registered = self._registrations()
 
@@ -215,7 +219,14 @@ class ProgramWriter:
         for stmt in self.carried_init:
             names |= {self.src.text(i) for i in identifiers(stmt)}
         if self.region is not None:
-            names |= {self.src.text(i) for i in identifiers(self.region.child_by_field_name("body"))}
+            # what a call through a table or an object is called through: the workload calls the chosen
+            # function directly, so the holder (`impl` of `impl->run(...)`) is not needed
+            spans = [d.span for d in self.p.dispatches if d.path == self.src.path]
+            names |= {
+                self.src.text(i)
+                for i in identifiers(self.region.child_by_field_name("body"))
+                if not any(a <= i.start_byte < b for a, b in spans)
+            }
             var = (self.p.region or {}).get("loop_variable")
             if var and var in names:  # the loop variable's range: each call's index is taken within it
                 names |= {n for part in _counting_range(self.src, self.region, var) if part for n in names_in(part)}
@@ -469,7 +480,7 @@ class ProgramWriter:
         edits = []
         for d in self.p.dispatches:  # a call through a table runs the function the program chose
             if d.path == self.src.path and body.start_byte <= d.span[0] < body.end_byte:
-                edits.append((*d.span, d.target + (suffix or "")))
+                edits.append((*d.span, free_name(d.target) + (suffix or "")))
         for op in self.p.ops:
             if (
                 not op.in_region
@@ -477,9 +488,9 @@ class ProgramWriter:
                 or not (body.start_byte <= op.node.start_byte < body.end_byte)
             ):
                 continue  # an operation inside a helper goes with the helper's forms
-            if op.kind == "mpi" and "collective" not in drop and self._host_collective(op):
+            if op.kind == "mpi" and "collective" not in drop and (host := self._host_collective(op)):
                 stmt = _enclosing_statement(op.node)
-                edits.append((stmt.start_byte, stmt.end_byte, self._host_collective(op)))
+                edits.append((stmt.start_byte, stmt.end_byte, host))
                 continue
             if op.kind in drop or op.kind in ("mpi", "event") or (op.kind == "group" and "collective" in drop):
                 stmt = _enclosing_statement(op.node)
@@ -719,10 +730,6 @@ class ProgramWriter:
         compute = start + self.region_body({"collective", "p2p"})
         comm = start + self.region_body({"kernel", "memcpy", "memset"})
         teardown = self.teardown()
-        if self.host_collectives:  # the scratch the host collectives' stand-ins reduce
-            members.append(f"char* {HOST_COLL_SCRATCH} = nullptr;")
-            setup.append(f"if (cudaMalloc(&{HOST_COLL_SCRATCH}, {HOST_COLL_BYTES}) != cudaSuccess) return 1;")
-            teardown.append(f"cudaFree({HOST_COLL_SCRATCH});")
         forms = {}
         if self.capture_at is not None:
             for form, sfxs in (("compute", (HELPER_COMPUTE,)), ("bound", (HELPER_COMPUTE, HELPER_COMM))):
@@ -745,6 +752,7 @@ class ProgramWriter:
             forms,
             self._carried_start(),
             dict(self.launch_env),
+            host_mpi.defines() if self.host_collectives else [],
         )
 
     def _region_helpers(self) -> list[str]:
@@ -758,7 +766,7 @@ class ProgramWriter:
         def visit(src, calls) -> None:  # a helper's own helpers first: its forms call theirs
             for call in calls:
                 name = call_name(call, src) or target_of(self.p.dispatches, src, call)
-                found = find_function(self.p.sources, name) if name in followed and name not in out else None
+                found = _definition(self.p.sources, name) if name in followed and name not in out else None
                 if found is not None and name is not None:
                     out.append(name)  # taken before its body: a recursion stops here
                     visit(found[0], found[0].nodes("call_expression", found[1]))
@@ -774,8 +782,8 @@ class ProgramWriter:
         """The helper's text without the operations of the kinds in `drop` (a group call goes with the
         collectives), renamed NAME+suffix, static; the program's check macros leave the status unchecked
         (a host helper has no harness context to report to)."""
-        src, fn = find_function(self.p.sources, name)
-        edits = []
+        src, fn = _definition(self.p.sources, name)
+        edits = specifier_edits(src, fn)  # an override's free form: no virtual, override or final
         for op in self.p.ops:
             if op.src is not src or not (fn.start_byte <= op.node.start_byte < fn.end_byte):
                 continue
@@ -788,42 +796,59 @@ class ProgramWriter:
             if called in self.p.check_macros:
                 edits.append((f.start_byte, f.end_byte, "CUCO_UNCHECKED"))
             elif called in self.region_helpers:  # a helper's helper: its form of the same variant
-                edits.append((f.start_byte, f.end_byte, called + suffix))
+                edits.append((f.start_byte, f.end_byte, free_name(called) + suffix))
         ident = function_declarator(fn).child_by_field_name("declarator")
-        edits.append((ident.start_byte, ident.end_byte, name + suffix))
+        edits.append((ident.start_byte, ident.end_byte, free_name(name) + suffix))
         text = _apply(src.data, fn, edits)
         return text if text.startswith("static") else "static " + text
 
     def _host_collective(self, op) -> str | None:
         """A host MPI collective inside the region (Jacobi's MPI_Allreduce of the norm after a synchronize)
-        as a stand-in of the same cost class: a small NCCL all-reduce on the timed stream that the host waits
-        for (the harness owns MPI). Its result is not used: the region's values never depend on it here."""
-        if op.name not in HOST_COLLECTIVES:
-            return None
-        count_at = HOST_COLLECTIVES[op.name]
-        args = op.detail.get("args") or []
-        elems = 1
-        if count_at is not None and count_at < len(args):
-            elems = evaluate(call_args(op.node)[count_at], self.src, {})
-            if not isinstance(elems, int) or not 0 < elems * 8 <= HOST_COLL_BYTES:
-                return None
-        self.host_collectives += 1
-        if op.kind == "mpi" and not any(u.at == op.at and "stand-in" in u.what for u in self.p.unresolved):
-            self.p.unresolved.append(
-                Unresolved(
+        as the harness's host collective (host_mpi.py): the statement as written, the call renamed, the
+        communicator the harness's; a bare call returns its failure (the harness reports why)."""
+        args = [self.src.text(a) for a in call_args(op.node)]
+        why = host_mpi.unsupported(op.name, args, self._macro_body)
+        if why is not None:
+            if op.name in host_mpi.HOST_CALLS:
+                self._note(
                     op.at,
-                    f"{op.name} of {elems} element(s) inside the repeated region: "
-                    "a host collective, stand-in of the same cost class",
-                    "the workload runs an NCCL all-reduce of as many bytes on the "
-                    "timed stream and waits for it, where the program waits for MPI",
+                    f"{op.name} inside the repeated region is left out of the workload: {why}",
+                    "use one of the datatypes and reductions the harness's host collectives take "
+                    "(docs/bring-your-own-program.md), or move the call out of the region",
                 )
-            )
-        return (
-            f"/* {op.name}: the stand-in of the same cost class */ "
-            f"if (ncclAllReduce({HOST_COLL_SCRATCH}, {HOST_COLL_SCRATCH}, {elems * 8}, ncclChar, ncclSum, "
-            f"{self.comm_var or 'cuco_c->comm'}, {self.stream_var}) != ncclSuccess || "
-            f"cudaStreamSynchronize({self.stream_var}) != cudaSuccess) return 1;"
+            return None
+        self.host_collectives += 1
+        self._note(
+            op.at,
+            f"{op.name} inside the repeated region runs as the harness's "
+            f"{host_mpi.HOST_CALLS[op.name].harness} (a host collective among the ranks' processes)",
+            "the harness owns MPI: its host communicator (ctx->host_comm) takes MPI's arguments; "
+            "the communicator is all the job's ranks",
         )
+        call = host_mpi.rewrite(op.name, args)
+        done = f"{op.at}: {op.name} -> {host_mpi.HOST_CALLS[op.name].harness}"
+        if done not in self.p.host_collectives:
+            self.p.host_collectives.append(done)
+        stmt = _enclosing_statement(op.node)
+        if op.node.parent is stmt:  # a bare call: its status is the run's
+            return f"if ({call} != 0) return 1;"
+        data = self.src.data
+        return (
+            data[stmt.start_byte : op.node.start_byte].decode() + call + data[op.node.end_byte : stmt.end_byte].decode()
+        )
+
+    def _macro_body(self, name: str) -> str | None:
+        """The body of the program's object-like macro `name` as its flags define it, or None."""
+        for src in self.p.sources:
+            for d in src.nodes("preproc_def"):
+                ident, value = d.child_by_field_name("name"), d.child_by_field_name("value")
+                if ident is not None and src.text(ident) == name:
+                    return src.text(value).strip() if value is not None else ""
+        return None
+
+    def _note(self, at: str, what: str, hint: str) -> None:
+        if not any(u.at == at and u.what == what for u in self.p.unresolved):
+            self.p.unresolved.append(Unresolved(at, what, hint))
 
     def _carried_init(self) -> list:
         """main()'s statements before the region that give a carried buffer its starting value (its memset,
@@ -917,6 +942,12 @@ class ProgramWriter:
                 )
             )
         return "\n" + "\n".join(lines)
+
+
+def _definition(sources, name: str | None):
+    """(source, definition) of a function the region reaches: a top-level function, or an override
+    (`Class::method`) the analysis followed a virtual call into."""
+    return find_function(sources, name) or find_method(sources, name)
 
 
 def _enclosing_statement(node):

@@ -32,7 +32,8 @@ from remote.errors import InputError
 
 from . import api, workload_text
 from .program_text import TODO, ProgramWriter
-from .source import call_name, declarator_name, walk
+from .source import call_name, declarator_name, function_declarator, walk
+from .virtuals import find_method, free_name, members_todo, specifier_edits
 
 MAX_BUFFERS = 8
 CHECKS = {"do_nothing": "checks/do_nothing.cu", "skip_comm": "checks/skip_comm.cu"}  # must verify incorrect
@@ -209,6 +210,11 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
                     macros.append(t)
             elif node.type == "comment":
                 continue
+            elif node.type == "function_definition" and (method := _method_name(src, node)) is not None:
+                # a method defined out of its class: an override a virtual call ran is carried as a free
+                # function (the workload calls it directly); the others run on no object of the workload's
+                if method in {d.target for d in prog.dispatches}:
+                    add(src, node, _free_form(src, node, method, prog.sources))
             elif node.type in ("function_definition", "template_declaration"):
                 if node == prog.main or _is_host_helper(src, node, needed):
                     continue
@@ -255,6 +261,11 @@ def _top_level_code(prog, called: str = "") -> TopLevel:
                     f"// {TODO}: top-level {node.type} at {src.at(node)} left out; add it if the "
                     f"kernels need it\n// {t.splitlines()[0][:100]}",
                 )
+    for method in dict.fromkeys(d.target for d in prog.dispatches if d.target and "::" in d.target):
+        found = find_method(prog.sources, method)
+        if found is not None and found[1].parent is not None and found[1].parent.type == "field_declaration_list":
+            msrc, mdef = found  # defined in its class: its free form too
+            add(msrc, mdef, _free_form(msrc, mdef, method, prog.sources))
     code = _dependency_order(items)
     # the build's -D defines the code uses (`SCALE` from -DSCALE=3): the workload's build line has none
     # of them, so they are written into its files, after the headers (a define cannot change those)
@@ -359,6 +370,26 @@ def _is_host_helper(src, node, needed: set[str]) -> bool:
     return _function_name(src, node) not in needed
 
 
+def _method_name(src, node) -> str | None:
+    """`Class::method` of a method defined out of its class (`void Class::method(...) {...}`), or None."""
+    decl = function_declarator(node) if node.type == "function_definition" else None
+    ident = decl.child_by_field_name("declarator") if decl is not None else None
+    return src.text(ident) if ident is not None and ident.type == "qualified_identifier" else None
+
+
+def _free_form(src, node, method: str, sources) -> str:
+    """The override as a static free function named free_name(method), its specifiers taken out."""
+    ident = function_declarator(node).child_by_field_name("declarator")
+    edits = sorted([*specifier_edits(src, node), (ident.start_byte, ident.end_byte, free_name(method))])
+    out, pos = [], node.start_byte
+    for a, b, repl in edits:
+        out += [src.data[pos:a].decode(), repl]
+        pos = b
+    text = "".join(out) + src.data[pos : node.end_byte].decode()
+    why = members_todo(sources, method)
+    return (f"// {TODO}: {why}\n" if why else "") + _static(text)
+
+
 def _static(text: str) -> str:
     """The same host function with internal linkage (nvcc gives an anonymous namespace's functions
     external names)."""
@@ -386,6 +417,10 @@ def _needed_host_functions(prog, called: str = "") -> set[str]:
             name = _function_name(src, node)
             if name:
                 defs[name] = (src, node)
+    for d in prog.dispatches:  # an override the region runs: its free function (what it calls is needed too)
+        found = find_method(prog.sources, d.target)
+        if found is not None and d.target is not None:
+            defs[free_name(d.target)] = found
     carried = {b.name for b in prog.buffers.values() if b.role == "carried"}
     replayed = {
         id(o)

@@ -43,11 +43,11 @@ def _check_macro_defs(top) -> list[str]:
     ]
 
 
-def _head(prog, top, title: str) -> list[str]:
+def _head(prog, top, text, title: str) -> list[str]:
     files = ", ".join(prog.files)
     lines = [f"// {title}", f"// Made by `cuco init` from {files}.", '#include "cuco_abi.h"']
     lines += [i for i in STD_INCLUDES if i not in top.includes] + top.includes
-    lines += top.macros + _check_macro_defs(top)
+    lines += top.macros + _check_macro_defs(top) + text.defines
     return lines
 
 
@@ -100,6 +100,7 @@ def candidate(prog, text, top, name: str, extra_code: Sequence[str] = ()) -> str
     lines = _head(
         prog,
         top,
+        text,
         f"candidate.cu of workload {name}: the program's kernels and its repeated region "
         "behind the harness ABI (cuco_abi.h).",
     )
@@ -149,6 +150,7 @@ def baseline(prog, text, top, name: str) -> str:
     lines = _head(
         prog,
         top,
+        text,
         f"baseline.cu of workload {name}: the frozen reference (cuco_baseline_*), the same "
         "code as the seed candidate, plus its compute-only and communication-only halves.",
     )
@@ -639,6 +641,7 @@ def workload_yaml(
         "# repeated region (baseline.cu, frozen); candidate.cu is the seed the search starts from.\n"
     )
     head += "".join(f"# build flags: {note}\n" for note in getattr(prog, "flag_notes", []))
+    head += "".join(f"# host collective: {note} (cuco_abi.h)\n" for note in prog.host_collectives)
     return head + yaml.safe_dump(spec, sort_keys=False, width=110, default_flow_style=None)
 
 
@@ -678,6 +681,12 @@ def task_text(prog, inputs, outputs) -> str:
                 f"  {o['rank']}. {o['producer'] or '-'} -> {o['collective']} -> {o['consumer'] or '-'} "
                 f"({size}, {o['pattern']}): " + "; ".join(x["design"] for x in o["options"])
             )
+    if prog.host_collectives:
+        lines.append(
+            "The region's host MPI collectives run as the harness's host collectives (cuco_abi.h, through "
+            "cuco_c->host_comm): blocking host calls among the ranks' processes, as the program makes them; "
+            "every rank must make the same ones in the same order: " + "; ".join(prog.host_collectives) + "."
+        )
     lines.append(
         "The seed runs every step on one stream, so communication waits for the computation. Make the "
         "whole iteration faster by overlapping the communication with the kernels (device-initiated LSA "

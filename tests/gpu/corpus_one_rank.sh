@@ -3,7 +3,8 @@
 # with its own Makefile's flags, through --makefile), on ONE GPU: the seed verifies on every config and
 # measures 1.00x against its own frozen baseline within the spread, and the do-nothing check
 # (checks/do_nothing.cu) verifies INCORRECT. The test programs of tests/onboard/programs whose styles init
-# learned last (own check functions, a table of implementations across files, a loop index feeding the
+# learned last (own check functions, a table of implementations across files, a class hierarchy whose
+# virtual run() the factory picks, a loop index feeding the
 # kernels, Makefile and compile_commands flags) go through the same steps after the corpus.
 # From the repository root, on a device machine of one GPU (nvidia-h200), carrying .whl/ (as for
 # tests/onboard/gpu_onboard_2gpu.sh) and the corpus (CORPUS=DIR, default ../shared/corpus, else
@@ -56,6 +57,7 @@ cuco_moe_seed|$CORPUS/cuco_moe_seed|ds_v3_moe.cu
 async_ring_allreduce_single|$CORPUS/async_ring_allreduce_single|ring_allreduce.cu
 check_helper|$ROOT/$P|check_helper.cu
 table|$ROOT/$P/table|main.cu impls.cu comm.cu
+virtual|$ROOT/$P/virtual|main.cu impls.cu comm.cu reducer.h
 loop_index|$ROOT/$P|loop_index.cu
 makefile_flags|$ROOT/$P/makefile_flags|halo.cu --makefile Makefile
 compile_db|$ROOT/$P/compile_db|reduce.cu --compile-commands compile_commands.json"

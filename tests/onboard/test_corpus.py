@@ -295,3 +295,28 @@ def test_jacobi_with_its_makefile_flags_validates(capsys, monkeypatch, tmp_path)
     assert rc == 0, text
     assert text.index("compiled seed") < text.index("compiled rw_") and "workload OK" in text
     assert len(text.splitlines()) < 40
+
+
+def test_jacobi_norm_allreduce_runs_as_the_harness_host_collective(capsys, monkeypatch, tmp_path):
+    """NVIDIA's Jacobi all-reduces its norm on the host with MPI after a synchronize: the workload makes
+    the same call, with the program's own buffers, count, datatype and op, through the harness's host
+    communicator (no NCCL stand-in on the timed stream), and says so at its line."""
+    out = tmp_path / "jacobi"
+    text = _inits(capsys, monkeypatch, "nvidia_jacobi_nccl", out, INIT_FLAGS["nvidia_jacobi_nccl"])
+    assert "jacobi.cpp:361: MPI_Allreduce inside the repeated region runs as the harness's cuco_host_allreduce" in text
+    call = "cuco_host_allreduce(l2_norm_h, &l2_norm, 1, MPI_REAL_TYPE, MPI_SUM, cuco_c->host_comm)"
+    for name in ("candidate.cu", "baseline.cu"):
+        code = (out / name).read_text()
+        run = code.split("int run() {")[1].split("\n  }")[0]
+        assert f"MPI_CALL({call});" in run, name
+        assert "ncclAllReduce" not in code and "ncclChar" not in code, name
+        # MPI's names read as the harness's: the program's alias MPI_REAL_TYPE -> MPI_FLOAT -> CUCO_HOST_FLOAT
+        assert "#define MPI_FLOAT CUCO_HOST_FLOAT" in code and "#define MPI_SUM CUCO_HOST_SUM" in code
+    # the workload's notes say so: its head and the task the model reads
+    workload = (out / "workload.yaml").read_text()
+    assert "# host collective: nvidia_jacobi_nccl/jacobi.cpp:361: MPI_Allreduce -> cuco_host_allreduce" in workload
+    assert "run as the harness's host collectives" in workload
+    # the compute-only half of the frozen baseline leaves the host collective out, the comm-only half keeps it
+    baseline = (out / "baseline.cu").read_text()
+    assert call not in baseline.split("int run_compute() {")[1].split("\n  }")[0]
+    assert call in baseline.split("int run_comm() {")[1].split("\n  }")[0]

@@ -241,3 +241,82 @@ def test_a_header_given_with_the_files_is_carried_in_dependency_order(capsys, mo
     _validates(capsys, out, tmp_path / "home")
     _, text = _init(capsys, monkeypatch, folder, "main.cu", "kernels.cu", "-o", tmp_path / "w2")
     assert "main.cu:6: shared.h is your program's header but not among the files given" in text
+
+
+VIRTUAL_FILES = ("main.cu", "impls.cu", "comm.cu", "reducer.h")
+
+
+@COMPILES
+def test_a_virtual_method_runs_the_override_the_factory_makes(capsys, monkeypatch, tmp_path):
+    """main() calls impl->run(...) on what make_reducer() (impls.cu) returns, always a CubeReducer: the
+    analysis follows CubeReducer::run, whose all-reduce is in reduce_all() of comm.cu; init calls the
+    override as a free function (the object is not made), carries its helper, with compute-only and
+    comm-only forms, and the workload validates as written."""
+    folder = PROGRAMS / "virtual"
+    monkeypatch.chdir(folder)
+    rc, text, err = _run(capsys, "analyze", *VIRTUAL_FILES, "--json")
+    assert rc == 0, err
+    data = json.loads(text)
+    (d,) = data["dispatches"]
+    assert d["through"] == "impl->run" and d["target"] == "CubeReducer::run" and d["at"] == "main.cu:37"
+    assert d["candidates"] == [
+        {"name": "SquareReducer::run", "at": "impls.cu:19"},
+        {"name": "CubeReducer::run", "at": "impls.cu:27"},
+    ]
+    assert "made by make_reducer(), which returns only a CubeReducer (impls.cu:35)" in d["how"]
+    (call,) = [c for c in data["nccl_calls"] if c["name"] == "ncclAllReduce"]
+    assert call["in_region"] and call["called_from"] == ["main.cu:37", "impls.cu:31"]
+    assert [k["name"] for k in data["kernel_launches"] if k["in_region"]] == ["cube_kernel", "finish_kernel"]
+
+    out = tmp_path / "w"
+    _, text = _init(capsys, monkeypatch, folder, *VIRTUAL_FILES, "-o", out)
+    assert "main.cu:37: a call through impl->run" in text and "TODO" not in text
+    cand = (out / "candidate.cu").read_text()
+    assert "CubeReducer__run(in, partial, out, n, comm, stream);" in cand.split("int run() {")[1]
+    assert "static void CubeReducer__run(const float* in" in cand and "static void reduce_all(" in cand
+    assert "make_reducer()" not in cand.split("int setup() {")[1] and "SquareReducer::run(" not in cand
+    baseline = (out / "baseline.cu").read_text()
+    compute = baseline.split("static void CubeReducer__run_cuco_compute(")[1].split("\n}")[0]
+    assert "reduce_all_cuco_compute(partial, n, comm, stream);" in compute
+    _validates(capsys, out, tmp_path / "home")
+
+
+def _virtual_copy(tmp_path, old: str, new: str) -> Path:
+    folder = tmp_path / "virtual"
+    shutil.copytree(PROGRAMS / "virtual", folder)
+    main_cu = folder / "main.cu"
+    assert old in main_cu.read_text()
+    main_cu.write_text(main_cu.read_text().replace(old, new))
+    return folder
+
+
+def test_a_virtual_call_on_an_object_bound_by_reference_runs_its_class(capsys, monkeypatch, tmp_path):
+    folder = _virtual_copy(
+        tmp_path,
+        "std::unique_ptr<Reducer> impl = make_reducer();",
+        "SquareReducer square; Reducer& impl = square;",
+    )
+    (folder / "main.cu").write_text((folder / "main.cu").read_text().replace("impl->run(", "impl.run("))
+    monkeypatch.chdir(folder)
+    rc, text, err = _run(capsys, "analyze", *VIRTUAL_FILES, "--json")
+    assert rc == 0, err
+    (d,) = json.loads(text)["dispatches"]
+    assert d["target"] == "SquareReducer::run" and "square is a SquareReducer" in d["how"]
+
+
+def test_a_virtual_call_chosen_at_run_time_lists_the_overrides_and_entry_picks(capsys, monkeypatch, tmp_path):
+    folder = _virtual_copy(
+        tmp_path,
+        "std::unique_ptr<Reducer> impl = make_reducer();",
+        "std::unique_ptr<Reducer> impl = argc > 1 ? std::unique_ptr<Reducer>(new SquareReducer()) : make_reducer();",
+    )
+    monkeypatch.chdir(folder)
+    rc, _, err = _run(capsys, "analyze", *VIRTUAL_FILES)
+    assert rc == 2 and err.count("\n") == 1
+    assert "main.cu:37" in err and "SquareReducer::run (impls.cu:19), CubeReducer::run (impls.cu:27)" in err
+    assert "--entry" in err
+    rc, text, err = _run(capsys, "analyze", *VIRTUAL_FILES, "--entry", "SquareReducer::run", "--json")
+    assert rc == 0, err
+    data = json.loads(text)
+    assert data["dispatches"][0]["target"] == "SquareReducer::run" and data["dispatches"][0]["how"] == "--entry"
+    assert [k["name"] for k in data["kernel_launches"] if k["in_region"]] == ["square_kernel", "finish_kernel"]

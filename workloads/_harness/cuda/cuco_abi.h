@@ -71,6 +71,7 @@ typedef struct cuco_ctx {
   void* state;              // the implementation's own state (set in setup)
   char error[256];          // message on failure
   long long iteration;      // index of this call of run() (0, 1, 2, ... per side): a region's loop variable
+  struct cuco_host_comm* host_comm;   // host collectives among the ranks' processes (cuco_host_allreduce, ...)
 } cuco_ctx;
 
 // Value of param `name`, or `dflt` when the config does not set it.
@@ -94,6 +95,26 @@ int cuco_candidate_teardown(cuco_ctx* ctx);
 // and cuGetProcAddress*, which hand out any driver function by name, denied ones included.
 CUresult cuco_stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 CUresult cuco_stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+
+// Host collectives among the ranks' processes, as MPI's on MPI_COMM_WORLD (a region's MPI_Allreduce of a
+// norm after a cudaStreamSynchronize): blocking, collective (every rank calls them, in the same order), on
+// host memory, through memory the harness shares among the ranks' processes only. The arguments mirror
+// MPI_Allreduce / MPI_Reduce / MPI_Bcast / MPI_Barrier; sums are taken in rank order, so every rank gets
+// the same bits. Each returns 0, or non-zero with cuco_host_comm_error(comm) saying why (a bad datatype or
+// root, or a rank that did not arrive within the wait bound: the communicator then refuses every later call).
+// The candidate's, the baseline's and the verification's reference run's are communicators over separate memory.
+typedef enum cuco_host_datatype {
+  CUCO_HOST_BYTE = 1, CUCO_HOST_CHAR, CUCO_HOST_INT, CUCO_HOST_LONG_LONG, CUCO_HOST_FLOAT, CUCO_HOST_DOUBLE
+} cuco_host_datatype;
+typedef enum cuco_host_op { CUCO_HOST_SUM = 1, CUCO_HOST_MAX, CUCO_HOST_MIN } cuco_host_op;
+#define CUCO_HOST_IN_PLACE ((const void*)1)   // MPI_IN_PLACE: the send buffer is the receive buffer
+int cuco_host_allreduce(const void* sendbuf, void* recvbuf, size_t count, cuco_host_datatype datatype,
+                        cuco_host_op op, struct cuco_host_comm* comm);
+int cuco_host_reduce(const void* sendbuf, void* recvbuf, size_t count, cuco_host_datatype datatype,
+                     cuco_host_op op, int root, struct cuco_host_comm* comm);
+int cuco_host_bcast(void* buffer, size_t count, cuco_host_datatype datatype, int root, struct cuco_host_comm* comm);
+int cuco_host_barrier(struct cuco_host_comm* comm);
+const char* cuco_host_comm_error(const struct cuco_host_comm* comm);
 
 int cuco_baseline_setup(cuco_ctx* ctx);
 int cuco_baseline_run(cuco_ctx* ctx);

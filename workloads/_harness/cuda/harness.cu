@@ -2,10 +2,13 @@
 //
 //   ./bench --spec spec.json --result result.json      (launch.command; no mpirun needed)
 //   ./bench --self-test-json result.json               (host only: writes a synthetic result.json)
+//   ./bench --self-test-host-comm R                    (host only: the host collectives among R rank processes)
 //
 // The parent process (the one the engine starts) never touches CUDA. It forks and execs one child per
 // rank (`--child-rank R`), gives them a private directory through which rank 0 passes the NCCL unique
-// id (a file, renamed into place atomically), waits for all of them under one deadline (spec
+// id (a file, renamed into place atomically) and the memory of the host communicators (ctx->host_comm:
+// MPI-like host collectives among the ranks' processes: the candidate's, the baseline's and the
+// verification reference's; made before the fork, never mapped by the launcher), waits for all of them under one deadline (spec
 // `timeout_s`, default 240 s), kills every rank with SIGKILL when one fails or the deadline passes,
 // reads the per-rank result files and writes result.json. Children die with the parent
 // (PR_SET_PDEATHSIG). Works as root and as an ordinary user.
@@ -60,9 +63,12 @@
 #include <vector>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -515,6 +521,301 @@ static unsigned long long draw_sample_seed() {
   return v;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Host communicator (cuco_abi.h: cuco_host_allreduce, ...): MPI-like host collectives among the ranks'
+// processes. The launcher creates three memory files (the candidate's, the baseline's, the verification
+// reference's communicator) before it forks the ranks and closes its own descriptors once they exist: it
+// never maps them, so nothing in them reaches the verdict, and the nonce was read before they were made.
+// Each rank maps all three and closes the descriptors; the candidate's ctx->host_comm is the first, so
+// its use (or abuse) of it, even from a peer rank while this one verifies, cannot change what the
+// baseline's or the reference's collectives compute (short of a pointer it computes: docs/threat-model.md).
+//
+// Layout: per rank a slot of a sequence word (its own cache line) and two payload buffers of
+// kHostChunk bytes. Step g (every call is one or more steps, the same count on every rank): a rank writes
+// its payload into buffer g % 2, publishes seq = g + 1 (release), and waits until every rank's seq >= g + 1
+// (acquire); it then reads the others' buffer g % 2. A rank publishes g + 1 only after it has read step
+// g - 1's buffers, so a rank that has seen every seq >= g + 1 may write buffer (g + 1) % 2 = (g - 1) % 2:
+// no reader is left on it. Waits spin (a few microseconds), then yield, and give up after the bound.
+// ------------------------------------------------------------------------------------------------
+static const size_t kHostChunk = 16384;
+static const size_t kHostSlot = 64 + 2 * kHostChunk;
+static const int kHostMaxRanks = 64;
+
+struct cuco_host_comm {
+  int rank = 0, nranks = 0;
+  unsigned char* base = nullptr;   // nranks slots in the shared mapping
+  unsigned long long step = 0;     // steps taken (the same on every rank between calls)
+  double timeout_s = 10;
+  bool broken = false;             // a wait expired (the ranks' steps no longer match), or no memory
+  char error[256] = "";
+  char why[160] = "";              // why there is no shared memory (base null)
+};
+
+static unsigned long long* host_seq(cuco_host_comm* c, int r) { return (unsigned long long*)(c->base + (size_t)r * kHostSlot); }
+static unsigned char* host_buf(cuco_host_comm* c, int r, unsigned long long step) {
+  return c->base + (size_t)r * kHostSlot + 64 + (step % 2) * kHostChunk;
+}
+static void host_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+static int host_fail(cuco_host_comm* c, const char* fmt, ...) {
+  va_list ap; va_start(ap, fmt); vsnprintf(c->error, sizeof c->error, fmt, ap); va_end(ap);
+  return 1;
+}
+
+// One step: `bytes` of `mine` published (none for a rank with nothing to give), every rank waited for.
+static int host_step(cuco_host_comm* c, const void* mine, size_t bytes, const char* what) {
+  if (mine && bytes) memcpy(host_buf(c, c->rank, c->step), mine, bytes);
+  const unsigned long long want = c->step + 1;
+  __atomic_store_n(host_seq(c, c->rank), want, __ATOMIC_RELEASE);
+  for (int r = 0; r < c->nranks; r++) {
+    unsigned long long spins = 0;
+    auto deadline = std::chrono::steady_clock::time_point::max();
+    while (__atomic_load_n(host_seq(c, r), __ATOMIC_ACQUIRE) < want) {
+      if (++spins < 20000) { host_relax(); continue; }
+      if (deadline == std::chrono::steady_clock::time_point::max())
+        deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(c->timeout_s));
+      else if ((spins & 255) == 0 && std::chrono::steady_clock::now() > deadline) {
+        c->broken = true;
+        return host_fail(c, "host collective %s: rank %d did not arrive within %.1f s (rank %d waited at its step %llu): "
+                         "every rank must make the same host collective calls in the same order",
+                         what, r, c->timeout_s, c->rank, c->step + 1);
+      }
+      sched_yield();
+    }
+  }
+  c->step++;
+  return 0;
+}
+
+static size_t host_size(cuco_host_datatype t) {
+  switch (t) {
+    case CUCO_HOST_BYTE: case CUCO_HOST_CHAR: return 1;
+    case CUCO_HOST_INT: return sizeof(int);
+    case CUCO_HOST_LONG_LONG: return sizeof(long long);
+    case CUCO_HOST_FLOAT: return sizeof(float);
+    case CUCO_HOST_DOUBLE: return sizeof(double);
+  }
+  return 0;
+}
+
+template <typename T> static void host_combine(T* acc, const T* x, size_t n, cuco_host_op op) {
+  for (size_t i = 0; i < n; i++)
+    acc[i] = op == CUCO_HOST_SUM ? (T)(acc[i] + x[i]) : op == CUCO_HOST_MAX ? (x[i] > acc[i] ? x[i] : acc[i]) : (x[i] < acc[i] ? x[i] : acc[i]);
+}
+static void host_combine_any(void* acc, const void* x, size_t n, cuco_host_datatype t, cuco_host_op op) {
+  switch (t) {
+    case CUCO_HOST_INT: host_combine((int*)acc, (const int*)x, n, op); break;
+    case CUCO_HOST_LONG_LONG: host_combine((long long*)acc, (const long long*)x, n, op); break;
+    case CUCO_HOST_FLOAT: host_combine((float*)acc, (const float*)x, n, op); break;
+    case CUCO_HOST_DOUBLE: host_combine((double*)acc, (const double*)x, n, op); break;
+    default: break;
+  }
+}
+
+static int host_check(cuco_host_comm* c, const char* what) {
+  if (!c) return 1;
+  if (!c->base) return host_fail(c, "host collective %s: no host communicator in this job (%s)", what, c->why);
+  if (c->broken) return host_fail(c, "host collective %s: refused, an earlier host collective of this communicator timed out", what);
+  return 0;
+}
+
+// The reduction of every rank's `send` (in rank order: the same bits everywhere) into `recv` where
+// `root` is this rank or -1 (all ranks).
+static int host_reduce_to(const void* send, void* recv, size_t count, cuco_host_datatype t, cuco_host_op op, int root,
+                          cuco_host_comm* c, const char* what) {
+  if (host_check(c, what)) return 1;
+  const size_t es = host_size(t);
+  if (es == 0 || t == CUCO_HOST_BYTE || t == CUCO_HOST_CHAR) return host_fail(c, "host collective %s: datatype %d cannot be reduced (int, long long, float or double)", what, (int)t);
+  if (op != CUCO_HOST_SUM && op != CUCO_HOST_MAX && op != CUCO_HOST_MIN) return host_fail(c, "host collective %s: op %d is not sum, max or min", what, (int)op);
+  if (root < -1 || root >= c->nranks) return host_fail(c, "host collective %s: root %d is not a rank of %d", what, root, c->nranks);
+  const bool gets = root < 0 || root == c->rank;
+  if (send == CUCO_HOST_IN_PLACE) send = recv;
+  if (count && (!send || (gets && !recv))) return host_fail(c, "host collective %s: a null buffer", what);
+  const size_t per = kHostChunk / es;
+  unsigned char acc[kHostChunk];
+  size_t done = 0;
+  do {   // a count of 0 still takes one step: every rank's calls stay matched
+    const size_t n = std::min(per, count - done);
+    if (host_step(c, (const unsigned char*)send + done * es, n * es, what)) return 1;
+    if (gets) {
+      const unsigned long long s = c->step - 1;
+      memcpy(acc, host_buf(c, 0, s), n * es);
+      for (int r = 1; r < c->nranks; r++) host_combine_any(acc, host_buf(c, r, s), n, t, op);
+      memcpy((unsigned char*)recv + done * es, acc, n * es);
+    }
+    done += n;
+  } while (done < count);
+  return 0;
+}
+
+extern "C" int cuco_host_allreduce(const void* sendbuf, void* recvbuf, size_t count, cuco_host_datatype datatype,
+                                   cuco_host_op op, cuco_host_comm* comm) {
+  return host_reduce_to(sendbuf, recvbuf, count, datatype, op, -1, comm, "allreduce");
+}
+extern "C" int cuco_host_reduce(const void* sendbuf, void* recvbuf, size_t count, cuco_host_datatype datatype,
+                                cuco_host_op op, int root, cuco_host_comm* comm) {
+  if (comm && (root < 0 || root >= comm->nranks)) return host_fail(comm, "host collective reduce: root %d is not a rank of %d", root, comm->nranks);
+  return host_reduce_to(sendbuf, recvbuf, count, datatype, op, root, comm, "reduce");
+}
+extern "C" int cuco_host_bcast(void* buffer, size_t count, cuco_host_datatype datatype, int root, cuco_host_comm* comm) {
+  if (host_check(comm, "bcast")) return 1;
+  const size_t es = host_size(datatype);
+  if (es == 0) return host_fail(comm, "host collective bcast: datatype %d is not byte, char, int, long long, float or double", (int)datatype);
+  if (root < 0 || root >= comm->nranks) return host_fail(comm, "host collective bcast: root %d is not a rank of %d", root, comm->nranks);
+  if (count && !buffer) return host_fail(comm, "host collective bcast: a null buffer");
+  const size_t bytes = count * es;
+  size_t done = 0;
+  do {
+    const size_t n = std::min(kHostChunk, bytes - done);
+    const bool mine = comm->rank == root;
+    if (host_step(comm, mine ? (unsigned char*)buffer + done : nullptr, mine ? n : 0, "bcast")) return 1;
+    if (!mine) memcpy((unsigned char*)buffer + done, host_buf(comm, root, comm->step - 1), n);
+    done += n;
+  } while (done < bytes);
+  return 0;
+}
+extern "C" int cuco_host_barrier(cuco_host_comm* comm) {
+  if (host_check(comm, "barrier")) return 1;
+  return host_step(comm, nullptr, 0, "barrier");
+}
+extern "C" const char* cuco_host_comm_error(const cuco_host_comm* comm) {
+  return comm ? comm->error : "no host communicator";
+}
+
+// Launcher side: the memory shared by the ranks of one communicator, made before the fork (inherited across exec
+// by its descriptor number; closed by the launcher once every rank exists).
+static int host_comm_create(int nranks) {
+  if (nranks < 1 || nranks > kHostMaxRanks) return -1;   // the rank child then says there is none
+  int fd = (int)syscall(SYS_memfd_create, "cuco-host-comm", 0u);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, (off_t)(kHostSlot * nranks)) != 0) { close(fd); return -1; }
+  return fd;
+}
+// Rank side: the shared memory mapped, its descriptor closed (nothing later can resize or re-map it).
+static bool host_comm_attach(cuco_host_comm& c, int fd, int rank, int nranks, double timeout_s, std::string& err) {
+  c.rank = rank; c.nranks = nranks; c.timeout_s = timeout_s;
+  void* p = fd < 0 ? MAP_FAILED : mmap(nullptr, kHostSlot * nranks, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd < 0) err = "the launcher could not create its shared memory (memfd_create)";
+  else if (p == MAP_FAILED) err = std::string("mmap: ") + strerror(errno);
+  if (fd >= 0) close(fd);
+  if (p == MAP_FAILED) { snprintf(c.why, sizeof c.why, "%s", err.c_str()); return false; }
+  c.base = (unsigned char*)p;
+  return true;
+}
+static std::string host_comm_fds_arg(const int fds[3]) {
+  return std::to_string(fds[0]) + "," + std::to_string(fds[1]) + "," + std::to_string(fds[2]);
+}
+static void host_comm_fds_parse(const std::string& a, int fds[3]) {
+  if (sscanf(a.c_str(), "%d,%d,%d", &fds[0], &fds[1], &fds[2]) != 3) fds[0] = fds[1] = fds[2] = -1;
+}
+
+// `--self-test-host-comm R`: the launcher's path (the memory made, R ranks forked and exec'd) with no GPU:
+// every collective's result checked on every rank, a rank that never arrives failing the other's call
+// within the bound, and the per-call cost (an all-reduce of two doubles, a broadcast of one) printed by rank 0.
+// Exit status 0 when every rank passed.
+static int host_comm_test_rank(int rank, int nranks, const int fds[3]) {
+  cuco_host_comm c, late; std::string err;
+  if (!host_comm_attach(c, fds[0], rank, nranks, 10.0, err) || !host_comm_attach(late, fds[1], rank, nranks, 0.3, err)) {
+    fprintf(stderr, "host-comm rank %d: %s\n", rank, err.c_str()); return 1;
+  }
+  int bad = 0;
+  auto expect = [&](bool ok, const char* what) { if (!ok) { fprintf(stderr, "host-comm rank %d: FAIL %s (%s)\n", rank, what, c.error); bad++; } };
+  const long long R = nranks;
+  {   // sums, maxima and minima of each type, over several chunks
+    const size_t n = 5000;
+    std::vector<double> d(n), dr(n); std::vector<float> f(n), fr(n); std::vector<int> i4(n), ir(n); std::vector<long long> l(n), lr(n);
+    for (size_t k = 0; k < n; k++) { d[k] = rank + 1 + 0.5 * k; f[k] = (float)(rank + 1); i4[k] = rank * 3 + (int)k; l[k] = (long long)rank << 33; }
+    expect(cuco_host_allreduce(d.data(), dr.data(), n, CUCO_HOST_DOUBLE, CUCO_HOST_SUM, &c) == 0, "allreduce double sum");
+    expect(cuco_host_allreduce(f.data(), fr.data(), n, CUCO_HOST_FLOAT, CUCO_HOST_MAX, &c) == 0, "allreduce float max");
+    expect(cuco_host_allreduce(i4.data(), ir.data(), n, CUCO_HOST_INT, CUCO_HOST_MIN, &c) == 0, "allreduce int min");
+    expect(cuco_host_allreduce(l.data(), lr.data(), n, CUCO_HOST_LONG_LONG, CUCO_HOST_SUM, &c) == 0, "allreduce long long sum");
+    bool ok = true;
+    for (size_t k = 0; k < n; k++) {
+      ok = ok && dr[k] == R * (R + 1) / 2 + R * 0.5 * k && fr[k] == (float)R && ir[k] == (int)k && lr[k] == (R * (R - 1) / 2) << 33;
+    }
+    expect(ok, "allreduce values");
+    double x = rank + 1;
+    expect(cuco_host_allreduce(CUCO_HOST_IN_PLACE, &x, 1, CUCO_HOST_DOUBLE, CUCO_HOST_SUM, &c) == 0 && x == R * (R + 1) / 2, "allreduce in place");
+  }
+  {   // reduce to one root (the others' receive buffer untouched), broadcast from another
+    const int root = (int)(1 % R);
+    int mine = rank + 10, got = -7;
+    expect(cuco_host_reduce(&mine, &got, 1, CUCO_HOST_INT, CUCO_HOST_MAX, root, &c) == 0, "reduce");
+    expect(rank == root ? got == (int)R + 9 : got == -7, "reduce values");
+    std::vector<unsigned char> b(20000);
+    for (size_t k = 0; k < b.size(); k++) b[k] = rank == nranks - 1 ? (unsigned char)(k * 7) : 0;
+    expect(cuco_host_bcast(b.data(), b.size(), CUCO_HOST_BYTE, nranks - 1, &c) == 0, "bcast");
+    bool ok = true; for (size_t k = 0; k < b.size(); k++) ok = ok && b[k] == (unsigned char)(k * 7);
+    expect(ok, "bcast values");
+    expect(cuco_host_barrier(&c) == 0, "barrier");
+  }
+  {   // bad arguments: refused on every rank alike, the communicator still usable
+    double v = 1;
+    expect(cuco_host_allreduce(&v, &v, 1, CUCO_HOST_BYTE, CUCO_HOST_SUM, &c) != 0 && strstr(c.error, "cannot be reduced"), "byte reduction refused");
+    expect(cuco_host_bcast(&v, 1, CUCO_HOST_DOUBLE, nranks, &c) != 0 && strstr(c.error, "root"), "bad root refused");
+    expect(cuco_host_barrier(&c) == 0, "usable after refusals");
+  }
+  {   // the cost of one call: a one-element all-reduce, as a region's norm takes it; 20,000 calls, fewer
+      // where they take longer than half a second (more processes than cores): rank 0 decides, and its
+      // count travels with the sum, so every rank stops after the same call
+    double v[2] = {(double)rank, 0}, s[2] = {0, 0};
+    auto timed = [&](bool allreduce) {
+      expect(cuco_host_barrier(&c) == 0, "barrier before timing");
+      auto t0 = std::chrono::steady_clock::now();
+      long long calls = 0;
+      for (bool more = true; more; calls++) {
+        v[1] = rank == 0 && (calls + 1 >= 20000 || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(500));
+        if (allreduce ? cuco_host_allreduce(v, s, 2, CUCO_HOST_DOUBLE, CUCO_HOST_SUM, &c)
+                      : cuco_host_bcast(&v[1], 1, CUCO_HOST_DOUBLE, 0, &c)) { bad++; break; }
+        more = (allreduce ? s[1] : v[1]) == 0;
+      }
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / (double)calls;
+    };
+    double us = timed(true), bus = timed(false);
+    // allreduce: two doubles (a value and the stop word); bcast: one double from rank 0
+    if (rank == 0) printf("host-comm ranks=%d allreduce_us=%.2f bcast_us=%.2f\n", nranks, us, bus);
+  }
+  if (nranks > 1) {   // the last rank never makes its call: the others fail within the bound, then refuse
+    if (rank != nranks - 1) {
+      auto t0 = std::chrono::steady_clock::now();
+      int rc = cuco_host_barrier(&late);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rc == 0 || !strstr(late.error, "did not arrive") || s > 5) { fprintf(stderr, "host-comm rank %d: FAIL no timeout (%s)\n", rank, late.error); bad++; }
+      else if (rank == 0) printf("host-comm timeout: %s\n", late.error);
+      if (cuco_host_barrier(&late) == 0 || !strstr(late.error, "refused")) { fprintf(stderr, "host-comm rank %d: FAIL used after a timeout\n", rank); bad++; }
+    }
+  }
+  return bad ? 1 : 0;
+}
+
+static int self_test_host_comm(const std::string& self, int nranks) {
+  int fds[3] = {host_comm_create(nranks), host_comm_create(nranks), -1};
+  if (fds[0] < 0 || fds[1] < 0) { fprintf(stderr, "host-comm: cannot create the shared memory for %d ranks\n", nranks); return 2; }
+  std::vector<pid_t> pids;
+  const std::string rs = std::to_string(nranks), fa = host_comm_fds_arg(fds);
+  fflush(stdout);
+  for (int r = 0; r < nranks; r++) {
+    pid_t p = fork();
+    if (p == 0) {
+      std::string me = std::to_string(r);
+      const char* argv[] = {self.c_str(), "--host-comm-test-rank", me.c_str(), "--ranks", rs.c_str(), "--host-comm", fa.c_str(), nullptr};
+      execv("/proc/self/exe", (char* const*)argv);
+      _exit(127);
+    }
+    pids.push_back(p);
+  }
+  close(fds[0]); close(fds[1]);
+  int failed = 0;
+  for (pid_t p : pids) { int st = 0; waitpid(p, &st, 0); if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) failed++; }
+  printf("host-comm ranks=%d %s\n", nranks, failed ? "FAILED" : "passed");
+  return failed ? 1 : 0;
+}
+
 struct ChildState {
   Spec spec; int rank = 0, nranks = 0;
   ncclComm_t comm = nullptr, hcomm = nullptr;
@@ -524,6 +825,7 @@ struct ChildState {
   int* align_buf = nullptr;
   unsigned* timeout_flag = nullptr;
   cuco_ctx* start = nullptr;   // the baseline's context, for cuco_baseline_start_outputs (null: none)
+  cuco_host_comm host_comm[3];  // the candidate's, the baseline's, the verification's reference run's
 };
 
 // Optional, in a workload made by `cuco init` from a program whose region carries buffers from one iteration
@@ -673,7 +975,11 @@ static bool timed_call(ChildState& st, cuco_ctx& ctx, int (*run)(cuco_ctx*), boo
   CKC(cudaEventRecord(st.e1, st.stream));
   cudaError_t se = cudaDeviceSynchronize();
   double h1 = now_ms();
-  if (rc != 0) { err = std::string("run returned ") + std::to_string(rc) + (ctx.error[0] ? std::string(": ") + ctx.error : ""); return false; }
+  if (rc != 0) {
+    err = std::string("run returned ") + std::to_string(rc) + (ctx.error[0] ? std::string(": ") + ctx.error : "");
+    if (ctx.host_comm && ctx.host_comm->error[0]) err += std::string(" (") + ctx.host_comm->error + ")";
+    return false;
+  }
   if (se != cudaSuccess) { err = std::string("CUDA error after run: ") + cudaGetErrorString(se); return false; }
   cudaError_t le = cudaGetLastError();
   if (le != cudaSuccess) { err = std::string("CUDA error after run: ") + cudaGetErrorString(le); return false; }
@@ -883,7 +1189,8 @@ static void timeline_json(const TimelineParts& tp, size_t nranks, ConfigResult& 
   c.timeline = o + "]}";
 }
 
-static void run_child(int rank, const std::string& spec_path, const std::string& iddir, const std::string& outpath) {
+static void run_child(int rank, const std::string& spec_path, const std::string& iddir, const std::string& outpath,
+                      const int host_fds[3]) {
   g_rank = rank;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Lazy module loading would load a kernel at its first launch, which waits for the device: a kernel
@@ -897,6 +1204,13 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
   ChildState st; std::string err;
   if (!parse_spec(spec_path, st.spec, err)) child_fatal(err);
   st.rank = rank; st.nranks = st.spec.ranks;
+  // a rank late to a host collective by more than this fails the call (a rank that never comes: the job)
+  const double host_wait_s = std::max(10.0, st.spec.spin_timeout_ms / 1000.0);
+  for (int side = 0; side < 3; side++) {
+    std::string why;
+    if (!host_comm_attach(st.host_comm[side], host_fds[side], rank, st.nranks, host_wait_s, why))
+      fprintf(stderr, "[rank %d] no host communicator: %s\n", rank, why.c_str());
+  }
   int ndev = 0; CKC(cudaGetDeviceCount(&ndev));
   if (ndev < st.nranks) child_fatal("job needs " + std::to_string(st.nranks) + " GPUs, " + std::to_string(ndev) + " visible");
   CKC(cudaSetDevice(rank));
@@ -958,6 +1272,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     for (int i = 0; i < ctx.nparams; i++) { ctx.params[i].name = sc.params[i].first.c_str(); ctx.params[i].value = sc.params[i].second; }
     ctx.spin_timeout_ns = (unsigned long long)(st.spec.spin_timeout_ms * 1e6);
     ctx.timeout_flag = st.timeout_flag;
+    ctx.host_comm = &st.host_comm[0];
 
     cuco_problem pb; memset(&pb, 0, sizeof pb);
     if (cuco_problem_describe(&ctx, &pb) != 0) {
@@ -989,6 +1304,7 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
 
     // setup: candidate then baseline, each with its own state
     cuco_ctx cctx = ctx, bctx = ctx;
+    bctx.host_comm = &st.host_comm[1];
     std::string cfg_err; bool ok = true;
     const std::set<long> threads_before_setup = thread_ids();
     if (!g_candidate_ran) rec("candidate\t%s", sc.name.c_str());   // from here on, lines may be the candidate's
@@ -1022,10 +1338,13 @@ static void run_child(int rank, const std::string& spec_path, const std::string&
     auto verify = [&](cuco_ctx& c, const char* who, bool in_loop = false) -> bool {
       memset(&mm, 0, sizeof mm);
       auto check = in_loop && cuco_problem_verify_call ? cuco_problem_verify_call : cuco_problem_verify;
+      // the problem's reference run takes its host collectives through a communicator of its own: a
+      // peer's candidate, still in its call, cannot feed the reference what it reduces
+      cuco_ctx vc = c; vc.host_comm = &st.host_comm[2];
       // every rank must reach the collective verify, so failures are combined after it
       int vrc = in_loop && pb.verify_sample
-                    ? pb.verify_sample(&c, pristine.data(), st.hcomm, st.stream, tol, draw_sample_seed(), &mm)
-                    : check(&c, pristine.data(), st.hcomm, st.stream, tol, &mm);
+                    ? pb.verify_sample(&vc, pristine.data(), st.hcomm, st.stream, tol, draw_sample_seed(), &mm)
+                    : check(&vc, pristine.data(), st.hcomm, st.stream, tol, &mm);
       if (vrc != 0) child_fatal("verify failed internally");
       if (mm.found) {
         rec("mismatch\t%s\t%s\t%lld\t%.9g\t%.9g\t%s\t%s", sc.name.c_str(), who, mm.index, mm.expected, mm.got, mm.what, mm.buffer);
@@ -1325,13 +1644,17 @@ static int run_parent(const std::string& self, const std::string& spec_path, Res
   std::string d = dir;
   std::vector<pid_t> pids(sp.ranks, -1);
   std::vector<std::string> outs(sp.ranks);
+  // the host communicators' memory: made now, inherited by the ranks only, never mapped here
+  int host_fds[3] = {host_comm_create(sp.ranks), host_comm_create(sp.ranks), host_comm_create(sp.ranks)};
+  const std::string host_arg = host_comm_fds_arg(host_fds);
   fflush(stdout); fflush(stderr);
   for (int r = 0; r < sp.ranks; r++) {
     outs[r] = d + "/rank" + std::to_string(r) + ".txt";
     pid_t p = fork();
     if (p == 0) {
       std::string rs = std::to_string(r);
-      const char* argv[] = {self.c_str(), "--child-rank", rs.c_str(), "--spec", spec_path.c_str(), "--iddir", d.c_str(), "--rankout", outs[r].c_str(), nullptr};
+      const char* argv[] = {self.c_str(), "--child-rank", rs.c_str(), "--spec", spec_path.c_str(), "--iddir", d.c_str(), "--rankout", outs[r].c_str(),
+                            "--host-comm", host_arg.c_str(), nullptr};
       int devnull = open("/dev/null", O_RDONLY);   // the nonce came on stdin: not for the ranks
       if (devnull >= 0) dup2(devnull, 0);
       execv("/proc/self/exe", (char* const*)argv);
@@ -1340,6 +1663,7 @@ static int run_parent(const std::string& self, const std::string& spec_path, Res
     }
     pids[r] = p;
   }
+  for (int fd : host_fds) if (fd >= 0) close(fd);
   double t0 = now_ms(), deadline = t0 + sp.timeout_s * 1000.0;
   std::string launch_error;
   int alive = sp.ranks;
@@ -1407,6 +1731,7 @@ static int self_test_json(const std::string& path) {
 int main(int argc, char** argv) {
   init_host_clock();   // before any candidate code runs
   std::string spec, result, iddir, rankout, self_json; int child = -1; bool nonce_stdin = false;
+  int host_fds[3] = {-1, -1, -1}, host_test_rank = -1, host_test_ranks = 0;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { if (i + 1 >= argc) { fprintf(stderr, "harness: %s needs a value\n", a.c_str()); exit(2); } return argv[++i]; };
@@ -1417,10 +1742,16 @@ int main(int argc, char** argv) {
     else if (a == "--rankout") rankout = next();
     else if (a == "--self-test-json") self_json = next();
     else if (a == "--nonce-stdin") nonce_stdin = true;
+    else if (a == "--host-comm") host_comm_fds_parse(next(), host_fds);
+    else if (a == "--self-test-host-comm") host_test_ranks = atoi(next().c_str());
+    else if (a == "--host-comm-test-rank") host_test_rank = atoi(next().c_str());
+    else if (a == "--ranks") host_test_ranks = atoi(next().c_str());
     else { fprintf(stderr, "harness: unknown argument %s\nusage: %s --spec spec.json --result result.json\n", a.c_str(), argv[0]); return 2; }
   }
   if (!self_json.empty()) return self_test_json(self_json);
-  if (child >= 0) { run_child(child, spec, iddir, rankout); return 0; }
+  if (host_test_rank >= 0) return host_comm_test_rank(host_test_rank, host_test_ranks, host_fds);
+  if (host_test_ranks > 0) return self_test_host_comm(argv[0], host_test_ranks);
+  if (child >= 0) { run_child(child, spec, iddir, rankout, host_fds); return 0; }
   if (spec.empty() || result.empty()) { fprintf(stderr, "usage: %s --spec spec.json --result result.json\n", argv[0]); return 2; }
   // Not dumpable from the start: a rank (same user, no system-call filter) can neither attach to this
   // process, which holds the nonce and writes the verdict, nor open its /proc/PID/mem, environ or fds.
