@@ -560,7 +560,7 @@ class CucoApp(App):
                 elif isinstance(e, Mark):
                     table.upsert({"id": e.id, "mark": e.verdict, "mark_text": e.text}, add=False)
                     if e.id is not None and table.cell_text(e.id, "verdict") == "review":
-                        # a person decided: the review is closed (engine/daemon/control.py), the verdict says so
+                        # a person decided: the review is closed (engine/run/control.py), the verdict says so
                         table.upsert({"id": e.id, "status": "done", "review": f"{e.verdict}ed"}, add=False)
                     selected_touched |= e.id == self.selected_id
                     self._dirty = True  # a rejected best is the best no more: the header reads it again

@@ -1,4 +1,4 @@
-"""What the TUI reads, in thread workers: the engine's read model (engine/store/read_model), and a candidate's
+"""What the TUI reads, in thread workers: the engine's read model (engine/views), and a candidate's
 detail drawn as Rich `Text` in the calling thread, so the UI only has to place it. Filtering, sorting
 and paging happen in the read model's SQL.
 """
@@ -22,8 +22,8 @@ from engine.contract import (
 )
 from engine.evaluation.efficiency import OVERLAP, judge
 from engine.glossary import legend
-from engine.store.read_model.filters import SORT_COLUMNS, FilterError, parse_filter
-from engine.store.read_model.views import CANDIDATE_WINDOW, ReadModel
+from engine.views.filters import SORT_COLUMNS, FilterError, parse_filter
+from engine.views.read_model import CANDIDATE_WINDOW, ReadModel
 
 from .lineage_view import lineage_text
 
@@ -59,7 +59,7 @@ class CandidateDetail:
 
 
 class StoreView(ReadModel):
-    """The read model (engine/store/read_model) and how the TUI draws a candidate: Rich text, computed in the
+    """The read model (engine/views) and how the TUI draws a candidate: Rich text, computed in the
     calling thread worker, so the UI only places it."""
 
     # ---- one candidate (diff, source, metrics, logs, prompts)

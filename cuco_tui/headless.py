@@ -17,10 +17,10 @@ from rich.text import Text
 from engine.contract import Best, BestRef, Log, Result, RunState, decode, format_speedup
 from engine.evaluation.fault_report import fault_line
 from engine.glossary import legend
-from engine.search.best import top_candidates
-from engine.store.read_model.views import first_candidate
-from engine.store.report import build_report
 from engine.store.store import ReadStore
+from engine.views.best import top_candidates
+from engine.views.read_model import first_candidate
+from engine.views.report import build_report
 
 RECENT = 6
 

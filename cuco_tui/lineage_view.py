@@ -1,11 +1,11 @@
-"""How the TUI draws a candidate's lineage (engine/store/read_model/lineage.py reads it): one line per node, and the
+"""How the TUI draws a candidate's lineage (engine/views/lineage.py reads it): one line per node, and the
 detail tab's chain from the seed."""
 
 from __future__ import annotations
 
 from rich.text import Text
 
-from engine.store.read_model.lineage import BestPaths, Fetch, LineageNode, lineage
+from engine.views.lineage import BestPaths, Fetch, LineageNode, lineage
 
 
 def node_label(node: LineageNode, focus: bool = False) -> Text:

@@ -21,7 +21,7 @@ from rich.markup import escape
 from engine import blocks
 from engine.evaluation.evaluation import VERIFIED, FrozenObjectCache, evaluate_source, fresh_seed
 from engine.evaluation.executors import close_executor, open_executor
-from engine.evaluation.stages import BUILD, VERIFY
+from engine.stages import BUILD, VERIFY
 from engine.store.schema import REFUSED
 from engine.workload import load_workload
 

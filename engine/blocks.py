@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 START = "EVOLVE-BLOCK-START"
 END = "EVOLVE-BLOCK-END"
-_START_RE = re.compile(r"^\s*(?://|#|/\*)?\s*EVOLVE-BLOCK-START\b[ \t]*([A-Za-z0-9_.-]*)")
-_END_RE = re.compile(r"^\s*(?://|#|/\*)?\s*EVOLVE-BLOCK-END\b")
+START_RE = re.compile(r"^\s*(?://|#|/\*)?\s*EVOLVE-BLOCK-START\b[ \t]*([A-Za-z0-9_.-]*)")
+END_RE = re.compile(r"^\s*(?://|#|/\*)?\s*EVOLVE-BLOCK-END\b")
 _DESIGN_RE = re.compile(r"//\s*cuco:design\s+(.*)$")
 _KNOB_RE = re.compile(r"=\s*([^;=]+?)\s*;\s*//\s*cuco:knob\s+([A-Za-z0-9_]+)")
 
@@ -44,7 +44,7 @@ def _parse_blocks_cached(source: str) -> tuple[Block, ...]:
     for i, line in enumerate(lines):
         if "EVOLVE-BLOCK" not in line:
             continue
-        m = _START_RE.match(line)
+        m = START_RE.match(line)
         if m:
             if open_at is not None:
                 raise BlockError(
@@ -52,7 +52,7 @@ def _parse_blocks_cached(source: str) -> tuple[Block, ...]:
                 )
             open_at, open_name = i, m.group(1) or str(len(blocks))
             continue
-        if _END_RE.match(line):
+        if END_RE.match(line):
             if open_at is None:
                 raise BlockError(f"line {i + 1}: {END} without a {START}")
             blocks.append(Block(open_name, open_at, i, "".join(lines[open_at + 1 : i])))

@@ -287,7 +287,7 @@ class BestRef:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """A run's counts and best, computed from the store (engine/store/read_model: `run_summary`).
+    """A run's counts and best, computed from the store (engine/views: `run_summary`).
 
     `evaluated` counts the final verdicts (done, incorrect, failed, refused) of the run's own candidates
     (a fork's copies of its parent's are not evaluated again); `failed` is incorrect + failed."""

@@ -19,10 +19,9 @@ import yaml
 from remote.errors import InputError
 from remote.textfiles import read_text
 
-from . import blocks
-from .evaluation import symbol_policy
-from .evaluation.stages import STAGES
-from .search.design_space import DesignSpace, Dimension, Variant
+from . import blocks, symbol_policy
+from .design_space import DesignSpace, Dimension, Variant
+from .stages import STAGES
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "workloads"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

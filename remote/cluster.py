@@ -86,7 +86,9 @@ class ClusterConfig:
         raise InputError(str(self.path), "nodes", f"no node named {name!r} (nodes: {names})")
 
 
-class _Reader:
+class YamlReader:
+    """Typed reads of one cluster file's values; every error names the file and the field."""
+
     def __init__(self, file: str):
         self.file = file
 
@@ -139,7 +141,9 @@ class _Reader:
         return v
 
 
-def _node(r: _Reader, raw: Any, i: int, defaults: dict, where: str = "", keys: set[str] = NODE_KEYS) -> NodeConfig:
+def node_config(
+    r: YamlReader, raw: Any, i: int, defaults: dict, where: str = "", keys: set[str] = NODE_KEYS
+) -> NodeConfig:
     """One node's fields; `where` names it in errors (default nodes[i])."""
     where = where or f"nodes[{i}]"
     d = dict(defaults)
@@ -194,14 +198,14 @@ def _node(r: _Reader, raw: Any, i: int, defaults: dict, where: str = "", keys: s
     )
 
 
-def read_cluster_yaml(path: Path) -> tuple[_Reader, Any]:
+def read_cluster_yaml(path: Path) -> tuple[YamlReader, Any]:
     """The parsed YAML of a cluster file (any kind), or an `InputError` naming the file (and line)."""
     path = Path(path)
     file = str(path)
-    return _Reader(file), load_yaml(path)  # unreadable, not UTF-8, not YAML: an InputError naming it
+    return YamlReader(file), load_yaml(path)  # unreadable, not UTF-8, not YAML: an InputError naming it
 
 
-def cluster_kind(r: _Reader, raw: Any, kinds: Any) -> str:
+def cluster_kind(r: YamlReader, raw: Any, kinds: Any) -> str:
     """The file's `kind` (default ssh), checked against the kinds there are."""
     kind = raw.get("kind", "ssh") if isinstance(raw, dict) else "ssh"
     if kind not in kinds:
@@ -221,7 +225,7 @@ def load_cluster(path: Path) -> ClusterConfig:
     if not isinstance(nodes_raw, list) or not nodes_raw:
         raise r.fail("nodes", "must be a non-empty list of nodes")
     defaults = r.mapping(top.get("defaults"), "defaults", NODE_KEYS - {"name", "host"})
-    nodes = tuple(_node(r, n, i, defaults) for i, n in enumerate(nodes_raw))
+    nodes = tuple(node_config(r, n, i, defaults) for i, n in enumerate(nodes_raw))
     seen: dict[str, int] = {}
     for i, n in enumerate(nodes):
         if n.name in seen:

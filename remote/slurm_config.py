@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .cluster import NodeConfig, _node, _Reader, cluster_kind, read_cluster_yaml
+from .cluster import NodeConfig, YamlReader, cluster_kind, node_config, read_cluster_yaml
 from .errors import InputError
 
 TOP_KEYS = {
@@ -104,7 +104,7 @@ class SlurmClusterConfig:
         return self.build if job_kind == "build" else self.run
 
 
-def _words(r: _Reader, d: dict, key: str, fld: str) -> tuple[str, ...]:
+def _words(r: YamlReader, d: dict, key: str, fld: str) -> tuple[str, ...]:
     v = d.get(key, ())
     if isinstance(v, str):
         v = [v]
@@ -117,14 +117,14 @@ def _words(r: _Reader, d: dict, key: str, fld: str) -> tuple[str, ...]:
     return out
 
 
-def _word(r: _Reader, d: dict, key: str, fld: str, default: str | None = None) -> str | None:
+def _word(r: YamlReader, d: dict, key: str, fld: str, default: str | None = None) -> str | None:
     v = r.str_(d, key, fld, default)
     if v is not None and not WORD_RE.match(v):
         raise r.fail(fld, f"must be a single word without spaces or quotes (got {v!r})")
     return v
 
 
-def _stage(r: _Reader, raw: Any, name: str, base: StagePlacement) -> StagePlacement:
+def _stage(r: YamlReader, raw: Any, name: str, base: StagePlacement) -> StagePlacement:
     d = r.mapping(raw, name, STAGE_KEYS)
     where = d.get("where", base.where)
     if where not in ("slurm", "login") or (where == "login" and name != "build"):
@@ -144,7 +144,7 @@ def _stage(r: _Reader, raw: Any, name: str, base: StagePlacement) -> StagePlacem
     )
 
 
-def _setup(r: _Reader, top: dict) -> tuple[str, ...]:
+def _setup(r: YamlReader, top: dict) -> tuple[str, ...]:
     v = top.get("setup", ())
     if isinstance(v, str):
         v = [v]
@@ -166,7 +166,7 @@ def load_slurm_cluster(path: Path) -> SlurmClusterConfig:
             raise r.fail("login", f"must be 'local' or a mapping with host, port, user, ... (got {login_raw!r})")
         if not login_raw.get("host"):
             raise r.fail("login.host", "is required: the login node's host name, address or ~/.ssh/config alias")
-        login = _node(r, login_raw, 0, {"name": "login"}, where="login", keys=LOGIN_KEYS)
+        login = node_config(r, login_raw, 0, {"name": "login"}, where="login", keys=LOGIN_KEYS)
     work_dir = r.str_(top, "work_dir", "work_dir")
     if work_dir is None:
         raise r.fail("work_dir", "is required: a directory on the filesystem the login and compute nodes share")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import RunConfig
-from engine.engine import Engine
+from engine.run.engine import Engine
 from engine.workload import load_workload
 from tests.engine.synthetic import SyntheticExecutor
 

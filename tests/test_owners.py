@@ -1,5 +1,5 @@
 """Names with one owner: the job files' names (the evaluation cascade's), the stages and their job
-suffixes (engine/evaluation/stages.py). Anywhere else they are imported, never written out: a second literal copy is
+suffixes (engine/stages.py). Anywhere else they are imported, never written out: a second literal copy is
 how the cascade got rebuilt by hand outside the engine. And the executors' optional features are declared
 on the Executor protocol, so nothing probes an executor with hasattr/getattr."""
 
@@ -14,7 +14,7 @@ PACKAGES = ("engine", "cuco_tui", "remote")
 
 JOB_FILES = {"result.json", "spec.json", "cuco_candidate", "cuco_candidate.o", ".nonce"}
 JOB_FILE_OWNER = "engine/evaluation/evaluation.py"
-STAGE_OWNER = "engine/evaluation/stages.py"
+STAGE_OWNER = "engine/stages.py"
 STAGE_NAMES = {"build", "verify", "benchmark"}
 JOB_SUFFIXES = {"frozen", "benchmark2"}
 LAUNCH_FRAGMENT = re.compile(r"\./cuco_candidate\b|--spec spec\.json|--result result\.json")

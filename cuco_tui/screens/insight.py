@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from engine.store.read_model.insight import ConfigWinners, LlmPanel
+from engine.views.insight import ConfigWinners, LlmPanel
 
 from ..actions import bindings_for
 from ..app_api import RunApp

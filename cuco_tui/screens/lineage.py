@@ -4,7 +4,7 @@ node, its speedup and the change over its parent, its inspirations and migration
 the seed to the run's best carry a star; `b` shows the best's own lineage. The highlighted node's diff
 against its parent is shown beside the tree.
 
-Everything is read in thread workers through engine.store.read_model.lineage (lazy: usable at 100,000 candidates):
+Everything is read in thread workers through engine.views.lineage (lazy: usable at 100,000 candidates):
 the newest 500 ancestors first (enter on "older ancestors" reads more), children when a node is opened,
 and the stars once the best's path is known (walked once per best, in its own worker).
 """
@@ -20,7 +20,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static, Tree
 
-from engine.store.read_model.lineage import ANCESTORS_SHOWN, Lineage, LineageNode
+from engine.views.lineage import ANCESTORS_SHOWN, Lineage, LineageNode
 
 from ..actions import bindings_for
 from ..data import StoreView

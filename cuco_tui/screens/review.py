@@ -1,7 +1,7 @@
 """The review queue: verified results that wait for a person before they count.
 
 A candidate faster than its workload's overlap bound (or flagged otherwise) is stored but is not the run's
-best, a parent or an inspiration until someone accepts it (engine/search/counting.py). Here each one shows its
+best, a parent or an inspiration until someone accepts it (engine/store/counting.py). Here each one shows its
 numbers (per config: baseline, candidate, the bound's parts, the flag) and its diff against its parent;
 `a` accepts it (it joins the search), `x` rejects it with a reason.
 """

@@ -1,7 +1,7 @@
 """The verbs that steer a run: attach, pause, stop, accept, reject, strategy, fork.
 
 Each goes through the engine's socket when the engine lives (run.json present, its pid alive, its
-socket answering), else through engine/daemon/control.py on the store (the CLI is briefly the writer).
+socket answering), else through engine/run/control.py on the store (the CLI is briefly the writer).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.daemon import control, protocol
+from engine.daemon import protocol
+from engine.run import control
 from engine.store.store import Store
 from remote.errors import InputError
 

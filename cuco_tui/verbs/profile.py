@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.evaluation.evaluation import build_stage, fresh_seed, run_job
 from engine.evaluation.executors import close_executor, open_executor
-from engine.evaluation.stages import BENCHMARK, VERIFY
+from engine.stages import BENCHMARK, VERIFY
 from engine.workload import Workload, load_workload
 from remote.errors import InputError
 

@@ -17,8 +17,8 @@ from rich.table import Table
 
 from engine.onboard.export_patch import patch_for
 from engine.onboard.rewrites import RewriteError
-from engine.store.report import build_report
 from engine.store.store import DB_NAME, ReadStore
+from engine.views.report import build_report
 from remote.errors import InputError
 
 from ..headless import print_report

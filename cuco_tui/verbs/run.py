@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.config import RunConfig, load_config_file
 from engine.daemon.daemon import EngineServer
-from engine.engine import Engine
+from engine.run.engine import Engine
 from engine.store.runids import new_run_id
 from engine.workload import load_workload
 from remote.errors import InputError

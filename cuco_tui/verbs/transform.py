@@ -19,11 +19,11 @@ from typing import Any
 
 from engine.evaluation.evaluation import BUILT, EvalOutcome, evaluate_source
 from engine.evaluation.executors import START_TIMEOUT_S, close_executor, open_executor
-from engine.evaluation.stages import BENCHMARK, BUILD, VERIFY
 from engine.llm.budget import Budget
 from engine.llm.models import ModelSpec, parse_models
 from engine.llm.pricing import Pricing
 from engine.llm.retry import RetryPolicy
+from engine.stages import BENCHMARK, BUILD, VERIFY
 from engine.store.schema import DONE
 from engine.store.store import Store
 from engine.workload import Workload, load_workload

@@ -17,7 +17,7 @@ from textual.coordinate import Coordinate
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from engine.store.read_model.insight import LlmPanel
+from engine.views.insight import LlmPanel
 
 from ..actions import bindings_for
 from ..app_api import RunApp

@@ -23,15 +23,17 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from remote.errors import InputError
+from remote.jobs import NoUsableNode
 
+from ..config import RunConfig
+from ..llm.keys import hold_keys
+from ..store.store import ReadStore
+from ..workload import load_workload
 from . import protocol
 from .protocol import PROTOCOL_VERSION, RunInfo
-
-if TYPE_CHECKING:
-    from ..store.store import ReadStore
 
 log = logging.getLogger("cuco.daemon")
 
@@ -62,7 +64,7 @@ class _Client:
 
 
 class EngineServer:
-    """The socket side of a live engine: any object with the Engine contract (see engine/engine.py)."""
+    """The socket side of a live engine: any object with the Engine contract (see engine/run/engine.py)."""
 
     def __init__(self, engine: Any, home: Path, run_id: str, *, queue_size: int = CLIENT_QUEUE_EVENTS):
         self.engine = engine
@@ -80,8 +82,6 @@ class EngineServer:
     # ---- lifecycle
 
     async def start(self) -> RunInfo:
-        from ..store.store import ReadStore
-
         self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
@@ -329,8 +329,6 @@ class EngineServer:
                 raise ValueError("reject needs a reason")
             await engine.reject(_candidate(m), reason)
         elif op == "strategy":
-            from remote.errors import InputError
-
             try:
                 await engine.mark_strategy(
                     str(m.get("verdict") or ""), m.get("strategy") or None, str(m.get("text") or "")
@@ -398,7 +396,7 @@ async def serve(engine: Any, home: Path, run_id: str) -> str:
 
 
 async def _main_async(args: argparse.Namespace) -> int:
-    from ..engine import Engine  # the live engine (imported here so tests can serve a fake one)
+    from ..run.engine import Engine  # the live engine (imported here so tests can serve a fake one)
 
     home = Path(args.home).resolve()
     if protocol.live_run_info(home, args.run) is not None:
@@ -408,9 +406,6 @@ async def _main_async(args: argparse.Namespace) -> int:
         )
         return 2
     if args.create:
-        from ..config import RunConfig
-        from ..workload import load_workload
-
         workload = load_workload(args.workload)
         config = RunConfig.from_dict(json.loads(args.config_json or "{}"))
         if args.cluster:
@@ -444,8 +439,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if argv is None:  # the daemon process itself (not a test calling main): keys to its memory only
-        from ..llm.keys import hold_keys
-
         hold_keys()
     if args.create and not args.workload:
         parser.error("--create needs --workload")
@@ -455,9 +448,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - report, never a bare traceback only
-        from remote.errors import InputError
-        from remote.jobs import NoUsableNode
-
         if isinstance(exc, (InputError, NoUsableNode)):  # the user's to fix: the message, no traceback
             print(f"cuco: {exc}", file=sys.stderr)
             return 2 if isinstance(exc, InputError) else 1

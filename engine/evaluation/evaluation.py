@@ -20,14 +20,15 @@ from typing import Any
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus
 from remote.sandbox import WEAKER_NOTICES
 
+from .. import symbol_policy
 from ..llm.keys import redact
+from ..stages import BENCHMARK, BUILD, CONFIRM, FROZEN, VERIFY
 from ..timeline import timeline
 from ..workload import Workload
-from . import faults, protocol, symbol_policy, wall_clock
+from . import faults, protocol, wall_clock
 from .faults import Fault
 from .harness_result import HarnessResult, ResultError, parse_result
 from .pooled import pooled
-from .stages import BENCHMARK, BUILD, CONFIRM, FROZEN, VERIFY
 
 BINARY = "cuco_candidate"
 CANDIDATE_OBJECT = "cuco_candidate.o"  # the candidate's translation unit alone, for the symbol policy

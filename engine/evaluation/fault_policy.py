@@ -13,13 +13,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from ..store.blobs import BlobStore
 from . import faults
 from .evaluation import EvalOutcome
 
@@ -140,53 +137,6 @@ def end_state(exc: BaseException) -> tuple[str, str]:
     if faults.is_environment_error(exc):
         return "paused", pause_reason(faults.of_exception(exc))
     return "failed", f"engine error: {type(exc).__name__}: {exc}"
-
-
-def verdict_rows(candidate_id: int, outcome: EvalOutcome) -> list[tuple[str, tuple]]:
-    """With a recorded verdict: a failure of the candidate's is marked so, on it and its failed stage."""
-    if outcome.status == "done":
-        return []
-    return [
-        ("UPDATE candidates SET fault=? WHERE id=?", (faults.CANDIDATE, candidate_id)),
-        (
-            "UPDATE evaluations SET fault=? WHERE candidate_id=? AND status!='ok' AND fault IS NULL",
-            (faults.CANDIDATE, candidate_id),
-        ),
-    ]
-
-
-def environment_rows(
-    run_id: str, candidate_id: int, outcome: EvalOutcome, decision: Decision, blobs: BlobStore
-) -> list[tuple[str, tuple]]:
-    """The stage that met an environment fault, kept for the report (fault='environment'; it is not a
-    verdict on the candidate: the stages that pass are recorded once, with the verdict)."""
-    rec = outcome.stages[-1] if outcome.stages else None
-    try:
-        log_hash = blobs.put_text(rec.log) if rec is not None and rec.log else None
-    except OSError:  # the disk that is full is often this one
-        log_hash = None
-    now = time.time()
-    stage = rec.stage if rec is not None else "evaluation"
-    return [
-        (
-            "INSERT INTO evaluations (candidate_id, run_id, stage, status, rc, duration_s, node, attempt, "
-            "log_hash, result_json, created_at, fault) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                candidate_id,
-                run_id,
-                stage,
-                rec.status if rec else "error",
-                rec.rc if rec else None,
-                rec.duration_s if rec else 0.0,
-                rec.node if rec else "",
-                rec.attempt if rec else 1,
-                log_hash,
-                json.dumps({"fault": decision.fault.kind, "reason": decision.fault.reason, "action": decision.action}),
-                now,
-                faults.ENVIRONMENT,
-            ),
-        )
-    ]
 
 
 async def quietly(write: Awaitable[object]) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from remote.jobs import JobResult, JobStatus, NoUsableNode
 from remote.sandbox import NO_SANDBOX_EXIT
 
-from .stages import BUILD
+from ..stages import BUILD
 
 CANDIDATE = "candidate"
 ENVIRONMENT = "environment"

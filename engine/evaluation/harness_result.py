@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from ..contract import interval_of
+from ..stages import BENCHMARK
 from ..timeline.timeline import take_from_result
 from .protocol import combined_interval
-from .stages import BENCHMARK
 
 
 class ResultError(ValueError):

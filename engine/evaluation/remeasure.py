@@ -12,11 +12,11 @@ from typing import Any
 
 from remote.jobs import Executor
 
+from ..stages import BENCHMARK
 from ..workload import Workload
 from .evaluation import FrozenObjectCache, build_stage, mode_configs, read_result, run_job
 from .harness_result import HarnessResult, ResultError
 from .pooled import pooled
-from .stages import BENCHMARK
 
 TURNS = 3  # benchmark jobs per finalist: a job-to-job spread of a few % needs more than two to average out
 

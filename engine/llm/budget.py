@@ -8,10 +8,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..search.mutators.base import BudgetExhausted
-
 if TYPE_CHECKING:
     from ..store.store import Store
+
+
+class BudgetExhausted(Exception):
+    """Raised by `propose` when the run's LLM budget (spent + in flight) is committed: stop with reason "budget"."""
 
 
 @dataclass

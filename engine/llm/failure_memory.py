@@ -1,6 +1,6 @@
 """Failure memory: what recent failed children of the run tell a model writing the next one.
 
-The engine picks the failures (`recent_failures`: the island's newest first, then the run's), each as a
+The engine picks the failures (`population.recent_failures`: the island's newest first, then the run's), each as a
 `CandidateView` whose `feedback` is the evaluation's full feedback (the compiler log, the mismatch summary,
 the timeout or the refusal) and whose `changes` is its diff against its parent. This module turns them into
 prompt text: the error trimmed to what matters, with the candidate's source lines the compiler points at,
@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..store.schema import FAILED, INCORRECT, REFUSED
 from .keys import redact
 from .prompts import DIFF_FORMAT, describe, scrub, trim
 
 if TYPE_CHECKING:
-    from ..search.mutators.base import CandidateView
-    from ..search.population import Cand
+    from ..candidate_view import CandidateView
     from ..workload import Workload
 
-FAILED_STATUSES = (FAILED, INCORRECT, REFUSED)
-SHOWN = 3  # failures in one mutation prompt
 ERROR_CHARS = 1400  # one failure's explanation
 CHANGES_CHARS = 1200  # one failure's diff against its parent
 POINTED_LINES = 6  # source lines shown around the places the compiler names
@@ -32,18 +28,6 @@ ERROR_LINES = 12  # compiler diagnostic lines kept
 # `candidate.cpp:57:12: error: ...` (gcc, clang, nvcc's host pass) and `candidate.cu(57): error: ...` (nvcc)
 LOCATION = re.compile(r"(?P<file>[\w./-]+?\.(?:cpp|cc|cu|cuh|h|hpp|inc))(?::(?P<a>\d+)(?::\d+)?:|\((?P<b>\d+)\):)")
 DIAGNOSTIC = re.compile(r"\b(error|undefined reference|fatal)\b", re.IGNORECASE)
-
-
-def recent_failures(
-    cands: Iterable[Cand], island: int, limit: int = SHOWN, *, exclude: Callable[[Cand], bool] | None = None
-) -> list[Cand]:
-    """Failed, incorrect or refused children of this run (not fork copies), the island's newest first,
-    then the other islands' newest; at most `limit`."""
-    failed = [c for c in cands if c.status in FAILED_STATUSES and not c.forked and c.number > 0]
-    if exclude is not None:
-        failed = [c for c in failed if not exclude(c)]
-    failed.sort(key=lambda c: (c.island != island, -c.id))
-    return failed[:limit]
 
 
 def changes(parent_source: str | None, source: str, limit: int = CHANGES_CHARS) -> str:

@@ -9,7 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..contract import Recommendations
-from ..search.counting import COUNTS_SQL
+from ..store.counting import COUNTS_SQL
 from ..timeline.timeline import prompt_summary
 from .clients import ChatRequest
 from .prompts import scrub, trim
@@ -77,7 +77,7 @@ def parse_items(answer: str) -> list[str]:
 
 
 async def summary_prompt(store: Store, run_id: str, workload: Workload, previous: list[str]) -> str:
-    # Held for review or rejected by the operator: not a result to learn from (engine/search/counting.py).
+    # Held for review or rejected by the operator: not a result to learn from (engine/store/counting.py).
     best = await store.fetchall(
         f"SELECT c.id, c.operator, c.descriptor_json, c.speedup FROM candidates c WHERE c.run_id=? AND {COUNTS_SQL} "
         "ORDER BY c.speedup DESC LIMIT 8",

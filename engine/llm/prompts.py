@@ -21,7 +21,7 @@ from .declarations import included_frozen, nccl_headers
 from .keys import redact
 
 if TYPE_CHECKING:
-    from ..search.mutators.base import CandidateView
+    from ..candidate_view import CandidateView
     from ..workload import Workload
 
 FEEDBACK_CHARS = 1500

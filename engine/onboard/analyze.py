@@ -7,6 +7,9 @@ call, the buffers and which operation reads and writes them, picks the region th
 as alternatives), and says what it could not resolve, with file:line. It never guesses: a collective it
 cannot see as a call (a function pointer without --entry, a macro body) is an error naming the place and
 what to do.
+
+Jobs of their own beside it: what each call records (op_details.py), the communicators and ranks
+(communicators.py), what the region cannot take over as it is (region_notes.py), a node's text (node_text.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from remote.errors import InputError
 from . import api
 from .build_flags import diagnose, flags_from_makefile
 from .command_line import ENV_CALLS, default_of, reads_command_line
+from .communicators import MainScope, calls_any, communicators, timed_stream_of
 from .dispatch import (
     Dispatch,
     function_holders,
@@ -32,7 +36,11 @@ from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .model import Buffer, Op, Program, Unresolved, Var
+from .node_text import node_text, nth_arg, plain_name, text_or_none
+from .op_details import describe
+from .opportunities import dataflow, opportunities
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
+from .region_notes import region_notes
 from .source import (
     SourceFile,
     call_args,
@@ -46,7 +54,7 @@ from .source import (
     walk,
 )
 from .virtuals import Virtuals
-from .wrappers import find_wrappers
+from .wrappers import find_wrappers, param_names
 
 MAX_CALL_DEPTH = 8
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
@@ -249,6 +257,9 @@ class _Analyzer:
             (s, f.child_by_field_name("body")) for n, (s, f) in functions.items() if n in self.helpers
         ]
 
+    def scope(self) -> MainScope:
+        return MainScope(self.src, self.body, self.sources, self.vars, self.functions)
+
     def run(self) -> Program:
         self._collect_vars()
         self.constants = self._integer_constants()
@@ -264,8 +275,8 @@ class _Analyzer:
         buffers = self._collect_buffers()
         self._reads_writes(buffers)
         self._roles(buffers)
-        comms, ranks = self._communicators()
-        timed_stream = self._timed_stream()
+        comms, ranks = communicators(self.ops, self.unresolved, self.scope())
+        timed_stream = timed_stream_of(self.ops)
         prog = Program(
             files=[s.path for s in self.sources],
             sources=self.sources,
@@ -292,9 +303,7 @@ class _Analyzer:
         prog.check_functions = self._check_functions()
         prog.check_macros = sorted(set(self._check_macros()) | set(prog.check_functions))
         prog.params = self._params(buffers)
-        self._region_notes(prog)
-        from .opportunities import dataflow, opportunities
-
+        self.unresolved += region_notes(prog, self.macros, self.kernels, self.ops, self.vars, self.region_src)
         prog.dataflow = dataflow(prog)
         prog.opportunities = opportunities(prog)
         self._runtime_sizes(prog)
@@ -308,7 +317,7 @@ class _Analyzer:
         pointers = {n for n, v in self.vars.items() if v.pointer}
         for name, (src, fn) in self.functions.items():
             if name in self.helpers:
-                pointers |= _param_names(src, fn)[1]
+                pointers |= param_names(src, fn)[1]
         for name, v in self.vars.items():  # `float* p = base + off`, `p = c ? a : b`: aliases
             if v.pointer and v.init is not None:
                 base = next(
@@ -423,14 +432,14 @@ class _Analyzer:
                 op.via = wrapper
                 op.chain = chain + ((src, n),)
                 op.src = src
-                self._describe(op)
+                describe(op)
                 if through is not None:
                     op.detail["through"] = through
                 self.ops.append(op)
 
     def _follow(self, src, call, name, chain, depth, top) -> None:
         hsrc, fn = self.functions[name]
-        params, pointers = _param_names(hsrc, fn)
+        params, pointers = param_names(hsrc, fn)
         for p, a in zip(params, call_args(call)):
             base = self._base_name(a)
             if p in pointers and base is not None and base != p:
@@ -481,7 +490,7 @@ class _Analyzer:
                     cond = node.child_by_field_name("condition")
                     alt = node.child_by_field_name("alternative")
                     negate = alt is not None and _inside(n, alt)
-                    inner.append(("when", f"{'!' if negate else ''}{self._t(cond)}"))
+                    inner.append(("when", f"{'!' if negate else ''}{text_or_none(cond)}"))
                 elif node.type in LOOPS:
                     inner.append(
                         (
@@ -519,8 +528,8 @@ class _Analyzer:
     def _iterations(self, loop) -> str | None:
         cond = loop.child_by_field_name("condition")
         if loop.type == "for_statement" and cond is not None and cond.type == "binary_expression":
-            return self._t(cond.child_by_field_name("right"))
-        return self._t(cond) if cond is not None else None
+            return text_or_none(cond.child_by_field_name("right"))
+        return text_or_none(cond) if cond is not None else None
 
     def _op_in(self, op, src, node) -> bool:
         """Whether an operation runs inside `node` (a loop or section of `src`): the node holds the op's
@@ -656,79 +665,6 @@ class _Analyzer:
         if name in api.DEVICE_SELECT:
             return "device"
         return None
-
-    def _arg(self, n, i):
-        args = call_args(n)
-        return args[i] if i is not None and i < len(args) else None
-
-    def _t(self, node) -> str | None:
-        return self._text(node) if node is not None else None
-
-    @staticmethod
-    def _text(node) -> str:
-        return node.text.decode("utf-8", "replace")
-
-    def _describe(self, op: Op) -> None:
-        n, t = op.node, self._t
-        if op.kind == "kernel" and op.via is not None:
-            args = [self._text(a) for a in call_args(n)]
-            launches = op.via.config_for(args)
-            first = launches[0]
-            op.detail = {
-                "grid": first["grid"],
-                "block": first["block"],
-                "shared_bytes": first["shared_bytes"],
-                "stream": first["stream"],
-                "args": args,
-                "via": {"wrapper": op.via.name, "at": op.via.at, "launches": launches},
-            }
-        elif op.kind == "kernel":
-            cfg = [c for c in kernel_config(n).named_children if c.type != "comment"]
-            args = call_args(n)
-            op.detail = {
-                "grid": t(cfg[0]) if cfg else None,
-                "block": t(cfg[1]) if len(cfg) > 1 else None,
-                "shared_bytes": t(cfg[2]) if len(cfg) > 2 else None,
-                "stream": t(cfg[3]) if len(cfg) > 3 else None,
-                "args": [t(a) for a in args],
-            }
-        elif op.kind in ("collective", "p2p"):
-            spec = api.NCCL_COMM[op.name]
-            d = {k: t(self._arg(n, spec[k])) for k in ("send", "recv", "count", "dtype", "redop", "comm", "stream")}
-            if spec["peer"] is not None:
-                d["peer" if op.kind == "p2p" else "root"] = t(self._arg(n, spec["peer"]))
-            if op.name == "ncclBcast":
-                d["send"] = d["recv"]
-            d["group"] = None
-            op.detail = {k: v for k, v in d.items() if v is not None or k == "group"}
-        elif op.kind == "memcpy":
-            a = call_args(n)
-            op.detail = {
-                "dst": t(a[0]) if a else None,
-                "src": t(a[api.MEMCPY[op.name][1]]) if len(a) > 1 else None,
-                "bytes": t(a[2]) if len(a) > 2 else None,
-                "direction": next((t(x) for x in a if self._text(x).startswith("cudaMemcpy")), None),
-            }
-        elif op.kind == "memset":
-            a = call_args(n)
-            op.detail = {
-                "dst": t(a[0]) if a else None,
-                "value": t(a[1]) if len(a) > 1 else None,
-                "bytes": t(a[2]) if len(a) > 2 else None,
-            }
-        elif op.kind in (
-            "event",
-            "sync",
-            "stream",
-            "device",
-            "mpi",
-            "comm_init",
-            "free",
-            "group",
-            "alloc",
-            "graph_launch",
-        ):
-            op.detail = {"args": [t(a) for a in call_args(n)]}
 
     # -- the repeated region
     def _pick_region(self):
@@ -890,13 +826,13 @@ class _Analyzer:
         if var is None:
             return False
         comm_arrays = {
-            self._plain(call_args(o.node)[0]) for o in self.ops if o.name == "ncclCommInitAll" and call_args(o.node)
+            plain_name(call_args(o.node)[0]) for o in self.ops if o.name == "ncclCommInitAll" and call_args(o.node)
         }
         for sub in src.nodes("subscript_expression", loop):
             arg, idx = sub.child_by_field_name("argument"), sub.child_by_field_name("indices")
             if (
                 arg is not None
-                and self._t(arg) in comm_arrays
+                and text_or_none(arg) in comm_arrays
                 and idx is not None
                 and any(i.text.decode() == var for i in identifiers(idx))
             ):
@@ -914,7 +850,7 @@ class _Analyzer:
         if init is None:
             return None
         if init.type == "assignment_expression":
-            return self._t(init.child_by_field_name("left"))
+            return text_or_none(init.child_by_field_name("left"))
         return next((declarator_name(d, src) for d in init.children_by_field_name("declarator")), None)
 
     def _timed(self, src, loop) -> bool:
@@ -941,7 +877,7 @@ class _Analyzer:
 
     def _is_timer(self, src, call) -> bool:
         name = call_name(call, src)
-        return name in TIMERS or (name == "now" and "chrono" in self._text(call))
+        return name in TIMERS or (name == "now" and "chrono" in node_text(call))
 
     def _region_json(self, loop) -> dict | None:
         if loop is None:
@@ -951,7 +887,7 @@ class _Analyzer:
         if loop.type == "for_statement":
             cond = loop.child_by_field_name("condition")
             if cond is not None and cond.type == "binary_expression":
-                iterations = self._t(cond.child_by_field_name("right"))
+                iterations = text_or_none(cond.child_by_field_name("right"))
             var = self._loop_var(src, loop)
         warmups = [o.at for o in self.ops if o.kind in ("collective", "p2p") and not o.in_region]
         region = {
@@ -989,7 +925,7 @@ class _Analyzer:
             if op.kind != "alloc" or op.name not in api.DEVICE_ALLOC:
                 continue
             pi, bi = api.DEVICE_ALLOC[op.name]
-            ptr, size = self._arg(op.node, pi), self._arg(op.node, bi)
+            ptr, size = nth_arg(op.node, pi), nth_arg(op.node, bi)
             name = self._base_name(ptr)
             if name is None or size is None:
                 self.unresolved.append(
@@ -1003,15 +939,15 @@ class _Analyzer:
             var = self.vars.get(name)
             elem = self._resolve_type(var.base_type) if var is not None else "unknown"
             count = None
-            if size.type == "binary_expression" and self._t(size.child_by_field_name("operator")) == "*":
+            if size.type == "binary_expression" and text_or_none(size.child_by_field_name("operator")) == "*":
                 left, right = size.child_by_field_name("left"), size.child_by_field_name("right")
                 if right.type == "sizeof_expression":
-                    count = self._t(left)
+                    count = text_or_none(left)
                 elif left.type == "sizeof_expression":
-                    count = self._t(right)
-            buffers[name] = Buffer(name, op.at, op.name, elem, self._text(size), count, alloc_stmt=op.stmt)
+                    count = text_or_none(right)
+            buffers[name] = Buffer(name, op.at, op.name, elem, node_text(size), count, alloc_stmt=op.stmt)
             op.writes = []
-            op.detail = {"buffer": name, "bytes": self._text(size)}
+            op.detail = {"buffer": name, "bytes": node_text(size)}
         return buffers
 
     def _resolve_type(self, name: str) -> str:
@@ -1084,7 +1020,7 @@ class _Analyzer:
             elif op.kind in ("collective", "p2p"):
                 spec = api.NCCL_COMM[op.name]
                 for key, pos, out in (("send", spec["send"], op.reads), ("recv", spec["recv"], op.writes)):
-                    b = buf(self._arg(n, pos))
+                    b = buf(nth_arg(n, pos))
                     if b is not None:
                         out.append(b)
                         op.detail[key + "_buffer"] = b
@@ -1180,118 +1116,6 @@ class _Analyzer:
         return first.kind in ("collective", "p2p", "memcpy")
 
     # -- communicators and ranks
-    def _communicators(self):
-        comms, ranks = [], {"source": "unknown", "rank": None, "nranks": None, "ranks_per_process": 1}
-        id_exchange = self._id_exchange()
-        for op in self.ops:
-            if op.kind != "comm_init" or op.name == "ncclGetUniqueId":
-                continue
-            a = call_args(op.node)
-            t = self._t
-            entry: dict[str, Any] = {"name": self._plain(a[0]) if a else None, "init": op.name, "at": op.at}
-            if op.name in ("ncclCommInitRank", "ncclCommInitRankConfig"):
-                entry.update(
-                    nranks=t(a[1]) if len(a) > 1 else None,
-                    unique_id=self._plain(a[2]) if len(a) > 2 else None,
-                    rank=t(a[3]) if len(a) > 3 else None,
-                    id_exchange=id_exchange,
-                    ranks_per_process=1,
-                )
-                ranks.update(rank=entry["rank"], nranks=entry["nranks"], source=self._rank_source(entry["rank"]))
-            elif op.name == "ncclCommInitAll":
-                entry.update(
-                    nranks=t(a[1]) if len(a) > 1 else None,
-                    id_exchange="none (one process)",
-                    ranks_per_process=t(a[1]) if len(a) > 1 else None,
-                )
-                ranks.update(
-                    source="single process", nranks=entry["nranks"], ranks_per_process=entry["ranks_per_process"]
-                )
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        "ncclCommInitAll: several GPUs driven by one process",
-                        "the harness runs one process per GPU; restructure to one rank per process (ncclCommInitRank)",
-                    )
-                )
-            else:
-                entry.update(id_exchange=id_exchange)
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"{op.name}: a communicator derived at run time",
-                        "the workload uses the harness's communicator of all ranks",
-                    )
-                )
-            comms.append(entry)
-        return comms, ranks
-
-    def _plain(self, node) -> str | None:
-        if node is None:
-            return None
-        ids = [i.text.decode() for i in identifiers(node)]
-        return ids[0] if ids else node.text.decode()
-
-    def _id_exchange(self) -> str:
-        ids = [v.name for v in self.vars.values() if v.base_type == "ncclUniqueId"]
-        if not ids:
-            return "unknown"
-        kinds = []
-        for n in self.src.nodes("call_expression", self.body):
-            name = call_name(n, self.src)
-            if name in ("ncclGetUniqueId", "ncclCommInitRank", "ncclCommInitRankConfig") or name is None:
-                continue
-            if not any(self.src.text(i) in ids for a in call_args(n) for i in identifiers(a)):
-                continue
-            if name == "MPI_Bcast":
-                kinds.append("mpi_bcast")
-            elif name in api.FILE_IO or self._calls(name, api.FILE_IO):
-                kinds.append("file")
-            elif name.startswith("MPI_"):
-                kinds.append("mpi")
-        if any("NCCL_COMM_ID" in s.text(n) for s in self.sources for n in s.nodes("string_literal")):
-            kinds.append("environment")
-        return kinds[0] if kinds else "unknown"
-
-    def _calls(self, fn_name: str | None, callees: set) -> bool:
-        f = self.functions.get(fn_name)
-        if f is None:
-            return False
-        src, fn = f
-        return any(call_name(n, src) in callees for n in src.nodes("call_expression", fn))
-
-    def _rank_source(self, rank_expr: str | None) -> str:
-        if not rank_expr:
-            return "unknown"
-        for n in self.src.nodes("call_expression", self.body):
-            if call_name(n, self.src) == "MPI_Comm_rank" and any(
-                self.src.text(i) == rank_expr for a in call_args(n) for i in identifiers(a)
-            ):
-                return "mpi"
-        var = self.vars.get(rank_expr)
-        values = [var.init] if var is not None and var.init is not None else []
-        for a in self.src.nodes("assignment_expression", self.body):  # `rank = atoi(getenv(...))`
-            if self._t(a.child_by_field_name("left")) == rank_expr:
-                values.append(a.child_by_field_name("right"))
-        for value in values:
-            for n in walk(value):
-                if n.type == "call_expression":
-                    name = call_name(n, self.src)
-                    if name == "getenv" or self._calls(name, {"getenv"}):
-                        return "environment"
-        return "unknown"
-
-    def _timed_stream(self) -> str | None:
-        streams = [op.detail.get("stream") for op in self.ops if op.in_region and op.kind in ("collective", "p2p")]
-        if not any(streams):  # a region that replays graphs: the stream it launches them on
-            streams = [
-                (op.detail.get("args") or [None, None])[1:2][0] if len(op.detail.get("args") or []) > 1 else None
-                for op in self.ops
-                if op.in_region and op.kind == "graph_launch"
-            ]
-        streams = [s for s in streams if s]
-        return max(set(streams), key=streams.count) if streams else None
-
     def _check_macros(self) -> list[str]:
         """Function-like macros of one parameter that wrap a call (CUDACHECK(cudaMalloc(...))): the
         analysis sees through them; the workload re-defines them to return the error to the harness."""
@@ -1307,7 +1131,7 @@ class _Analyzer:
         """Variables (main's, file-scope) initialised with an integer literal: a table's index."""
         out = {}
         for name, v in self.vars.items():
-            text = (self._t(v.init) or "").strip() if v.init is not None else ""
+            text = (text_or_none(v.init) or "").strip() if v.init is not None else ""
             if text.isdigit():
                 out[name] = int(text)
         for name, (src, _node, d) in self.globals.items():
@@ -1387,14 +1211,16 @@ class _Analyzer:
                 break
             if st.type not in ("expression_statement", "if_statement"):
                 continue
-            targets = {self._t(a.child_by_field_name("left")) for a in walk(st) if a.type == "assignment_expression"}
+            targets = {
+                text_or_none(a.child_by_field_name("left")) for a in walk(st) if a.type == "assignment_expression"
+            }
             if name in targets and not any(n.type == "call_expression" for n in walk(st)):
                 out.append(st)
         return out
 
     def _default(self, var):
         value = evaluate(var.init, self.src, {})
-        if value is None and reads_command_line(var.init, self.src, lambda n: self._calls(n, ENV_CALLS)):
+        if value is None and reads_command_line(var.init, self.src, lambda n: calls_any(self.functions, n, ENV_CALLS)):
             value = default_of(var.init, self.src)
         return value
 
@@ -1408,148 +1234,6 @@ class _Analyzer:
                         "the opportunity is ranked after those with known sizes",
                     )
                 )
-
-    def _region_notes(self, prog: Program) -> None:
-        """What the workload's region cannot take over as it is, each with its place."""
-        region, region_node = prog.region, prog.region_node
-        if region is None or region_node is None:
-            return
-        body = region_node.child_by_field_name("body")
-        user_macros = {n: sn for n, sn in self.macros.items() if n not in prog.check_macros}
-        uses = [(names_in(b.size), b.at) for b in prog.buffers.values() if b.role != "unused"]
-        uses.append(([i.text.decode() for i in self.region_src.nodes("identifier", body)], region["at"]))
-        seen_macros: set[str] = set()
-        for names, at in uses:
-            for name in sorted(set(names) & set(user_macros) - seen_macros):
-                seen_macros.add(name)
-                msrc, mnode = user_macros[name]
-                self.unresolved.append(
-                    Unresolved(
-                        at,
-                        f"macro {name} (defined at {msrc.at(mnode)}) is used here",
-                        "the analysis does not expand macros: values that depend on it are not evaluated",
-                    )
-                )
-        for op in self.ops:
-            if not op.in_region:
-                continue
-            if (
-                op.kind == "kernel"
-                and op.name in self.kernels
-                and self.kernels[op.name][1].parent is not None
-                and self.kernels[op.name][1].parent.type == "template_declaration"
-            ):
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"kernel {op.name} is a template",
-                        "its element types come from the launch's arguments; what it "
-                        "reads and writes is taken from its parameters",
-                    )
-                )
-            if op.kind == "launch_api":
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"a kernel launched through {op.name}",
-                        "the analysis does not follow the kernel behind the pointer; launch it with <<<...>>>",
-                    )
-                )
-        var = region.get("loop_variable")
-        body = region_node.child_by_field_name("body")
-        if var and body is not None and any(i.text.decode() == var for i in identifiers(body)):
-            self.unresolved.append(
-                Unresolved(
-                    region["at"],
-                    f"the loop variable {var} is used inside the region",
-                    "each call of the workload takes the harness's call index (ctx->iteration: 0, 1, 2, ...; "
-                    "the check's reference run the same) as its value, within the loop's range",
-                )
-            )
-        for op in self.ops:
-            if not op.in_region:
-                continue
-            if op.kind == "kernel" and not op.detail.get("stream"):
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"kernel {op.name} is launched on the default stream",
-                        "the workload launches it on the timed stream",
-                    )
-                )
-            if (
-                op.kind in ("collective", "p2p", "kernel")
-                and op.detail.get("stream")
-                and op.detail.get("stream") != prog.timed_stream
-            ):
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"{op.name} runs on stream {op.detail['stream']}, not on {prog.timed_stream}",
-                        "join that stream to the timed stream (an event) before run() returns",
-                    )
-                )
-            if op.kind == "alloc" or op.name in ("cudaFree", "ncclMemFree"):
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"{op.name} inside the repeated region: every iteration allocates or frees",
-                        "an overlap opportunity of its own: allocate once, outside the region",
-                    )
-                )
-            if op.kind == "mpi":
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"{op.name} inside the repeated region",
-                        "the harness owns MPI: a host collective (MPI_Allreduce, MPI_Reduce, "
-                        "MPI_Bcast, MPI_Barrier) runs as the harness's host collective in the "
-                        "workload, other MPI calls are dropped",
-                    )
-                )
-        for b in prog.buffers.values():
-            if b.role == "carried":
-                self.unresolved.append(
-                    Unresolved(
-                        b.at,
-                        f"buffer {b.name} is read before it is written in the region "
-                        "(its value is carried from one iteration to the next)",
-                        "the workload treats it as an output and gives every call the same "
-                        "starting value; check that this is what one iteration means",
-                    )
-                )
-            if b.elem_type == "unknown" or b.elem_type not in api.ELEM_BYTES and b.role != "unused":
-                self.unresolved.append(
-                    Unresolved(
-                        b.at,
-                        f"element type of buffer {b.name} ({b.elem_type}) is not one the harness fills and compares",
-                        "declare it as a float, half, bf16 or integer pointer",
-                    )
-                )
-        param_names = {p["name"] for p in prog.params}
-        for b in prog.buffers.values():
-            if b.role == "unused":
-                continue
-            deps = set(names_in(b.size))
-            if evaluate_size_possible(deps, self.vars, param_names, prog.ranks) is False:
-                self.unresolved.append(
-                    Unresolved(
-                        b.at,
-                        f"the size of buffer {b.name} ({b.size}) is known only at run time",
-                        "give it a size the program computes from constants",
-                    )
-                )
-
-
-def evaluate_size_possible(deps, vars_, params, ranks) -> bool:
-    rank_vars = {ranks.get("rank"), ranks.get("nranks")}
-    for d in deps:
-        if d in params or d in rank_vars or d in vars_ and vars_[d].init is not None:
-            continue
-        if d not in vars_:
-            continue  # a type name (sizeof(float)) or a file-scope constant
-        return False
-    return True
 
 
 def _helpers(functions, kernels, wrappers) -> set[str]:
@@ -1581,12 +1265,6 @@ def _checks_a_status(src, fn) -> bool:
     first = next((p for p in params.named_children if p.type == "parameter_declaration"), None) if params else None
     kind = first.child_by_field_name("type") if first is not None else None
     return kind is not None and src.text(kind) in STATUS_TYPES
-
-
-def _param_names(src, fn):
-    from .wrappers import _params
-
-    return _params(src, fn)
 
 
 def _inside(node, outer) -> bool:

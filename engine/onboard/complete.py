@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from engine.llm.budget import BudgetExhausted
 from engine.llm.clients import ChatRequest
 from engine.llm.errors import LLMError
 from engine.onboard.fast_path import extract_program
-from engine.search.mutators.base import BudgetExhausted
 
 BASELINE_FILE = "baseline.cu"  # init's frozen baseline, a harness source under this name
 SETUP_START = "  int setup() {\n"

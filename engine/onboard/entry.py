@@ -8,6 +8,7 @@ the helper's own body: anything else keeps the refusal."""
 
 from __future__ import annotations
 
+from .analyze import analyze_sources
 from .model import Unresolved, Var
 from .source import call_args, call_name, find_function, function_declarator
 
@@ -15,8 +16,6 @@ from .source import call_args, call_name, find_function, function_declarator
 def analyze_helper_as_main(prog, region: str | None = None, entry: str | None = None, assume: dict | None = None):
     """The program as `cuco init` writes it when its region is in a helper main() calls once; the
     program itself otherwise."""
-    from .analyze import analyze_sources
-
     if not prog.init_blockers or prog.region_node is None:
         return prog
     helper = _the_helper(prog)

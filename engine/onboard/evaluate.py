@@ -5,6 +5,7 @@ None (unknown): sizes known only at run time are reported, never guessed."""
 from __future__ import annotations
 
 from . import api
+from .source import parse_text
 
 
 def evaluate(node, src, env: dict[str, int]):
@@ -70,8 +71,6 @@ def evaluate(node, src, env: dict[str, int]):
 
 
 def evaluate_text(text: str, env: dict[str, int]):
-    from .source import parse_text
-
     src = parse_text(f"void f(){{ long long v_ = ({text}); }}")
     for n in _walk(src.tree.root_node):
         if n.type == "init_declarator":

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from .. import blocks
+from ..llm.budget import BudgetExhausted
 from ..llm.clients import ChatRequest
 from ..llm.errors import LLMError
 from ..llm.prompts import scrub, system_prompt, trim
-from ..search.mutators.base import BudgetExhausted
 
 if TYPE_CHECKING:
     from ..llm.service import LLMService
@@ -75,9 +75,7 @@ def extract_program(answer: str) -> str | None:
 
 def _strip_markers(source: str) -> list[str]:
     return [
-        line.rstrip()
-        for line in source.splitlines()
-        if not (blocks._START_RE.match(line) or blocks._END_RE.match(line))
+        line.rstrip() for line in source.splitlines() if not (blocks.START_RE.match(line) or blocks.END_RE.match(line))
     ]
 
 

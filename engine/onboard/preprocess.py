@@ -214,7 +214,7 @@ def default_include_dirs() -> tuple[str, ...]:
     dirs.append(Path("/usr/local/cuda/include"))
     if os.environ.get("NCCL_HOME"):
         dirs.append(Path(os.environ["NCCL_HOME"]) / "include")
-    try:
+    try:  # the NCCL wheel is optional
         import nvidia.nccl
 
         dirs += [Path(p) / "include" for p in nvidia.nccl.__path__]

@@ -11,6 +11,7 @@ by file and line), never guessed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
@@ -691,8 +692,6 @@ class ProgramWriter:
         """An array's initializer list whose literal equals a size param's default (send counts
         `{3072, 1024}` beside a 3072-token chunk): every literal scales with the param, so a hidden config
         never gives the chunk fewer tokens than are sent into it."""
-        import re
-
         tied = next(
             (
                 (name, p["default"])

@@ -62,6 +62,7 @@ def _op(o) -> dict:
 
 def render_tree(data: dict):
     """A rich Tree of the JSON analysis (the terminal view of the same facts)."""
+    # rich only for this terminal view: the analysis itself is plain data
     from rich.markup import escape
     from rich.tree import Tree
 

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 
 @lru_cache(maxsize=1)
-def _parser():
-    try:
+def cuda_parser():
+    try:  # tree-sitter loads with the first parse, so a missing grammar is reported where it is needed
         import tree_sitter_cuda
         from tree_sitter import Language, Parser
     except ImportError as exc:  # the dependency is pinned in pyproject.toml
@@ -79,10 +79,10 @@ def parse_file(path: str | Path, flags: Flags | None = None) -> SourceFile:
     every place, never a request to change code the compiler accepts."""
     pre = preprocess(str(path), flags or Flags())
     text = brace_launch_configs(pre.text)
-    tree = _parser().parse(text)
+    tree = cuda_parser().parse(text)
     if tree.root_node.has_error and pre.macros:
         text = terminate_statement_macros(text, pre.macros)
-        tree = _parser().parse(text)
+        tree = cuda_parser().parse(text)
     src = SourceFile(str(path), text, tree, pre=pre)
     bad = all_errors(tree.root_node)
     if bad:
@@ -108,7 +108,7 @@ def parse_file(path: str | Path, flags: Flags | None = None) -> SourceFile:
 
 def parse_text(text: str, path: str = "<text>") -> SourceFile:
     data = text.encode()
-    return SourceFile(path, data, _parser().parse(data))
+    return SourceFile(path, data, cuda_parser().parse(data))
 
 
 def all_errors(node) -> list:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .analyze import analyze_sources
 from .evaluate import evaluate
-from .source import SourceFile, _parser
+from .model import Unresolved
+from .source import SourceFile, cuda_parser
 
 SWEEP_CONFIG_MAX = 1 << 24  # the config's size: the sweep's largest at most this (bytes or elements)
 MAX_SWEEP_STEPS = 64
@@ -64,7 +66,7 @@ def flatten_sweep(prog) -> tuple[list[SourceFile], str] | None:
     data[sweep.start_byte : loop_body.start_byte + 1] = _blank_keeping_lines(span, head)
     data[loop_body.end_byte - 1 : loop_body.end_byte] = b" "
     text = bytes(data)
-    flat = replace(src, data=text, tree=_parser().parse(text), _index=None)
+    flat = replace(src, data=text, tree=cuda_parser().parse(text), _index=None)
     return [flat if s is src else s for s in prog.sources], f"{var} = {chosen[1]}"
 
 
@@ -120,9 +122,6 @@ def _chosen_size(prog, sweep) -> tuple[str, int] | None:
 def analyze_one_size(prog, region: str | None = None, entry: str | None = None, assume: dict | None = None):
     """The program as `cuco init` writes it: with a size sweep around its region taken apart (one size,
     a config param), analysed again; the program itself otherwise. The note says which size."""
-    from .analyze import analyze_sources
-    from .model import Unresolved
-
     flat = flatten_sweep(prog)
     if flat is None:
         return prog

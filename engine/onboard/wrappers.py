@@ -54,7 +54,7 @@ def find_wrappers(functions: dict, kernels: dict, kernel_access: dict) -> dict[s
         calls = src.nodes("call_expression", fn)
         if any(call_name(c, src) in api.NCCL_COMM for c in calls):
             return None
-        params, pointers = _params(src, fn)
+        params, pointers = param_names(src, fn)
         access = {p: "" for p in params}
         launches: list[Launch] = []
         for c in calls:
@@ -98,7 +98,7 @@ def find_wrappers(functions: dict, kernels: dict, kernel_access: dict) -> dict[s
     return {n: w for n, w in found.items() if w is not None}
 
 
-def _params(src, fn) -> tuple[list[str], set[str]]:
+def param_names(src, fn) -> tuple[list[str], set[str]]:
     decl = function_declarator(fn)
     plist = decl.child_by_field_name("parameters") if decl is not None else None
     names, pointers = [], set()

@@ -1,7 +1,7 @@
 """A run's candidates in memory: every one by id, the eligible and the rejected, the MAP-Elites archive and
 the best, kept consistent by one rule.
 
-A candidate counts (engine/search/counting.py: evaluated correct, not rejected, not waiting for review) or it does
+A candidate counts (engine/store/counting.py: evaluated correct, not rejected, not waiting for review) or it does
 not. `admit` is the one way in: eligible, then offered to its archive cell, then compared with the best.
 `withdraw` is the one way out (a rejection): its cell goes to the cell's next-best eligible candidate and
 the best to the best one left. Nothing here writes to the store: the ledger writes what this decides.
@@ -9,10 +9,12 @@ the best to the best one left. Nothing here writes to the store: the ledger writ
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import counting
+from ..store import counting
+from ..store.schema import FAILED, INCORRECT, REFUSED
 from .archive import Archive
 
 
@@ -43,12 +45,28 @@ class Cand:
 
     @property
     def eligible(self) -> bool:
-        """May be the best, a parent or an inspiration (engine/search/counting.py decides)."""
+        """May be the best, a parent or an inspiration (engine/store/counting.py decides)."""
         return counting.counts(self.status, self.fitness, self.verdict, self.review)
 
 
 def fitness(c: Cand) -> float:
     return c.fitness or 0.0
+
+
+FAILED_STATUSES = (FAILED, INCORRECT, REFUSED)
+SHOWN_FAILURES = 3  # failures in one mutation prompt
+
+
+def recent_failures(
+    cands: Iterable[Cand], island: int, limit: int = SHOWN_FAILURES, *, exclude: Callable[[Cand], bool] | None = None
+) -> list[Cand]:
+    """Failed, incorrect or refused children of this run (not fork copies), the island's newest first,
+    then the other islands' newest; at most `limit`."""
+    failed = [c for c in cands if c.status in FAILED_STATUSES and not c.forked and c.number > 0]
+    if exclude is not None:
+        failed = [c for c in failed if not exclude(c)]
+    failed.sort(key=lambda c: (c.island != island, -c.id))
+    return failed[:limit]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ lower bound prefers the number a re-measurement is likely to confirm, so the bes
 islands' elites and the parents are not crowned by one lucky measurement. A result without an interval (a
 harness from before intervals) ranks by its speedup.
 
-The finalists re-measured side by side before a run ends (engine/finalist_step.py) rank by their re-measured
+The finalists re-measured side by side before a run ends (engine/run/finalist_step.py) rank by their re-measured
 median instead: their jobs were taken in turns through the same stretch of the machine's load, so their
 medians compare fairly, while each interval also spans the job-to-job spread (a few % on a busy machine),
 which is noise common to them all; by its lower end the narrowest, not the fastest, would win.

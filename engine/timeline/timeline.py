@@ -319,24 +319,6 @@ def summarize(raws: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def store_rows(
-    candidate_id: int, raws: dict[str, dict[str, Any]], figs: dict[str, dict[str, Any]]
-) -> list[tuple[str, tuple]]:
-    """The statements that keep a candidate's timelines with its result (a blob per config, in the store)."""
-    rows = []
-    for config, raw in raws.items():
-        data = zlib.compress(json.dumps(raw, separators=(",", ":")).encode(), 6)
-        if len(data) > MAX_RAW_BYTES:
-            data = zlib.compress(json.dumps({"error": f"records too large to keep ({len(data)} bytes)"}).encode())
-        rows.append(
-            (
-                "INSERT OR REPLACE INTO timelines (candidate_id, config, figures_json, data) VALUES (?,?,?,?)",
-                (candidate_id, config, json.dumps(figs.get(config) or {}, sort_keys=True), data),
-            )
-        )
-    return rows
-
-
 def load(store: Any, candidate_id: int) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """{config: (figures, raw records)} of one candidate, from a (read) store."""
     out = {}

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.config import RunConfig  # noqa: E402
-from engine.engine import Engine  # noqa: E402
+from engine.run.engine import Engine  # noqa: E402
 from engine.workload import load_workload  # noqa: E402
 from tests.engine.synthetic import SyntheticExecutor  # noqa: E402
 

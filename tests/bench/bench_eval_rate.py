@@ -5,7 +5,7 @@
 For each run in the store: evaluations (candidates that reached a final status, the seed included, as
 `cuco report` counts them) over the run's elapsed minutes; then the stages: builds (CPU), and the GPU jobs
 (verify, benchmark, and the re-measures `benchmark2` of would-be bests), each with its count, total and mean
-seconds. A stage's start is its `candidate_status` event (engine/engine.py writes one as each stage starts),
+seconds. A stage's start is its `candidate_status` event (engine/run/engine.py writes one as each stage starts),
 its duration the executor's (from the moment the job held its GPUs). A stage's start event is written when
 the job is submitted, before it waits for GPUs, so where every GPU job takes all of the node's GPUs (ranks =
 GPUs) they are laid out one after another in submission order, each starting when it was submitted or when

@@ -5,7 +5,7 @@
 A store of N candidates on 2 islands (tests/tui/storefill.py: each candidate's parent is the one two
 before it, so candidate 2*D+1 is D generations deep). Read-only, as `cuco attach` without an engine.
 
-1. Lineage of a candidate D generations deep: (a) the queries alone (engine.store.read_model.lineage.lineage: the
+1. Lineage of a candidate D generations deep: (a) the queries alone (engine.views.lineage.lineage: the
    ancestors, the best's path, the children and their counts), (b) in the app, from pressing `L` with
    the candidate selected to the lineage screen's tree drawn with its D+1 lines. Target < 300 ms.
 2. Sorting the candidates table by speedup: (a) the query alone (StoreView.candidates sorted: the top
@@ -53,7 +53,7 @@ def stats(samples: list[float]) -> str:
 def bench_queries(home: Path, deep: int, repeats: int) -> None:
     from cuco_tui.data import StoreView
     from cuco_tui.lineage_view import lineage_text
-    from engine.store.read_model import lineage as lineage_data
+    from engine.views import lineage as lineage_data
 
     view = StoreView(home)
     try:

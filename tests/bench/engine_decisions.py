@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path.cwd() / "tests" / "engine"))
 from synthetic import SyntheticExecutor  # noqa: E402
 
 from engine.config import RunConfig  # noqa: E402
-from engine.engine import Engine  # noqa: E402
+from engine.run.engine import Engine  # noqa: E402
 from engine.workload import load_workload  # noqa: E402
 
 

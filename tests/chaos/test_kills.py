@@ -31,7 +31,7 @@ def test_ten_random_sigkills_then_resume(tmp_path):
 # race, so the child kills itself there (os._exit, no cleanup, as SIGKILL) and the rest is the real CLI.
 DIE_BEFORE_SEED = """
 import os, sys
-from engine.engine import Engine
+from engine.run.engine import Engine
 Engine._add_seed = lambda self: os._exit(137)
 from cuco_tui.cli import main
 sys.argv = ["cuco"] + sys.argv[1:]

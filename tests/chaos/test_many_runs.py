@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from engine.daemon import protocol
-from engine.search.counting import COUNTS_SQL
+from engine.store.counting import COUNTS_SQL
 from tests.chaos.chaos import check_invariants, cuco, query, start
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the demo workload")

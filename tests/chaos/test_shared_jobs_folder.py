@@ -13,7 +13,7 @@ import time
 import pytest
 
 from engine.daemon import protocol
-from engine.search.counting import COUNTS_SQL
+from engine.store.counting import COUNTS_SQL
 from tests.chaos.chaos import check_invariants, cuco, query, start
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the demo workload")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.evaluation.evaluation import BINARY, CANDIDATE_OBJECT, NONCE_FILE, RESULT, SPEC
-from engine.evaluation.stages import BENCHMARK, BUILD
+from engine.stages import BENCHMARK, BUILD
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus, NodeState
 
 

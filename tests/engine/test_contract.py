@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 VIEWERS = ("cuco_tui",)  # where events are handled
 EMITTERS = ("engine", "remote")  # where they are written
 # `kind` values viewers compare that are not events: a cluster's kind (remote/cluster), a result flag's
-# (engine/search/counting.py).
+# (engine/store/counting.py).
 NOT_EVENTS = {"slurm", "ssh", "beyond_overlap_bound"}
 
 

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from engine.config import RunConfig
-from engine.daemon import control
-from engine.engine import Engine
-from engine.store.report import build_report
+from engine.run import control
+from engine.run.engine import Engine
 from engine.store.store import ReadStore, Store
+from engine.views.report import build_report
 from engine.workload import load_workload
 from remote.errors import InputError
 
@@ -67,7 +67,7 @@ async def test_pause_stops_new_jobs_and_resume_continues(tmp_path):
     await wait_for(lambda: engine.evaluated >= 4)
     await engine.pause()
     assert state_of(tmp_path) == "paused"
-    await wait_for(lambda: not engine._inflight)  # in-flight jobs finish
+    await wait_for(lambda: not engine.evaluations)  # in-flight jobs finish
     jobs_at_pause = ex.jobs
     evaluated = engine.evaluated
     await asyncio.sleep(0.5)
@@ -84,11 +84,11 @@ async def test_hard_pause_cancels_inflight_and_keeps_them_pending(tmp_path):
     engine, ex = await make_engine(tmp_path, max_evals=20, durations={"build": 0.02, "verify": 0.02, "benchmark": 5.0})
     task = asyncio.create_task(engine.run())
     await wait_for(
-        lambda: engine._inflight and any(c.status == "running" for c in engine.cands.values() if c.number > 0)
+        lambda: engine.evaluations and any(c.status == "running" for c in engine.cands.values() if c.number > 0)
     )
     await asyncio.sleep(0.1)
     await engine.pause(hard=True)
-    assert not engine._inflight
+    assert not engine.evaluations
     rs = ReadStore(tmp_path)
     pending = rs.fetchall("SELECT id FROM candidates WHERE run_id='r1' AND status='pending'")
     assert pending, "cancelled evaluations go back to pending, not lost"

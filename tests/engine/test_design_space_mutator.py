@@ -7,7 +7,8 @@ import random
 import pytest
 
 from engine import blocks
-from engine.search.mutators.base import CandidateView, ProposalContext
+from engine.candidate_view import CandidateView
+from engine.search.mutators.base import ProposalContext
 from engine.search.mutators.design_space import DesignSpaceMutator
 from engine.workload import Workload, load_workload
 

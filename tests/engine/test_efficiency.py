@@ -10,8 +10,8 @@ import json
 import pytest
 
 from engine.evaluation.efficiency import COMPUTE_CHANGED, OVERLAP, judge
-from engine.store.report import build_report
 from engine.store.store import ReadStore
+from engine.views.report import build_report
 from tests.gpu.test_efficiency_table import _make_store
 
 

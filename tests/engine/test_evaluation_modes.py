@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.evaluation.evaluation import VERIFIED, build_stage, evaluate_source, fresh_seed, read_result, run_job
-from engine.evaluation.stages import BUILD, VERIFY
+from engine.stages import BUILD, VERIFY
 from engine.workload import load_workload
 from remote.local import LocalExecutor
 

@@ -1,4 +1,4 @@
-"""The read model (engine/store/read_model): one run summary for the TUI's header and `cuco report`, counted the
+"""The read model (engine/views): one run summary for the TUI's header and `cuco report`, counted the
 same way, on a real store with every kind of verdict, a fork's copies, a held result and a rejected best."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from engine.contract import BestRef, RunSummary
-from engine.store.read_model.views import ReadModel
-from engine.store.report import build_report
 from engine.store.store import ReadStore, Store
+from engine.views.read_model import ReadModel
+from engine.views.report import build_report
 
 STATUSES = [
     ("done", 1.5),

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine.evaluation import protocol  # noqa: E402
 from engine.evaluation.evaluation import build_stage, mode_configs, read_result, run_job  # noqa: E402
-from engine.evaluation.stages import BENCHMARK  # noqa: E402
+from engine.stages import BENCHMARK  # noqa: E402
 from engine.workload import load_workload  # noqa: E402
 from remote.local import LocalExecutor  # noqa: E402
 

@@ -293,7 +293,7 @@ def test_putting_on_another_ranks_link_is_incorrect(outcomes):
 
 def test_the_seed_and_every_shipped_variant_pass_the_policy(tmp_path):
     """The control: what the project ships is not refused."""
-    from engine.evaluation import symbol_policy
+    from engine import symbol_policy
     from engine.evaluation.evaluation import CANDIDATE_OBJECT, build_job
 
     workload = load_workload("demo")

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import blocks
-from engine.evaluation import symbol_policy
+from engine import blocks, symbol_policy
 from engine.evaluation.evaluation import CANDIDATE_OBJECT
 from engine.workload import load_workload
 

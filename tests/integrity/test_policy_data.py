@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from engine.evaluation import symbol_policy
+from engine import symbol_policy
 from engine.workload import load_workload
 from remote.errors import InputError
 

@@ -12,9 +12,9 @@ from cuco_tui.data import StoreView
 from cuco_tui.headless import print_report
 from cuco_tui.widgets.candidates import verdict_of
 from engine.config import RunConfig
-from engine.engine import Engine
-from engine.store.report import build_report
+from engine.run.engine import Engine
 from engine.store.store import ReadStore
+from engine.views.report import build_report
 from engine.workload import load_workload
 from tests.engine.synthetic import SyntheticExecutor
 

@@ -21,7 +21,7 @@ import pytest
 from engine import blocks
 from engine.evaluation import faults
 from engine.evaluation.evaluation import evaluate_source
-from engine.evaluation.stages import VERIFY
+from engine.stages import VERIFY
 from engine.workload import load_workload
 from remote.jobs import JobSpec
 from remote.local import LocalExecutor

@@ -1,4 +1,4 @@
-"""Symbol rules that name what cannot be replaced (engine/evaluation/symbol_policy.py): no definition of operator
+"""Symbol rules that name what cannot be replaced (engine/symbol_policy.py): no definition of operator
 new/delete or of a name the C/C++ runtime exports, weak or COMDAT; no data in an executable section.
 Each candidate is a legal EVOLVE-BLOCK edit of the demo seed, compiled by the real g++ with the demo's
 flags; the policy reads the real object.
@@ -12,8 +12,7 @@ import subprocess
 
 import pytest
 
-from engine import blocks
-from engine.evaluation import symbol_policy
+from engine import blocks, symbol_policy
 from engine.workload import load_workload
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH: the candidates are compiled")

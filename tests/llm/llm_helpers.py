@@ -7,7 +7,8 @@ import random
 import time
 from pathlib import Path
 
-from engine.search.mutators.base import CandidateView, ProposalContext
+from engine.candidate_view import CandidateView
+from engine.search.mutators.base import ProposalContext
 from engine.store.store import Store
 from engine.workload import load_workload
 

@@ -8,14 +8,13 @@ import pytest
 from fake_llm import FakeLLMServer, Reply
 from llm_helpers import SECRET, open_store
 
-from engine.llm.budget import Budget
+from engine.llm.budget import Budget, BudgetExhausted
 from engine.llm.clients import ChatRequest
 from engine.llm.errors import LLMError
 from engine.llm.models import parse_model
 from engine.llm.pricing import Pricing
 from engine.llm.retry import RetryPolicy
 from engine.llm.service import LLMService
-from engine.search.mutators.base import BudgetExhausted
 
 REQ = ChatRequest("system text", [{"role": "user", "content": "hello"}], 0.5, 256)
 

@@ -25,7 +25,7 @@ VALUES = [1, 2, 4, 8, 16, 64, 128, 256]
 
 pytestmark = pytest.mark.skipif(
     not (ROOT / "engine" / "engine.py").is_file() or not (ROOT / "workloads" / "demo" / "workload.yaml").is_file(),
-    reason="the engine (engine/engine.py) or the demo workload is missing",
+    reason="the engine (engine/run/engine.py) or the demo workload is missing",
 )
 
 

@@ -18,9 +18,9 @@ import pytest
 from fake_llm import FakeLLMServer, Reply
 
 from engine.config import RunConfig
-from engine.engine import Engine
-from engine.store.report import build_report
+from engine.run.engine import Engine
 from engine.store.store import ReadStore
+from engine.views.report import build_report
 from engine.workload import load_workload
 
 CALL = "gemm_rows(p, 0, p->M, p->scratch, N);"

@@ -13,7 +13,7 @@ from llm_helpers import add_candidate, context, demo_workload, knob_diff, open_s
 from engine import blocks
 from engine.llm.audit import replay
 from engine.llm.bandit import Bandit
-from engine.search.mutators.base import BudgetExhausted
+from engine.llm.budget import BudgetExhausted
 from engine.search.mutators.llm import LLMSettings, build_llm_mutator, choose_kind
 from remote.errors import InputError
 

@@ -19,14 +19,14 @@ import pytest
 from fake_llm import FakeLLMServer, Reply
 
 from engine.config import RunConfig
-from engine.daemon import control
 from engine.llm import strategies as strat
-from engine.store.report import build_report
+from engine.run import control
 from engine.store.store import ReadStore, Store
+from engine.views.report import build_report
 from engine.workload import load_workload
 from tests.engine.synthetic import SyntheticExecutor
 
-engine_mod = pytest.importorskip("engine.engine")
+engine_mod = pytest.importorskip("engine.run.engine")
 
 GOOD = "Grow the chunks: larger copies amortise the per-put cost."
 BAD = ["Stagger the ranks so their copies do not collide.", "Offset the start of every rank's sends."]

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from engine.evaluation.evaluation import BINARY, NONCE_FILE, RESULT, SPEC
-from engine.evaluation.stages import BENCHMARK
+from engine.stages import BENCHMARK
 from remote.jobs import Executor, JobResult, JobSpec, JobStatus, NodeState
 
 NUMBERS = ("baseline_ms", "candidate_ms", "comp_ms", "comm_ms")

@@ -39,8 +39,8 @@ from transcript_executor import RecordedBenchmarks  # noqa: E402
 
 from engine.blocks import parse_blocks  # noqa: E402
 from engine.config import RunConfig  # noqa: E402
-from engine.engine import Engine  # noqa: E402
 from engine.llm.edits import apply_diff, parse_diff  # noqa: E402
+from engine.run.engine import Engine  # noqa: E402
 from engine.workload import load_workload  # noqa: E402
 from remote.local import LocalExecutor  # noqa: E402
 

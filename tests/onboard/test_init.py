@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from cuco_tui.cli import main
-from engine import blocks
-from engine.evaluation import symbol_policy
+from engine import blocks, symbol_policy
 from engine.evaluation.evaluation import build_job
 from engine.workload import load_workload
 from remote.local import LocalExecutor

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluation.stages import run_jobs_pattern
+from engine.stages import run_jobs_pattern
 from remote.jobs import JobSpec, JobStatus
 from remote.local import LocalExecutor
 from remote.slots import SlotTable

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluation.stages import run_jobs_pattern
+from engine.stages import run_jobs_pattern
 from remote.cluster import load_cluster
 from remote.jobs import Executor, JobSpec, JobStatus
 from remote.registry import executor_from_file

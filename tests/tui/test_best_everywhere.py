@@ -16,10 +16,10 @@ from rich.console import Console
 from cuco_tui.app import CucoApp
 from cuco_tui.headless import print_report
 from cuco_tui.widgets import CandidatesTable, IslandsTable, RunHeader
-from engine.store.read_model.insight import config_winners
-from engine.store.read_model.lineage import best_id
-from engine.store.report import build_report
 from engine.store.store import DB_NAME, ReadStore
+from engine.views.insight import config_winners
+from engine.views.lineage import best_id
+from engine.views.report import build_report
 from tests.tui.waiting import until
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -13,7 +13,7 @@ import pytest
 from engine.daemon import protocol
 from engine.store.store import ReadStore
 
-engine_mod = pytest.importorskip("engine.engine")
+engine_mod = pytest.importorskip("engine.run.engine")
 
 RUN = "demo-early-1"
 

@@ -16,7 +16,7 @@ from engine.daemon import protocol
 from engine.store.store import ReadStore
 from tests.tui.waiting import until
 
-engine_mod = pytest.importorskip("engine.engine")
+engine_mod = pytest.importorskip("engine.run.engine")
 
 RUN = "demo-tui-1"
 

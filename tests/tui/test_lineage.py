@@ -133,7 +133,7 @@ def test_best_path_is_walked_once_and_follows_a_new_best(tmp_path, monkeypatch):
     """BestPaths gives the same path as a full walk: for a first best, a new best descending from it, and a
     new best on another island (the walk goes in steps, here 3 generations, to cross step boundaries)."""
     from cuco_tui.data import StoreView
-    from engine.store.read_model import lineage as lineage_data
+    from engine.views import lineage as lineage_data
 
     monkeypatch.setattr(lineage_data, "WALK_STEP", 3)
     fill_store(tmp_path, run_id=RUN, n=40)

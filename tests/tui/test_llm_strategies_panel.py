@@ -23,7 +23,7 @@ from tests.engine.synthetic import SyntheticExecutor
 from tests.llm.fake_llm import FakeLLMServer, Reply
 from tests.tui.waiting import until
 
-engine_mod = pytest.importorskip("engine.engine")
+engine_mod = pytest.importorskip("engine.run.engine")
 
 RUN = "strat-tui-1"
 CHUNK_RE = re.compile(r"static const int kChunkRows = (\d+);  // cuco:knob chunk_rows")

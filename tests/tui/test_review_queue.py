@@ -15,7 +15,7 @@ from cuco_tui.settings import TuiSettings
 from engine.config import RunConfig
 from engine.daemon import protocol
 from engine.daemon.daemon import serve
-from engine.engine import Engine
+from engine.run.engine import Engine
 from engine.store.store import ReadStore
 from engine.workload import load_workload
 from tests.engine.synthetic import SyntheticExecutor

@@ -19,7 +19,7 @@ from cuco_tui.widgets.llm_panel import StrategiesTable, StrategyModal
 from engine.daemon import protocol
 from tests.tui.waiting import until
 
-engine_mod = pytest.importorskip("engine.engine")
+engine_mod = pytest.importorskip("engine.run.engine")
 
 RUN = "demo-end-1"
 MAX_EVALS = 3

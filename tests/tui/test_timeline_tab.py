@@ -21,6 +21,7 @@ from cuco_tui.app import CucoApp  # noqa: E402
 from cuco_tui.messages import CandidateSelected  # noqa: E402
 from cuco_tui.settings import TuiSettings  # noqa: E402
 from cuco_tui.widgets.timeline import TimelineView  # noqa: E402
+from engine.run import result_rows  # noqa: E402
 from engine.store.store import DB_NAME  # noqa: E402
 from engine.timeline import timeline  # noqa: E402
 
@@ -155,7 +156,7 @@ def make_app_with_timelines() -> CucoApp:
         for config in ("tall", "square"):
             raw = synthetic_records(fused=cid % 4 == 0)  # #40 fused, its parent #38 sequential
             figs = timeline.summarize({config: raw})
-            for sql, params in timeline.store_rows(cid, {config: raw}, figs):
+            for sql, params in result_rows.timeline_rows(cid, {config: raw}, figs):
                 db.execute(sql, params)
     db.commit()
     db.close()

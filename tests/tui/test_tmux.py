@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from engine.daemon import protocol
-from engine.search.best import best_candidate
 from engine.store.store import ReadStore
+from engine.views.best import best_candidate
 
 if shutil.which("tmux") is None:
     print("tests/tui/test_tmux.py: skipped: tmux is not installed (apt-get install tmux)")
@@ -26,7 +26,7 @@ pytestmark = [
         shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux): no terminal to drive"
     ),
 ]
-pytest.importorskip("engine.engine")
+pytest.importorskip("engine.run.engine")
 
 REPO = Path(__file__).resolve().parents[2]
 CUCO = [sys.executable, "-m", "cuco_tui.cli"]  # the interpreter running the tests (CI's venv too)

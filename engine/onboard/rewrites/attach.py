@@ -16,7 +16,7 @@ import yaml
 
 from ... import blocks
 from . import BY_NAME, REGISTRY, Offer, Refusal, RewriteError, check_all, rewrite_program
-from .facts import FactsError, ScheduleFacts, build_harness_facts, facts_from_analysis
+from .facts import FactsError, ScheduleFacts, build_facts, build_harness_facts, facts_from_analysis
 
 DIMENSION = "rewrites"
 NONE = "none"
@@ -144,8 +144,6 @@ def attach_rewrites(prog, root: Path) -> Attached:
 
 def program_facts(spec: dict, where: str) -> ScheduleFacts:
     """The user's program as init saw it (refused if a file changed since: the patch would not apply)."""
-    from .facts import build_facts
-
     prog = spec.get("program")
     if not isinstance(prog, dict):
         raise RewriteError(

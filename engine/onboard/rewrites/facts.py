@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..source import _parser, call_args, call_name, kernel_config, walk
+from ..source import call_args, call_name, cuda_parser, kernel_config, walk
 
 HOST_SYNC_CALLS = {
     "cudaDeviceSynchronize",
@@ -230,11 +230,11 @@ def mask_macros(data: bytes, names: set[str]) -> tuple[bytes, dict[int, int]]:
 # -- reading the text ---------------------------------------------------------------------------------
 
 
-def _text(data: bytes, n) -> str:
+def source_text(data: bytes, n) -> str:
     return data[n.start_byte : n.end_byte].decode("utf-8", "replace")
 
 
-def _calls_in(data: bytes, node) -> list[Call]:
+def calls_in(data: bytes, node) -> list[Call]:
     out = []
     for n in walk(node):
         if n.type != "call_expression":
@@ -242,7 +242,7 @@ def _calls_in(data: bytes, node) -> list[Call]:
         name = call_name(n, _Src(data))
         if name is None:
             continue
-        args = tuple(Arg(_text(data, a), a.start_byte, a.end_byte) for a in call_args(n))
+        args = tuple(Arg(source_text(data, a), a.start_byte, a.end_byte) for a in call_args(n))
         out.append(Call(name, args, n.start_byte, n.end_byte, n.start_point[0] + 1))
     return out
 
@@ -254,7 +254,7 @@ class _Src:
         self.data = data
 
     def text(self, node) -> str:
-        return _text(self.data, node)
+        return source_text(self.data, node)
 
 
 def _written_names(data: bytes, node) -> list[str]:
@@ -263,17 +263,17 @@ def _written_names(data: bytes, node) -> list[str]:
         if n.type == "assignment_expression":
             left = n.child_by_field_name("left")
             if left is not None and left.type == "identifier":
-                out.append(_text(data, left))
+                out.append(source_text(data, left))
         elif n.type == "update_expression":
             arg = n.child_by_field_name("argument")
             if arg is not None and arg.type == "identifier":
-                out.append(_text(data, arg))
-        elif n.type == "pointer_expression" and _text(data, n).startswith("&"):
+                out.append(source_text(data, arg))
+        elif n.type == "pointer_expression" and source_text(data, n).startswith("&"):
             arg = n.child_by_field_name("argument")
             if arg is not None and arg.type == "identifier":
-                out.append(_text(data, arg))
+                out.append(source_text(data, arg))
         elif n.type == "call_expression" and call_name(n, _Src(data)) == "swap":
-            out += [_text(data, a) for a in call_args(n) if a.type == "identifier"]
+            out += [source_text(data, a) for a in call_args(n) if a.type == "identifier"]
     return out
 
 
@@ -286,19 +286,19 @@ def _declared(data: bytes, node) -> list[str]:
         while n is not None and n.type != "identifier":
             n = n.child_by_field_name("declarator")
         if n is not None:
-            out.append(_text(data, n))
+            out.append(source_text(data, n))
     return out
 
 
 def _wrappers(texts: dict[str, bytes]) -> dict[str, Wrapper]:
     out: dict[str, Wrapper] = {}
     for path, data in texts.items():
-        tree = _parser().parse(data)
+        tree = cuda_parser().parse(data)
         for fn in walk(tree.root_node):
             if fn.type != "function_definition":
                 continue
             body = fn.child_by_field_name("body")
-            head = _text(data, fn)[:200]
+            head = source_text(data, fn)[:200]
             if (
                 body is None
                 or "__global__" in head
@@ -316,8 +316,8 @@ def _wrappers(texts: dict[str, bytes]) -> dict[str, Wrapper]:
             for p in plist.named_children if plist is not None else []:
                 if p.type != "parameter_declaration":
                     continue
-                ptext = _text(data, p)
-                ids = [_text(data, i) for i in walk(p) if i.type == "identifier"]
+                ptext = source_text(data, p)
+                ids = [source_text(data, i) for i in walk(p) if i.type == "identifier"]
                 pointer = "*" in ptext
                 const_pointee = pointer and "const" in ptext.split("*")[0]
                 params.append(
@@ -325,7 +325,7 @@ def _wrappers(texts: dict[str, bytes]) -> dict[str, Wrapper]:
                         ids[-1] if ids else "", ptext, pointer and not const_pointee, pointer, "cudaStream_t" in ptext
                     )
                 )
-            name = _text(data, name_node)
+            name = source_text(data, name_node)
             out[name] = Wrapper(name, tuple(params), f"{path}:{fn.start_point[0] + 1}")
     return out
 
@@ -335,7 +335,7 @@ def _helper_calls(texts: dict[str, bytes]) -> dict[str, set[str]]:
     helper that allocates, allocates)."""
     direct: dict[str, set[str]] = {}
     for data in texts.values():
-        tree = _parser().parse(data)
+        tree = cuda_parser().parse(data)
         for fn in walk(tree.root_node):
             if fn.type != "function_definition" or fn.child_by_field_name("body") is None:
                 continue
@@ -344,8 +344,8 @@ def _helper_calls(texts: dict[str, bytes]) -> dict[str, set[str]]:
                 decl = decl.child_by_field_name("declarator")
             if decl is None or decl.child_by_field_name("declarator") is None:
                 continue
-            name = _text(data, decl.child_by_field_name("declarator")).split("::")[-1]
-            direct.setdefault(name, set()).update(c.name for c in _calls_in(data, fn.child_by_field_name("body")))
+            name = source_text(data, decl.child_by_field_name("declarator")).split("::")[-1]
+            direct.setdefault(name, set()).update(c.name for c in calls_in(data, fn.child_by_field_name("body")))
     closed = {}
     for name in direct:
         seen, todo = set(), [name]
@@ -385,7 +385,7 @@ def build_facts(
     """The facts for the loop that starts on `region_line` of `path` (the analysis's region)."""
     data = texts[path]
     masked, masked_at = mask_macros(data, statement_macros(b"".join(texts.values())))
-    tree = _parser().parse(masked)
+    tree = cuda_parser().parse(masked)
     loop = next(
         (
             n
@@ -417,7 +417,9 @@ def _around(data: bytes, masked: bytes, masked_at: dict[int, int], first, last) 
     end = next((i for i, c in enumerate(siblings) if c.start_byte == last.start_byte), None)
     if idx is not None:
         j = idx - 1
-        while j >= 0 and (siblings[j].start_byte in masked_at or _TIMER_STARTS.search(_text(masked, siblings[j]))):
+        while j >= 0 and (
+            siblings[j].start_byte in masked_at or _TIMER_STARTS.search(source_text(masked, siblings[j]))
+        ):
             setup_node = siblings[j]
             j -= 1
     # Teardown goes after the statements just below the loop that stop its timer (the device is idle
@@ -426,7 +428,7 @@ def _around(data: bytes, masked: bytes, masked_at: dict[int, int], first, last) 
     if end is not None:
         j = end + 1
         while j < len(siblings) and (
-            siblings[j].start_byte in masked_at or _TIMER_STOPS.search(_text(masked, siblings[j]))
+            siblings[j].start_byte in masked_at or _TIMER_STOPS.search(source_text(masked, siblings[j]))
         ):
             teardown_node = siblings[j]
             j += 1
@@ -442,7 +444,7 @@ def build_section_facts(
     on `start_line` and the one on `end_line` (the analysis's region of kind `section`). It runs once."""
     data = texts[path]
     masked, masked_at = mask_macros(data, statement_macros(b"".join(texts.values())))
-    tree = _parser().parse(masked)
+    tree = cuda_parser().parse(masked)
     block = next(
         (
             n
@@ -494,7 +496,7 @@ def _function(tree, data: bytes, name: str):
             decl = fn.child_by_field_name("declarator")
             while decl is not None and decl.type != "function_declarator":
                 decl = decl.child_by_field_name("declarator")
-            if decl is not None and _text(data, decl.child_by_field_name("declarator")) == name:
+            if decl is not None and source_text(data, decl.child_by_field_name("declarator")) == name:
                 return fn
     return None
 
@@ -507,7 +509,7 @@ def build_harness_facts(
     user's files, where the launch wrappers the candidate declares are defined."""
     data = texts[path]
     masked, masked_at = mask_macros(data, statement_macros(b"".join(texts.values())))
-    tree = _parser().parse(masked)
+    tree = cuda_parser().parse(masked)
     run, setup, teardown = (_function(tree, masked, n) for n in ("run", "setup", "teardown"))
     if run is None or setup is None or teardown is None:
         raise FactsError(f"{path}: no Program with setup(), run() and teardown()")
@@ -556,8 +558,8 @@ def _facts(
     for n in children:
         if n.type == "comment" or (n.type == "return_statement" and n == children[-1]):
             continue
-        calls = _calls_in(masked, n)
-        names = tuple(sorted({_text(masked, i) for i in walk(n) if i.type == "identifier"}))
+        calls = calls_in(masked, n)
+        names = tuple(sorted({source_text(masked, i) for i in walk(n) if i.type == "identifier"}))
         is_masked = n.start_byte in masked_at
         launches = any(kernel_config(c) is not None for c in walk(n) if c.type == "call_expression")
         device = (
@@ -588,7 +590,7 @@ def _facts(
                 syncs,
             )
         )
-    file_calls = _calls_in(masked, tree.root_node)
+    file_calls = calls_in(masked, tree.root_node)
     macros = list(check_macros)
     all_calls = [c for s in stmts for c in s.calls] + file_calls
     inits = [c for c in file_calls if c.name == "ncclCommInitRank"]

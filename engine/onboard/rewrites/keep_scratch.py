@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..source import _parser, walk
+from ..source import cuda_parser, walk
 from .base import Edit, Offer, Refusal, RewriteError, Rewritten
-from .facts import ScheduleFacts, _calls_in, _text
+from .facts import ScheduleFacts, calls_in, source_text
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -25,14 +25,14 @@ NAME = "keep_scratch"
 
 def _functions(data: bytes) -> dict[str, Node]:
     out = {}
-    for fn in walk(_parser().parse(data).root_node):
+    for fn in walk(cuda_parser().parse(data).root_node):
         if fn.type != "function_definition" or fn.child_by_field_name("body") is None:
             continue
         decl = fn.child_by_field_name("declarator")
         while decl is not None and decl.type != "function_declarator":
             decl = decl.child_by_field_name("declarator")
         if decl is not None and decl.child_by_field_name("declarator") is not None:
-            out[_text(data, decl.child_by_field_name("declarator")).split("::")[-1]] = fn
+            out[source_text(data, decl.child_by_field_name("declarator")).split("::")[-1]] = fn
     return out
 
 
@@ -53,8 +53,8 @@ def plan(facts: ScheduleFacts) -> list[dict] | str:
             if name not in called:
                 continue
             body = fn.child_by_field_name("body")
-            calls = _calls_in(data, body)
-            params = _text(data, fn.child_by_field_name("declarator"))
+            calls = calls_in(data, body)
+            params = source_text(data, fn.child_by_field_name("declarator"))
             for m in [c for c in calls if c.name == "cudaMalloc" and len(c.args) == 2]:
                 target = re.sub(r"\s|\(void\s*\*\*\)", "", m.args[0].text)
                 if not re.fullmatch(r"&[A-Za-z_]\w*", target):
@@ -64,7 +64,7 @@ def plan(facts: ScheduleFacts) -> list[dict] | str:
                 if re.search(rf"\b{x}\b", params):
                     reasons.append(f"{where}: {x} is a parameter of {name}()")
                     continue
-                text = _text(data, body)
+                text = source_text(data, body)
                 if not re.search(rf"[\s*]{x}\s*;", text):
                     reasons.append(f"{where}: {x} is not declared in {name}()'s body")
                     continue

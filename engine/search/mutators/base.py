@@ -9,33 +9,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from ...candidate_view import CandidateView
 
 if TYPE_CHECKING:
     from ...store.store import Store
     from ...workload import Workload
-
-
-@dataclass
-class CandidateView:
-    """A candidate as a mutator may see it: public numbers only (no hidden configs)."""
-
-    id: int
-    source: str
-    descriptor: dict[str, str]
-    status: str
-    island: int
-    generation: int
-    operator: str
-    speedup: float | None = None
-    time_ms: float | None = None
-    speedup_interval: list[float] | None = None  # the 95 % interval of the speedup, when measured
-    public_metrics: dict[str, Any] = field(default_factory=dict)  # per public config
-    feedback: str = ""  # trimmed compile error / mismatch summary / timeout reason
-    reject_reason: str = ""  # the operator's reason, for rejected candidates
-    timeline: dict[str, Any] = field(default_factory=dict)  # per config: engine/timeline/timeline.py's figures
-    reason: str = ""  # a failed candidate's one-line reason (its `feedback` then holds the whole log)
-    changes: str = ""  # a failed candidate's diff against its parent
 
 
 @dataclass
@@ -66,10 +46,6 @@ class Proposal:
     note: str = ""
     llm_call_ids: list[int] = field(default_factory=list)
     parent_id: int | None = None  # the child's parent when it is not the context's (a repaired failure)
-
-
-class BudgetExhausted(Exception):
-    """Raised by `propose` when the run's LLM budget (spent + in flight) is committed: stop with reason "budget"."""
 
 
 class Mutator(Protocol):

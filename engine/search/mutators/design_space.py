@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from ... import blocks
-from ..design_space import DesignSpace, Variant
+from ...design_space import DesignSpace, Variant
 from .base import CandidateView, Proposal, ProposalContext
 
 MAX_TRIES = 30

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from remote.errors import InputError
+
 from ...contract import Strategies
 from ...llm import strategies as strat
 from ...llm.bandit import Bandit
-from ...llm.budget import Budget
+from ...llm.budget import Budget, BudgetExhausted
 from ...llm.clients import ChatRequest
 from ...llm.edits import EditError, apply_blocks_answer, apply_diff, check_child, parse_diff
 from ...llm.errors import LLMError
@@ -31,7 +33,7 @@ from ...llm.prompts import mutate_prompt, novelty_message, rejection_message, sc
 from ...llm.retry import RetryPolicy
 from ...llm.service import LLMService
 from ...llm.strategy_meta import evolve as evolve_strategies
-from .base import BudgetExhausted, Proposal, ProposalContext
+from .base import Proposal, ProposalContext
 
 if TYPE_CHECKING:
     from ...config import RunConfig
@@ -340,8 +342,6 @@ def build_llm_mutator(
     if embedding:
         espec = parse_model(embedding)
         if espec.provider == "anthropic":
-            from remote.errors import InputError
-
             raise InputError("--llm", "--llm", f"{embedding!r}: embeddings need openai: or openai-compat:")
         if espec not in all_specs:
             all_specs.append(espec)

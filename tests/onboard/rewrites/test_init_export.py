@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from engine import blocks
+from engine.candidate_view import CandidateView
 from engine.onboard.export_patch import patch_for
 from engine.onboard.rewrites import RewriteError
-from engine.search.mutators.base import CandidateView
 from engine.search.mutators.design_space import DesignSpaceMutator
 from engine.workload import load_workload
 

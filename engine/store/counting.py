@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..store.schema import DONE
+from .schema import DONE
 
 NEEDS_REVIEW, ACCEPTED, REJECTED = "needs_review", "accepted", "rejected"
 

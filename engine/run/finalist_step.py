@@ -6,18 +6,18 @@ numbers are re-measured ones (the report and the TUI show it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from remote.jobs import Executor
 
-from .evaluation.evaluation import FrozenObjectCache, fresh_seed
-from .evaluation.harness_result import HarnessResult
-from .evaluation.remeasure import remeasure
-from .search import ranking
-from .search.finalists import finalists
-from .search.population import Cand, Population
-from .store.ledger import Ledger
-from .workload import Workload
+from ..evaluation.evaluation import FrozenObjectCache, fresh_seed
+from ..evaluation.harness_result import HarnessResult
+from ..evaluation.remeasure import remeasure
+from ..search import ranking
+from ..search.finalists import finalists
+from ..search.population import Cand, Population
+from ..workload import Workload
+from .ledger import Ledger
 
 PASSES = 2  # when the re-measured finalists fall below a candidate not yet re-measured, it is re-measured too
 CONTENDERS = 3  # the re-measured leaders measured side by side again, their jobs pooled, before one is named
@@ -92,3 +92,34 @@ async def remeasure_finalists(
         archive = {cell: e.candidate_id for cell, e in population.archive.cells.items()}
         await ledger.remeasured(list(changed.values()), population.best, archive)
     return list(changed.values())
+
+
+async def before_the_end(
+    population: Population,
+    source_of: Callable[[Cand], str],
+    workload: Workload,
+    executor: Executor,
+    frozen: FrozenObjectCache,
+    ledger: Ledger,
+    run_id: str,
+    log: Callable[[str, str], Awaitable[None]],
+) -> None:
+    """The finalists and the seed, side by side in fresh jobs; the run's log says which were (or why not)."""
+    seed = min((c for c in population.cands.values() if c.operator == "seed"), key=lambda c: c.id, default=None)
+    try:
+        changed = await remeasure_finalists(
+            population,
+            None if seed is None else seed.id,
+            source_of,
+            workload,
+            executor,
+            frozen,
+            ledger,
+            f"{run_id}-final",
+        )
+    except (OSError, RuntimeError, ValueError) as exc:  # the search's numbers stand
+        await log("warning", f"the finalists could not be re-measured: {exc}")
+        return
+    if changed:
+        ids = ", ".join(f"#{c.id}" for c in changed)
+        await log("info", f"re-measured side by side before the end: {ids}")

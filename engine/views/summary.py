@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...contract import BestRef, RunSummary, interval_of
-from ...daemon import liveness
-from ...search.best import best_candidate
-from ...search.counting import NEEDS_REVIEW
-from ..schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, REFUSED
+from ..contract import BestRef, RunSummary, interval_of
+from ..store.counting import NEEDS_REVIEW
+from ..store.schema import DONE, FAILED, FINAL_STATUSES, INCORRECT, REFUSED
+from . import liveness
+from .best import best_candidate
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 REVIEW_SHOWN = 50  # ids held for a person the summary lists (newest first): enough for the toasts
@@ -25,7 +25,7 @@ def _one(fetch: Fetch, sql: str, params: tuple = ()) -> dict[str, Any] | None:
 
 def run_summary(fetch: Fetch, home: Path, run_id: str) -> RunSummary | None:
     """The run's counts, best, spend and state as a viewer shows them (None: no such run). A dead engine's
-    `running` row reads `died` (engine/daemon/liveness.py)."""
+    `running` row reads `died` (engine/views/liveness.py)."""
     run = _one(fetch, "SELECT * FROM runs WHERE id=?", (run_id,))
     if run is None:
         return None

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...search.best import top_candidates
+from .best import top_candidates
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import blocks
+from . import blocks
 
 
 @dataclass(frozen=True)

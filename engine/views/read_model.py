@@ -13,12 +13,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ...contract import ConfigResult, RunSummary, config_results
-from ...daemon.liveness import shown_state
-from ...search.best import RANK_ORDER_SQL, island_bests
-from ...search.counting import COUNTS_SQL, NEEDS_REVIEW
-from ...timeline.timeline import ConfigTimeline, load_parsed
-from ..store import ReadStore
+from ..contract import ConfigResult, RunSummary, config_results
+from ..store.counting import COUNTS_SQL, NEEDS_REVIEW
+from ..store.store import ReadStore
+from ..timeline.timeline import ConfigTimeline, load_parsed
+from .best import RANK_ORDER_SQL, island_bests
 from .filters import SORT_COLUMNS, FilterError, parse_filter
 from .insight import ConfigWinners, LlmPanel, config_winners, llm_panel
 from .lineage import (
@@ -32,6 +31,7 @@ from .lineage import (
     lineage,
     mark_best_path,
 )
+from .liveness import shown_state
 from .summary import nodes, run_summary
 
 CANDIDATE_WINDOW = 1000  # rows kept in the candidates table (newest); SQL pages the rest
@@ -140,7 +140,7 @@ class ReadModel:
         return run_summary(self._all, self.home, run_id) or RunSummary(run=run_id, workload="?", state="?")
 
     def review_queue(self, run_id: str) -> list[dict[str, Any]]:
-        """The verified results that wait for a person (engine/search/counting.py), oldest first."""
+        """The verified results that wait for a person (engine/store/counting.py), oldest first."""
         rows = self._all(
             "SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? ORDER BY id",
             (run_id, NEEDS_REVIEW),

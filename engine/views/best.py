@@ -1,7 +1,7 @@
 """The run's best and its ranking: one definition for every reader (report, TUI header, islands, lineage,
 runs list, `cuco serve`), so that no screen names a rejected or held candidate as the best.
 
-A candidate ranks when it counts (engine/search/counting.py: correct, measured, not rejected, not waiting for a
+A candidate ranks when it counts (engine/store/counting.py: correct, measured, not rejected, not waiting for a
 person's review); candidates rank by fitness, which is the speedup (the geometric mean over the problem
 configs of the harness's per-config A B A B ratio), ties going to the older one.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .counting import COUNTS_SQL
+from ..store.counting import COUNTS_SQL
 
 # `c` is the candidates table; the order uses candidates_run_fitness.
 RANK_ORDER_SQL = "c.fitness DESC, c.id ASC"

@@ -29,7 +29,9 @@ from elftools.elf.sections import SymbolTableSection
 
 from remote.errors import InputError
 
-POLICY_FILE = Path(__file__).resolve().parent.parent.parent / "workloads" / "_harness" / "policy.yaml"
+from .blocks import parse_blocks, strip_comments
+
+POLICY_FILE = Path(__file__).resolve().parent.parent / "workloads" / "_harness" / "policy.yaml"
 # What nvcc adds to every CUDA translation unit: the static constructor that registers its fatbinary and
 # kernels, and the helpers it calls. Recognised by these names in a CUDA object only, and only as local
 # functions (a candidate cannot define them: the names clash with nvcc's own in the same unit).
@@ -431,7 +433,6 @@ def check_source(source: str, language: str) -> list[str]:
     """Inline assembly in an EVOLVE-BLOCK is refused unless it is device PTX (inside a __device__ or
     __global__ function of a CUDA candidate): host assembly could make system calls the object's symbol
     table never shows."""
-    from ..blocks import parse_blocks, strip_comments
 
     reasons = []
     for block in parse_blocks(source):

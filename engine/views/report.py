@@ -9,10 +9,10 @@ from ..contract import ConfigResult, config_results, configs_from_benchmark, tim
 from ..evaluation.efficiency import judge
 from ..evaluation.fault_report import fault_summary
 from ..llm import strategies as strat
-from ..search.counting import COUNTS_SQL, NEEDS_REVIEW
-from .read_model.summary import run_summary
-from .schema import REFUSED
-from .store import ReadStore
+from ..store.counting import COUNTS_SQL, NEEDS_REVIEW
+from ..store.schema import REFUSED
+from ..store.store import ReadStore
+from .summary import run_summary
 
 
 def _config_row(c: ConfigResult, timeline_figures: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def measurement_counts(store: ReadStore, run_id: str) -> dict[str, Any]:
 
 def needs_review(store: ReadStore, run_id: str) -> list[dict[str, Any]]:
     """Verified results that wait for a person (faster than the overlap bound, or flagged otherwise): they
-    are not the best, a parent or an inspiration until accepted (engine/search/counting.py)."""
+    are not the best, a parent or an inspiration until accepted (engine/store/counting.py)."""
     out = []
     for r in store.fetchall(
         "SELECT id, speedup, time_ms, metrics_json FROM candidates WHERE run_id=? AND review=? ORDER BY id",

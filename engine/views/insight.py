@@ -10,15 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...contract import config_results
-from ...llm import strategies as strat
-from ...llm.bandit import STATE_KEY as BANDIT_KEY
-from ...llm.bandit import Bandit
-from ...search.counting import COUNTS_SQL
+from ..contract import config_results
+from ..llm import strategies as strat
+from ..llm.bandit import STATE_KEY as BANDIT_KEY
+from ..llm.bandit import Bandit
+from ..store.counting import COUNTS_SQL
 
 Fetch = Callable[[str, Any], list[dict[str, Any]]]
 
-# The per-config results of a candidate that counts (engine/search/counting.py: as for the run's best, not rejected
+# The per-config results of a candidate that counts (engine/store/counting.py: as for the run's best, not rejected
 # and not held for review): the benchmark stage's configs (the engine's shape), or a flat result's own. One
 # pass over the run's counting candidates, in SQLite's JSON functions.
 _PER_CONFIG = (

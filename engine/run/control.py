@@ -13,10 +13,11 @@ from remote.errors import InputError
 from ..config import RunConfig
 from ..contract import ArchiveCell, Fork, Mark, RunState, StrategyMark
 from ..llm import strategies as strat
-from ..search.counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
+from ..store.counting import ACCEPTED, COUNTS_SQL, NEEDS_REVIEW, REJECTED
 from ..store.runids import new_run_id
 from ..store.schema import DONE, RUN_STATES
 from ..store.store import Store, Tx
+from ..workload import Workload
 
 STRATEGY_PREFIX = "strategy."  # fork overrides that edit the strategy population
 STRATEGY_EDITS = ("add", "pin", "unpin", "retire")
@@ -82,6 +83,20 @@ async def reject(store: Store, run_id: str, candidate_id: int, reason: str) -> N
         await _decide_review(tx, candidate_id, REJECTED)
         await tx.event(run_id, Mark(id=candidate_id, verdict="reject", text=reason.strip()))
         await recompute_cell(tx, run_id, row["cell"])
+
+
+async def create_run(store: Store, run_id: str, workload: Workload, config: RunConfig) -> None:
+    """A new run's row and its first state; an InputError when the name is taken."""
+    now = time.time()
+    async with store.transaction() as tx:
+        if await tx.fetchone("SELECT id FROM runs WHERE id=?", (run_id,)):
+            raise InputError("--name", "name", f"a run named {run_id!r} already exists (see `cuco ls`)")
+        await tx.execute(
+            "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+            "VALUES (?,?,?,?,?,?,?)",
+            (run_id, workload.name, str(workload.root), "running", config.to_json(), now, now),
+        )
+        await tx.event(run_id, RunState(state="running", reason="created"))
 
 
 async def set_state(store: Store, run_id: str, state: str, reason: str = "") -> None:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import protocol
+from ..daemon import protocol
 
 DIED = "died"
 START_GRACE_S = 3.0  # a new run's engine writes its row a moment before it serves its socket

@@ -19,9 +19,9 @@ from ..evaluation import fault_policy
 from ..evaluation.evaluation import EvalOutcome, trim
 from ..search.mutators.base import Proposal
 from ..search.population import Admission, Cand
-from ..timeline import timeline
-from .schema import DONE, PENDING, RUNNING
-from .store import Batch, Store
+from ..store.schema import DONE, PENDING, RUNNING
+from ..store.store import Batch, Store
+from . import result_rows
 
 
 def best_fields(c: Cand) -> dict[str, Any]:
@@ -132,7 +132,7 @@ class Ledger:
         """The stage that met a fault not of the candidate's doing, kept for the report; `paused`: the run
         paused itself on it and the candidate waits, pending."""
         batch = Batch()
-        for sql, params in fault_policy.environment_rows(self.run_id, c.id, outcome, decision, self.store.blobs):
+        for sql, params in result_rows.environment_rows(self.run_id, c.id, outcome, decision, self.store.blobs):
             batch.execute(sql, params)
         batch.event(
             self.run_id,
@@ -202,7 +202,7 @@ class Ledger:
                 c.id,
             ),
         )
-        for sql, params in fault_policy.verdict_rows(c.id, outcome):
+        for sql, params in result_rows.verdict_rows(c.id, outcome):
             tx.execute(sql, params)
         tx.event(
             self.run_id,
@@ -218,7 +218,9 @@ class Ledger:
                 speedup_interval=None if interval is None else list(interval),
             ),
         )
-        for sql, params in timeline.store_rows(c.id, outcome.timelines, (outcome.metrics or {}).get("timeline") or {}):
+        for sql, params in result_rows.timeline_rows(
+            c.id, outcome.timelines, (outcome.metrics or {}).get("timeline") or {}
+        ):
             tx.execute(sql, params)  # with the result, in the same transaction
         if baseline_ms is not None:
             tx.execute("UPDATE runs SET baseline_time_ms=? WHERE id=?", (baseline_ms, self.run_id))
