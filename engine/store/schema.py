@@ -225,3 +225,12 @@ MIGRATIONS: dict[int, str] = {
     12: SCHEMA_V12,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
+
+
+def pending_migrations(version: int) -> list[tuple[int, str]]:
+    """The migrations a store at `version` still needs, in order, each script ending by recording its number
+    (to be run inside one transaction each)."""
+    return [
+        (v, MIGRATIONS[v] + f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{v}');")
+        for v in sorted(m for m in MIGRATIONS if m > version)
+    ]

@@ -35,7 +35,7 @@ import aiosqlite
 
 from ..contract import Event, checked
 from .blobs import BlobStore
-from .schema import MIGRATIONS, SCHEMA_VERSION
+from .schema import SCHEMA_VERSION, pending_migrations
 from .store_check import check_store_file, connect_for_reading, damaged, empty_store, not_usable
 
 log = logging.getLogger(__name__)
@@ -217,10 +217,8 @@ class Store:
             raise RuntimeError(
                 f"{self.db_path}: schema version {version} is newer than this cuco ({SCHEMA_VERSION}); upgrade cuco"
             )
-        for v in sorted(m for m in MIGRATIONS if m > version):
-            await self._db.executescript(
-                "BEGIN;" + MIGRATIONS[v] + f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{v}');COMMIT;"
-            )
+        for _, script in pending_migrations(version):
+            await self._db.executescript("BEGIN;" + script + "COMMIT;")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
@@ -422,6 +420,43 @@ class Tx:
         return list(range(start, start + n))
 
 
+def _schema_version(conn: sqlite3.Connection) -> int:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    except sqlite3.OperationalError:  # no meta table: a store from before versions
+        return 0
+    return int(row[0]) if row else 0
+
+
+def _statements(script: str) -> list[str]:
+    """A script's statements, one by one (SQLite's own test of where a statement ends)."""
+    out, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n\t;"):
+                out.append(pending)
+            pending = ""
+    return out
+
+
+def bring_up_to_date(db_path: Path) -> None:
+    """A store an earlier cuco wrote, migrated before it is read: the readers' queries name today's columns,
+    and the migrations only ever add. Each step in one immediate transaction that reads the version again
+    first, so two commands starting at once migrate it once."""
+    with contextlib.closing(sqlite3.connect(db_path, timeout=DB_TIMEOUT_S, isolation_level=None)) as conn:
+        for v, script in pending_migrations(_schema_version(conn)):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if _schema_version(conn) < v:
+                    for statement in _statements(script):  # executescript would commit the transaction first
+                        conn.execute(statement)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+
 class ReadStore:
     """Read-only view (TUI, report, CLI). Never writes; safe beside a live engine (WAL)."""
 
@@ -434,6 +469,10 @@ class ReadStore:
             raise empty_store(self.db_path)
         self.blobs = BlobStore(self.home / "blobs")
         self._conn = connect_for_reading(self.db_path, DB_TIMEOUT_S, check_same_thread=False)
+        if _schema_version(self._conn) < SCHEMA_VERSION:
+            self._conn.close()
+            bring_up_to_date(self.db_path)
+            self._conn = connect_for_reading(self.db_path, DB_TIMEOUT_S, check_same_thread=False)
 
     def close(self) -> None:
         self._conn.close()

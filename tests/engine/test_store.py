@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -453,3 +455,43 @@ async def test_a_version_8_store_gets_the_id_counter_above_its_candidates(tmp_pa
             await other.close()
     finally:
         await store.close()
+
+
+def _store_at_version(home: Path, version: int) -> None:
+    """A store as a cuco of schema `version` left it: one finished run with a done candidate."""
+    from engine.store.schema import MIGRATIONS
+
+    home.mkdir()
+    con = raw(home / DB_NAME)
+    con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    for v in sorted(m for m in MIGRATIONS if m <= version):
+        con.executescript(MIGRATIONS[v])
+    con.execute(f"INSERT INTO meta VALUES ('schema_version', '{version}')")
+    con.execute(
+        "INSERT INTO runs (id, workload, workload_path, state, config_json, created_at, updated_at) "
+        "VALUES ('old', 'demo', '/x', 'finished', '{}', 0, 0)"
+    )
+    con.execute(
+        "INSERT INTO candidates (id, run_id, number, island, generation, operator, mutator, source_hash, "
+        "descriptor_json, cell, status, speedup, fitness, created_at) VALUES (7, 'old', 0, 0, 0, 'seed', 'seed', "
+        "'h', '{}', 'c', 'done', 1.25, 1.25, 0)"
+    )
+    con.commit()
+    con.close()
+
+
+def test_a_store_an_earlier_cuco_wrote_is_read_by_today_s_readers(tmp_path: Path):
+    """`cuco ls` and `cuco report` on a home from before the intervals: migrated when first read, its run
+    listed, not refused as if the disk had failed."""
+    home = tmp_path / "home"
+    _store_at_version(home, 10)
+    cli = [sys.executable, "-m", "cuco_tui.cli", "--home", str(home)]
+    ls = subprocess.run([*cli, "ls"], capture_output=True, text=True, timeout=120)
+    assert ls.returncode == 0, ls.stderr
+    assert "old" in ls.stdout
+    report = subprocess.run([*cli, "report", "old", "--json"], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["evaluated"] == 1
+    con = raw(home / DB_NAME)
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    con.close()
