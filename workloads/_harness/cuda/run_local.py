@@ -214,7 +214,9 @@ def main() -> int:
     stage_timeout = a.timeout or float(spec["timeouts"][a.mode])
     names = a.configs.split(",") if a.configs else None
     # the harness kills its ranks a little before the stage timeout, so that it can still write its verdict
-    sj = make_spec(spec, a.mode, ranks, names, a.seed, a.warmup, a.iters, max(5.0, stage_timeout - 10), not a.no_timeline)
+    sj = make_spec(
+        spec, a.mode, ranks, names, a.seed, a.warmup, a.iters, max(5.0, stage_timeout - 10), not a.no_timeline
+    )
     run_dir = job / f"run-{os.getpid()}"
     run_dir.mkdir()
     (run_dir / "spec.json").write_text(json.dumps(sj, indent=1))
