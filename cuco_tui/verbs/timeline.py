@@ -20,6 +20,7 @@ from rich.table import Table
 from engine.contract import format_speedup
 from engine.store.store import ReadStore
 from engine.timeline import timeline
+from engine.views import timelines
 from remote.errors import InputError
 
 from ..trace_html import render
@@ -100,7 +101,7 @@ def report_timeline(args: argparse.Namespace) -> int:
     cid = candidate_id(args.run, "CANDIDATE")
     store, _ = open_candidate(args, cid, "CANDIDATE")
     try:
-        figs = {config: f for config, (f, _) in timeline.load(store, cid).items()}
+        figs = {config: f for config, (f, _) in timelines.load(store, cid).items()}
     finally:
         store.close()
     if not figs:
@@ -125,7 +126,7 @@ def export_trace(args: argparse.Namespace) -> int:
         )
     store, row = open_candidate(args, cid, "--trace")
     try:
-        parsed = timeline.load_parsed(store, cid)
+        parsed = timelines.load_parsed(store, cid)
         run_id = row["run_id"]
         # the page's title carries the candidate's number with its spread, as every view shows it
         shown = format_speedup(row.get("speedup"), [row.get("speedup_low"), row.get("speedup_high")])

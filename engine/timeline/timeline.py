@@ -12,9 +12,7 @@ Times are microseconds from the start of the profiled call.
 
 from __future__ import annotations
 
-import json
 import math
-import zlib
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -316,28 +314,6 @@ def summarize(raws: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         except TimelineError as exc:
             why = str(exc)
             out[config] = {"error": why if "no timeline" in why else f"no timeline: {why}"}
-    return out
-
-
-def load(store: Any, candidate_id: int) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-    """{config: (figures, raw records)} of one candidate, from a (read) store."""
-    out = {}
-    for row in store.fetchall(
-        "SELECT config, figures_json, data FROM timelines WHERE candidate_id=? ORDER BY rowid", (candidate_id,)
-    ):
-        out[row["config"]] = (json.loads(row["figures_json"]), json.loads(zlib.decompress(row["data"])))
-    return out
-
-
-def load_parsed(store: Any, candidate_id: int) -> dict[str, ConfigTimeline | str]:
-    """{config: its timeline, or why there is none}."""
-    out: dict[str, ConfigTimeline | str] = {}
-    for config, (_, raw) in load(store, candidate_id).items():
-        try:
-            out[config] = parse(config, raw)
-        except TimelineError as exc:
-            why = str(exc)
-            out[config] = why if "no timeline" in why else f"no timeline: {why}"
     return out
 
 

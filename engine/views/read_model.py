@@ -16,7 +16,7 @@ from typing import Any
 from ..contract import ConfigResult, RunSummary, config_results
 from ..store.counting import COUNTS_SQL, NEEDS_REVIEW
 from ..store.store import ReadStore
-from ..timeline.timeline import ConfigTimeline, load_parsed
+from ..timeline.timeline import ConfigTimeline
 from .best import RANK_ORDER_SQL, island_bests
 from .filters import SORT_COLUMNS, FilterError, parse_filter
 from .insight import ConfigWinners, LlmPanel, config_winners, llm_panel
@@ -33,6 +33,7 @@ from .lineage import (
 )
 from .liveness import shown_state
 from .summary import nodes, run_summary
+from .timelines import load_parsed
 
 CANDIDATE_WINDOW = 1000  # rows kept in the candidates table (newest); SQL pages the rest
 
