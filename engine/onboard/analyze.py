@@ -14,7 +14,6 @@ Jobs of their own beside it: what each call records (op_details.py), the communi
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from remote.errors import InputError
@@ -35,11 +34,13 @@ from .dispatch import (
 from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
+from .loops import LOOPS, inside, iterations, op_in
 from .model import Buffer, Op, Program, Unresolved, Var
-from .node_text import node_text, nth_arg, plain_name, text_or_none
+from .node_text import node_text, nth_arg, text_or_none
 from .op_details import describe
 from .opportunities import dataflow, opportunities
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
+from .region_choice import RegionScope, pick_region, region_json
 from .region_notes import region_notes
 from .source import (
     SourceFile,
@@ -57,12 +58,6 @@ from .virtuals import Virtuals
 from .wrappers import find_wrappers, param_names
 
 MAX_CALL_DEPTH = 8
-LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-TIMERS = {"cudaEventRecord", "MPI_Wtime", "clock_gettime", "gettimeofday", "omp_get_wtime", "clock"}
-CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
-CAPTURE_END = {"cudaStreamEndCapture"}
-GRAPH_LAUNCH = {"cudaGraphLaunch"}
-CAPTURE_WHAT = "graph capture: what the replay loop launches"
 
 
 def analyze_files(
@@ -207,27 +202,6 @@ def _top_level(sources):
     return functions, macros, globals_
 
 
-# ---------------------------------------------------------------- main()
-
-
-class _Span:
-    """Statements of one block between two timer statements: the region of a program that times
-    straight-line code, standing where a loop node stands."""
-
-    type = "section"
-
-    def __init__(self, stmts: list):
-        self.children = self.named_children = stmts
-        self.start_byte, self.end_byte = stmts[0].start_byte, stmts[-1].end_byte
-        self.start_point, self.end_point = stmts[0].start_point, stmts[-1].end_point
-        self.parent = stmts[0].parent
-        self.prev_named_sibling = stmts[0].prev_named_sibling
-        self.next_named_sibling = stmts[-1].next_named_sibling
-
-    def child_by_field_name(self, name):
-        return self if name == "body" else None
-
-
 class _Analyzer:
     def __init__(self, sources, src, main, functions, macros, globals_, kernels):
         self.sources, self.src, self.main = sources, src, main
@@ -240,7 +214,6 @@ class _Analyzer:
         self.kernel_access = {name: kernel_access(s, f) for name, (s, f) in kernels.items()}
         self._typedefs: dict[str, str] | None = None
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
-        self.alternatives: list = []
         self.region_at: str | None = None
         self.entry: str | None = None  # --entry: the target a function-pointer call stands for
         self.assume: dict[str, int] = {}  # --assume NAME=VALUE: run-time flags taken as given
@@ -249,7 +222,6 @@ class _Analyzer:
         self.lambdas = lambda_holders(sources)  # variables holding lambdas: followed where they are called
         self.dispatches: list[Dispatch] = []
         self.virtuals: Virtuals | None = None  # calls through virtual methods (virtuals.py)
-        self.region_src = src
         self.alias: dict[str, str] = {}  # pointer name -> the pointer it is based on
         self.helpers = _helpers(functions, kernels, self.wrappers)
         self.helper_calls: list[dict] = []
@@ -264,11 +236,12 @@ class _Analyzer:
         self._collect_vars()
         self.constants = self._integer_constants()
         self._collect_ops()
-        region_node = self._pick_region()
-        self.region_node = region_node
-        self._straight_captures()
+        self.region = pick_region(
+            RegionScope(self.src, self.main, self.bodies, self.ops), self.region_at, self.unresolved
+        )
+        region_node = self.region.node
         for op in self.ops:
-            op.in_region = region_node is not None and self._op_in(op, self.region_src, region_node)
+            op.in_region = region_node is not None and op_in(op, self.region.src, region_node)
             if op.in_region:
                 self._context(op, region_node)
                 self._assume(op)
@@ -287,7 +260,7 @@ class _Analyzer:
             buffers=buffers,
             communicators=comms,
             ranks=ranks,
-            region=self._region_json(region_node),
+            region=region_json(self.region, self.src, self.ops, self.functions),
             region_node=region_node,
             params=[],
             check_macros=[],
@@ -298,12 +271,12 @@ class _Analyzer:
         )
         prog.helper_calls = self.helper_calls
         prog.dispatches = self.dispatches
-        prog.captures = self.captures()
+        prog.captures = self.region.captures()
         prog.init_blockers = self._init_blockers()
         prog.check_functions = self._check_functions()
         prog.check_macros = sorted(set(self._check_macros()) | set(prog.check_functions))
         prog.params = self._params(buffers)
-        self.unresolved += region_notes(prog, self.macros, self.kernels, self.ops, self.vars, self.region_src)
+        self.unresolved += region_notes(prog, self.macros, self.kernels, self.ops, self.vars, self.region.src)
         prog.dataflow = dataflow(prog)
         prog.opportunities = opportunities(prog)
         self._runtime_sizes(prog)
@@ -478,18 +451,18 @@ class _Analyzer:
         loops around it inside the region (helpers' loops included), outermost first."""
         when: list[str] = []
         loops: list[dict[str, Any]] = []
-        level = next((k for k, (s, n) in enumerate(op.chain) if s is self.region_src and _inside(n, region)), 0)
+        level = next((k for k, (s, n) in enumerate(op.chain) if s is self.region.src and inside(n, region)), 0)
         for k in range(level, len(op.chain)):
             src, n = op.chain[k]
             node = n.parent
             inner: list[tuple[str, Any]] = []
             while node is not None and node.type != "function_definition":
-                if k == level and _inside(region, node):
+                if k == level and inside(region, node):
                     break
                 if node.type == "if_statement":
                     cond = node.child_by_field_name("condition")
                     alt = node.child_by_field_name("alternative")
-                    negate = alt is not None and _inside(n, alt)
+                    negate = alt is not None and inside(n, alt)
                     inner.append(("when", f"{'!' if negate else ''}{text_or_none(cond)}"))
                 elif node.type in LOOPS:
                     inner.append(
@@ -498,7 +471,7 @@ class _Analyzer:
                             {
                                 "at": src.at(node),
                                 "kind": node.type.replace("_statement", ""),
-                                "iterations": self._iterations(node),
+                                "iterations": iterations(node),
                             },
                         )
                     )
@@ -525,58 +498,16 @@ class _Analyzer:
                 )
                 return
 
-    def _iterations(self, loop) -> str | None:
-        cond = loop.child_by_field_name("condition")
-        if loop.type == "for_statement" and cond is not None and cond.type == "binary_expression":
-            return text_or_none(cond.child_by_field_name("right"))
-        return text_or_none(cond) if cond is not None else None
-
-    def _op_in(self, op, src, node) -> bool:
-        """Whether an operation runs inside `node` (a loop or section of `src`): the node holds the op's
-        call or one of the calls that lead to it."""
-        return any(s is src and _inside(n, node) for s, n in op.chain)
-
-    def replays(self) -> bool:
-        """The region launches captured CUDA graphs (what it runs is what the captures recorded)."""
-        return self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH)
-
-    def captures(self) -> list:
-        """(source, node) of each capture the replay region's graphs come from: a loop that captures, or
-        the statements of one block from cudaStreamBeginCapture to cudaStreamEndCapture."""
-        if not self.replays():
-            return []
-        return [(s, cap) for s, cap, what in self.alternatives if what == CAPTURE_WHAT]
-
-    def _straight_captures(self) -> None:
-        """Captures written as straight-line statements (begin, the work, end) rather than in a loop:
-        listed with the capture loops, as what the replay loop launches."""
-        if not self.replays():
-            return
-        loops = [cap for s, cap, what in self.alternatives if what == CAPTURE_WHAT]
-        for src, body in self.bodies:
-            for block in [body] + src.nodes("compound_statement", body):
-                stmts = [c for c in block.named_children if c.type != "comment"]
-                begin = None
-                for i, st in enumerate(stmts):
-                    names = {call_name(n, src) for n in src.nodes("call_expression", st)}
-                    if begin is None and names & CAPTURE and not names & CAPTURE_END:
-                        begin = i
-                    elif begin is not None and names & CAPTURE_END:
-                        span = _Span(stmts[begin : i + 1])
-                        if not any(_inside(span, loop) for loop in loops):
-                            self.alternatives.append((src, span, CAPTURE_WHAT))
-                        begin = None
-
     def _init_blockers(self) -> list[str]:
         out = []
-        if self.replays() and not self.captures():
+        if self.region.replays() and not self.region.captures():
             out.append(
-                f"the repeated region ({self.region_src.at(self.region_node)}) replays CUDA graphs whose "
+                f"the repeated region ({self.region.src.at(self.region.node)}) replays CUDA graphs whose "
                 "capture (cudaStreamBeginCapture ... cudaStreamEndCapture) the analysis does not find in "
                 "the given files: pass the file that captures them, or write the workload by hand "
                 "(docs/workload-format.md)"
             )
-        for s, node in self.captures():
+        for s, node in self.region.captures():
             if not (s is self.src and self.main.start_byte <= node.start_byte < self.main.end_byte):
                 out.append(
                     f"the graphs the region replays are captured outside main() ({s.at(node)}, in "
@@ -608,15 +539,15 @@ class _Analyzer:
         # the helpers the region in main() calls (and their helpers) are carried with compute-only and
         # comm-only forms; a region inside a helper is not written yet
         in_main = (
-            self.region_node is None
-            or self.region_src is self.src
-            and self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
+            self.region.node is None
+            or self.region.src is self.src
+            and self.main.start_byte <= self.region.node.start_byte < self.main.end_byte
         )
         if not in_main:
             names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
             where = (
-                f"the region ({self.region_src.at(self.region_node)}) is not in main() but inside the helper "
-                f"{self._function_at(self.region_src, self.region_node) or 'function'}"
+                f"the region ({self.region.src.at(self.region.node)}) is not in main() but inside the helper "
+                f"{self._function_at(self.region.src, self.region.node) or 'function'}"
             )
             out.append(
                 f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
@@ -636,7 +567,7 @@ class _Analyzer:
     def _kind(self, n, name) -> str | None:
         if kernel_config(n) is not None or name in self.wrappers:
             return "kernel"
-        if name in GRAPH_LAUNCH:  # what it launches is the capture's (followed there)
+        if name in api.GRAPH_LAUNCH:  # what it launches is the capture's (followed there)
             return "graph_launch"
         if name in api.LAUNCH_API:
             return "launch_api"
@@ -665,258 +596,6 @@ class _Analyzer:
         if name in api.DEVICE_SELECT:
             return "device"
         return None
-
-    # -- the repeated region
-    def _pick_region(self):
-        """The repeated region, by evidence: a loop around the collectives (or around the replay of a
-        captured graph), in main() or in a helper it calls, timed by a timer just before or after it; else
-        a straight-line section between two timer statements. A loop that captures graphs, one that walks
-        the devices (`cudaSetDevice(i)` on its variable), a size sweep (a loop that allocates and holds the
-        timed loop: each size is a config) and an untimed loop before the timed one (a warm-up) are not the
-        region: they are listed as alternatives with what they are. Sets self.region_src."""
-        loops = [
-            (src, n)
-            for src, body in self.bodies
-            for t in LOOPS
-            for n in src.nodes(t, body)
-            if self._loop_has_comm(src, n) or self._loop_calls(src, n, GRAPH_LAUNCH)
-        ]
-        loops.sort(key=lambda sn: (sn[0] is not self.src, sn[1].start_byte))
-        self.alternatives = []
-        if self.region_at is not None:
-            return self._chosen_region(self.region_at, loops)
-        candidates = self._candidates(
-            loops, [pair for pair in loops if not any(o is not pair and self._nested(pair, o) for o in loops)]
-        )
-        if not any(self._timed(s, node) for s, node in candidates):
-            section = self._timed_section()
-            if section is not None:
-                for src, loop in candidates:
-                    what = (
-                        "warm-up: untimed, before the timed section"
-                        if src is section[0] and loop.start_byte < section[1].start_byte
-                        else "another loop around the collectives"
-                    )
-                    self.alternatives.append((src, loop, what))
-                self.region_src = section[0]
-                return section[1]
-        if not candidates:
-            self.unresolved.append(
-                Unresolved(
-                    self.src.at(self.main),
-                    "no loop around the collectives",
-                    "the repeated region is one loop iteration; wrap the timed part in a loop",
-                )
-            )
-            for src, loop, what in self.alternatives:
-                self.unresolved.append(
-                    Unresolved(src.at(loop), f"not a repeated region: {what}", "--region FILE:LINE takes it anyway")
-                )
-            return None
-        timed = [c for c in candidates if self._timed(*c)]
-        psrc, pick = (timed or candidates)[-1]
-        for src, loop in candidates:
-            if loop is not pick:
-                before = src is psrc and loop.start_byte < pick.start_byte
-                what = (
-                    "warm-up: untimed, before the timed loop"
-                    if before and not self._timed(src, loop)
-                    else "another loop around the collectives"
-                )
-                self.alternatives.append((src, loop, what))
-        self.region_src = psrc
-        return pick
-
-    def _candidates(self, loops, outer) -> list:
-        out = []
-        for src, loop in outer:
-            inner = [
-                pair
-                for pair in loops
-                if pair[1] is not loop
-                and self._nested(pair, (src, loop))
-                and not any(
-                    m[1] is not loop and m is not pair and self._nested(pair, m) and self._nested(m, (src, loop))
-                    for m in loops
-                )
-            ]
-            if self._loop_calls(src, loop, CAPTURE):
-                self.alternatives.append((src, loop, CAPTURE_WHAT))
-            elif self._per_device(src, loop):
-                self.alternatives.append(
-                    (src, loop, "per-device loop: one process driving every GPU, not a repetition")
-                )
-            elif inner and self._allocates(src, loop):
-                var = self._loop_var(src, loop)
-                self.alternatives.append(
-                    (src, loop, f"size sweep: each size is a config{f' (its loop variable {var})' if var else ''}")
-                )
-                out += self._candidates(loops, inner)
-            else:
-                out.append((src, loop))
-        return out
-
-    def _chosen_region(self, region_at: str, loops):
-        want_file, _, want_line = region_at.rpartition(":")
-        chosen = [
-            (s, node)
-            for s, node in loops
-            if want_line == str(node.start_point[0] + 1) and Path(want_file).resolve() == Path(s.path).resolve()
-        ]
-        if not chosen:
-            raise InputError(
-                region_at,
-                "--region",
-                "no loop around the collectives starts here; "
-                f"the loops are at {', '.join(s.at(node) for s, node in loops) or 'none'}",
-            )
-        self.region_src = chosen[0][0]
-        for s, node in loops:
-            if node is not chosen[0][1]:
-                self.alternatives.append((s, node, "another loop around the collectives"))
-        return chosen[0][1]
-
-    def _nested(self, inner, outer) -> bool:
-        """A loop runs inside another: in its text, or called from inside it (a helper's loop)."""
-        (isrc, il), (osrc, ol) = inner, outer
-        if il is ol:
-            return False
-        if isrc is osrc and _inside(il, ol):
-            return True
-        for op in self.ops:  # called from inside it: the outer loop holds an earlier call of the chain
-            i = next((k for k, (s, n) in enumerate(op.chain) if s is isrc and _inside(n, il)), None)
-            o = next((k for k, (s, n) in enumerate(op.chain) if s is osrc and _inside(n, ol)), None)
-            if i is not None and o is not None and o < i:
-                return True
-        return False
-
-    def _timed_section(self):
-        """The widest run of statements of one block between two timer statements with communication
-        between them (the region of a program that times straight-line code with events)."""
-        best = None
-        for src, body in self.bodies:
-            for block in [body] + src.nodes("compound_statement", body):
-                stmts = [c for c in block.named_children if c.type != "comment"]
-                marks = [
-                    i
-                    for i, st in enumerate(stmts)
-                    if any(self._is_timer(src, c) for c in src.nodes("call_expression", st))
-                ]
-                if len(marks) < 2:
-                    continue
-                span = _Span(stmts[marks[0] : marks[-1] + 1])
-                if any(op.kind in ("collective", "p2p") and self._op_in(op, src, span) for op in self.ops):
-                    if best is None or span.end_byte - span.start_byte > best[1].end_byte - best[1].start_byte:
-                        best = (src, span)
-        return best
-
-    def _loop_has_comm(self, src, loop) -> bool:
-        return any(op.kind in ("collective", "p2p") and self._op_in(op, src, loop) for op in self.ops)
-
-    def _allocates(self, src, loop) -> bool:
-        return any(call_name(n, src) in api.DEVICE_ALLOC for n in src.nodes("call_expression", loop))
-
-    def _loop_calls(self, src, loop, names) -> bool:
-        return any(call_name(n, src) in names for n in src.nodes("call_expression", loop))
-
-    def _per_device(self, src, loop) -> bool:
-        """A loop over the devices of one process: it selects device `i`, or indexes the communicators
-        ncclCommInitAll made (`comms[i]`)."""
-        var = self._loop_var(src, loop)
-        if var is None:
-            return False
-        comm_arrays = {
-            plain_name(call_args(o.node)[0]) for o in self.ops if o.name == "ncclCommInitAll" and call_args(o.node)
-        }
-        for sub in src.nodes("subscript_expression", loop):
-            arg, idx = sub.child_by_field_name("argument"), sub.child_by_field_name("indices")
-            if (
-                arg is not None
-                and text_or_none(arg) in comm_arrays
-                and idx is not None
-                and any(i.text.decode() == var for i in identifiers(idx))
-            ):
-                return True
-        return any(
-            call_name(n, src) in api.DEVICE_SELECT
-            and any(i.text.decode() == var for a in call_args(n) for i in identifiers(a))
-            for n in src.nodes("call_expression", loop)
-        )
-
-    def _loop_var(self, src, loop) -> str | None:
-        if loop.type != "for_statement":
-            return None
-        init = loop.child_by_field_name("initializer")
-        if init is None:
-            return None
-        if init.type == "assignment_expression":
-            return text_or_none(init.child_by_field_name("left"))
-        return next((declarator_name(d, src) for d in init.children_by_field_name("declarator")), None)
-
-    def _timed(self, src, loop) -> bool:
-        """A timer read in one of the few statements just before the loop, or just after it when no other
-        loop follows that timer (then it starts that loop's timing: this one is its warm-up)."""
-        if isinstance(loop, _Span):
-            return True
-        for step in ("prev_named_sibling", "next_named_sibling"):
-            n, seen, found = getattr(loop, step), 0, False
-            while n is not None and seen < 3:
-                if n.type != "comment":
-                    seen += 1
-                    if n.type in LOOPS:
-                        found = found and step == "prev_named_sibling"
-                        break
-                    if any(self._is_timer(src, c) for c in src.nodes("call_expression", n)) or (
-                        n.type == "call_expression" and self._is_timer(src, n)
-                    ):
-                        found = True
-                n = getattr(n, step)
-            if found:
-                return True
-        return False
-
-    def _is_timer(self, src, call) -> bool:
-        name = call_name(call, src)
-        return name in TIMERS or (name == "now" and "chrono" in node_text(call))
-
-    def _region_json(self, loop) -> dict | None:
-        if loop is None:
-            return None
-        src = self.region_src
-        iterations = var = None
-        if loop.type == "for_statement":
-            cond = loop.child_by_field_name("condition")
-            if cond is not None and cond.type == "binary_expression":
-                iterations = text_or_none(cond.child_by_field_name("right"))
-            var = self._loop_var(src, loop)
-        warmups = [o.at for o in self.ops if o.kind in ("collective", "p2p") and not o.in_region]
-        region = {
-            "at": src.at(loop),
-            "end": f"{src.path}:{loop.end_point[0] + 1}",
-            "kind": loop.type.replace("_statement", ""),
-            "timed": self._timed(src, loop),
-            "iterations": iterations,
-            "loop_variable": var,
-            "outside_collectives": warmups,
-            "alternatives": [{"at": s.at(node), "what": what} for s, node, what in self.alternatives],
-        }
-        if src is not self.src:
-            region["in_function"] = next(
-                (n for n, (s, f) in self.functions.items() if s is src and _inside(loop, f)), None
-            )
-        if self._loop_calls(src, loop, GRAPH_LAUNCH):
-            region["replays"] = [
-                {
-                    "at": s.at(cap),
-                    "captures": [
-                        {"name": o.name, "at": o.at}
-                        for o in self.ops
-                        if self._op_in(o, s, cap) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")
-                    ],
-                }
-                for s, cap in self.captures()
-            ]
-        return region
 
     # -- buffers
     def _collect_buffers(self) -> dict[str, Buffer]:
@@ -1059,8 +738,8 @@ class _Analyzer:
 
     def _roles(self, buffers: dict[str, Buffer]) -> None:
         region_ops = [o for o in self.ops if o.in_region]
-        if self.replays():  # what the graphs run, where the region first launches one
-            replayed = [o for o in self.ops if any(self._op_in(o, s, cap) for s, cap in self.captures())]
+        if self.region.replays():  # what the graphs run, where the region first launches one
+            replayed = [o for o in self.ops if any(op_in(o, s, cap) for s, cap in self.region.captures())]
             first = next((i for i, o in enumerate(region_ops) if o.kind == "graph_launch"), 0)
             region_ops = (
                 [o for o in region_ops[:first] if o.kind != "graph_launch"]
@@ -1095,11 +774,11 @@ class _Analyzer:
     def _swapped(self, buffers) -> set[str]:
         """Buffers whose pointers the region swaps (`std::swap(a_new, a)`): each iteration reads what the
         previous one wrote."""
-        if self.region_node is None:
+        if self.region.node is None:
             return set()
         out: set[str] = set()
         # a replayed capture swaps as it records (one graph per parity of the ping-pong)
-        for src, node in [(self.region_src, self.region_node)] + self.captures():
+        for src, node in [(self.region.src, self.region.node)] + self.region.captures():
             for n in src.nodes("call_expression", node):
                 if call_name(n, src) != "swap":
                     continue
@@ -1206,8 +885,8 @@ class _Analyzer:
         """main()'s top-level statements before the region that assign `name` (no calls in them)."""
         out = []
         for st in self.body.named_children:
-            in_main_region = self.region_node is not None and self.region_src is self.src
-            if in_main_region and st.start_byte >= self.region_node.start_byte:
+            in_main_region = self.region.node is not None and self.region.src is self.src
+            if in_main_region and st.start_byte >= self.region.node.start_byte:
                 break
             if st.type not in ("expression_statement", "if_statement"):
                 continue
@@ -1265,7 +944,3 @@ def _checks_a_status(src, fn) -> bool:
     first = next((p for p in params.named_children if p.type == "parameter_declaration"), None) if params else None
     kind = first.child_by_field_name("type") if first is not None else None
     return kind is not None and src.text(kind) in STATUS_TYPES
-
-
-def _inside(node, outer) -> bool:
-    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
