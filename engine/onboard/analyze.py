@@ -19,6 +19,7 @@ from typing import Any
 from remote.errors import InputError
 
 from . import api
+from .buffers import collect_buffers, reads_writes, roles
 from .build_flags import diagnose, flags_from_makefile
 from .command_line import ENV_CALLS, default_of, reads_command_line
 from .communicators import MainScope, calls_any, communicators, timed_stream_of
@@ -35,8 +36,8 @@ from .evaluate import evaluate, evaluate_text
 from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .loops import LOOPS, inside, iterations, op_in
-from .model import Buffer, Op, Program, Unresolved, Var
-from .node_text import node_text, nth_arg, text_or_none
+from .model import Op, Program, Unresolved
+from .node_text import text_or_none
 from .op_details import describe
 from .opportunities import dataflow, opportunities
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
@@ -54,6 +55,7 @@ from .source import (
     parse_text,
     walk,
 )
+from .variables import collect_variables, integer_constants
 from .virtuals import Virtuals
 from .wrappers import find_wrappers, param_names
 
@@ -208,11 +210,9 @@ class _Analyzer:
         self.functions, self.macros, self.globals = functions, macros, globals_
         self.kernels = kernels
         self.body = main.child_by_field_name("body")
-        self.vars: dict[str, Var] = {}
         self.ops: list[Op] = []
         self.unresolved: list[Unresolved] = []
         self.kernel_access = {name: kernel_access(s, f) for name, (s, f) in kernels.items()}
-        self._typedefs: dict[str, str] | None = None
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
         self.region_at: str | None = None
         self.entry: str | None = None  # --entry: the target a function-pointer call stands for
@@ -222,7 +222,6 @@ class _Analyzer:
         self.lambdas = lambda_holders(sources)  # variables holding lambdas: followed where they are called
         self.dispatches: list[Dispatch] = []
         self.virtuals: Virtuals | None = None  # calls through virtual methods (virtuals.py)
-        self.alias: dict[str, str] = {}  # pointer name -> the pointer it is based on
         self.helpers = _helpers(functions, kernels, self.wrappers)
         self.helper_calls: list[dict] = []
         self.bodies = [(src, self.body)] + [
@@ -233,8 +232,9 @@ class _Analyzer:
         return MainScope(self.src, self.body, self.sources, self.vars, self.functions)
 
     def run(self) -> Program:
-        self._collect_vars()
-        self.constants = self._integer_constants()
+        self.pointers = collect_variables(self.bodies, self.src, self.body, self.functions, self.helpers)
+        self.vars = self.pointers.vars
+        self.constants = integer_constants(self.vars, self.globals)
         self._collect_ops()
         self.region = pick_region(
             RegionScope(self.src, self.main, self.bodies, self.ops), self.region_at, self.unresolved
@@ -245,9 +245,9 @@ class _Analyzer:
             if op.in_region:
                 self._context(op, region_node)
                 self._assume(op)
-        buffers = self._collect_buffers()
-        self._reads_writes(buffers)
-        self._roles(buffers)
+        buffers = collect_buffers(self.ops, self.pointers, self.sources, self.unresolved)
+        reads_writes(self.ops, buffers, self.pointers, self.kernel_access, self.unresolved)
+        roles(self.ops, buffers, self.region, self.pointers)
         comms, ranks = communicators(self.ops, self.unresolved, self.scope())
         timed_stream = timed_stream_of(self.ops)
         prog = Program(
@@ -282,65 +282,6 @@ class _Analyzer:
         self._runtime_sizes(prog)
         prog.unresolved.sort(key=lambda u: (u.at.rsplit(":", 1)[0], int(u.at.rsplit(":", 1)[1]), u.what))
         return prog
-
-    # -- variables
-    def _collect_vars(self) -> None:
-        for src, body in self.bodies:
-            self._collect_vars_in(src, body, main=src is self.src and body is self.body)
-        pointers = {n for n, v in self.vars.items() if v.pointer}
-        for name, (src, fn) in self.functions.items():
-            if name in self.helpers:
-                pointers |= param_names(src, fn)[1]
-        for name, v in self.vars.items():  # `float* p = base + off`, `p = c ? a : b`: aliases
-            if v.pointer and v.init is not None:
-                base = next(
-                    (
-                        i.text.decode()
-                        for i in identifiers(v.init)
-                        if i.text.decode() != name and i.text.decode() in pointers
-                    ),
-                    None,
-                )
-                if base is not None:
-                    self.alias[name] = base
-
-    def _collect_vars_in(self, src, body, main: bool) -> None:
-        top = {(c.start_byte, c.end_byte) for c in body.named_children}
-        for decl in src.nodes("declaration", body):
-            type_node = decl.child_by_field_name("type")
-            if type_node is None:
-                continue
-            base = src.text(type_node)
-            for d in decl.children_by_field_name("declarator"):
-                name = declarator_name(d, src)
-                if not name:
-                    continue
-                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-                value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-                pointer = inner is not None and inner.type == "pointer_declarator"
-                array = None
-                if inner is not None and inner.type == "array_declarator":
-                    size = inner.child_by_field_name("size")
-                    array = src.text(size) if size is not None else ""
-                ctor = None
-                if inner is not None and inner.type == "function_declarator":  # `T v(n);` (vexing parse)
-                    params = inner.child_by_field_name("parameters")
-                    ctor = src.text(params)[1:-1]
-                if not main and name in self.vars:
-                    continue  # main's own variable of that name comes first
-                self.vars[name] = Var(
-                    name,
-                    base + ("*" if pointer else ""),
-                    base,
-                    pointer,
-                    array,
-                    value,
-                    decl,
-                    src.line(decl),
-                    main and (decl.start_byte, decl.end_byte) in top,
-                    ctor,
-                    d.start_byte,
-                )
 
     # -- operations in program order
     def _collect_ops(self) -> None:
@@ -413,10 +354,7 @@ class _Analyzer:
     def _follow(self, src, call, name, chain, depth, top) -> None:
         hsrc, fn = self.functions[name]
         params, pointers = param_names(hsrc, fn)
-        for p, a in zip(params, call_args(call)):
-            base = self._base_name(a)
-            if p in pointers and base is not None and base != p:
-                self.alias[p] = base
+        self.pointers.bind(params, pointers, call_args(call))
         self.helper_calls.append(
             {
                 "name": name,
@@ -430,10 +368,7 @@ class _Analyzer:
     def _follow_lambda(self, src, call, name, chain, depth, top) -> None:
         lsrc, lam = self.lambdas[name]
         params, pointers = lambda_parameters(lsrc, lam)
-        for p, a in zip(params, call_args(call)):
-            base = self._base_name(a)
-            if p in pointers and base is not None and base != p:
-                self.alias[p] = base
+        self.pointers.bind(params, pointers, call_args(call))
         self.helper_calls.append(
             {
                 "name": name,
@@ -597,203 +532,6 @@ class _Analyzer:
             return "device"
         return None
 
-    # -- buffers
-    def _collect_buffers(self) -> dict[str, Buffer]:
-        buffers: dict[str, Buffer] = {}
-        for op in self.ops:
-            if op.kind != "alloc" or op.name not in api.DEVICE_ALLOC:
-                continue
-            pi, bi = api.DEVICE_ALLOC[op.name]
-            ptr, size = nth_arg(op.node, pi), nth_arg(op.node, bi)
-            name = self._base_name(ptr)
-            if name is None or size is None:
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"{op.name} of an expression the analysis cannot name",
-                        "allocate into a plain pointer variable",
-                    )
-                )
-                continue
-            var = self.vars.get(name)
-            elem = self._resolve_type(var.base_type) if var is not None else "unknown"
-            count = None
-            if size.type == "binary_expression" and text_or_none(size.child_by_field_name("operator")) == "*":
-                left, right = size.child_by_field_name("left"), size.child_by_field_name("right")
-                if right.type == "sizeof_expression":
-                    count = text_or_none(left)
-                elif left.type == "sizeof_expression":
-                    count = text_or_none(right)
-            buffers[name] = Buffer(name, op.at, op.name, elem, node_text(size), count, alloc_stmt=op.stmt)
-            op.writes = []
-            op.detail = {"buffer": name, "bytes": node_text(size)}
-        return buffers
-
-    def _resolve_type(self, name: str) -> str:
-        """`real` of `typedef float real;` (or `using real = float;`) is float: the element type the
-        harness fills and compares, whichever #if branch chose it."""
-        if self._typedefs is None:
-            self._typedefs = {}
-            for src in self.sources:
-                for node in src.tree.root_node.named_children:
-                    if node.type == "type_definition":
-                        t = node.child_by_field_name("type")
-                        for d in node.children_by_field_name("declarator"):
-                            if t is not None and d.type == "type_identifier":
-                                self._typedefs[src.text(d)] = src.text(t)
-                    elif node.type == "alias_declaration":
-                        n, t = node.child_by_field_name("name"), node.child_by_field_name("type")
-                        if n is not None and t is not None:
-                            self._typedefs[src.text(n)] = src.text(t)
-        seen = set()
-        while name in self._typedefs and name not in seen:
-            seen.add(name)
-            name = self._typedefs[name]
-        return name
-
-    def _base_name(self, node) -> str | None:
-        """The variable a pointer expression is based on: `x`, `&x`, `(void**)&x`, `x + off`, `(char*)x`."""
-        if node is None:
-            return None
-        for i in identifiers(node):
-            name = self._unalias(i.text.decode())
-            if name in self.vars and (self.vars[name].pointer or i.parent.type == "pointer_expression"):
-                return name
-        return None
-
-    def _unalias(self, name: str) -> str:
-        seen = set()
-        while name in self.alias and name not in seen:
-            seen.add(name)
-            name = self.alias[name]
-        return name
-
-    def _reads_writes(self, buffers: dict[str, Buffer]) -> None:
-        def buf(node):
-            name = self._base_name(node)
-            return name if name in buffers else None
-
-        for op in self.ops:
-            n = op.node
-            if op.kind == "kernel":
-                access = op.via.access if op.via is not None else self.kernel_access.get(op.name)
-                args = call_args(n)
-                if access is None:
-                    self.unresolved.append(
-                        Unresolved(
-                            op.at,
-                            f"kernel {op.name} is not defined in the given files",
-                            "pass the file that defines it to cuco analyze",
-                        )
-                    )
-                    access = ["rw"] * len(args)
-                for a, acc in zip(args, access):
-                    b = buf(a)
-                    if b is None:
-                        continue
-                    if "r" in acc:
-                        op.reads.append(b)
-                    if "w" in acc:
-                        op.writes.append(b)
-                op.detail["reads"], op.detail["writes"] = list(op.reads), list(op.writes)
-            elif op.kind in ("collective", "p2p"):
-                spec = api.NCCL_COMM[op.name]
-                for key, pos, out in (("send", spec["send"], op.reads), ("recv", spec["recv"], op.writes)):
-                    b = buf(nth_arg(n, pos))
-                    if b is not None:
-                        out.append(b)
-                        op.detail[key + "_buffer"] = b
-                if op.name == "ncclBcast" and op.writes:
-                    op.reads = list(op.writes)
-            elif op.kind == "memcpy":
-                a = call_args(n)
-                d = buf(a[0]) if a else None
-                s = buf(a[api.MEMCPY[op.name][1]]) if len(a) > 1 else None
-                if d:
-                    op.writes.append(d)
-                if s:
-                    op.reads.append(s)
-            elif op.kind == "memset":
-                a = call_args(n)
-                d = buf(a[0]) if a else None
-                if d:
-                    op.writes.append(d)
-            for b in op.reads:
-                buffers[b].readers.append(op.id)
-            for b in op.writes:
-                buffers[b].writers.append(op.id)
-        self._groups()
-
-    def _groups(self) -> None:
-        group = None
-        for op in self.ops:
-            if op.kind == "group":
-                if op.name == "ncclGroupStart":
-                    group = op.id
-                else:
-                    op.detail["starts"] = group
-                    group = None
-            elif op.kind in ("collective", "p2p"):
-                op.detail["group"] = group
-
-    def _roles(self, buffers: dict[str, Buffer]) -> None:
-        region_ops = [o for o in self.ops if o.in_region]
-        if self.region.replays():  # what the graphs run, where the region first launches one
-            replayed = [o for o in self.ops if any(op_in(o, s, cap) for s, cap in self.region.captures())]
-            first = next((i for i, o in enumerate(region_ops) if o.kind == "graph_launch"), 0)
-            region_ops = (
-                [o for o in region_ops[:first] if o.kind != "graph_launch"]
-                + replayed
-                + [o for o in region_ops[first:] if o.kind != "graph_launch"]
-            )
-        swapped = self._swapped(buffers)
-        for b in buffers.values():
-            seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]
-            seq = [s for s in seq if s]
-            if b.name in swapped:
-                b.role = "carried"  # ping-pong: what one iteration writes, the next one reads
-                continue
-            if not seq:
-                b.role = "unused"
-                continue
-            first_write = next((i for i, s in enumerate(seq) if "w" in s), None)
-            if first_write is None:
-                b.role = "input"
-                continue
-            if (
-                any("r" in s and "w" not in s for s in seq[:first_write])
-                or seq[first_write] == "rw"
-                and first_write == 0
-                and self._rw_reads_first(b, region_ops)
-            ):
-                b.role = "carried"
-                continue
-            last_write = max(i for i, s in enumerate(seq) if "w" in s)
-            b.role = "intermediate" if any("r" in s for s in seq[last_write + 1 :]) else "output"
-
-    def _swapped(self, buffers) -> set[str]:
-        """Buffers whose pointers the region swaps (`std::swap(a_new, a)`): each iteration reads what the
-        previous one wrote."""
-        if self.region.node is None:
-            return set()
-        out: set[str] = set()
-        # a replayed capture swaps as it records (one graph per parity of the ping-pong)
-        for src, node in [(self.region.src, self.region.node)] + self.region.captures():
-            for n in src.nodes("call_expression", node):
-                if call_name(n, src) != "swap":
-                    continue
-                names = [self._base_name(a) for a in call_args(n)]
-                swapped = [x for x in names if x is not None and x in buffers]
-                if len(names) == 2 and len(swapped) == 2:
-                    out.update(swapped)
-        return out
-
-    def _rw_reads_first(self, b, region_ops) -> bool:
-        """An op that reads and writes b first in the region (in place, e.g. ncclAllReduce(x, x)) reads a
-        value carried over from the previous iteration, unless it is a kernel (which may write first)."""
-        first = next(o for o in region_ops if b.name in o.writes or b.name in o.reads)
-        return first.kind in ("collective", "p2p", "memcpy")
-
     # -- communicators and ranks
     def _check_macros(self) -> list[str]:
         """Function-like macros of one parameter that wrap a call (CUDACHECK(cudaMalloc(...))): the
@@ -805,19 +543,6 @@ class _Analyzer:
             if name is not None and name in self.macros and len(args) == 1 and args[0].type == "call_expression":
                 used.add(name)
         return sorted(used)
-
-    def _integer_constants(self) -> dict[str, int]:
-        """Variables (main's, file-scope) initialised with an integer literal: a table's index."""
-        out = {}
-        for name, v in self.vars.items():
-            text = (text_or_none(v.init) or "").strip() if v.init is not None else ""
-            if text.isdigit():
-                out[name] = int(text)
-        for name, (src, _node, d) in self.globals.items():
-            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-            if value is not None and src.text(value).strip().isdigit() and name not in out:
-                out[name] = int(src.text(value).strip())
-        return out
 
     def _check_functions(self) -> list[str]:
         """The program's own status-checking functions (`check(cudaMalloc(...), "what")`: a function whose
