@@ -24,21 +24,16 @@ from .build_flags import diagnose, flags_from_makefile
 from .command_line import ENV_CALLS, default_of, reads_command_line
 from .communicators import MainScope, calls_any, communicators, timed_stream_of
 from .dispatch import (
-    Dispatch,
     function_holders,
-    inside_lambda,
     lambda_holders,
-    lambda_parameters,
-    resolve,
-    unresolved_message,
 )
 from .evaluate import evaluate, evaluate_text
-from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
+from .hidden import check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
 from .loops import LOOPS, inside, iterations, op_in
-from .model import Op, Program, Unresolved
+from .model import Program, Unresolved
 from .node_text import text_or_none
-from .op_details import describe
+from .op_collection import CallTargets, collect_ops, communicating_helpers
 from .opportunities import dataflow, opportunities
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
 from .region_choice import RegionScope, pick_region, region_json
@@ -49,7 +44,6 @@ from .source import (
     call_name,
     declarator_name,
     identifiers,
-    kernel_config,
     names_in,
     parse_file,
     parse_text,
@@ -57,9 +51,7 @@ from .source import (
 )
 from .variables import collect_variables, integer_constants
 from .virtuals import Virtuals
-from .wrappers import find_wrappers, param_names
-
-MAX_CALL_DEPTH = 8
+from .wrappers import find_wrappers
 
 
 def analyze_files(
@@ -210,7 +202,6 @@ class _Analyzer:
         self.functions, self.macros, self.globals = functions, macros, globals_
         self.kernels = kernels
         self.body = main.child_by_field_name("body")
-        self.ops: list[Op] = []
         self.unresolved: list[Unresolved] = []
         self.kernel_access = {name: kernel_access(s, f) for name, (s, f) in kernels.items()}
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
@@ -218,12 +209,8 @@ class _Analyzer:
         self.entry: str | None = None  # --entry: the target a function-pointer call stands for
         self.assume: dict[str, int] = {}  # --assume NAME=VALUE: run-time flags taken as given
         self.dispatch_holders: set[str] = set()
-        self.holders = function_holders(sources, functions)  # variables and tables holding functions
-        self.lambdas = lambda_holders(sources)  # variables holding lambdas: followed where they are called
-        self.dispatches: list[Dispatch] = []
         self.virtuals: Virtuals | None = None  # calls through virtual methods (virtuals.py)
-        self.helpers = _helpers(functions, kernels, self.wrappers)
-        self.helper_calls: list[dict] = []
+        self.helpers = communicating_helpers(functions, kernels)
         self.bodies = [(src, self.body)] + [
             (s, f.child_by_field_name("body")) for n, (s, f) in functions.items() if n in self.helpers
         ]
@@ -235,7 +222,20 @@ class _Analyzer:
         self.pointers = collect_variables(self.bodies, self.src, self.body, self.functions, self.helpers)
         self.vars = self.pointers.vars
         self.constants = integer_constants(self.vars, self.globals)
-        self._collect_ops()
+        targets = CallTargets(
+            self.functions,
+            self.macros,
+            self.helpers,
+            self.wrappers,
+            lambda_holders(self.sources),
+            function_holders(self.sources, self.functions),
+            self.constants,
+            self.virtuals,
+            self.entry,
+            self.dispatch_holders,
+        )
+        collected = collect_ops(self.src, self.body, targets, self.pointers, self.unresolved)
+        self.ops, self.lambdas, self.helper_calls = collected.ops, targets.lambdas, collected.helper_calls
         self.region = pick_region(
             RegionScope(self.src, self.main, self.bodies, self.ops), self.region_at, self.unresolved
         )
@@ -270,7 +270,7 @@ class _Analyzer:
             unresolved=self.unresolved,
         )
         prog.helper_calls = self.helper_calls
-        prog.dispatches = self.dispatches
+        prog.dispatches = collected.dispatches
         prog.captures = self.region.captures()
         prog.init_blockers = self._init_blockers()
         prog.check_functions = self._check_functions()
@@ -282,103 +282,6 @@ class _Analyzer:
         self._runtime_sizes(prog)
         prog.unresolved.sort(key=lambda u: (u.at.rsplit(":", 1)[0], int(u.at.rsplit(":", 1)[1]), u.what))
         return prog
-
-    # -- operations in program order
-    def _collect_ops(self) -> None:
-        self._collect_in(self.src, self.body.named_children, (), 0, None)
-
-    def _collect_in(self, src, stmts, chain: tuple, depth: int, top) -> None:
-        """The calls of these statements in program order; a helper function that communicates is
-        followed into its body (in any given file), its pointer parameters bound to the caller's
-        buffers, every operation keeping the chain of calls that reaches it."""
-        for stmt in stmts:
-            for n in src.nodes("call_expression", stmt):
-                if inside_lambda(n, stmt):
-                    continue  # a lambda's calls run where it is called (followed there)
-                name = call_name(n, src)
-                fn = n.child_by_field_name("function")
-                through = None
-                if (
-                    self.entry
-                    and fn is not None
-                    and any(i.text.decode() in self.dispatch_holders for i in identifiers(fn))
-                ):
-                    through, name = fn.text.decode(), self.entry  # a call through the table: --entry's target
-                if through is None and (name is None or name in self.holders):
-                    dispatch = resolve(src, n, self.holders, self.constants, self.entry)
-                    if dispatch is None and name is None and self.virtuals is not None:
-                        dispatch = self.virtuals.resolve(src, n, self.entry)
-                    if dispatch is not None and any(c in self.helpers for c, _ in dispatch.candidates):
-                        if dispatch.target is None:
-                            raise InputError(dispatch.at, "call", unresolved_message(dispatch))
-                        self.dispatches.append(dispatch)
-                        self.unresolved.append(
-                            Unresolved(
-                                dispatch.at,
-                                f"a call through {dispatch.through}",
-                                f"runs {dispatch.target} ({dispatch.how}); the workload calls it directly",
-                            )
-                        )
-                        through, name = dispatch.through, dispatch.target
-                if name is None:
-                    if any(i.text.decode() in api.NCCL_COMM for i in identifiers(n)):
-                        raise InputError(
-                            src.at(n),
-                            "call",
-                            f"a call through an expression ({src.text(n)[:50]!r}) the analysis "
-                            f"cannot follow; {WHAT_TO_DO}",
-                        )
-                    continue
-                if name in self.lambdas and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
-                    self._follow_lambda(src, n, name, chain, depth, top or stmt)
-                    continue
-                if name in self.helpers and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
-                    self._follow(src, n, name, chain, depth, top or stmt)
-                    continue
-                kind = self._kind(n, name)
-                if kind is None:
-                    continue
-                wrapper = self.wrappers.get(name) if kernel_config(n) is None else None
-                if wrapper is not None:  # a host wrapper: the launch of the kernel it wraps
-                    kernels_launched = {launch.kernel for launch in wrapper.launches}
-                    name = wrapper.launches[0].kernel if len(kernels_launched) == 1 else wrapper.name
-                op = Op(f"op{len(self.ops)}", kind, name, src.at(n), n, top or stmt)
-                op.via = wrapper
-                op.chain = chain + ((src, n),)
-                op.src = src
-                describe(op)
-                if through is not None:
-                    op.detail["through"] = through
-                self.ops.append(op)
-
-    def _follow(self, src, call, name, chain, depth, top) -> None:
-        hsrc, fn = self.functions[name]
-        params, pointers = param_names(hsrc, fn)
-        self.pointers.bind(params, pointers, call_args(call))
-        self.helper_calls.append(
-            {
-                "name": name,
-                "at": src.at(call),
-                "defined_at": hsrc.at(fn),
-                "args": [a.text.decode() for a in call_args(call)],
-            }
-        )
-        self._collect_in(hsrc, fn.child_by_field_name("body").named_children, chain + ((src, call),), depth + 1, top)
-
-    def _follow_lambda(self, src, call, name, chain, depth, top) -> None:
-        lsrc, lam = self.lambdas[name]
-        params, pointers = lambda_parameters(lsrc, lam)
-        self.pointers.bind(params, pointers, call_args(call))
-        self.helper_calls.append(
-            {
-                "name": name,
-                "at": src.at(call),
-                "defined_at": lsrc.at(lam),
-                "args": [a.text.decode() for a in call_args(call)],
-            }
-        )
-        body = lam.child_by_field_name("body")
-        self._collect_in(lsrc, body.named_children if body is not None else [], chain + ((src, call),), depth + 1, top)
 
     def _context(self, op, region) -> None:
         """What decides whether and how often an operation of the region runs: the conditions (`if
@@ -499,39 +402,6 @@ class _Analyzer:
                 return name
         return None
 
-    def _kind(self, n, name) -> str | None:
-        if kernel_config(n) is not None or name in self.wrappers:
-            return "kernel"
-        if name in api.GRAPH_LAUNCH:  # what it launches is the capture's (followed there)
-            return "graph_launch"
-        if name in api.LAUNCH_API:
-            return "launch_api"
-        if name in api.NCCL_COMM:
-            return "collective" if name not in ("ncclSend", "ncclRecv") else "p2p"
-        if name in api.NCCL_GROUP:
-            return "group"
-        if name in api.NCCL_INIT or name == "ncclGetUniqueId":
-            return "comm_init"
-        if name in api.DEVICE_ALLOC or name in api.HOST_ALLOC:
-            return "alloc"
-        if name in api.MEMCPY:
-            return "memcpy"
-        if name in api.MEMSET:
-            return "memset"
-        if name in api.SYNCS and name not in ("cudaEventSynchronize", "cudaStreamWaitEvent"):
-            return "sync"
-        if name in api.EVENTS:
-            return "event"
-        if name in api.STREAM_CREATE:
-            return "stream"
-        if name.startswith("MPI_") and name not in self.macros:
-            return "mpi"
-        if name in ("cudaFree", "ncclMemFree", "cudaFreeHost", "ncclCommDestroy", "ncclCommFinalize"):
-            return "free"
-        if name in api.DEVICE_SELECT:
-            return "device"
-        return None
-
     # -- communicators and ranks
     def _check_macros(self) -> list[str]:
         """Function-like macros of one parameter that wrap a call (CUDACHECK(cudaMalloc(...))): the
@@ -638,23 +508,6 @@ class _Analyzer:
                         "the opportunity is ranked after those with known sizes",
                     )
                 )
-
-
-def _helpers(functions, kernels, wrappers) -> set[str]:
-    """Host functions (not main, not kernels, not launch wrappers) that communicate, directly or through
-    another such function: the analysis follows calls into them."""
-    direct = {n for n, (s, f) in functions.items() if n != "main" and n not in kernels and has_comm_call(s, f)}
-    found = set(direct)
-    changed = True
-    while changed:
-        changed = False
-        for n, (s, f) in functions.items():
-            if n in found or n == "main" or n in kernels:
-                continue  # a launch wrapper that also communicates (through a helper) is followed too
-            if any(call_name(c, s) in found for c in s.nodes("call_expression", f)):
-                found.add(n)
-                changed = True
-    return found
 
 
 STATUS_TYPES = ("cudaError_t", "cudaError", "ncclResult_t", "CUresult", "cublasStatus_t", "cusparseStatus_t")
