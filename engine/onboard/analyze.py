@@ -14,8 +14,6 @@ Jobs of their own beside it: what each call records (op_details.py), the communi
 
 from __future__ import annotations
 
-from typing import Any
-
 from remote.errors import InputError
 
 from . import api
@@ -27,13 +25,14 @@ from .dispatch import (
     function_holders,
     lambda_holders,
 )
-from .evaluate import evaluate, evaluate_text
+from .evaluate import evaluate
 from .hidden import check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .kernel_access import kernel_access
-from .loops import LOOPS, inside, iterations, op_in
+from .loops import op_in
 from .model import Program, Unresolved
 from .node_text import text_or_none
 from .op_collection import CallTargets, collect_ops, communicating_helpers
+from .op_context import apply_assumptions, record_context
 from .opportunities import dataflow, opportunities
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
 from .region_choice import RegionScope, pick_region, region_json
@@ -243,8 +242,8 @@ class _Analyzer:
         for op in self.ops:
             op.in_region = region_node is not None and op_in(op, self.region.src, region_node)
             if op.in_region:
-                self._context(op, region_node)
-                self._assume(op)
+                record_context(op, self.region)
+                apply_assumptions(op, self.assume)
         buffers = collect_buffers(self.ops, self.pointers, self.sources, self.unresolved)
         reads_writes(self.ops, buffers, self.pointers, self.kernel_access, self.unresolved)
         roles(self.ops, buffers, self.region, self.pointers)
@@ -282,59 +281,6 @@ class _Analyzer:
         self._runtime_sizes(prog)
         prog.unresolved.sort(key=lambda u: (u.at.rsplit(":", 1)[0], int(u.at.rsplit(":", 1)[1]), u.what))
         return prog
-
-    def _context(self, op, region) -> None:
-        """What decides whether and how often an operation of the region runs: the conditions (`if
-        (calculate_norm)`: a run-time flag, an alternative, never both branches as one sequence) and the
-        loops around it inside the region (helpers' loops included), outermost first."""
-        when: list[str] = []
-        loops: list[dict[str, Any]] = []
-        level = next((k for k, (s, n) in enumerate(op.chain) if s is self.region.src and inside(n, region)), 0)
-        for k in range(level, len(op.chain)):
-            src, n = op.chain[k]
-            node = n.parent
-            inner: list[tuple[str, Any]] = []
-            while node is not None and node.type != "function_definition":
-                if k == level and inside(region, node):
-                    break
-                if node.type == "if_statement":
-                    cond = node.child_by_field_name("condition")
-                    alt = node.child_by_field_name("alternative")
-                    negate = alt is not None and inside(n, alt)
-                    inner.append(("when", f"{'!' if negate else ''}{text_or_none(cond)}"))
-                elif node.type in LOOPS:
-                    inner.append(
-                        (
-                            "loop",
-                            {
-                                "at": src.at(node),
-                                "kind": node.type.replace("_statement", ""),
-                                "iterations": iterations(node),
-                            },
-                        )
-                    )
-                node = node.parent
-            for kind, what in reversed(inner):
-                (when if kind == "when" else loops).append(what)
-        if when:
-            op.detail["when"] = when
-        if loops:
-            op.detail["loops"] = loops
-
-    def _assume(self, op) -> None:
-        """--assume NAME=VALUE: a run-time flag's branch is an alternative. An operation whose condition is
-        false under the assumptions is not part of the region's sequence (kept, marked `assumed_out`)."""
-        if not self.assume or not op.detail.get("when"):
-            return
-        for cond in op.detail["when"]:
-            negate = cond.startswith("!")
-            value = evaluate_text(cond[1:] if negate else cond, self.assume)
-            if value is not None and bool(value) == negate:
-                op.in_region = False
-                op.detail["assumed_out"] = f"{cond} is false with " + ", ".join(
-                    f"{k}={v}" for k, v in self.assume.items()
-                )
-                return
 
     def _init_blockers(self) -> list[str]:
         out = []
