@@ -19,35 +19,31 @@ from remote.errors import InputError
 from . import api
 from .buffers import collect_buffers, reads_writes, roles
 from .build_flags import diagnose, flags_from_makefile
-from .command_line import ENV_CALLS, default_of, reads_command_line
-from .communicators import MainScope, calls_any, communicators, timed_stream_of
+from .communicators import MainScope, communicators, timed_stream_of
 from .dispatch import (
     function_holders,
     lambda_holders,
 )
-from .evaluate import evaluate
 from .hidden import check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
+from .init_blockers import InitFacts, init_blockers
 from .kernel_access import kernel_access
 from .loops import op_in
 from .model import Program, Unresolved
-from .node_text import text_or_none
 from .op_collection import CallTargets, collect_ops, communicating_helpers
 from .op_context import apply_assumptions, record_context
 from .opportunities import dataflow, opportunities
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
 from .region_choice import RegionScope, pick_region, region_json
 from .region_notes import region_notes
+from .size_params import size_params
 from .source import (
     SourceFile,
-    call_args,
     call_name,
     declarator_name,
-    identifiers,
-    names_in,
     parse_file,
     parse_text,
-    walk,
 )
+from .status_checks import check_functions, check_macros
 from .variables import collect_variables, integer_constants
 from .virtuals import Virtuals
 from .wrappers import find_wrappers
@@ -271,178 +267,20 @@ class _Analyzer:
         prog.helper_calls = self.helper_calls
         prog.dispatches = collected.dispatches
         prog.captures = self.region.captures()
-        prog.init_blockers = self._init_blockers()
-        prog.check_functions = self._check_functions()
-        prog.check_macros = sorted(set(self._check_macros()) | set(prog.check_functions))
-        prog.params = self._params(buffers)
+        prog.init_blockers = init_blockers(
+            InitFacts(
+                self.region, self.src, self.main, self.ops, targets.lambdas, collected.helper_calls, self.functions
+            )
+        )
+        prog.check_functions = check_functions(self.bodies, self.functions, self.unresolved)
+        prog.check_macros = sorted(set(check_macros(self.src, self.body, self.macros)) | set(prog.check_functions))
+        prog.params = size_params(buffers, self.ops, self.region, self.scope())
         self.unresolved += region_notes(prog, self.macros, self.kernels, self.ops, self.vars, self.region.src)
         prog.dataflow = dataflow(prog)
         prog.opportunities = opportunities(prog)
         self._runtime_sizes(prog)
         prog.unresolved.sort(key=lambda u: (u.at.rsplit(":", 1)[0], int(u.at.rsplit(":", 1)[1]), u.what))
         return prog
-
-    def _init_blockers(self) -> list[str]:
-        out = []
-        if self.region.replays() and not self.region.captures():
-            out.append(
-                f"the repeated region ({self.region.src.at(self.region.node)}) replays CUDA graphs whose "
-                "capture (cudaStreamBeginCapture ... cudaStreamEndCapture) the analysis does not find in "
-                "the given files: pass the file that captures them, or write the workload by hand "
-                "(docs/workload-format.md)"
-            )
-        for s, node in self.region.captures():
-            if not (s is self.src and self.main.start_byte <= node.start_byte < self.main.end_byte):
-                out.append(
-                    f"the graphs the region replays are captured outside main() ({s.at(node)}, in "
-                    f"{self._function_at(s, node) or 'another function'}); cuco init writes a capture "
-                    "made in main() before the region: move it there, or write the workload by hand "
-                    "(docs/workload-format.md)"
-                )
-        through_lambdas = sorted(
-            {
-                f"{call_name(c, s)} at {s.at(c)}"
-                for o in self.ops
-                if o.in_region and o.kind in ("collective", "p2p")
-                for s, c in o.chain[:-1]
-                if call_name(c, s) in self.lambdas
-            }
-        )
-        if through_lambdas:
-            out.append(
-                f"the repeated region's collectives run inside a lambda ({', '.join(through_lambdas)}); cuco init "
-                "carries functions, not lambdas: make it a function (it may take main()'s variables as "
-                "parameters) and run cuco init again"
-            )
-        for op in self.ops:
-            if op.name == "ncclCommInitAll":
-                out.append(
-                    f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
-                    "process per GPU: give each GPU its own process and ncclCommInitRank"
-                )
-        # the helpers the region in main() calls (and their helpers) are carried with compute-only and
-        # comm-only forms; a region inside a helper is not written yet
-        in_main = (
-            self.region.node is None
-            or self.region.src is self.src
-            and self.main.start_byte <= self.region.node.start_byte < self.main.end_byte
-        )
-        if not in_main:
-            names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
-            where = (
-                f"the region ({self.region.src.at(self.region.node)}) is not in main() but inside the helper "
-                f"{self._function_at(self.region.src, self.region.node) or 'function'}"
-            )
-            out.append(
-                f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
-                "writes a region in main() and carries the helpers it calls: move the timed "
-                "section into main(), or write the workload by hand (docs/workload-format.md) from this "
-                "analysis"
-            )
-        return out
-
-    def _function_at(self, src, node) -> str | None:
-        """The name of the function definition holding `node`."""
-        for name, (fsrc, fn) in self.functions.items():
-            if fsrc is src and fn.start_byte <= node.start_byte < fn.end_byte:
-                return name
-        return None
-
-    # -- communicators and ranks
-    def _check_macros(self) -> list[str]:
-        """Function-like macros of one parameter that wrap a call (CUDACHECK(cudaMalloc(...))): the
-        analysis sees through them; the workload re-defines them to return the error to the harness."""
-        used: set[str] = set()
-        for n in self.src.nodes("call_expression", self.body):
-            name = call_name(n, self.src)
-            args = call_args(n)
-            if name is not None and name in self.macros and len(args) == 1 and args[0].type == "call_expression":
-                used.add(name)
-        return sorted(used)
-
-    def _check_functions(self) -> list[str]:
-        """The program's own status-checking functions (`check(cudaMalloc(...), "what")`: a function whose
-        first parameter is a CUDA or NCCL status, called with a call as that argument): the workload maps
-        them to the harness's error return, as it does the check macros (a note says so)."""
-        found: list[str] = []
-        for src, body in self.bodies:
-            for n in src.nodes("call_expression", body):
-                name = call_name(n, src)
-                args = call_args(n)
-                if name is None or name in found or not args or args[0].type != "call_expression":
-                    continue
-                fn = self.functions.get(name)
-                if fn is not None and _checks_a_status(*fn):
-                    found.append(name)
-                    self.unresolved.append(
-                        Unresolved(
-                            fn[0].at(fn[1]),
-                            f"{name}() checks a CUDA/NCCL status",
-                            "mapped to the harness's error return: in the workload a failed call it checks ends "
-                            "the call with that error instead of running its body",
-                        )
-                    )
-        return found
-
-    # -- size parameters
-    def _params(self, buffers) -> list[dict]:
-        roots: list[str] = []
-        exprs = [b.size for b in buffers.values() if b.role != "unused"]
-        exprs += [op.detail.get("count") for op in self.ops if op.in_region and op.kind in ("collective", "p2p")]
-        seen: set[str] = set()
-        todo = [i for e in exprs if e for i in names_in(e)]
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            var = self.vars.get(name)
-            if var is not None and var.top_level and var.init is None:  # `T v; if (c) v = a; else v = b;`
-                todo.extend(
-                    i.text.decode()
-                    for st in self._assigning_statements(name)
-                    for i in identifiers(st)
-                    if i.text.decode() != name
-                )
-                continue
-            if var is None or not var.top_level or var.init is None:
-                continue
-            if var.init is not None:
-                value = self._default(var)
-                if value is not None and isinstance(value, int) and not var.pointer:
-                    roots.append(name)
-                    continue
-                todo.extend(self.src.text(i) for i in identifiers(var.init))
-        params = []
-        for name in sorted(set(roots), key=lambda n: self.vars[n].pos):
-            var = self.vars[name]
-            param = {"name": name, "type": var.type, "default": self._default(var), "at": f"{self.src.path}:{var.line}"}
-            if evaluate(var.init, self.src, {}) is None:  # the program's default when its command line is empty
-                param["from"] = "command line"
-            params.append(param)
-        return params
-
-    def _assigning_statements(self, name: str) -> list:
-        """main()'s top-level statements before the region that assign `name` (no calls in them)."""
-        out = []
-        for st in self.body.named_children:
-            in_main_region = self.region.node is not None and self.region.src is self.src
-            if in_main_region and st.start_byte >= self.region.node.start_byte:
-                break
-            if st.type not in ("expression_statement", "if_statement"):
-                continue
-            targets = {
-                text_or_none(a.child_by_field_name("left")) for a in walk(st) if a.type == "assignment_expression"
-            }
-            if name in targets and not any(n.type == "call_expression" for n in walk(st)):
-                out.append(st)
-        return out
-
-    def _default(self, var):
-        value = evaluate(var.init, self.src, {})
-        if value is None and reads_command_line(var.init, self.src, lambda n: calls_any(self.functions, n, ENV_CALLS)):
-            value = default_of(var.init, self.src)
-        return value
 
     def _runtime_sizes(self, prog: Program) -> None:
         for o in prog.opportunities:
@@ -454,17 +292,3 @@ class _Analyzer:
                         "the opportunity is ranked after those with known sizes",
                     )
                 )
-
-
-STATUS_TYPES = ("cudaError_t", "cudaError", "ncclResult_t", "CUresult", "cublasStatus_t", "cusparseStatus_t")
-
-
-def _checks_a_status(src, fn) -> bool:
-    """A function whose first parameter is a CUDA/NCCL/library status (`void check(cudaError_t e, ...)`)."""
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
-    params = decl.child_by_field_name("parameters") if decl is not None else None
-    first = next((p for p in params.named_children if p.type == "parameter_declaration"), None) if params else None
-    kind = first.child_by_field_name("type") if first is not None else None
-    return kind is not None and src.text(kind) in STATUS_TYPES
