@@ -8,11 +8,18 @@ as alternatives), and says what it could not resolve, with file:line. It never g
 cannot see as a call (a function pointer without --entry, a macro body) is an error naming the place and
 what to do.
 
-Jobs of their own beside it: what each call records (op_details.py), the communicators and ranks
-(communicators.py), what the region cannot take over as it is (region_notes.py), a node's text (node_text.py).
+Here: the files read as one program, main() found, and the jobs run in the order each needs the one before,
+each in a module of its own: the variables and pointer aliases (variables.py), the operations in program
+order (op_collection.py; what each call records: op_details.py), the repeated region (region_choice.py, on
+the loop facts of loops.py), the conditions and loops around each op of it (op_context.py), the buffers and
+their roles (buffers.py), the communicators and ranks (communicators.py), the status checks
+(status_checks.py), what stops cuco init (init_blockers.py), the size parameters (size_params.py) and what
+the region cannot take over as it is (region_notes.py).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from remote.errors import InputError
 
@@ -128,13 +135,8 @@ def analyze_sources(
             "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
             "cuco optimises programs whose GPUs communicate through NCCL",
         )
-    analyzer = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels)
-    analyzer.region_at = region
-    analyzer.entry = entry
-    analyzer.virtuals = virtuals
-    analyzer.assume = dict(assume or {})
-    analyzer.dispatch_holders = dispatch_targets(sources)[1] if entry else set()
-    prog = analyzer.run()
+    choices = Choices(region, entry, dict(assume or {}), dispatch_targets(sources)[1] if entry else set(), virtuals)
+    prog = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels, choices).run()
     if entry and entry not in dispatch_targets(sources)[0] and not any(d.target == entry for d in prog.dispatches):
         raise InputError(
             "--entry",
@@ -191,32 +193,38 @@ def _top_level(sources):
     return functions, macros, globals_
 
 
+@dataclass(frozen=True)
+class Choices:
+    """What the command line decides: the region (`--region FILE:LINE`), the target a function-pointer call
+    stands for (`--entry`, with the tables it is called through) and the run-time flags taken as given
+    (`--assume NAME=VALUE`); with the calls through virtual methods (virtuals.py)."""
+
+    region_at: str | None
+    entry: str | None
+    assume: dict[str, int]
+    dispatch_holders: set[str]
+    virtuals: Virtuals
+
+
 class _Analyzer:
-    def __init__(self, sources, src, main, functions, macros, globals_, kernels):
+    """The jobs of the analysis in the order each needs the one before: variables, operations, the region,
+    what decides each op of it, buffers and roles, communicators, then what init needs to know."""
+
+    def __init__(self, sources, src, main, functions, macros, globals_, kernels, choices: Choices):
         self.sources, self.src, self.main = sources, src, main
         self.functions, self.macros, self.globals = functions, macros, globals_
-        self.kernels = kernels
+        self.kernels, self.choices = kernels, choices
         self.body = main.child_by_field_name("body")
         self.unresolved: list[Unresolved] = []
         self.kernel_access = {name: kernel_access(s, f) for name, (s, f) in kernels.items()}
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
-        self.region_at: str | None = None
-        self.entry: str | None = None  # --entry: the target a function-pointer call stands for
-        self.assume: dict[str, int] = {}  # --assume NAME=VALUE: run-time flags taken as given
-        self.dispatch_holders: set[str] = set()
-        self.virtuals: Virtuals | None = None  # calls through virtual methods (virtuals.py)
         self.helpers = communicating_helpers(functions, kernels)
         self.bodies = [(src, self.body)] + [
             (s, f.child_by_field_name("body")) for n, (s, f) in functions.items() if n in self.helpers
         ]
 
-    def scope(self) -> MainScope:
-        return MainScope(self.src, self.body, self.sources, self.vars, self.functions)
-
     def run(self) -> Program:
-        self.pointers = collect_variables(self.bodies, self.src, self.body, self.functions, self.helpers)
-        self.vars = self.pointers.vars
-        self.constants = integer_constants(self.vars, self.globals)
+        pointers = collect_variables(self.bodies, self.src, self.body, self.functions, self.helpers)
         targets = CallTargets(
             self.functions,
             self.macros,
@@ -224,71 +232,70 @@ class _Analyzer:
             self.wrappers,
             lambda_holders(self.sources),
             function_holders(self.sources, self.functions),
-            self.constants,
-            self.virtuals,
-            self.entry,
-            self.dispatch_holders,
+            integer_constants(pointers.vars, self.globals),
+            self.choices.virtuals,
+            self.choices.entry,
+            self.choices.dispatch_holders,
         )
-        collected = collect_ops(self.src, self.body, targets, self.pointers, self.unresolved)
-        self.ops, self.lambdas, self.helper_calls = collected.ops, targets.lambdas, collected.helper_calls
-        self.region = pick_region(
-            RegionScope(self.src, self.main, self.bodies, self.ops), self.region_at, self.unresolved
+        collected = collect_ops(self.src, self.body, targets, pointers, self.unresolved)
+        ops = collected.ops
+        region = pick_region(
+            RegionScope(self.src, self.main, self.bodies, ops), self.choices.region_at, self.unresolved
         )
-        region_node = self.region.node
-        for op in self.ops:
-            op.in_region = region_node is not None and op_in(op, self.region.src, region_node)
+        for op in ops:
+            op.in_region = region.node is not None and op_in(op, region.src, region.node)
             if op.in_region:
-                record_context(op, self.region)
-                apply_assumptions(op, self.assume)
-        buffers = collect_buffers(self.ops, self.pointers, self.sources, self.unresolved)
-        reads_writes(self.ops, buffers, self.pointers, self.kernel_access, self.unresolved)
-        roles(self.ops, buffers, self.region, self.pointers)
-        comms, ranks = communicators(self.ops, self.unresolved, self.scope())
-        timed_stream = timed_stream_of(self.ops)
+                record_context(op, region)
+                apply_assumptions(op, self.choices.assume)
+        buffers = collect_buffers(ops, pointers, self.sources, self.unresolved)
+        reads_writes(ops, buffers, pointers, self.kernel_access, self.unresolved)
+        roles(ops, buffers, region, pointers)
+        scope = MainScope(self.src, self.body, self.sources, pointers.vars, self.functions)
+        comms, ranks = communicators(ops, self.unresolved, scope)
         prog = Program(
             files=[s.path for s in self.sources],
             sources=self.sources,
             main_src=self.src,
             main=self.main,
-            vars=self.vars,
-            ops=self.ops,
+            vars=pointers.vars,
+            ops=ops,
             buffers=buffers,
             communicators=comms,
             ranks=ranks,
-            region=region_json(self.region, self.src, self.ops, self.functions),
-            region_node=region_node,
+            region=region_json(region, self.src, ops, self.functions),
+            region_node=region.node,
             params=[],
             check_macros=[],
             kernels=self.kernels,
             kernel_access=self.kernel_access,
-            timed_stream=timed_stream,
+            timed_stream=timed_stream_of(ops),
             unresolved=self.unresolved,
         )
-        prog.helper_calls = self.helper_calls
+        prog.helper_calls = collected.helper_calls
         prog.dispatches = collected.dispatches
-        prog.captures = self.region.captures()
+        prog.captures = region.captures()
         prog.init_blockers = init_blockers(
-            InitFacts(
-                self.region, self.src, self.main, self.ops, targets.lambdas, collected.helper_calls, self.functions
-            )
+            InitFacts(region, self.src, self.main, ops, targets.lambdas, collected.helper_calls, self.functions)
         )
         prog.check_functions = check_functions(self.bodies, self.functions, self.unresolved)
         prog.check_macros = sorted(set(check_macros(self.src, self.body, self.macros)) | set(prog.check_functions))
-        prog.params = size_params(buffers, self.ops, self.region, self.scope())
-        self.unresolved += region_notes(prog, self.macros, self.kernels, self.ops, self.vars, self.region.src)
+        prog.params = size_params(buffers, ops, region, scope)
+        self.unresolved += region_notes(prog, self.macros, self.kernels, ops, pointers.vars, region.src)
         prog.dataflow = dataflow(prog)
         prog.opportunities = opportunities(prog)
-        self._runtime_sizes(prog)
+        self.unresolved += _runtime_sizes(prog)
         prog.unresolved.sort(key=lambda u: (u.at.rsplit(":", 1)[0], int(u.at.rsplit(":", 1)[1]), u.what))
         return prog
 
-    def _runtime_sizes(self, prog: Program) -> None:
-        for o in prog.opportunities:
-            if o["bytes_value"] is None:
-                self.unresolved.append(
-                    Unresolved(
-                        o["collective_at"],
-                        f"the bytes {o['collective']} moves ({o['bytes']}) are known only at run time",
-                        "the opportunity is ranked after those with known sizes",
-                    )
-                )
+
+def _runtime_sizes(prog: Program) -> list[Unresolved]:
+    """The opportunities whose bytes are known only at run time: ranked after those with known sizes."""
+    return [
+        Unresolved(
+            o["collective_at"],
+            f"the bytes {o['collective']} moves ({o['bytes']}) are known only at run time",
+            "the opportunity is ranked after those with known sizes",
+        )
+        for o in prog.opportunities
+        if o["bytes_value"] is None
+    ]
