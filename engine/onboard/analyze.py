@@ -27,10 +27,7 @@ from . import api
 from .buffers import collect_buffers, reads_writes, roles
 from .build_flags import diagnose, flags_from_makefile
 from .communicators import MainScope, communicators, timed_stream_of
-from .dispatch import (
-    function_holders,
-    lambda_holders,
-)
+from .dispatch import function_holders, lambda_holders
 from .hidden import check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
 from .init_blockers import InitFacts, init_blockers
 from .kernel_access import kernel_access
@@ -43,13 +40,7 @@ from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
 from .region_choice import RegionScope, pick_region, region_json
 from .region_notes import region_notes
 from .size_params import size_params
-from .source import (
-    SourceFile,
-    call_name,
-    declarator_name,
-    parse_file,
-    parse_text,
-)
+from .source import SourceFile, call_name, declarator_name, parse_file, parse_text
 from .status_checks import check_functions, check_macros
 from .variables import collect_variables, integer_constants
 from .virtuals import Virtuals
