@@ -8,61 +8,43 @@ as alternatives), and says what it could not resolve, with file:line. It never g
 cannot see as a call (a function pointer without --entry, a macro body) is an error naming the place and
 what to do.
 
-Jobs of their own beside it: what each call records (op_details.py), the communicators and ranks
-(communicators.py), what the region cannot take over as it is (region_notes.py), a node's text (node_text.py).
+Here: the files read as one program, main() found, and the jobs run in the order each needs the one before,
+each in a module of its own: the variables and pointer aliases (variables.py), the operations in program
+order (op_collection.py; what each call records: op_details.py), the repeated region (region_choice.py, on
+the loop facts of loops.py), the conditions and loops around each op of it (op_context.py), the buffers and
+their roles (buffers.py), the communicators and ranks (communicators.py), the status checks
+(status_checks.py), what stops cuco init (init_blockers.py), the size parameters (size_params.py) and what
+the region cannot take over as it is (region_notes.py).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
 from remote.errors import InputError
 
 from . import api
+from .buffers import collect_buffers, reads_writes, roles
 from .build_flags import diagnose, flags_from_makefile
-from .command_line import ENV_CALLS, default_of, reads_command_line
-from .communicators import MainScope, calls_any, communicators, timed_stream_of
-from .dispatch import (
-    Dispatch,
-    function_holders,
-    inside_lambda,
-    lambda_holders,
-    lambda_parameters,
-    resolve,
-    unresolved_message,
-)
-from .evaluate import evaluate, evaluate_text
-from .hidden import WHAT_TO_DO, check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
+from .communicators import MainScope, communicators, timed_stream_of
+from .dispatch import function_holders, lambda_holders
+from .hidden import check_no_hidden_collectives, dispatch_targets, has_comm_call, is_kernel
+from .init_blockers import InitFacts, init_blockers
 from .kernel_access import kernel_access
-from .model import Buffer, Op, Program, Unresolved, Var
-from .node_text import node_text, nth_arg, plain_name, text_or_none
-from .op_details import describe
+from .loops import op_in
+from .model import Program, Unresolved
+from .op_collection import CallTargets, collect_ops, communicating_helpers
+from .op_context import apply_assumptions, record_context
 from .opportunities import dataflow, opportunities
 from .preprocess import Flags, flag_to_enable, flags_from_compile_commands
+from .region_choice import RegionScope, pick_region, region_json
 from .region_notes import region_notes
-from .source import (
-    SourceFile,
-    call_args,
-    call_name,
-    declarator_name,
-    identifiers,
-    kernel_config,
-    names_in,
-    parse_file,
-    parse_text,
-    walk,
-)
+from .size_params import size_params
+from .source import SourceFile, call_name, declarator_name, parse_file, parse_text
+from .status_checks import check_functions, check_macros
+from .variables import collect_variables, integer_constants
 from .virtuals import Virtuals
-from .wrappers import find_wrappers, param_names
-
-MAX_CALL_DEPTH = 8
-LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-TIMERS = {"cudaEventRecord", "MPI_Wtime", "clock_gettime", "gettimeofday", "omp_get_wtime", "clock"}
-CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
-CAPTURE_END = {"cudaStreamEndCapture"}
-GRAPH_LAUNCH = {"cudaGraphLaunch"}
-CAPTURE_WHAT = "graph capture: what the replay loop launches"
+from .wrappers import find_wrappers
 
 
 def analyze_files(
@@ -144,13 +126,8 @@ def analyze_sources(
             "no NCCL communication call (ncclAllReduce, ncclAllGather, ncclSend, ...) found; "
             "cuco optimises programs whose GPUs communicate through NCCL",
         )
-    analyzer = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels)
-    analyzer.region_at = region
-    analyzer.entry = entry
-    analyzer.virtuals = virtuals
-    analyzer.assume = dict(assume or {})
-    analyzer.dispatch_holders = dispatch_targets(sources)[1] if entry else set()
-    prog = analyzer.run()
+    choices = Choices(region, entry, dict(assume or {}), dispatch_targets(sources)[1] if entry else set(), virtuals)
+    prog = _Analyzer(sources, main_src, main, functions, macros, globals_, kernels, choices).run()
     if entry and entry not in dispatch_targets(sources)[0] and not any(d.target == entry for d in prog.dispatches):
         raise InputError(
             "--entry",
@@ -207,1065 +184,109 @@ def _top_level(sources):
     return functions, macros, globals_
 
 
-# ---------------------------------------------------------------- main()
+@dataclass(frozen=True)
+class Choices:
+    """What the command line decides: the region (`--region FILE:LINE`), the target a function-pointer call
+    stands for (`--entry`, with the tables it is called through) and the run-time flags taken as given
+    (`--assume NAME=VALUE`); with the calls through virtual methods (virtuals.py)."""
 
-
-class _Span:
-    """Statements of one block between two timer statements: the region of a program that times
-    straight-line code, standing where a loop node stands."""
-
-    type = "section"
-
-    def __init__(self, stmts: list):
-        self.children = self.named_children = stmts
-        self.start_byte, self.end_byte = stmts[0].start_byte, stmts[-1].end_byte
-        self.start_point, self.end_point = stmts[0].start_point, stmts[-1].end_point
-        self.parent = stmts[0].parent
-        self.prev_named_sibling = stmts[0].prev_named_sibling
-        self.next_named_sibling = stmts[-1].next_named_sibling
-
-    def child_by_field_name(self, name):
-        return self if name == "body" else None
+    region_at: str | None
+    entry: str | None
+    assume: dict[str, int]
+    dispatch_holders: set[str]
+    virtuals: Virtuals
 
 
 class _Analyzer:
-    def __init__(self, sources, src, main, functions, macros, globals_, kernels):
+    """The jobs of the analysis in the order each needs the one before: variables, operations, the region,
+    what decides each op of it, buffers and roles, communicators, then what init needs to know."""
+
+    def __init__(self, sources, src, main, functions, macros, globals_, kernels, choices: Choices):
         self.sources, self.src, self.main = sources, src, main
         self.functions, self.macros, self.globals = functions, macros, globals_
-        self.kernels = kernels
+        self.kernels, self.choices = kernels, choices
         self.body = main.child_by_field_name("body")
-        self.vars: dict[str, Var] = {}
-        self.ops: list[Op] = []
         self.unresolved: list[Unresolved] = []
         self.kernel_access = {name: kernel_access(s, f) for name, (s, f) in kernels.items()}
-        self._typedefs: dict[str, str] | None = None
         self.wrappers = find_wrappers(functions, kernels, self.kernel_access)
-        self.alternatives: list = []
-        self.region_at: str | None = None
-        self.entry: str | None = None  # --entry: the target a function-pointer call stands for
-        self.assume: dict[str, int] = {}  # --assume NAME=VALUE: run-time flags taken as given
-        self.dispatch_holders: set[str] = set()
-        self.holders = function_holders(sources, functions)  # variables and tables holding functions
-        self.lambdas = lambda_holders(sources)  # variables holding lambdas: followed where they are called
-        self.dispatches: list[Dispatch] = []
-        self.virtuals: Virtuals | None = None  # calls through virtual methods (virtuals.py)
-        self.region_src = src
-        self.alias: dict[str, str] = {}  # pointer name -> the pointer it is based on
-        self.helpers = _helpers(functions, kernels, self.wrappers)
-        self.helper_calls: list[dict] = []
+        self.helpers = communicating_helpers(functions, kernels)
         self.bodies = [(src, self.body)] + [
             (s, f.child_by_field_name("body")) for n, (s, f) in functions.items() if n in self.helpers
         ]
 
-    def scope(self) -> MainScope:
-        return MainScope(self.src, self.body, self.sources, self.vars, self.functions)
-
     def run(self) -> Program:
-        self._collect_vars()
-        self.constants = self._integer_constants()
-        self._collect_ops()
-        region_node = self._pick_region()
-        self.region_node = region_node
-        self._straight_captures()
-        for op in self.ops:
-            op.in_region = region_node is not None and self._op_in(op, self.region_src, region_node)
+        pointers = collect_variables(self.bodies, self.src, self.body, self.functions, self.helpers)
+        targets = CallTargets(
+            self.functions,
+            self.macros,
+            self.helpers,
+            self.wrappers,
+            lambda_holders(self.sources),
+            function_holders(self.sources, self.functions),
+            integer_constants(pointers.vars, self.globals),
+            self.choices.virtuals,
+            self.choices.entry,
+            self.choices.dispatch_holders,
+        )
+        collected = collect_ops(self.src, self.body, targets, pointers, self.unresolved)
+        ops = collected.ops
+        region = pick_region(
+            RegionScope(self.src, self.main, self.bodies, ops), self.choices.region_at, self.unresolved
+        )
+        for op in ops:
+            op.in_region = region.node is not None and op_in(op, region.src, region.node)
             if op.in_region:
-                self._context(op, region_node)
-                self._assume(op)
-        buffers = self._collect_buffers()
-        self._reads_writes(buffers)
-        self._roles(buffers)
-        comms, ranks = communicators(self.ops, self.unresolved, self.scope())
-        timed_stream = timed_stream_of(self.ops)
+                record_context(op, region)
+                apply_assumptions(op, self.choices.assume)
+        buffers = collect_buffers(ops, pointers, self.sources, self.unresolved)
+        reads_writes(ops, buffers, pointers, self.kernel_access, self.unresolved)
+        roles(ops, buffers, region, pointers)
+        scope = MainScope(self.src, self.body, self.sources, pointers.vars, self.functions)
+        comms, ranks = communicators(ops, self.unresolved, scope)
         prog = Program(
             files=[s.path for s in self.sources],
             sources=self.sources,
             main_src=self.src,
             main=self.main,
-            vars=self.vars,
-            ops=self.ops,
+            vars=pointers.vars,
+            ops=ops,
             buffers=buffers,
             communicators=comms,
             ranks=ranks,
-            region=self._region_json(region_node),
-            region_node=region_node,
+            region=region_json(region, self.src, ops, self.functions),
+            region_node=region.node,
             params=[],
             check_macros=[],
             kernels=self.kernels,
             kernel_access=self.kernel_access,
-            timed_stream=timed_stream,
+            timed_stream=timed_stream_of(ops),
             unresolved=self.unresolved,
         )
-        prog.helper_calls = self.helper_calls
-        prog.dispatches = self.dispatches
-        prog.captures = self.captures()
-        prog.init_blockers = self._init_blockers()
-        prog.check_functions = self._check_functions()
-        prog.check_macros = sorted(set(self._check_macros()) | set(prog.check_functions))
-        prog.params = self._params(buffers)
-        self.unresolved += region_notes(prog, self.macros, self.kernels, self.ops, self.vars, self.region_src)
+        prog.helper_calls = collected.helper_calls
+        prog.dispatches = collected.dispatches
+        prog.captures = region.captures()
+        prog.init_blockers = init_blockers(
+            InitFacts(region, self.src, self.main, ops, targets.lambdas, collected.helper_calls, self.functions)
+        )
+        prog.check_functions = check_functions(self.bodies, self.functions, self.unresolved)
+        prog.check_macros = sorted(set(check_macros(self.src, self.body, self.macros)) | set(prog.check_functions))
+        prog.params = size_params(buffers, ops, region, scope)
+        self.unresolved += region_notes(prog, self.macros, self.kernels, ops, pointers.vars, region.src)
         prog.dataflow = dataflow(prog)
         prog.opportunities = opportunities(prog)
-        self._runtime_sizes(prog)
+        self.unresolved += _runtime_sizes(prog)
         prog.unresolved.sort(key=lambda u: (u.at.rsplit(":", 1)[0], int(u.at.rsplit(":", 1)[1]), u.what))
         return prog
 
-    # -- variables
-    def _collect_vars(self) -> None:
-        for src, body in self.bodies:
-            self._collect_vars_in(src, body, main=src is self.src and body is self.body)
-        pointers = {n for n, v in self.vars.items() if v.pointer}
-        for name, (src, fn) in self.functions.items():
-            if name in self.helpers:
-                pointers |= param_names(src, fn)[1]
-        for name, v in self.vars.items():  # `float* p = base + off`, `p = c ? a : b`: aliases
-            if v.pointer and v.init is not None:
-                base = next(
-                    (
-                        i.text.decode()
-                        for i in identifiers(v.init)
-                        if i.text.decode() != name and i.text.decode() in pointers
-                    ),
-                    None,
-                )
-                if base is not None:
-                    self.alias[name] = base
 
-    def _collect_vars_in(self, src, body, main: bool) -> None:
-        top = {(c.start_byte, c.end_byte) for c in body.named_children}
-        for decl in src.nodes("declaration", body):
-            type_node = decl.child_by_field_name("type")
-            if type_node is None:
-                continue
-            base = src.text(type_node)
-            for d in decl.children_by_field_name("declarator"):
-                name = declarator_name(d, src)
-                if not name:
-                    continue
-                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-                value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-                pointer = inner is not None and inner.type == "pointer_declarator"
-                array = None
-                if inner is not None and inner.type == "array_declarator":
-                    size = inner.child_by_field_name("size")
-                    array = src.text(size) if size is not None else ""
-                ctor = None
-                if inner is not None and inner.type == "function_declarator":  # `T v(n);` (vexing parse)
-                    params = inner.child_by_field_name("parameters")
-                    ctor = src.text(params)[1:-1]
-                if not main and name in self.vars:
-                    continue  # main's own variable of that name comes first
-                self.vars[name] = Var(
-                    name,
-                    base + ("*" if pointer else ""),
-                    base,
-                    pointer,
-                    array,
-                    value,
-                    decl,
-                    src.line(decl),
-                    main and (decl.start_byte, decl.end_byte) in top,
-                    ctor,
-                    d.start_byte,
-                )
-
-    # -- operations in program order
-    def _collect_ops(self) -> None:
-        self._collect_in(self.src, self.body.named_children, (), 0, None)
-
-    def _collect_in(self, src, stmts, chain: tuple, depth: int, top) -> None:
-        """The calls of these statements in program order; a helper function that communicates is
-        followed into its body (in any given file), its pointer parameters bound to the caller's
-        buffers, every operation keeping the chain of calls that reaches it."""
-        for stmt in stmts:
-            for n in src.nodes("call_expression", stmt):
-                if inside_lambda(n, stmt):
-                    continue  # a lambda's calls run where it is called (followed there)
-                name = call_name(n, src)
-                fn = n.child_by_field_name("function")
-                through = None
-                if (
-                    self.entry
-                    and fn is not None
-                    and any(i.text.decode() in self.dispatch_holders for i in identifiers(fn))
-                ):
-                    through, name = fn.text.decode(), self.entry  # a call through the table: --entry's target
-                if through is None and (name is None or name in self.holders):
-                    dispatch = resolve(src, n, self.holders, self.constants, self.entry)
-                    if dispatch is None and name is None and self.virtuals is not None:
-                        dispatch = self.virtuals.resolve(src, n, self.entry)
-                    if dispatch is not None and any(c in self.helpers for c, _ in dispatch.candidates):
-                        if dispatch.target is None:
-                            raise InputError(dispatch.at, "call", unresolved_message(dispatch))
-                        self.dispatches.append(dispatch)
-                        self.unresolved.append(
-                            Unresolved(
-                                dispatch.at,
-                                f"a call through {dispatch.through}",
-                                f"runs {dispatch.target} ({dispatch.how}); the workload calls it directly",
-                            )
-                        )
-                        through, name = dispatch.through, dispatch.target
-                if name is None:
-                    if any(i.text.decode() in api.NCCL_COMM for i in identifiers(n)):
-                        raise InputError(
-                            src.at(n),
-                            "call",
-                            f"a call through an expression ({src.text(n)[:50]!r}) the analysis "
-                            f"cannot follow; {WHAT_TO_DO}",
-                        )
-                    continue
-                if name in self.lambdas and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
-                    self._follow_lambda(src, n, name, chain, depth, top or stmt)
-                    continue
-                if name in self.helpers and depth < MAX_CALL_DEPTH and all(call_name(c, s) != name for s, c in chain):
-                    self._follow(src, n, name, chain, depth, top or stmt)
-                    continue
-                kind = self._kind(n, name)
-                if kind is None:
-                    continue
-                wrapper = self.wrappers.get(name) if kernel_config(n) is None else None
-                if wrapper is not None:  # a host wrapper: the launch of the kernel it wraps
-                    kernels_launched = {launch.kernel for launch in wrapper.launches}
-                    name = wrapper.launches[0].kernel if len(kernels_launched) == 1 else wrapper.name
-                op = Op(f"op{len(self.ops)}", kind, name, src.at(n), n, top or stmt)
-                op.via = wrapper
-                op.chain = chain + ((src, n),)
-                op.src = src
-                describe(op)
-                if through is not None:
-                    op.detail["through"] = through
-                self.ops.append(op)
-
-    def _follow(self, src, call, name, chain, depth, top) -> None:
-        hsrc, fn = self.functions[name]
-        params, pointers = param_names(hsrc, fn)
-        for p, a in zip(params, call_args(call)):
-            base = self._base_name(a)
-            if p in pointers and base is not None and base != p:
-                self.alias[p] = base
-        self.helper_calls.append(
-            {
-                "name": name,
-                "at": src.at(call),
-                "defined_at": hsrc.at(fn),
-                "args": [a.text.decode() for a in call_args(call)],
-            }
+def _runtime_sizes(prog: Program) -> list[Unresolved]:
+    """The opportunities whose bytes are known only at run time: ranked after those with known sizes."""
+    return [
+        Unresolved(
+            o["collective_at"],
+            f"the bytes {o['collective']} moves ({o['bytes']}) are known only at run time",
+            "the opportunity is ranked after those with known sizes",
         )
-        self._collect_in(hsrc, fn.child_by_field_name("body").named_children, chain + ((src, call),), depth + 1, top)
-
-    def _follow_lambda(self, src, call, name, chain, depth, top) -> None:
-        lsrc, lam = self.lambdas[name]
-        params, pointers = lambda_parameters(lsrc, lam)
-        for p, a in zip(params, call_args(call)):
-            base = self._base_name(a)
-            if p in pointers and base is not None and base != p:
-                self.alias[p] = base
-        self.helper_calls.append(
-            {
-                "name": name,
-                "at": src.at(call),
-                "defined_at": lsrc.at(lam),
-                "args": [a.text.decode() for a in call_args(call)],
-            }
-        )
-        body = lam.child_by_field_name("body")
-        self._collect_in(lsrc, body.named_children if body is not None else [], chain + ((src, call),), depth + 1, top)
-
-    def _context(self, op, region) -> None:
-        """What decides whether and how often an operation of the region runs: the conditions (`if
-        (calculate_norm)`: a run-time flag, an alternative, never both branches as one sequence) and the
-        loops around it inside the region (helpers' loops included), outermost first."""
-        when: list[str] = []
-        loops: list[dict[str, Any]] = []
-        level = next((k for k, (s, n) in enumerate(op.chain) if s is self.region_src and _inside(n, region)), 0)
-        for k in range(level, len(op.chain)):
-            src, n = op.chain[k]
-            node = n.parent
-            inner: list[tuple[str, Any]] = []
-            while node is not None and node.type != "function_definition":
-                if k == level and _inside(region, node):
-                    break
-                if node.type == "if_statement":
-                    cond = node.child_by_field_name("condition")
-                    alt = node.child_by_field_name("alternative")
-                    negate = alt is not None and _inside(n, alt)
-                    inner.append(("when", f"{'!' if negate else ''}{text_or_none(cond)}"))
-                elif node.type in LOOPS:
-                    inner.append(
-                        (
-                            "loop",
-                            {
-                                "at": src.at(node),
-                                "kind": node.type.replace("_statement", ""),
-                                "iterations": self._iterations(node),
-                            },
-                        )
-                    )
-                node = node.parent
-            for kind, what in reversed(inner):
-                (when if kind == "when" else loops).append(what)
-        if when:
-            op.detail["when"] = when
-        if loops:
-            op.detail["loops"] = loops
-
-    def _assume(self, op) -> None:
-        """--assume NAME=VALUE: a run-time flag's branch is an alternative. An operation whose condition is
-        false under the assumptions is not part of the region's sequence (kept, marked `assumed_out`)."""
-        if not self.assume or not op.detail.get("when"):
-            return
-        for cond in op.detail["when"]:
-            negate = cond.startswith("!")
-            value = evaluate_text(cond[1:] if negate else cond, self.assume)
-            if value is not None and bool(value) == negate:
-                op.in_region = False
-                op.detail["assumed_out"] = f"{cond} is false with " + ", ".join(
-                    f"{k}={v}" for k, v in self.assume.items()
-                )
-                return
-
-    def _iterations(self, loop) -> str | None:
-        cond = loop.child_by_field_name("condition")
-        if loop.type == "for_statement" and cond is not None and cond.type == "binary_expression":
-            return text_or_none(cond.child_by_field_name("right"))
-        return text_or_none(cond) if cond is not None else None
-
-    def _op_in(self, op, src, node) -> bool:
-        """Whether an operation runs inside `node` (a loop or section of `src`): the node holds the op's
-        call or one of the calls that lead to it."""
-        return any(s is src and _inside(n, node) for s, n in op.chain)
-
-    def replays(self) -> bool:
-        """The region launches captured CUDA graphs (what it runs is what the captures recorded)."""
-        return self.region_node is not None and self._loop_calls(self.region_src, self.region_node, GRAPH_LAUNCH)
-
-    def captures(self) -> list:
-        """(source, node) of each capture the replay region's graphs come from: a loop that captures, or
-        the statements of one block from cudaStreamBeginCapture to cudaStreamEndCapture."""
-        if not self.replays():
-            return []
-        return [(s, cap) for s, cap, what in self.alternatives if what == CAPTURE_WHAT]
-
-    def _straight_captures(self) -> None:
-        """Captures written as straight-line statements (begin, the work, end) rather than in a loop:
-        listed with the capture loops, as what the replay loop launches."""
-        if not self.replays():
-            return
-        loops = [cap for s, cap, what in self.alternatives if what == CAPTURE_WHAT]
-        for src, body in self.bodies:
-            for block in [body] + src.nodes("compound_statement", body):
-                stmts = [c for c in block.named_children if c.type != "comment"]
-                begin = None
-                for i, st in enumerate(stmts):
-                    names = {call_name(n, src) for n in src.nodes("call_expression", st)}
-                    if begin is None and names & CAPTURE and not names & CAPTURE_END:
-                        begin = i
-                    elif begin is not None and names & CAPTURE_END:
-                        span = _Span(stmts[begin : i + 1])
-                        if not any(_inside(span, loop) for loop in loops):
-                            self.alternatives.append((src, span, CAPTURE_WHAT))
-                        begin = None
-
-    def _init_blockers(self) -> list[str]:
-        out = []
-        if self.replays() and not self.captures():
-            out.append(
-                f"the repeated region ({self.region_src.at(self.region_node)}) replays CUDA graphs whose "
-                "capture (cudaStreamBeginCapture ... cudaStreamEndCapture) the analysis does not find in "
-                "the given files: pass the file that captures them, or write the workload by hand "
-                "(docs/workload-format.md)"
-            )
-        for s, node in self.captures():
-            if not (s is self.src and self.main.start_byte <= node.start_byte < self.main.end_byte):
-                out.append(
-                    f"the graphs the region replays are captured outside main() ({s.at(node)}, in "
-                    f"{self._function_at(s, node) or 'another function'}); cuco init writes a capture "
-                    "made in main() before the region: move it there, or write the workload by hand "
-                    "(docs/workload-format.md)"
-                )
-        through_lambdas = sorted(
-            {
-                f"{call_name(c, s)} at {s.at(c)}"
-                for o in self.ops
-                if o.in_region and o.kind in ("collective", "p2p")
-                for s, c in o.chain[:-1]
-                if call_name(c, s) in self.lambdas
-            }
-        )
-        if through_lambdas:
-            out.append(
-                f"the repeated region's collectives run inside a lambda ({', '.join(through_lambdas)}); cuco init "
-                "carries functions, not lambdas: make it a function (it may take main()'s variables as "
-                "parameters) and run cuco init again"
-            )
-        for op in self.ops:
-            if op.name == "ncclCommInitAll":
-                out.append(
-                    f"one process drives every GPU (ncclCommInitAll at {op.at}); the harness runs one "
-                    "process per GPU: give each GPU its own process and ncclCommInitRank"
-                )
-        # the helpers the region in main() calls (and their helpers) are carried with compute-only and
-        # comm-only forms; a region inside a helper is not written yet
-        in_main = (
-            self.region_node is None
-            or self.region_src is self.src
-            and self.main.start_byte <= self.region_node.start_byte < self.main.end_byte
-        )
-        if not in_main:
-            names = ", ".join(sorted({c["name"] for c in self.helper_calls}))
-            where = (
-                f"the region ({self.region_src.at(self.region_node)}) is not in main() but inside the helper "
-                f"{self._function_at(self.region_src, self.region_node) or 'function'}"
-            )
-            out.append(
-                f"the repeated region runs inside helper functions ({names}): {where}; cuco init "
-                "writes a region in main() and carries the helpers it calls: move the timed "
-                "section into main(), or write the workload by hand (docs/workload-format.md) from this "
-                "analysis"
-            )
-        return out
-
-    def _function_at(self, src, node) -> str | None:
-        """The name of the function definition holding `node`."""
-        for name, (fsrc, fn) in self.functions.items():
-            if fsrc is src and fn.start_byte <= node.start_byte < fn.end_byte:
-                return name
-        return None
-
-    def _kind(self, n, name) -> str | None:
-        if kernel_config(n) is not None or name in self.wrappers:
-            return "kernel"
-        if name in GRAPH_LAUNCH:  # what it launches is the capture's (followed there)
-            return "graph_launch"
-        if name in api.LAUNCH_API:
-            return "launch_api"
-        if name in api.NCCL_COMM:
-            return "collective" if name not in ("ncclSend", "ncclRecv") else "p2p"
-        if name in api.NCCL_GROUP:
-            return "group"
-        if name in api.NCCL_INIT or name == "ncclGetUniqueId":
-            return "comm_init"
-        if name in api.DEVICE_ALLOC or name in api.HOST_ALLOC:
-            return "alloc"
-        if name in api.MEMCPY:
-            return "memcpy"
-        if name in api.MEMSET:
-            return "memset"
-        if name in api.SYNCS and name not in ("cudaEventSynchronize", "cudaStreamWaitEvent"):
-            return "sync"
-        if name in api.EVENTS:
-            return "event"
-        if name in api.STREAM_CREATE:
-            return "stream"
-        if name.startswith("MPI_") and name not in self.macros:
-            return "mpi"
-        if name in ("cudaFree", "ncclMemFree", "cudaFreeHost", "ncclCommDestroy", "ncclCommFinalize"):
-            return "free"
-        if name in api.DEVICE_SELECT:
-            return "device"
-        return None
-
-    # -- the repeated region
-    def _pick_region(self):
-        """The repeated region, by evidence: a loop around the collectives (or around the replay of a
-        captured graph), in main() or in a helper it calls, timed by a timer just before or after it; else
-        a straight-line section between two timer statements. A loop that captures graphs, one that walks
-        the devices (`cudaSetDevice(i)` on its variable), a size sweep (a loop that allocates and holds the
-        timed loop: each size is a config) and an untimed loop before the timed one (a warm-up) are not the
-        region: they are listed as alternatives with what they are. Sets self.region_src."""
-        loops = [
-            (src, n)
-            for src, body in self.bodies
-            for t in LOOPS
-            for n in src.nodes(t, body)
-            if self._loop_has_comm(src, n) or self._loop_calls(src, n, GRAPH_LAUNCH)
-        ]
-        loops.sort(key=lambda sn: (sn[0] is not self.src, sn[1].start_byte))
-        self.alternatives = []
-        if self.region_at is not None:
-            return self._chosen_region(self.region_at, loops)
-        candidates = self._candidates(
-            loops, [pair for pair in loops if not any(o is not pair and self._nested(pair, o) for o in loops)]
-        )
-        if not any(self._timed(s, node) for s, node in candidates):
-            section = self._timed_section()
-            if section is not None:
-                for src, loop in candidates:
-                    what = (
-                        "warm-up: untimed, before the timed section"
-                        if src is section[0] and loop.start_byte < section[1].start_byte
-                        else "another loop around the collectives"
-                    )
-                    self.alternatives.append((src, loop, what))
-                self.region_src = section[0]
-                return section[1]
-        if not candidates:
-            self.unresolved.append(
-                Unresolved(
-                    self.src.at(self.main),
-                    "no loop around the collectives",
-                    "the repeated region is one loop iteration; wrap the timed part in a loop",
-                )
-            )
-            for src, loop, what in self.alternatives:
-                self.unresolved.append(
-                    Unresolved(src.at(loop), f"not a repeated region: {what}", "--region FILE:LINE takes it anyway")
-                )
-            return None
-        timed = [c for c in candidates if self._timed(*c)]
-        psrc, pick = (timed or candidates)[-1]
-        for src, loop in candidates:
-            if loop is not pick:
-                before = src is psrc and loop.start_byte < pick.start_byte
-                what = (
-                    "warm-up: untimed, before the timed loop"
-                    if before and not self._timed(src, loop)
-                    else "another loop around the collectives"
-                )
-                self.alternatives.append((src, loop, what))
-        self.region_src = psrc
-        return pick
-
-    def _candidates(self, loops, outer) -> list:
-        out = []
-        for src, loop in outer:
-            inner = [
-                pair
-                for pair in loops
-                if pair[1] is not loop
-                and self._nested(pair, (src, loop))
-                and not any(
-                    m[1] is not loop and m is not pair and self._nested(pair, m) and self._nested(m, (src, loop))
-                    for m in loops
-                )
-            ]
-            if self._loop_calls(src, loop, CAPTURE):
-                self.alternatives.append((src, loop, CAPTURE_WHAT))
-            elif self._per_device(src, loop):
-                self.alternatives.append(
-                    (src, loop, "per-device loop: one process driving every GPU, not a repetition")
-                )
-            elif inner and self._allocates(src, loop):
-                var = self._loop_var(src, loop)
-                self.alternatives.append(
-                    (src, loop, f"size sweep: each size is a config{f' (its loop variable {var})' if var else ''}")
-                )
-                out += self._candidates(loops, inner)
-            else:
-                out.append((src, loop))
-        return out
-
-    def _chosen_region(self, region_at: str, loops):
-        want_file, _, want_line = region_at.rpartition(":")
-        chosen = [
-            (s, node)
-            for s, node in loops
-            if want_line == str(node.start_point[0] + 1) and Path(want_file).resolve() == Path(s.path).resolve()
-        ]
-        if not chosen:
-            raise InputError(
-                region_at,
-                "--region",
-                "no loop around the collectives starts here; "
-                f"the loops are at {', '.join(s.at(node) for s, node in loops) or 'none'}",
-            )
-        self.region_src = chosen[0][0]
-        for s, node in loops:
-            if node is not chosen[0][1]:
-                self.alternatives.append((s, node, "another loop around the collectives"))
-        return chosen[0][1]
-
-    def _nested(self, inner, outer) -> bool:
-        """A loop runs inside another: in its text, or called from inside it (a helper's loop)."""
-        (isrc, il), (osrc, ol) = inner, outer
-        if il is ol:
-            return False
-        if isrc is osrc and _inside(il, ol):
-            return True
-        for op in self.ops:  # called from inside it: the outer loop holds an earlier call of the chain
-            i = next((k for k, (s, n) in enumerate(op.chain) if s is isrc and _inside(n, il)), None)
-            o = next((k for k, (s, n) in enumerate(op.chain) if s is osrc and _inside(n, ol)), None)
-            if i is not None and o is not None and o < i:
-                return True
-        return False
-
-    def _timed_section(self):
-        """The widest run of statements of one block between two timer statements with communication
-        between them (the region of a program that times straight-line code with events)."""
-        best = None
-        for src, body in self.bodies:
-            for block in [body] + src.nodes("compound_statement", body):
-                stmts = [c for c in block.named_children if c.type != "comment"]
-                marks = [
-                    i
-                    for i, st in enumerate(stmts)
-                    if any(self._is_timer(src, c) for c in src.nodes("call_expression", st))
-                ]
-                if len(marks) < 2:
-                    continue
-                span = _Span(stmts[marks[0] : marks[-1] + 1])
-                if any(op.kind in ("collective", "p2p") and self._op_in(op, src, span) for op in self.ops):
-                    if best is None or span.end_byte - span.start_byte > best[1].end_byte - best[1].start_byte:
-                        best = (src, span)
-        return best
-
-    def _loop_has_comm(self, src, loop) -> bool:
-        return any(op.kind in ("collective", "p2p") and self._op_in(op, src, loop) for op in self.ops)
-
-    def _allocates(self, src, loop) -> bool:
-        return any(call_name(n, src) in api.DEVICE_ALLOC for n in src.nodes("call_expression", loop))
-
-    def _loop_calls(self, src, loop, names) -> bool:
-        return any(call_name(n, src) in names for n in src.nodes("call_expression", loop))
-
-    def _per_device(self, src, loop) -> bool:
-        """A loop over the devices of one process: it selects device `i`, or indexes the communicators
-        ncclCommInitAll made (`comms[i]`)."""
-        var = self._loop_var(src, loop)
-        if var is None:
-            return False
-        comm_arrays = {
-            plain_name(call_args(o.node)[0]) for o in self.ops if o.name == "ncclCommInitAll" and call_args(o.node)
-        }
-        for sub in src.nodes("subscript_expression", loop):
-            arg, idx = sub.child_by_field_name("argument"), sub.child_by_field_name("indices")
-            if (
-                arg is not None
-                and text_or_none(arg) in comm_arrays
-                and idx is not None
-                and any(i.text.decode() == var for i in identifiers(idx))
-            ):
-                return True
-        return any(
-            call_name(n, src) in api.DEVICE_SELECT
-            and any(i.text.decode() == var for a in call_args(n) for i in identifiers(a))
-            for n in src.nodes("call_expression", loop)
-        )
-
-    def _loop_var(self, src, loop) -> str | None:
-        if loop.type != "for_statement":
-            return None
-        init = loop.child_by_field_name("initializer")
-        if init is None:
-            return None
-        if init.type == "assignment_expression":
-            return text_or_none(init.child_by_field_name("left"))
-        return next((declarator_name(d, src) for d in init.children_by_field_name("declarator")), None)
-
-    def _timed(self, src, loop) -> bool:
-        """A timer read in one of the few statements just before the loop, or just after it when no other
-        loop follows that timer (then it starts that loop's timing: this one is its warm-up)."""
-        if isinstance(loop, _Span):
-            return True
-        for step in ("prev_named_sibling", "next_named_sibling"):
-            n, seen, found = getattr(loop, step), 0, False
-            while n is not None and seen < 3:
-                if n.type != "comment":
-                    seen += 1
-                    if n.type in LOOPS:
-                        found = found and step == "prev_named_sibling"
-                        break
-                    if any(self._is_timer(src, c) for c in src.nodes("call_expression", n)) or (
-                        n.type == "call_expression" and self._is_timer(src, n)
-                    ):
-                        found = True
-                n = getattr(n, step)
-            if found:
-                return True
-        return False
-
-    def _is_timer(self, src, call) -> bool:
-        name = call_name(call, src)
-        return name in TIMERS or (name == "now" and "chrono" in node_text(call))
-
-    def _region_json(self, loop) -> dict | None:
-        if loop is None:
-            return None
-        src = self.region_src
-        iterations = var = None
-        if loop.type == "for_statement":
-            cond = loop.child_by_field_name("condition")
-            if cond is not None and cond.type == "binary_expression":
-                iterations = text_or_none(cond.child_by_field_name("right"))
-            var = self._loop_var(src, loop)
-        warmups = [o.at for o in self.ops if o.kind in ("collective", "p2p") and not o.in_region]
-        region = {
-            "at": src.at(loop),
-            "end": f"{src.path}:{loop.end_point[0] + 1}",
-            "kind": loop.type.replace("_statement", ""),
-            "timed": self._timed(src, loop),
-            "iterations": iterations,
-            "loop_variable": var,
-            "outside_collectives": warmups,
-            "alternatives": [{"at": s.at(node), "what": what} for s, node, what in self.alternatives],
-        }
-        if src is not self.src:
-            region["in_function"] = next(
-                (n for n, (s, f) in self.functions.items() if s is src and _inside(loop, f)), None
-            )
-        if self._loop_calls(src, loop, GRAPH_LAUNCH):
-            region["replays"] = [
-                {
-                    "at": s.at(cap),
-                    "captures": [
-                        {"name": o.name, "at": o.at}
-                        for o in self.ops
-                        if self._op_in(o, s, cap) and o.kind in ("kernel", "collective", "p2p", "memcpy", "memset")
-                    ],
-                }
-                for s, cap in self.captures()
-            ]
-        return region
-
-    # -- buffers
-    def _collect_buffers(self) -> dict[str, Buffer]:
-        buffers: dict[str, Buffer] = {}
-        for op in self.ops:
-            if op.kind != "alloc" or op.name not in api.DEVICE_ALLOC:
-                continue
-            pi, bi = api.DEVICE_ALLOC[op.name]
-            ptr, size = nth_arg(op.node, pi), nth_arg(op.node, bi)
-            name = self._base_name(ptr)
-            if name is None or size is None:
-                self.unresolved.append(
-                    Unresolved(
-                        op.at,
-                        f"{op.name} of an expression the analysis cannot name",
-                        "allocate into a plain pointer variable",
-                    )
-                )
-                continue
-            var = self.vars.get(name)
-            elem = self._resolve_type(var.base_type) if var is not None else "unknown"
-            count = None
-            if size.type == "binary_expression" and text_or_none(size.child_by_field_name("operator")) == "*":
-                left, right = size.child_by_field_name("left"), size.child_by_field_name("right")
-                if right.type == "sizeof_expression":
-                    count = text_or_none(left)
-                elif left.type == "sizeof_expression":
-                    count = text_or_none(right)
-            buffers[name] = Buffer(name, op.at, op.name, elem, node_text(size), count, alloc_stmt=op.stmt)
-            op.writes = []
-            op.detail = {"buffer": name, "bytes": node_text(size)}
-        return buffers
-
-    def _resolve_type(self, name: str) -> str:
-        """`real` of `typedef float real;` (or `using real = float;`) is float: the element type the
-        harness fills and compares, whichever #if branch chose it."""
-        if self._typedefs is None:
-            self._typedefs = {}
-            for src in self.sources:
-                for node in src.tree.root_node.named_children:
-                    if node.type == "type_definition":
-                        t = node.child_by_field_name("type")
-                        for d in node.children_by_field_name("declarator"):
-                            if t is not None and d.type == "type_identifier":
-                                self._typedefs[src.text(d)] = src.text(t)
-                    elif node.type == "alias_declaration":
-                        n, t = node.child_by_field_name("name"), node.child_by_field_name("type")
-                        if n is not None and t is not None:
-                            self._typedefs[src.text(n)] = src.text(t)
-        seen = set()
-        while name in self._typedefs and name not in seen:
-            seen.add(name)
-            name = self._typedefs[name]
-        return name
-
-    def _base_name(self, node) -> str | None:
-        """The variable a pointer expression is based on: `x`, `&x`, `(void**)&x`, `x + off`, `(char*)x`."""
-        if node is None:
-            return None
-        for i in identifiers(node):
-            name = self._unalias(i.text.decode())
-            if name in self.vars and (self.vars[name].pointer or i.parent.type == "pointer_expression"):
-                return name
-        return None
-
-    def _unalias(self, name: str) -> str:
-        seen = set()
-        while name in self.alias and name not in seen:
-            seen.add(name)
-            name = self.alias[name]
-        return name
-
-    def _reads_writes(self, buffers: dict[str, Buffer]) -> None:
-        def buf(node):
-            name = self._base_name(node)
-            return name if name in buffers else None
-
-        for op in self.ops:
-            n = op.node
-            if op.kind == "kernel":
-                access = op.via.access if op.via is not None else self.kernel_access.get(op.name)
-                args = call_args(n)
-                if access is None:
-                    self.unresolved.append(
-                        Unresolved(
-                            op.at,
-                            f"kernel {op.name} is not defined in the given files",
-                            "pass the file that defines it to cuco analyze",
-                        )
-                    )
-                    access = ["rw"] * len(args)
-                for a, acc in zip(args, access):
-                    b = buf(a)
-                    if b is None:
-                        continue
-                    if "r" in acc:
-                        op.reads.append(b)
-                    if "w" in acc:
-                        op.writes.append(b)
-                op.detail["reads"], op.detail["writes"] = list(op.reads), list(op.writes)
-            elif op.kind in ("collective", "p2p"):
-                spec = api.NCCL_COMM[op.name]
-                for key, pos, out in (("send", spec["send"], op.reads), ("recv", spec["recv"], op.writes)):
-                    b = buf(nth_arg(n, pos))
-                    if b is not None:
-                        out.append(b)
-                        op.detail[key + "_buffer"] = b
-                if op.name == "ncclBcast" and op.writes:
-                    op.reads = list(op.writes)
-            elif op.kind == "memcpy":
-                a = call_args(n)
-                d = buf(a[0]) if a else None
-                s = buf(a[api.MEMCPY[op.name][1]]) if len(a) > 1 else None
-                if d:
-                    op.writes.append(d)
-                if s:
-                    op.reads.append(s)
-            elif op.kind == "memset":
-                a = call_args(n)
-                d = buf(a[0]) if a else None
-                if d:
-                    op.writes.append(d)
-            for b in op.reads:
-                buffers[b].readers.append(op.id)
-            for b in op.writes:
-                buffers[b].writers.append(op.id)
-        self._groups()
-
-    def _groups(self) -> None:
-        group = None
-        for op in self.ops:
-            if op.kind == "group":
-                if op.name == "ncclGroupStart":
-                    group = op.id
-                else:
-                    op.detail["starts"] = group
-                    group = None
-            elif op.kind in ("collective", "p2p"):
-                op.detail["group"] = group
-
-    def _roles(self, buffers: dict[str, Buffer]) -> None:
-        region_ops = [o for o in self.ops if o.in_region]
-        if self.replays():  # what the graphs run, where the region first launches one
-            replayed = [o for o in self.ops if any(self._op_in(o, s, cap) for s, cap in self.captures())]
-            first = next((i for i, o in enumerate(region_ops) if o.kind == "graph_launch"), 0)
-            region_ops = (
-                [o for o in region_ops[:first] if o.kind != "graph_launch"]
-                + replayed
-                + [o for o in region_ops[first:] if o.kind != "graph_launch"]
-            )
-        swapped = self._swapped(buffers)
-        for b in buffers.values():
-            seq = [("w" if b.name in o.writes else "") + ("r" if b.name in o.reads else "") for o in region_ops]
-            seq = [s for s in seq if s]
-            if b.name in swapped:
-                b.role = "carried"  # ping-pong: what one iteration writes, the next one reads
-                continue
-            if not seq:
-                b.role = "unused"
-                continue
-            first_write = next((i for i, s in enumerate(seq) if "w" in s), None)
-            if first_write is None:
-                b.role = "input"
-                continue
-            if (
-                any("r" in s and "w" not in s for s in seq[:first_write])
-                or seq[first_write] == "rw"
-                and first_write == 0
-                and self._rw_reads_first(b, region_ops)
-            ):
-                b.role = "carried"
-                continue
-            last_write = max(i for i, s in enumerate(seq) if "w" in s)
-            b.role = "intermediate" if any("r" in s for s in seq[last_write + 1 :]) else "output"
-
-    def _swapped(self, buffers) -> set[str]:
-        """Buffers whose pointers the region swaps (`std::swap(a_new, a)`): each iteration reads what the
-        previous one wrote."""
-        if self.region_node is None:
-            return set()
-        out: set[str] = set()
-        # a replayed capture swaps as it records (one graph per parity of the ping-pong)
-        for src, node in [(self.region_src, self.region_node)] + self.captures():
-            for n in src.nodes("call_expression", node):
-                if call_name(n, src) != "swap":
-                    continue
-                names = [self._base_name(a) for a in call_args(n)]
-                swapped = [x for x in names if x is not None and x in buffers]
-                if len(names) == 2 and len(swapped) == 2:
-                    out.update(swapped)
-        return out
-
-    def _rw_reads_first(self, b, region_ops) -> bool:
-        """An op that reads and writes b first in the region (in place, e.g. ncclAllReduce(x, x)) reads a
-        value carried over from the previous iteration, unless it is a kernel (which may write first)."""
-        first = next(o for o in region_ops if b.name in o.writes or b.name in o.reads)
-        return first.kind in ("collective", "p2p", "memcpy")
-
-    # -- communicators and ranks
-    def _check_macros(self) -> list[str]:
-        """Function-like macros of one parameter that wrap a call (CUDACHECK(cudaMalloc(...))): the
-        analysis sees through them; the workload re-defines them to return the error to the harness."""
-        used: set[str] = set()
-        for n in self.src.nodes("call_expression", self.body):
-            name = call_name(n, self.src)
-            args = call_args(n)
-            if name is not None and name in self.macros and len(args) == 1 and args[0].type == "call_expression":
-                used.add(name)
-        return sorted(used)
-
-    def _integer_constants(self) -> dict[str, int]:
-        """Variables (main's, file-scope) initialised with an integer literal: a table's index."""
-        out = {}
-        for name, v in self.vars.items():
-            text = (text_or_none(v.init) or "").strip() if v.init is not None else ""
-            if text.isdigit():
-                out[name] = int(text)
-        for name, (src, _node, d) in self.globals.items():
-            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
-            if value is not None and src.text(value).strip().isdigit() and name not in out:
-                out[name] = int(src.text(value).strip())
-        return out
-
-    def _check_functions(self) -> list[str]:
-        """The program's own status-checking functions (`check(cudaMalloc(...), "what")`: a function whose
-        first parameter is a CUDA or NCCL status, called with a call as that argument): the workload maps
-        them to the harness's error return, as it does the check macros (a note says so)."""
-        found: list[str] = []
-        for src, body in self.bodies:
-            for n in src.nodes("call_expression", body):
-                name = call_name(n, src)
-                args = call_args(n)
-                if name is None or name in found or not args or args[0].type != "call_expression":
-                    continue
-                fn = self.functions.get(name)
-                if fn is not None and _checks_a_status(*fn):
-                    found.append(name)
-                    self.unresolved.append(
-                        Unresolved(
-                            fn[0].at(fn[1]),
-                            f"{name}() checks a CUDA/NCCL status",
-                            "mapped to the harness's error return: in the workload a failed call it checks ends "
-                            "the call with that error instead of running its body",
-                        )
-                    )
-        return found
-
-    # -- size parameters
-    def _params(self, buffers) -> list[dict]:
-        roots: list[str] = []
-        exprs = [b.size for b in buffers.values() if b.role != "unused"]
-        exprs += [op.detail.get("count") for op in self.ops if op.in_region and op.kind in ("collective", "p2p")]
-        seen: set[str] = set()
-        todo = [i for e in exprs if e for i in names_in(e)]
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            var = self.vars.get(name)
-            if var is not None and var.top_level and var.init is None:  # `T v; if (c) v = a; else v = b;`
-                todo.extend(
-                    i.text.decode()
-                    for st in self._assigning_statements(name)
-                    for i in identifiers(st)
-                    if i.text.decode() != name
-                )
-                continue
-            if var is None or not var.top_level or var.init is None:
-                continue
-            if var.init is not None:
-                value = self._default(var)
-                if value is not None and isinstance(value, int) and not var.pointer:
-                    roots.append(name)
-                    continue
-                todo.extend(self.src.text(i) for i in identifiers(var.init))
-        params = []
-        for name in sorted(set(roots), key=lambda n: self.vars[n].pos):
-            var = self.vars[name]
-            param = {"name": name, "type": var.type, "default": self._default(var), "at": f"{self.src.path}:{var.line}"}
-            if evaluate(var.init, self.src, {}) is None:  # the program's default when its command line is empty
-                param["from"] = "command line"
-            params.append(param)
-        return params
-
-    def _assigning_statements(self, name: str) -> list:
-        """main()'s top-level statements before the region that assign `name` (no calls in them)."""
-        out = []
-        for st in self.body.named_children:
-            in_main_region = self.region_node is not None and self.region_src is self.src
-            if in_main_region and st.start_byte >= self.region_node.start_byte:
-                break
-            if st.type not in ("expression_statement", "if_statement"):
-                continue
-            targets = {
-                text_or_none(a.child_by_field_name("left")) for a in walk(st) if a.type == "assignment_expression"
-            }
-            if name in targets and not any(n.type == "call_expression" for n in walk(st)):
-                out.append(st)
-        return out
-
-    def _default(self, var):
-        value = evaluate(var.init, self.src, {})
-        if value is None and reads_command_line(var.init, self.src, lambda n: calls_any(self.functions, n, ENV_CALLS)):
-            value = default_of(var.init, self.src)
-        return value
-
-    def _runtime_sizes(self, prog: Program) -> None:
-        for o in prog.opportunities:
-            if o["bytes_value"] is None:
-                self.unresolved.append(
-                    Unresolved(
-                        o["collective_at"],
-                        f"the bytes {o['collective']} moves ({o['bytes']}) are known only at run time",
-                        "the opportunity is ranked after those with known sizes",
-                    )
-                )
-
-
-def _helpers(functions, kernels, wrappers) -> set[str]:
-    """Host functions (not main, not kernels, not launch wrappers) that communicate, directly or through
-    another such function: the analysis follows calls into them."""
-    direct = {n for n, (s, f) in functions.items() if n != "main" and n not in kernels and has_comm_call(s, f)}
-    found = set(direct)
-    changed = True
-    while changed:
-        changed = False
-        for n, (s, f) in functions.items():
-            if n in found or n == "main" or n in kernels:
-                continue  # a launch wrapper that also communicates (through a helper) is followed too
-            if any(call_name(c, s) in found for c in s.nodes("call_expression", f)):
-                found.add(n)
-                changed = True
-    return found
-
-
-STATUS_TYPES = ("cudaError_t", "cudaError", "ncclResult_t", "CUresult", "cublasStatus_t", "cusparseStatus_t")
-
-
-def _checks_a_status(src, fn) -> bool:
-    """A function whose first parameter is a CUDA/NCCL/library status (`void check(cudaError_t e, ...)`)."""
-    decl = fn.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
-    params = decl.child_by_field_name("parameters") if decl is not None else None
-    first = next((p for p in params.named_children if p.type == "parameter_declaration"), None) if params else None
-    kind = first.child_by_field_name("type") if first is not None else None
-    return kind is not None and src.text(kind) in STATUS_TYPES
-
-
-def _inside(node, outer) -> bool:
-    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
+        for o in prog.opportunities
+        if o["bytes_value"] is None
+    ]

@@ -129,3 +129,7 @@ LAUNCH_API = {
     "cuLaunchKernel",
     "cudaGraphLaunch",
 }
+# CUDA graphs: a capture records what the replay loop launches.
+CAPTURE = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph"}
+CAPTURE_END = {"cudaStreamEndCapture"}
+GRAPH_LAUNCH = {"cudaGraphLaunch"}

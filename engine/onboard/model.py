@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 class RegionNode(Protocol):
     """The repeated region: a loop's syntax node, or a timed section of straight-line statements that
-    stands where a loop node stands (analyze._Span)."""
+    stands where a loop node stands (loops.Section)."""
 
     @property
     def start_byte(self) -> int: ...
