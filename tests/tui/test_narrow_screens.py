@@ -34,16 +34,8 @@ async def _settle(pilot) -> None:
         if main.query_one("#candidates").row_count and main.query_one("#islands").row_count and app.summary.evaluated:
             break
         await pilot.pause(0.05)
-    # every row in: the candidates table's row count unchanged over half a second (a refresh that lands
-    # after positioning would move the table a row under the snapshot)
-    table, seen, still = app.screen_stack[0].query_one("#candidates"), -1, 0
-    for _ in range(100):
-        await app.workers.wait_for_complete()
-        still = still + 1 if table.row_count == seen else 0
-        seen = table.row_count
-        if still >= 5:
-            break
-        await pilot.pause(0.1)
+    await pilot.pause(0.3)
+    await app.workers.wait_for_complete()
     await pilot.pause(0.2)
 
 
