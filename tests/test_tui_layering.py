@@ -9,6 +9,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.test_layering import circles as engine_circles
+
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = ("cuco_tui", "engine", "remote")  # private names of these packages stay in their modules
 
@@ -68,35 +70,9 @@ def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], list[st
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import circles: each strongly connected set of two or more modules."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
+    """The import circles: each strongly connected set of two or more modules (the engine's checker's)."""
+    edges = {(a, b) for a, targets in graph.items() for b in targets}
+    return engine_circles(edges)
 
 
 def unexplained_nested_imports(path: Path) -> list[int]:
